@@ -1,0 +1,17 @@
+// Locating a test's data files (built artifacts listed in `data`) the same way
+// under `bazel test` and inside the Soft-RoCE guest (scripts/rdma-lane sets the
+// same variables Bazel does).
+#pragma once
+
+#include <string>
+
+namespace forkguard::testing {
+
+// Absolute path of a workspace-relative runfile, e.g. "shim/libforkguard.so".
+// Aborts the test with a clear message when it does not exist.
+std::string Runfile(const std::string& workspace_relative);
+
+// A fresh private directory under TEST_TMPDIR (or /tmp), created 0700.
+std::string MakeTempDir(const std::string& prefix);
+
+}  // namespace forkguard::testing
