@@ -1,0 +1,135 @@
+// shim_bench: one measured operation, repeated; prints the median and p90 in ns.
+// bench/shim.sh runs it alternately with and without libforkguard.so preloaded
+// and reports ratios (issue 8). Nothing here knows about the shim.
+//
+//   shim_bench fork-small N          fork + _exit + waitpid, small process
+//   shim_bench fork-256m N           the same with 256 MiB of touched memory
+//   shim_bench fork-rdma N DEV       the same with a live context, PD and 4 MiB MR on DEV
+//   shim_bench reg SIZE N DEV        ibv_reg_mr + ibv_dereg_mr of SIZE bytes on DEV
+//   shim_bench libc N                a libc path the shim does not watch (open/read/close, malloc/free)
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace {
+
+long long NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+[[noreturn]] void Die(const char* what) {
+  fprintf(stderr, "shim_bench: %s: %s\n", what, strerror(errno));
+  exit(2);
+}
+
+void Report(const char* name, std::vector<long long> v) {
+  std::sort(v.begin(), v.end());
+  printf("%s median_ns=%lld p90_ns=%lld n=%zu\n", name, v[v.size() / 2], v[v.size() * 9 / 10],
+         v.size());
+}
+
+void ForkLoop(const char* name, int n) {
+  std::vector<long long> t;
+  for (int i = 0; i < n; ++i) {
+    long long t0 = NowNs();
+    pid_t p = fork();
+    if (p < 0) Die("fork");
+    if (p == 0) _exit(0);
+    int st;
+    if (waitpid(p, &st, 0) != p) Die("waitpid");
+    t.push_back(NowNs() - t0);
+  }
+  Report(name, t);
+}
+
+struct Rdma {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+};
+
+Rdma OpenDevice(const char* name) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list) Die("ibv_get_device_list");
+  Rdma r;
+  for (int i = 0; i < n && !r.ctx; ++i)
+    if (!name || !strcmp(name, ibv_get_device_name(list[i]))) r.ctx = ibv_open_device(list[i]);
+  ibv_free_device_list(list);
+  if (!r.ctx) Die("ibv_open_device (no such device?)");
+  r.pd = ibv_alloc_pd(r.ctx);
+  if (!r.pd) Die("ibv_alloc_pd");
+  return r;
+}
+
+void* PageAligned(size_t len) {
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) Die("mmap");
+  memset(p, 1, len);
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: see the comment at the top of bench/shim_bench.cc\n");
+    return 2;
+  }
+  std::string mode = argv[1];
+  if (mode == "fork-small") {
+    ForkLoop("fork-small", atoi(argv[2]));
+  } else if (mode == "fork-256m") {
+    PageAligned(256u << 20);
+    ForkLoop("fork-256m", atoi(argv[2]));
+  } else if (mode == "fork-rdma" && argc >= 4) {
+    Rdma r = OpenDevice(argv[3]);
+    void* buf = PageAligned(4u << 20);
+    if (!ibv_reg_mr(r.pd, buf, 4u << 20, IBV_ACCESS_LOCAL_WRITE)) Die("ibv_reg_mr");
+    ForkLoop("fork-rdma", atoi(argv[2]));
+  } else if (mode == "reg" && argc >= 5) {
+    size_t len = strtoull(argv[2], nullptr, 10);
+    int n = atoi(argv[3]);
+    Rdma r = OpenDevice(argv[4]);
+    void* buf = PageAligned(len);
+    std::vector<long long> t;
+    for (int i = 0; i < n; ++i) {
+      long long t0 = NowNs();
+      ibv_mr* mr = ibv_reg_mr(r.pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+      if (!mr) Die("ibv_reg_mr");
+      if (ibv_dereg_mr(mr)) Die("ibv_dereg_mr");
+      t.push_back(NowNs() - t0);
+    }
+    Report(("reg-" + std::string(argv[2])).c_str(), t);
+  } else if (mode == "libc") {
+    int n = atoi(argv[2]);
+    std::vector<long long> t;
+    char b[64];
+    for (int i = 0; i < n; ++i) {
+      long long t0 = NowNs();
+      int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+      if (fd < 0) Die("open");
+      if (read(fd, b, sizeof b) < 0) Die("read");
+      close(fd);
+      void* volatile m = malloc(100 + i % 900);
+      free(m);
+      t.push_back(NowNs() - t0);
+    }
+    Report("libc", t);
+  } else {
+    fprintf(stderr, "shim_bench: unknown mode or missing arguments: %s\n", mode.c_str());
+    return 2;
+  }
+  return 0;
+}
