@@ -137,6 +137,25 @@ uintptr_t FindShimFunction(const char* name) {
   }
 }
 
+// True when the object links libibverbs/librdmacm directly (DT_NEEDED). Its PLT
+// bindings are reported to la_symbind64 only when it has LA_FLG_BINDFROM *and* the
+// definer has LA_FLG_BINDTO (dlsym/dlvsym need just one of them). Without LD_AUDIT such
+// bindings reach the shim anyway -- except for a library loaded RTLD_DEEPBIND, which
+// binds to libibverbs first: this is what routes those to the shim.
+bool NeedsRdmaLibrary(const struct link_map* map) {
+  if (map->l_ld == nullptr) return false;
+  const char* strtab = nullptr;
+  for (const ElfW(Dyn)* dyn = map->l_ld; dyn->d_tag != DT_NULL; ++dyn) {
+    if (dyn->d_tag == DT_STRTAB)
+      strtab = reinterpret_cast<const char*>(DynPtr(map, dyn->d_un.d_ptr));
+  }
+  if (strtab == nullptr) return false;
+  for (const ElfW(Dyn)* dyn = map->l_ld; dyn->d_tag != DT_NULL; ++dyn) {
+    if (dyn->d_tag == DT_NEEDED && IsRdmaLibrary(strtab + dyn->d_un.d_val)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 extern "C" {
@@ -154,7 +173,9 @@ unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t* cookie) {
     if (g_shim == nullptr) g_shim = map;
     return 0;
   }
-  return IsRdmaLibrary(map->l_name) ? LA_FLG_BINDTO : 0;
+  unsigned int flags = IsRdmaLibrary(map->l_name) ? LA_FLG_BINDTO : 0;
+  if (NeedsRdmaLibrary(map)) flags |= LA_FLG_BINDFROM;
+  return flags;
 }
 
 // After the startup objects are loaded, before main: the one place to tell a user the

@@ -1,0 +1,99 @@
+// Host tests of libforkguard_audit.so with a stand-in shim (fake_shim/libforkguard.so)
+// and the stub libibverbs: which object each handle lookup ends up in, that the shim's
+// own lookups are not redirected, that compat versions are left alone, and that the
+// module on its own changes nothing but one line on stderr.
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/audit/run_program.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::testing {
+namespace {
+
+struct Paths {
+  std::string program = Runfile("tests/audit/nccl_like");
+  std::string fake_shim = Runfile("tests/audit/fake_shim/libforkguard.so");
+  std::string audit = Runfile("shim/libforkguard_audit.so");
+  std::string deepbind_user = Runfile("tests/audit/libdeepbind_user.so");
+  std::string stub_dir = [] {
+    std::string lib = Runfile("tests/stub_ibverbs/lib/libibverbs.so.1");
+    return lib.substr(0, lib.rfind('/'));
+  }();
+};
+
+ProgramResult RunNcclLike(const Paths& p, bool preload, bool audit,
+                          std::vector<std::string> extra_args = {}) {
+  std::vector<std::string> argv = {p.program};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  return RunProgram(argv, {"LD_LIBRARY_PATH=" + p.stub_dir,
+                           "LD_PRELOAD=" + (preload ? p.fake_shim : std::string()),
+                           "LD_AUDIT=" + (audit ? p.audit : std::string())});
+}
+
+TEST(AuditModule, RoutesHandleLookupsToTheShim) {
+  Paths p;
+  ProgramResult r = RunNcclLike(p, /*preload=*/true, /*audit=*/true);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  // Watched names the shim exports go to the shim...
+  EXPECT_NE(r.out.find("bind ibv_open_device@IBVERBS_1.1 -> libforkguard.so"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("bind ibv_alloc_pd@IBVERBS_1.1 -> libforkguard.so"), std::string::npos);
+  EXPECT_NE(r.out.find("bind ibv_reg_mr@IBVERBS_1.1 -> libforkguard.so"), std::string::npos);
+  EXPECT_NE(r.out.find("bind ibv_fork_init@IBVERBS_1.1 -> libforkguard.so"), std::string::npos);
+  // ...names it does not export, and the compat version with its other ABI, do not.
+  EXPECT_NE(r.out.find("bind ibv_get_device_list@IBVERBS_1.1 -> libibverbs.so.1"),
+            std::string::npos);
+  EXPECT_NE(r.out.find("bind ibv_open_device@IBVERBS_1.0 -> libibverbs.so.1"), std::string::npos);
+  // The wrappers ran once per call and reached the real (stub) functions: no recursion
+  // through the shim's own dlvsym, and no compat version called.
+  EXPECT_EQ(CountOf(r.err, "fake-shim: ibv_fork_init\n"), 1) << r.err;
+  EXPECT_EQ(CountOf(r.err, "fake-shim: ibv_open_device\n"), 1) << r.err;
+  EXPECT_EQ(CountOf(r.err, "fake-shim: ibv_alloc_pd\n"), 1) << r.err;
+  EXPECT_EQ(CountOf(r.err, "fake-shim: ibv_reg_mr\n"), 1) << r.err;
+  EXPECT_EQ(r.err.find("stub-ibverbs"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("ibv_fork_init = 0"), std::string::npos);
+  EXPECT_NE(r.out.find("registered 16384 bytes on stub0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("child exited 0"), std::string::npos) << r.out;
+}
+
+TEST(AuditModule, WithoutItHandleLookupsBypassThePreload) {
+  // The reason the module exists: the same program under LD_PRELOAD alone.
+  Paths p;
+  ProgramResult r = RunNcclLike(p, /*preload=*/true, /*audit=*/false);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("bind ibv_open_device@IBVERBS_1.1 -> libibverbs.so.1"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.err.find("fake-shim:"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("child exited 0"), std::string::npos) << r.out;
+}
+
+TEST(AuditModule, AloneSaysOnceAndChangesNothing) {
+  Paths p;
+  ProgramResult plain = RunNcclLike(p, /*preload=*/false, /*audit=*/false);
+  ProgramResult audited = RunNcclLike(p, /*preload=*/false, /*audit=*/true);
+  ASSERT_EQ(plain.status, 0) << plain.out << plain.err;
+  EXPECT_EQ(audited.status, plain.status);
+  EXPECT_EQ(audited.out, plain.out);
+  EXPECT_EQ(CountOf(audited.err, "libforkguard_audit.so does nothing without the shim"), 1)
+      << audited.err;
+  EXPECT_EQ(plain.err, "");
+}
+
+TEST(AuditModule, RoutesPltCallsOfADeepbindLibrary) {
+  // RTLD_DEEPBIND puts the library's own dependencies (libibverbs) before the preloaded
+  // shim in its lookup scope; the binding is still reported to la_symbind64.
+  Paths p;
+  ProgramResult with_audit = RunNcclLike(p, true, true, {"--deepbind", p.deepbind_user});
+  ASSERT_EQ(with_audit.status, 0) << with_audit.out << with_audit.err;
+  EXPECT_EQ(CountOf(with_audit.err, "fake-shim: ibv_fork_init\n"), 2) << with_audit.err;
+  EXPECT_NE(with_audit.out.find("deepbind ibv_fork_init = 0"), std::string::npos) << with_audit.out;
+
+  ProgramResult without = RunNcclLike(p, true, false, {"--deepbind", p.deepbind_user});
+  ASSERT_EQ(without.status, 0) << without.out << without.err;
+  EXPECT_EQ(CountOf(without.err, "fake-shim: ibv_fork_init\n"), 0) << without.err;
+}
+
+}  // namespace
+}  // namespace forkguard::testing
