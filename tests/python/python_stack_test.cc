@@ -1,0 +1,68 @@
+// shim/python_stack in a real CPython (/usr/bin/python3, Debian's): the frames a
+// C library sees when Python calls it with the GIL held, none without the GIL, and the
+// frames at os.fork(). Line numbers come from markers in pystack_probe.py.
+#include "shim/python_stack.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/audit/run_program.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::testing {
+namespace {
+
+constexpr char kPython[] = "/usr/bin/python3";
+
+std::string Between(const std::string& text, const std::string& begin, const std::string& end) {
+  size_t b = text.find(begin);
+  size_t e = text.find(end, b == std::string::npos ? 0 : b);
+  if (b == std::string::npos || e == std::string::npos) return "<missing " + begin + ">";
+  return text.substr(b + begin.size(), e - b - begin.size());
+}
+
+std::string Frame(const std::string& file, int line, const std::string& func) {
+  return "  File \"" + file + "\", line " + std::to_string(line) + ", in " + func + "\n";
+}
+
+TEST(PythonStack, EmptyOutsidePython) {
+  EXPECT_FALSE(IsPythonProcess());
+  EXPECT_TRUE(CapturePythonStack(16).empty());
+  PythonStack stack;
+  EXPECT_EQ(CapturePythonStack(&stack, 16), 0);
+  char buf[64] = "x";
+  EXPECT_EQ(FormatPythonStack(stack, buf, sizeof buf), 0u);
+  EXPECT_STREQ(buf, "");
+}
+
+TEST(PythonStack, FramesFromCPython) {
+  const std::string script = Runfile("tests/python/pystack_probe.py");
+  const std::string probe = Runfile("tests/python/libpystack_probe.so");
+  ProgramResult r =
+      RunProgram({kPython, script, probe}, {"LD_PRELOAD=" + probe, "PYSTACK_PROBE_FORK=1"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+
+  // GIL held: the whole stack, outermost first, like a traceback.
+  std::string with_gil = Between(r.out, "WITH-GIL-BEGIN\n", "WITH-GIL-END");
+  std::string expected = "Python stack (most recent call last):\n" +
+                         Frame(script, LineOf(script, "MARK:module"), "<module>") +
+                         Frame(script, LineOf(script, "MARK:main-with-gil"), "main") +
+                         Frame(script, LineOf(script, "MARK:with-gil"), "with_gil") +
+                         Frame(script, LineOf(script, "MARK:probe-call"), "show");
+  EXPECT_EQ(with_gil, expected + "\n");
+
+  // GIL released (ctypes.CDLL): touching the frames would race; nothing is captured.
+  EXPECT_EQ(Between(r.out, "WITHOUT-GIL-BEGIN\n", "WITHOUT-GIL-END"), "\n") << r.out;
+
+  // os.fork() holds the GIL: the innermost frame is the os.fork() line.
+  std::string at_fork =
+      r.err.substr(r.err.find("probe-fork:\n") == std::string::npos ? r.err.size()
+                                                                    : r.err.find("probe-fork:\n"));
+  EXPECT_NE(at_fork.find(Frame(script, LineOf(script, "MARK:main-fork"), "main") +
+                         Frame(script, LineOf(script, "MARK:fork"), "fork_child")),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace forkguard::testing
