@@ -1,0 +1,192 @@
+// transport_tool: one end of an RDMA batch stream, for the real-device tests
+// (which run the other end in-process) and for bench/transport.sh.
+//
+//   transport_tool send --listen IP:PORT [--count N] [--size BYTES|mixed]
+//                       [--seed S] [--no-checksum] [--ready-fd FD]
+//   transport_tool recv --connect IP:PORT [--bind IP] [--size BYTES|mixed]
+//                       [--seed S] [--verify] [--slots N] [--slot-bytes B]
+//   common: --idle-timeout-ms MS --heartbeat-ms MS
+//
+// `send` streams batches whose bytes are FillPattern(seed, seq) and sizes
+// `--size` or MixedBatchSize(); `recv --verify` checks every byte. Both print
+// one summary line "<role>: N batches, B bytes, T s, X MB/s" and exit 0, or
+// print the transport error and exit 1. `send --count 0` streams until killed.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rdma/batch_pattern.h"
+#include "rdma/transport.h"
+
+namespace {
+
+using forkguard::rdma::MixedBatchSize;
+using forkguard::rdma::PageBuffer;
+using forkguard::rdma::TransportOptions;
+
+struct Args {
+  std::string role, listen, connect, bind;
+  uint64_t count = 1000;
+  size_t size = 0;  // 0 = mixed
+  uint64_t seed = 1;
+  bool verify = false;
+  int ready_fd = -1;
+  TransportOptions opt;
+};
+
+[[noreturn]] void Usage() {
+  fprintf(stderr,
+          "usage: transport_tool send --listen IP:PORT [--count N] [--size B|mixed] [--seed S] "
+          "[--no-checksum] [--ready-fd FD]\n"
+          "       transport_tool recv --connect IP:PORT [--bind IP] [--size B|mixed] [--seed S] "
+          "[--verify] [--slots N] [--slot-bytes B]\n");
+  exit(2);
+}
+
+size_t ParseSize(const std::string& s) {
+  char* end = nullptr;
+  double v = strtod(s.c_str(), &end);
+  std::string suf = end;
+  if (suf == "K" || suf == "k") v *= 1024;
+  if (suf == "M" || suf == "m") v *= 1024 * 1024;
+  return static_cast<size_t>(v);
+}
+
+Args Parse(int argc, char** argv) {
+  if (argc < 2) Usage();
+  Args a;
+  a.role = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    std::string k = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) Usage();
+      return argv[++i];
+    };
+    if (k == "--listen")
+      a.listen = val();
+    else if (k == "--connect")
+      a.connect = val();
+    else if (k == "--bind")
+      a.opt.bind_ip = val();
+    else if (k == "--count")
+      a.count = strtoull(val().c_str(), nullptr, 10);
+    else if (k == "--size") {
+      std::string v = val();
+      a.size = v == "mixed" ? 0 : ParseSize(v);
+    } else if (k == "--seed")
+      a.seed = strtoull(val().c_str(), nullptr, 10);
+    else if (k == "--no-checksum")
+      a.opt.checksum = false;
+    else if (k == "--verify")
+      a.verify = true;
+    else if (k == "--ready-fd")
+      a.ready_fd = atoi(val().c_str());
+    else if (k == "--slots")
+      a.opt.slots = static_cast<uint32_t>(atoi(val().c_str()));
+    else if (k == "--slot-bytes")
+      a.opt.slot_bytes = ParseSize(val());
+    else if (k == "--idle-timeout-ms")
+      a.opt.idle_timeout_ms = atoi(val().c_str());
+    else if (k == "--heartbeat-ms")
+      a.opt.heartbeat_ms = atoi(val().c_str());
+    else
+      Usage();
+  }
+  return a;
+}
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int RunSend(const Args& a) {
+  forkguard::rdma::Sender s(a.listen, a.opt);
+  // A pool of page-aligned buffers, registered once; a buffer is refilled only
+  // after the batch it held was acknowledged.
+  size_t max_bytes = a.size ? a.size : (4u << 20);
+  const int kPool = 4;
+  std::vector<std::unique_ptr<PageBuffer>> pool;
+  std::vector<int> free_list;
+  for (int i = 0; i < kPool; ++i) {
+    pool.push_back(std::make_unique<PageBuffer>(max_bytes));
+    s.RegisterMemory(pool.back()->data(), pool.back()->size());
+    if (a.size) forkguard::rdma::FillPattern(pool.back()->data(), a.size, a.seed, 0);
+    free_list.push_back(i);
+  }
+  if (a.ready_fd >= 0) {
+    (void)!write(a.ready_fd, "L", 1);
+    close(a.ready_fd);
+  }
+  printf("send: listening on %s (%s)\n", a.listen.c_str(), s.device_name().c_str());
+  fflush(stdout);
+  s.Accept();
+  auto t0 = std::chrono::steady_clock::now();
+  uint64_t bytes = 0;
+  for (uint64_t seq = 0; a.count == 0 || seq < a.count; ++seq) {
+    if (free_list.empty()) s.Flush();
+    int b = free_list.back();
+    free_list.pop_back();
+    size_t n = a.size ? a.size : MixedBatchSize(a.seed, seq);
+    // Fixed sizes: the same bytes every time (benchmark); mixed: per-seq pattern.
+    if (!a.size) forkguard::rdma::FillPattern(pool[b]->data(), n, a.seed, seq);
+    s.Send(pool[b]->data(), n, seq, [&free_list, b] { free_list.push_back(b); });
+    bytes += n;
+  }
+  s.Finish();
+  double t = Seconds(t0);
+  printf("send: %llu batches, %llu bytes, %.3f s, %.2f MB/s\n",
+         static_cast<unsigned long long>(s.batches_sent() - 1),
+         static_cast<unsigned long long>(bytes), t, bytes / t / 1e6);
+  return 0;
+}
+
+int RunRecv(const Args& a) {
+  forkguard::rdma::Receiver r(a.connect, a.opt);
+  printf("recv: connected to %s (%s)\n", a.connect.c_str(), r.device_name().c_str());
+  fflush(stdout);
+  std::chrono::steady_clock::time_point t0;
+  uint64_t n = 0;
+  while (auto b = r.Next()) {
+    if (n == 0) t0 = std::chrono::steady_clock::now();
+    if (a.verify) {
+      size_t want = a.size ? a.size : MixedBatchSize(a.seed, b->seq);
+      if (b->bytes != want) {
+        fprintf(stderr, "recv: batch %llu has %zu bytes, expected %zu\n",
+                static_cast<unsigned long long>(b->seq), b->bytes, want);
+        return 1;
+      }
+      size_t bad = forkguard::rdma::CheckPattern(b->data, b->bytes, a.seed, a.size ? 0 : b->seq);
+      if (bad != b->bytes) {
+        fprintf(stderr, "recv: batch %llu differs at byte %zu\n",
+                static_cast<unsigned long long>(b->seq), bad);
+        return 1;
+      }
+    }
+    ++n;
+  }
+  double t = Seconds(t0);
+  r.Close();
+  printf("recv: %llu batches, %llu bytes, %.3f s, %.2f MB/s\n", static_cast<unsigned long long>(n),
+         static_cast<unsigned long long>(r.bytes_received()), t, r.bytes_received() / t / 1e6);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = Parse(argc, argv);
+  try {
+    if (a.role == "send" && !a.listen.empty()) return RunSend(a);
+    if (a.role == "recv" && !a.connect.empty()) return RunRecv(a);
+    Usage();
+  } catch (const std::exception& e) {
+    fprintf(stderr, "transport_tool %s: %s\n", a.role.c_str(), e.what());
+    return 1;
+  }
+}
