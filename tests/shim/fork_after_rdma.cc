@@ -1,0 +1,488 @@
+// fork_after_rdma: a small program that does what trainers do - RDMA init,
+// memory registration, then fork - in every order the shim must judge. The
+// shim tests run it with LD_PRELOAD=libforkguard.so, against the stub
+// libibverbs (host) or the real one on rxe0 (RDMA lane). Built -rdynamic so
+// the shim can name fg_test_init_rdma / fg_test_register_buffers /
+// fg_test_fork_worker in its stacks.
+//
+// Every fact a test needs is one line on stdout (see Usage()); errors of the
+// program itself go to stderr as "fork_after_rdma: error: ..." and exit 2.
+// Built twice from this file: linked against libibverbs/librdmacm, and with
+// FG_TEST_DLOPEN_ONLY (no link; --dlopen-local loads libibverbs.so.1 with
+// dlopen(RTLD_NOW|RTLD_LOCAL) and calls through dlsym(handle, ...)).
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#ifndef FG_TEST_DLOPEN_ONLY
+#include <rdma/rdma_cma.h>
+#endif
+
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+void Usage() {
+  fputs(
+      "usage: fork_after_rdma [options]\n"
+      "  --order=rdma-first|fork-first  RDMA init then fork (default), or fork workers first\n"
+      "  --reg=mr|iova|iova2|dmabuf|all registration entry point(s) (default mr)\n"
+      "  --heap                also register a heap buffer sharing a page with other data\n"
+      "  --fork-safe           ibv_fork_init() before registering\n"
+      "  --fork-init-after     ibv_fork_init() after registering (prints its result)\n"
+      "  --touch-buffer        the child writes the registered page-aligned buffer\n"
+      "  --touch-heap-neighbor the child writes heap data sharing a page with the heap MR\n"
+      "  --dereg-before-fork   dereg MRs, dealloc the PD and close the device before forking\n"
+      "  --spawn               posix_spawn /bin/true instead of fork\n"
+      "  --fork-exec           the child execs /bin/true\n"
+      "  --forks=N             fork N times from the same call site (default 1)\n"
+      "  --rdmacm-only         librdmacm only: create_id + resolve_addr to $RXE_IP\n"
+      "  --dlopen-local        dlopen(libibverbs.so.1, RTLD_NOW|RTLD_LOCAL) + dlsym(handle)\n"
+      "  --reg-invalid         also ibv_reg_mr(len=0); prints 'invalid reg: mr=null errno=N'\n"
+      "Device: $RXE_DEV or the first one. Output (stdout): 'device: NAME',\n"
+      "'registered: call=C addr=0x.. len=N', 'heap-neighbor: addr=0x..',\n"
+      "'fork_init_after: ret=N', 'fork: child=PID', 'child exited N',\n"
+      "'child killed by signal N', 'fork failed: errno=N (TEXT)', 'spawn: child=PID',\n"
+      "'rdmacm: addr resolved', 'parent continues: buffer intact', 'done'.\n",
+      stderr);
+}
+
+struct Options {
+  bool fork_first = false;
+  std::string reg = "mr";
+  bool heap = false;
+  bool fork_safe = false;
+  bool fork_init_after = false;
+  bool touch_buffer = false;
+  bool touch_heap_neighbor = false;
+  bool dereg_before_fork = false;
+  bool spawn = false;
+  bool fork_exec = false;
+  int forks = 1;
+  bool rdmacm_only = false;
+  bool dlopen_local = false;
+  bool reg_invalid = false;
+};
+
+[[noreturn]] void Die(const char* what) {
+  fprintf(stderr, "fork_after_rdma: error: %s: %s\n", what, strerror(errno));
+  exit(2);
+}
+
+[[noreturn]] void DieRc(const char* what, int rc) {
+  fprintf(stderr, "fork_after_rdma: error: %s: returned %d (%s)\n", what, rc, strerror(rc));
+  exit(2);
+}
+
+// The verbs entry points, either linked directly or looked up by handle in an
+// RTLD_LOCAL libibverbs (which LD_PRELOAD cannot see).
+struct VerbsApi {
+  ibv_device** (*get_device_list)(int*);
+  void (*free_device_list)(ibv_device**);
+  const char* (*get_device_name)(ibv_device*);
+  ibv_context* (*open_device)(ibv_device*);
+  int (*close_device)(ibv_context*);
+  ibv_pd* (*alloc_pd)(ibv_context*);
+  int (*dealloc_pd)(ibv_pd*);
+  ibv_mr* (*reg_mr)(ibv_pd*, void*, size_t, int);
+  ibv_mr* (*reg_mr_iova)(ibv_pd*, void*, size_t, uint64_t, int);
+  ibv_mr* (*reg_mr_iova2)(ibv_pd*, void*, size_t, uint64_t, unsigned int);
+  ibv_mr* (*reg_dmabuf_mr)(ibv_pd*, uint64_t, size_t, uint64_t, int, int);
+  int (*dereg_mr)(ibv_mr*);
+  int (*fork_init)();
+};
+
+template <typename F>
+void Lookup(void* handle, const char* name, F* out) {
+  *out = reinterpret_cast<F>(dlsym(handle, name));
+  if (!*out) {
+    fprintf(stderr, "fork_after_rdma: error: dlsym(%s): %s\n", name, dlerror());
+    exit(2);
+  }
+}
+
+VerbsApi LoadVerbs(bool dlopen_local) {
+  VerbsApi api{};
+  if (dlopen_local) {
+    void* h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      fprintf(stderr, "fork_after_rdma: error: dlopen(libibverbs.so.1): %s\n", dlerror());
+      exit(2);
+    }
+    printf("dlopen: libibverbs.so.1 RTLD_LOCAL\n");
+    Lookup(h, "ibv_get_device_list", &api.get_device_list);
+    Lookup(h, "ibv_free_device_list", &api.free_device_list);
+    Lookup(h, "ibv_get_device_name", &api.get_device_name);
+    Lookup(h, "ibv_open_device", &api.open_device);
+    Lookup(h, "ibv_close_device", &api.close_device);
+    Lookup(h, "ibv_alloc_pd", &api.alloc_pd);
+    Lookup(h, "ibv_dealloc_pd", &api.dealloc_pd);
+    Lookup(h, "ibv_reg_mr", &api.reg_mr);
+    Lookup(h, "ibv_reg_mr_iova", &api.reg_mr_iova);
+    Lookup(h, "ibv_reg_mr_iova2", &api.reg_mr_iova2);
+    Lookup(h, "ibv_reg_dmabuf_mr", &api.reg_dmabuf_mr);
+    Lookup(h, "ibv_dereg_mr", &api.dereg_mr);
+    Lookup(h, "ibv_fork_init", &api.fork_init);
+    return api;
+  }
+#ifdef FG_TEST_DLOPEN_ONLY
+  fprintf(stderr, "fork_after_rdma: error: this build needs --dlopen-local\n");
+  exit(2);
+#else
+  // `&ibv_reg_mr` names the function, not verbs.h's function-like macro.
+  api.get_device_list = &ibv_get_device_list;
+  api.free_device_list = &ibv_free_device_list;
+  api.get_device_name = &ibv_get_device_name;
+  api.open_device = &ibv_open_device;
+  api.close_device = &ibv_close_device;
+  api.alloc_pd = &ibv_alloc_pd;
+  api.dealloc_pd = &ibv_dealloc_pd;
+  api.reg_mr = &ibv_reg_mr;
+  api.reg_mr_iova = &ibv_reg_mr_iova;
+  api.reg_mr_iova2 = &ibv_reg_mr_iova2;
+  api.reg_dmabuf_mr = &ibv_reg_dmabuf_mr;
+  api.dereg_mr = &ibv_dereg_mr;
+  api.fork_init = &ibv_fork_init;
+  return api;
+#endif
+}
+
+struct Rdma {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  std::vector<ibv_mr*> mrs;
+  char* buf = nullptr;  // page-aligned, registered
+  size_t buf_len = 0;
+  char* heap_block = nullptr;     // malloc'd; a part of it is registered
+  char* heap_neighbor = nullptr;  // unregistered byte on a registered page
+};
+
+void PrintChildFate(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) Die("waitpid");
+  if (WIFEXITED(status)) {
+    printf("child exited %d\n", WEXITSTATUS(status));
+  } else if (WIFSIGNALED(status)) {
+    printf("child killed by signal %d\n", WTERMSIG(status));
+  } else {
+    printf("child status 0x%x\n", status);
+  }
+  fflush(stdout);
+}
+
+}  // namespace
+
+// Named, non-inlined steps with C linkage so that stacks show these names.
+extern "C" {
+
+__attribute__((noinline)) void fg_test_init_rdma(const VerbsApi& api, Rdma* r) {
+  int n = 0;
+  ibv_device** list = api.get_device_list(&n);
+  if (!list) Die("ibv_get_device_list");
+  if (n == 0) {
+    errno = ENODEV;
+    Die("ibv_get_device_list: no devices");
+  }
+  const char* want = getenv("RXE_DEV");
+  ibv_device* dev = list[0];
+  for (int i = 0; want && *want && i < n; ++i) {
+    if (strcmp(api.get_device_name(list[i]), want) == 0) dev = list[i];
+  }
+  r->ctx = api.open_device(dev);
+  if (!r->ctx) Die("ibv_open_device");
+  printf("device: %s\n", api.get_device_name(dev));
+  api.free_device_list(list);
+  r->pd = api.alloc_pd(r->ctx);
+  if (!r->pd) Die("ibv_alloc_pd");
+}
+
+__attribute__((noinline)) void fg_test_register_buffers(const VerbsApi& api, const Options& o,
+                                                        Rdma* r) {
+  const long page = sysconf(_SC_PAGESIZE);
+  r->buf_len = 4 * page;
+  void* p = nullptr;
+  if (posix_memalign(&p, page, r->buf_len) != 0) Die("posix_memalign");
+  r->buf = static_cast<char*>(p);
+  memset(r->buf, 'p', r->buf_len);
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  auto record = [&](const char* call, ibv_mr* mr, void* addr, size_t len) {
+    if (!mr) Die(call);
+    if (mr->addr != addr || mr->length != len) {
+      fprintf(stderr, "fork_after_rdma: error: %s returned addr=%p len=%zu, wanted %p %zu\n", call,
+              mr->addr, mr->length, addr, len);
+      exit(2);
+    }
+    r->mrs.push_back(mr);
+    printf("registered: call=%s addr=%p len=%zu\n", call, addr, len);
+  };
+  // Each --reg choice registers its own page of the buffer.
+  const bool all = o.reg == "all";
+  int used = 0;
+  if (all || o.reg == "mr") {
+    char* a = r->buf + page * used++;
+    record("ibv_reg_mr", api.reg_mr(r->pd, a, page, access), a, page);
+  }
+  if (all || o.reg == "iova") {
+    char* a = r->buf + page * used++;
+    record("ibv_reg_mr_iova", api.reg_mr_iova(r->pd, a, page, 0x10000, access), a, page);
+  }
+  if (all || o.reg == "iova2") {
+    char* a = r->buf + page * used++;
+    record("ibv_reg_mr_iova2", api.reg_mr_iova2(r->pd, a, page, 0x20000, access), a, page);
+  }
+  if (all || o.reg == "dmabuf") {
+    int fd = memfd_create("fork_after_rdma-dmabuf", MFD_CLOEXEC);
+    if (fd < 0) Die("memfd_create");
+    ibv_mr* mr = api.reg_dmabuf_mr(r->pd, 0, page, 0x30000, fd, access);
+    record("ibv_reg_dmabuf_mr", mr, reinterpret_cast<void*>(0x30000), page);
+  }
+  if (used == 0 && o.reg != "dmabuf") {
+    fprintf(stderr, "fork_after_rdma: error: bad --reg=%s\n", o.reg.c_str());
+    exit(2);
+  }
+  if (o.heap) {
+    // 64 registered bytes inside a heap block, and an unregistered byte of the
+    // same block on the same page (before or after the registered bytes).
+    r->heap_block = static_cast<char*>(malloc(1024));
+    if (!r->heap_block) Die("malloc");
+    memset(r->heap_block, 'h', 1024);
+    char* reg = r->heap_block + 512;
+    auto page_of = [page](const char* x) { return reinterpret_cast<uintptr_t>(x) / page; };
+    r->heap_neighbor = page_of(reg - 1) == page_of(reg) ? reg - 1 : reg + 64;
+    record("ibv_reg_mr", api.reg_mr(r->pd, reg, 64, access), reg, 64);
+    printf("heap-neighbor: addr=%p\n", static_cast<void*>(r->heap_neighbor));
+  }
+}
+
+__attribute__((noinline)) void fg_test_release_rdma(const VerbsApi& api, Rdma* r) {
+  for (ibv_mr* mr : r->mrs) {
+    if (int rc = api.dereg_mr(mr); rc != 0) DieRc("ibv_dereg_mr", rc);
+  }
+  r->mrs.clear();
+  if (r->pd) {
+    if (int rc = api.dealloc_pd(r->pd); rc != 0) DieRc("ibv_dealloc_pd", rc);
+    r->pd = nullptr;
+  }
+  if (r->ctx) {
+    if (int rc = api.close_device(r->ctx); rc != 0) DieRc("ibv_close_device", rc);
+    r->ctx = nullptr;
+  }
+}
+
+// Forks one worker. The child only writes memory, execs, or _exits.
+__attribute__((noinline)) pid_t fg_test_fork_worker(const Options& o, const Rdma& r) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (o.fork_exec) {
+      char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
+      execv("/bin/true", argv);
+      _exit(127);
+    }
+    if (o.touch_buffer && r.buf) {
+      volatile char* b = r.buf;
+      b[0] = 'c';
+      if (b[0] != 'c') _exit(3);
+    }
+    if (o.touch_heap_neighbor && r.heap_neighbor) {
+      volatile char* b = r.heap_neighbor;
+      b[0] = 'c';
+      if (b[0] != 'c') _exit(3);
+    }
+    _exit(0);
+  }
+  return pid;
+}
+
+__attribute__((noinline)) pid_t fg_test_spawn_worker() {
+  fflush(stdout);
+  pid_t pid = -1;
+  char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
+  int rc = posix_spawn(&pid, "/bin/true", nullptr, nullptr, argv, environ);
+  if (rc != 0) DieRc("posix_spawn", rc);
+  return pid;
+}
+
+}  // extern "C"
+
+namespace {
+
+// Forks (or spawns) the configured workers. A failed fork is reported and the
+// program carries on, as a data loader that catches the error would.
+void ForkWorkers(const Options& o, const Rdma& r) {
+  for (int i = 0; i < o.forks; ++i) {
+    if (o.spawn) {
+      pid_t pid = fg_test_spawn_worker();
+      printf("spawn: child=%d\n", static_cast<int>(pid));
+      PrintChildFate(pid);
+      continue;
+    }
+    pid_t pid = fg_test_fork_worker(o, r);
+    if (pid < 0) {
+      int e = errno;
+      printf("fork failed: errno=%d (%s)\n", e, strerror(e));
+      fflush(stdout);
+      continue;
+    }
+    printf("fork: child=%d\n", static_cast<int>(pid));
+    PrintChildFate(pid);
+  }
+}
+
+#ifndef FG_TEST_DLOPEN_ONLY
+int RunRdmacmOnly(const Options& o) {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  if (!ch) Die("rdma_create_event_channel");
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) Die("rdma_create_id");
+  const char* ip = getenv("RXE_IP");
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(7471);
+  if (inet_pton(AF_INET, ip && *ip ? ip : "10.11.12.1", &dst.sin_addr) != 1) {
+    errno = EINVAL;
+    Die("inet_pton($RXE_IP)");
+  }
+  if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) != 0) {
+    Die("rdma_resolve_addr");
+  }
+  rdma_cm_event* ev = nullptr;
+  if (rdma_get_cm_event(ch, &ev) != 0) Die("rdma_get_cm_event");
+  if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED) {
+    fprintf(stderr, "fork_after_rdma: error: got %s, wanted ADDR_RESOLVED\n",
+            rdma_event_str(ev->event));
+    exit(2);
+  }
+  rdma_ack_cm_event(ev);
+  printf("rdmacm: addr resolved\n");
+  Rdma none;
+  ForkWorkers(o, none);
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(ch);
+  printf("done\n");
+  return 0;
+}
+#endif
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&a](const char* prefix, std::string* out) {
+      size_t n = strlen(prefix);
+      if (a.compare(0, n, prefix) != 0) return false;
+      *out = a.substr(n);
+      return true;
+    };
+    std::string v;
+    if (value("--order=", &v)) {
+      if (v != "rdma-first" && v != "fork-first") return false;
+      o->fork_first = v == "fork-first";
+    } else if (value("--reg=", &v)) {
+      o->reg = v;
+    } else if (value("--forks=", &v)) {
+      o->forks = atoi(v.c_str());
+      if (o->forks < 1) return false;
+    } else if (a == "--heap") {
+      o->heap = true;
+    } else if (a == "--fork-safe") {
+      o->fork_safe = true;
+    } else if (a == "--fork-init-after") {
+      o->fork_init_after = true;
+    } else if (a == "--touch-buffer") {
+      o->touch_buffer = true;
+    } else if (a == "--touch-heap-neighbor") {
+      o->touch_heap_neighbor = o->heap = true;
+    } else if (a == "--dereg-before-fork") {
+      o->dereg_before_fork = true;
+    } else if (a == "--spawn") {
+      o->spawn = true;
+    } else if (a == "--fork-exec") {
+      o->fork_exec = true;
+    } else if (a == "--rdmacm-only") {
+      o->rdmacm_only = true;
+    } else if (a == "--reg-invalid") {
+      o->reg_invalid = true;
+    } else if (a == "--dlopen-local") {
+      o->dlopen_local = true;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!ParseArgs(argc, argv, &o)) {
+    Usage();
+    return 2;
+  }
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (o.rdmacm_only) {
+#ifdef FG_TEST_DLOPEN_ONLY
+    fprintf(stderr, "fork_after_rdma: error: --rdmacm-only needs the linked build\n");
+    return 2;
+#else
+    return RunRdmacmOnly(o);
+#endif
+  }
+  Rdma r;
+  if (o.fork_first) {
+    ForkWorkers(o, r);
+  }
+  VerbsApi api = LoadVerbs(o.dlopen_local);
+  if (o.fork_safe) {
+    if (int rc = api.fork_init(); rc != 0) DieRc("ibv_fork_init", rc);
+  }
+  fg_test_init_rdma(api, &r);
+  fg_test_register_buffers(api, o, &r);
+  if (o.reg_invalid) {
+    // A failing call: the shim must pass the NULL and errno through untouched.
+    errno = 0;
+    ibv_mr* bad = api.reg_mr(r.pd, r.buf, 0, IBV_ACCESS_LOCAL_WRITE);
+    int e = errno;
+    printf("invalid reg: mr=%s errno=%d\n", bad ? "non-null" : "null", e);
+    if (bad) r.mrs.push_back(bad);
+  }
+  if (o.fork_init_after) {
+    printf("fork_init_after: ret=%d\n", api.fork_init());
+  }
+  if (o.dereg_before_fork) {
+    fg_test_release_rdma(api, &r);
+    printf("released\n");
+  }
+  if (!o.fork_first) {
+    ForkWorkers(o, r);
+  }
+  // The parent carries on: its own copy of the buffer is untouched.
+  for (size_t i = 0; i < r.buf_len; ++i) {
+    if (r.buf[i] != 'p') {
+      fprintf(stderr, "fork_after_rdma: error: parent buffer changed at %zu\n", i);
+      return 2;
+    }
+  }
+  printf("parent continues: buffer intact\n");
+  fg_test_release_rdma(api, &r);
+  free(r.buf);
+  free(r.heap_block);
+  printf("done\n");
+  return 0;
+}

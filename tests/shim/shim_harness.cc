@@ -1,0 +1,479 @@
+#include "tests/shim/shim_harness.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+namespace forkguard::testing {
+namespace {
+
+// ---- JSON ----------------------------------------------------------------
+
+class JsonParser {
+ public:
+  explicit JsonParser(const std::string& s) : s_(s) {}
+
+  bool Parse(Json* out, std::string* error) {
+    bool ok = Value(out, 0);
+    SkipSpace();
+    if (ok && pos_ != s_.size()) ok = Fail("trailing characters");
+    if (!ok && error) *error = error_ + " at offset " + std::to_string(pos_);
+    return ok;
+  }
+
+ private:
+  bool Fail(const std::string& why) {
+    if (error_.empty()) error_ = why;
+    return false;
+  }
+  void SkipSpace() {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  bool Literal(const char* word) {
+    size_t n = strlen(word);
+    if (s_.compare(pos_, n, word) != 0) return Fail(std::string("expected ") + word);
+    pos_ += n;
+    return true;
+  }
+  bool Value(Json* out, int depth) {
+    if (depth > 64) return Fail("nesting too deep");
+    SkipSpace();
+    if (pos_ >= s_.size()) return Fail("unexpected end");
+    char c = s_[pos_];
+    if (c == '{') return Object(out, depth);
+    if (c == '[') return Array(out, depth);
+    if (c == '"') {
+      out->type = Json::Type::kString;
+      return String(&out->str);
+    }
+    if (c == 't') {
+      out->type = Json::Type::kBool;
+      out->boolean = true;
+      return Literal("true");
+    }
+    if (c == 'f') {
+      out->type = Json::Type::kBool;
+      return Literal("false");
+    }
+    if (c == 'n') {
+      out->type = Json::Type::kNull;
+      return Literal("null");
+    }
+    return Number(out);
+  }
+  bool Object(Json* out, int depth) {
+    out->type = Json::Type::kObject;
+    ++pos_;
+    SkipSpace();
+    if (pos_ < s_.size() && s_[pos_] == '}') {
+      ++pos_;
+      return true;
+    }
+    for (;;) {
+      SkipSpace();
+      std::string key;
+      if (pos_ >= s_.size() || s_[pos_] != '"' || !String(&key)) return Fail("expected key");
+      SkipSpace();
+      if (pos_ >= s_.size() || s_[pos_] != ':') return Fail("expected ':'");
+      ++pos_;
+      Json v;
+      if (!Value(&v, depth + 1)) return false;
+      out->object[key] = std::move(v);
+      SkipSpace();
+      if (pos_ < s_.size() && s_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (pos_ < s_.size() && s_[pos_] == '}') {
+        ++pos_;
+        return true;
+      }
+      return Fail("expected ',' or '}'");
+    }
+  }
+  bool Array(Json* out, int depth) {
+    out->type = Json::Type::kArray;
+    ++pos_;
+    SkipSpace();
+    if (pos_ < s_.size() && s_[pos_] == ']') {
+      ++pos_;
+      return true;
+    }
+    for (;;) {
+      Json v;
+      if (!Value(&v, depth + 1)) return false;
+      out->array.push_back(std::move(v));
+      SkipSpace();
+      if (pos_ < s_.size() && s_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (pos_ < s_.size() && s_[pos_] == ']') {
+        ++pos_;
+        return true;
+      }
+      return Fail("expected ',' or ']'");
+    }
+  }
+  static void AppendUtf8(std::string* out, unsigned cp) {
+    if (cp < 0x80) {
+      *out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      *out += static_cast<char>(0xC0 | (cp >> 6));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      *out += static_cast<char>(0xE0 | (cp >> 12));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  bool String(std::string* out) {
+    ++pos_;  // opening quote
+    while (pos_ < s_.size()) {
+      char c = s_[pos_++];
+      if (c == '"') return true;
+      if (static_cast<unsigned char>(c) < 0x20) return Fail("control character in string");
+      if (c != '\\') {
+        *out += c;
+        continue;
+      }
+      if (pos_ >= s_.size()) break;
+      char e = s_[pos_++];
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          *out += e;
+          break;
+        case 'b':
+          *out += '\b';
+          break;
+        case 'f':
+          *out += '\f';
+          break;
+        case 'n':
+          *out += '\n';
+          break;
+        case 'r':
+          *out += '\r';
+          break;
+        case 't':
+          *out += '\t';
+          break;
+        case 'u': {
+          if (pos_ + 4 > s_.size()) return Fail("short \\u escape");
+          unsigned cp = 0;
+          for (int i = 0; i < 4; ++i) {
+            char h = s_[pos_++];
+            cp <<= 4;
+            if (h >= '0' && h <= '9') {
+              cp |= h - '0';
+            } else if (h >= 'a' && h <= 'f') {
+              cp |= h - 'a' + 10;
+            } else if (h >= 'A' && h <= 'F') {
+              cp |= h - 'A' + 10;
+            } else {
+              return Fail("bad \\u escape");
+            }
+          }
+          AppendUtf8(out, cp);
+          break;
+        }
+        default:
+          return Fail("bad escape");
+      }
+    }
+    return Fail("unterminated string");
+  }
+  bool Number(Json* out) {
+    size_t start = pos_;
+    if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
+    size_t digits = pos_;
+    while (pos_ < s_.size() && isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+    if (pos_ == digits) return Fail("expected a value");
+    bool integral = true;
+    if (pos_ < s_.size() && s_[pos_] == '.') {
+      integral = false;
+      ++pos_;
+      while (pos_ < s_.size() && isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+    }
+    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
+      integral = false;
+      ++pos_;
+      if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
+      while (pos_ < s_.size() && isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+    }
+    std::string text = s_.substr(start, pos_ - start);
+    out->type = Json::Type::kNumber;
+    out->number = strtod(text.c_str(), nullptr);
+    if (integral) {
+      errno = 0;
+      long long v = strtoll(text.c_str(), nullptr, 10);
+      if (errno == 0) {
+        out->is_int = true;
+        out->integer = v;
+      } else if (text[0] != '-') {
+        // Addresses above INT64_MAX: keep the bits.
+        out->is_int = true;
+        out->integer = static_cast<int64_t>(strtoull(text.c_str(), nullptr, 10));
+      }
+    }
+    return true;
+  }
+
+  const std::string& s_;
+  size_t pos_ = 0;
+  std::string error_;
+};
+
+void CollectStack(const Json& v, std::vector<uint64_t>* ips, std::vector<std::string>* syms) {
+  switch (v.type) {
+    case Json::Type::kString:
+      if (ips && v.str.rfind("0x", 0) == 0) ips->push_back(FromHex(v.str));
+      break;
+    case Json::Type::kNumber:
+      if (ips && v.is_int) ips->push_back(static_cast<uint64_t>(v.integer));
+      break;
+    case Json::Type::kArray:
+      for (const Json& e : v.array) CollectStack(e, ips, syms);
+      break;
+    case Json::Type::kObject:
+      if (ips && v.Has("ip")) CollectStack(v["ip"], ips, nullptr);
+      if (syms && v["sym"].type == Json::Type::kString) syms->push_back(v["sym"].str);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+bool Json::Has(const std::string& key) const {
+  return type == Type::kObject && object.count(key) != 0;
+}
+
+const Json& Json::operator[](const std::string& key) const {
+  static const Json kNull;
+  if (type != Type::kObject) return kNull;
+  auto it = object.find(key);
+  return it == object.end() ? kNull : it->second;
+}
+
+std::string Json::String(const std::string& key) const {
+  const Json& v = (*this)[key];
+  return v.type == Type::kString ? v.str : "";
+}
+
+int64_t Json::Int(const std::string& key) const {
+  const Json& v = (*this)[key];
+  return v.type == Type::kNumber && v.is_int ? v.integer : -1;
+}
+
+bool ParseJson(const std::string& text, Json* out, std::string* error) {
+  *out = Json();
+  return JsonParser(text).Parse(out, error);
+}
+
+std::vector<Event> EventLog::Of(const std::string& event_name) const {
+  std::vector<Event> out;
+  for (const Event& e : events) {
+    if (e.name() == event_name) out.push_back(e);
+  }
+  return out;
+}
+
+std::vector<Event> EventLog::OfPid(const std::string& event_name, pid_t pid) const {
+  std::vector<Event> out;
+  for (const Event& e : events) {
+    if (e.name() == event_name && e.json.Int("pid") == pid) out.push_back(e);
+  }
+  return out;
+}
+
+EventLog ReadEventLog(const std::string& dir) {
+  EventLog log;
+  DIR* d = opendir(dir.c_str());
+  if (!d) {
+    log.problems.push_back("cannot open log dir " + dir + ": " + strerror(errno));
+    return log;
+  }
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".jsonl") == 0) {
+      log.files.push_back(name);
+    }
+  }
+  closedir(d);
+  for (const std::string& name : log.files) {
+    std::ifstream f(dir + "/" + name, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string content = ss.str();
+    size_t pos = 0;
+    int line_no = 0;
+    while (pos < content.size()) {
+      size_t nl = content.find('\n', pos);
+      bool last_unterminated = nl == std::string::npos;
+      std::string line = content.substr(pos, last_unterminated ? std::string::npos : nl - pos);
+      pos = last_unterminated ? content.size() : nl + 1;
+      ++line_no;
+      Event ev;
+      ev.file = name;
+      std::string error;
+      if (ParseJson(line, &ev.json, &error) && ev.json.type == Json::Type::kObject) {
+        if (last_unterminated) {
+          log.problems.push_back(name + ":" + std::to_string(line_no) +
+                                 ": complete object without a final newline");
+        }
+        log.events.push_back(std::move(ev));
+      } else if (!last_unterminated) {
+        log.problems.push_back(name + ":" + std::to_string(line_no) + ": " + error + ": " +
+                               line.substr(0, 200));
+      }
+    }
+  }
+  return log;
+}
+
+std::vector<uint64_t> StackIps(const Json& stack) {
+  std::vector<uint64_t> ips;
+  CollectStack(stack, &ips, nullptr);
+  return ips;
+}
+
+std::vector<std::string> StackSymbols(const Json& stack) {
+  std::vector<std::string> syms;
+  CollectStack(stack, nullptr, &syms);
+  return syms;
+}
+
+// ---- processes -----------------------------------------------------------
+
+bool ProgramRun::Exited(int code) const { return WIFEXITED(status) && WEXITSTATUS(status) == code; }
+
+bool ProgramRun::KilledBy(int sig) const { return WIFSIGNALED(status) && WTERMSIG(status) == sig; }
+
+std::string ProgramRun::Describe() const {
+  std::string s = "program pid " + std::to_string(pid);
+  if (WIFEXITED(status)) {
+    s += " exited " + std::to_string(WEXITSTATUS(status));
+  } else if (WIFSIGNALED(status)) {
+    s += " killed by signal " + std::to_string(WTERMSIG(status));
+  }
+  return s + "\n--- stdout ---\n" + out + "--- stderr ---\n" + err + "--- end ---";
+}
+
+ProgramRun RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  ProgramRun run;
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string v = *e;
+    auto starts = [&v](const char* p) { return v.rfind(p, 0) == 0; };
+    if (starts("FORKGUARD_") || starts("LD_PRELOAD=") || starts("LD_LIBRARY_PATH=") ||
+        starts("RDMAV_FORK_SAFE=") || starts("IBV_FORK_SAFE=")) {
+      continue;
+    }
+    envs.push_back(v);
+  }
+  for (const std::string& e : env) envs.push_back(e);
+  std::vector<char*> cargv, cenv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const std::string& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    run.err = std::string("pipe: ") + strerror(errno);
+    run.status = -1;
+    return run;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+  int rc = posix_spawn(&run.pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (rc != 0) {
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    run.err = std::string("posix_spawn ") + argv[0] + ": " + strerror(rc);
+    run.status = -1;
+    return run;
+  }
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&run.out, &run.err};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[4096];
+      ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  while (waitpid(run.pid, &run.status, 0) < 0 && errno == EINTR) {
+  }
+  return run;
+}
+
+ProgramReport ParseReport(const std::string& out) {
+  ProgramReport r;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    int pid = 0;
+    char call[64];
+    char addr[32];
+    if (sscanf(line.c_str(), "fork: child=%d", &pid) == 1 ||
+        sscanf(line.c_str(), "spawn: child=%d", &pid) == 1) {
+      r.children.push_back(pid);
+    } else if (sscanf(line.c_str(), "registered: call=%63s addr=%31s", call, addr) == 2) {
+      r.registered.emplace_back(call, FromHex(addr));
+    } else if (sscanf(line.c_str(), "heap-neighbor: addr=%31s", addr) == 1) {
+      r.heap_neighbor = FromHex(addr);
+    } else if (line == "done") {
+      r.done = true;
+    }
+  }
+  return r;
+}
+
+std::string ToHex(uint64_t v) {
+  char b[32];
+  snprintf(b, sizeof(b), "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+uint64_t FromHex(const std::string& s) { return strtoull(s.c_str(), nullptr, 16); }
+
+}  // namespace forkguard::testing

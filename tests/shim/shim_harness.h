@@ -1,0 +1,92 @@
+// Test-only helpers for the shim tests: run a program as a child process
+// (optionally under LD_PRELOAD=libforkguard.so) capturing stdout/stderr, and
+// read the shim's JSON-lines event log (shim/EVENT_LOG.md) into plain values.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace forkguard::testing {
+
+// A parsed JSON value (just what the tests need; numbers keep their integer
+// value when they are integers).
+struct Json {
+  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  Type type = Type::kNull;
+  bool boolean = false;
+  double number = 0;
+  bool is_int = false;
+  int64_t integer = 0;
+  std::string str;
+  std::vector<Json> array;
+  std::map<std::string, Json> object;
+
+  bool Has(const std::string& key) const;
+  // Member access; a missing member is a null value.
+  const Json& operator[](const std::string& key) const;
+  std::string String(const std::string& key) const;  // "" unless a string
+  int64_t Int(const std::string& key) const;         // -1 unless an integer
+  bool IsNull() const { return type == Type::kNull; }
+};
+
+// Parses one JSON text; false (with *error set) on any syntax error.
+bool ParseJson(const std::string& text, Json* out, std::string* error);
+
+// One event-log line with the file it came from.
+struct Event {
+  Json json;
+  std::string file;  // base name of the per-process file
+  std::string name() const { return json.String("event"); }
+};
+
+struct EventLog {
+  std::vector<Event> events;          // every parsed line of every file
+  std::vector<std::string> files;     // base names
+  std::vector<std::string> problems;  // unparsable lines (except a truncated last line)
+  std::vector<Event> Of(const std::string& event_name) const;
+  std::vector<Event> OfPid(const std::string& event_name, pid_t pid) const;
+};
+
+// Reads every *.jsonl file in dir. A truncated last line of a file is
+// tolerated (as the schema allows); any other bad line is a problem.
+EventLog ReadEventLog(const std::string& dir);
+
+// All "0x..." strings in a stack value: frames as objects with "ip", or raw
+// ip strings/integers.
+std::vector<uint64_t> StackIps(const Json& stack);
+// All "sym" names in a stack value.
+std::vector<std::string> StackSymbols(const Json& stack);
+
+struct ProgramRun {
+  pid_t pid = -1;
+  int status = 0;  // waitpid status
+  std::string out;
+  std::string err;
+  bool Exited(int code) const;
+  bool KilledBy(int sig) const;
+  std::string Describe() const;  // status + stdout + stderr, for failure messages
+};
+
+// Runs argv[0] with argv, in an environment that is the test's own minus
+// every FORKGUARD_*, LD_PRELOAD, LD_LIBRARY_PATH, RDMAV_FORK_SAFE and
+// IBV_FORK_SAFE variable, plus `env` (NAME=value entries).
+ProgramRun RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+
+// What the fork_after_rdma program reported on stdout.
+struct ProgramReport {
+  std::vector<pid_t> children;                               // "fork: child=N" / "spawn: child=N"
+  std::vector<std::pair<std::string, uint64_t>> registered;  // call, addr
+  uint64_t heap_neighbor = 0;
+  bool done = false;
+};
+ProgramReport ParseReport(const std::string& out);
+
+std::string ToHex(uint64_t v);
+uint64_t FromHex(const std::string& s);  // "0x.." or a plain hex digit string
+
+}  // namespace forkguard::testing

@@ -1,0 +1,277 @@
+#include "tests/shim/shim_run.h"
+
+#include <libgen.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::testing {
+namespace {
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> Lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+std::string StubLibDir() {
+  std::string lib = Runfile("tests/stub_ibverbs/lib/libibverbs.so.1");
+  return lib.substr(0, lib.rfind('/'));
+}
+
+std::vector<std::string> ProgramEnv(const std::vector<std::string>& env, Verbs verbs) {
+  std::vector<std::string> all = env;
+  if (verbs == Verbs::kStub) all.push_back("LD_LIBRARY_PATH=" + StubLibDir());
+  return all;
+}
+
+std::string Describe(const ShimRun& run) {
+  std::string s = run.proc.Describe() + "\n--- event log (" + run.log_dir + ") ---\n";
+  for (const Event& e : run.log.events) {
+    s += e.file + ": " + e.name() + " pid=" + std::to_string(e.json.Int("pid"));
+    if (e.name() == "fork") {
+      s += " verdict=" + e.json.String("verdict") + " action=" + e.json.String("action") +
+           " reasons=";
+      for (const Json& r : e.json["reasons"].array) s += r.str + ",";
+    } else if (e.json.Has("call")) {
+      s += " call=" + e.json.String("call");
+    }
+    s += "\n";
+  }
+  for (const std::string& p : run.log.problems) s += "PROBLEM: " + p + "\n";
+  return s;
+}
+
+}  // namespace
+
+ShimRun RunUnderShim(const std::string& program, const std::vector<std::string>& args,
+                     const std::string& mode, const std::vector<std::string>& env, Verbs verbs) {
+  ShimRun run;
+  run.log_dir = MakeTempDir("forkguard-log");
+  std::vector<std::string> argv = {Runfile(program)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> e = ProgramEnv(env, verbs);
+  e.push_back("LD_PRELOAD=" + Runfile("shim/libforkguard.so"));
+  e.push_back("FORKGUARD_LOG=" + run.log_dir);
+  if (!mode.empty()) e.push_back("FORKGUARD_MODE=" + mode);
+  run.proc = RunProgram(argv, e);
+  run.report = ParseReport(run.proc.out);
+  run.log = ReadEventLog(run.log_dir);
+  return run;
+}
+
+ProgramRun RunWithoutShim(const std::string& program, const std::vector<std::string>& args,
+                          const std::vector<std::string>& env, Verbs verbs) {
+  std::vector<std::string> argv = {Runfile(program)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProgram(argv, ProgramEnv(env, verbs));
+}
+
+bool HazardMessage::HasReason(const std::string& r) const {
+  return std::find(reasons.begin(), reasons.end(), r) != reasons.end();
+}
+
+HazardMessage ParseHazardMessage(const std::string& err) {
+  HazardMessage m;
+  static const std::regex kHeader(R"(^forkguard: fork after RDMA init in pid (\d+) \()");
+  static const std::regex kVerdict(R"(^verdict: hazard \(([^)]*)\))");
+  enum class Section { kNone, kInit, kFork };
+  Section section = Section::kNone;
+  for (const std::string& raw : Lines(err)) {
+    std::string line = Trim(raw);
+    std::smatch sm;
+    if (std::regex_search(line, sm, kHeader)) {
+      if (m.count++ == 0) {
+        m.found = true;
+        m.pid = std::stol(sm[1]);
+      }
+      section = Section::kNone;
+      continue;
+    }
+    if (m.count != 1) continue;  // only the first message is cut into parts
+    if (std::regex_search(line, sm, kVerdict)) {
+      m.verdict_line = true;
+      std::stringstream ss(sm[1].str());
+      std::string r;
+      while (std::getline(ss, r, ',')) m.reasons.push_back(Trim(r));
+      section = Section::kNone;
+      continue;
+    }
+    if (line.rfind("child-segv:", 0) == 0 || line.rfind("parent-corruption:", 0) == 0 ||
+        line.rfind("inherited-rdma:", 0) == 0) {
+      m.reason_lines.push_back(line);
+      section = Section::kNone;
+    }
+    if (line.find("RDMA first initialized") != std::string::npos) section = Section::kInit;
+    if (line.rfind("fork called at:", 0) == 0) section = Section::kFork;
+    if (line.rfind("fix:", 0) == 0) {
+      m.has_fix = true;
+      section = Section::kNone;
+    }
+    if (line.find("mode: error - the fork fails with EPERM") != std::string::npos) {
+      m.has_error_mode_line = true;
+      section = Section::kNone;
+    }
+    if (line.rfind("forkguard: child ", 0) == 0) section = Section::kNone;
+    if (section == Section::kInit) m.init_section += line + "\n";
+    if (section == Section::kFork) m.fork_section += line + "\n";
+  }
+  return m;
+}
+
+ChildSegvMessage FindChildSegvMessage(const std::string& err, long pid) {
+  ChildSegvMessage c;
+  static const std::regex kChild(
+      R"(forkguard: child (\d+) SIGSEGV at (0x[0-9a-fA-F]+): inside a range registered for RDMA by the parent)");
+  std::vector<std::string> lines = Lines(err);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::smatch sm;
+    if (!std::regex_search(lines[i], sm, kChild) || std::stol(sm[1]) != pid) continue;
+    c.found = true;
+    c.pid = pid;
+    c.addr = FromHex(sm[2]);
+    c.line = lines[i];
+    for (size_t j = i + 1; j < lines.size(); ++j) c.rest += lines[j] + "\n";
+    break;
+  }
+  return c;
+}
+
+void ExpectWellFormedLog(const ShimRun& run) {
+  const std::string ctx = Describe(run);
+  EXPECT_TRUE(run.log.problems.empty()) << ctx;
+  EXPECT_FALSE(run.log.files.empty()) << "no event log file at all\n" << ctx;
+  static const std::regex kName(R"(^forkguard\.[^/]+\.(\d+)\.(\d+)\.jsonl$)");
+  std::map<std::string, std::vector<const Event*>> by_file;
+  for (const Event& e : run.log.events) by_file[e.file].push_back(&e);
+  for (const std::string& f : run.log.files) {
+    std::smatch sm;
+    ASSERT_TRUE(std::regex_match(f, sm, kName)) << "file name " << f << "\n" << ctx;
+    struct stat st;
+    ASSERT_EQ(0, stat((run.log_dir + "/" + f).c_str(), &st)) << f;
+    EXPECT_EQ(0600u, st.st_mode & 0777) << f << " mode";
+    const long file_pid = std::stol(sm[1]);
+    int64_t expect_seq = 0;
+    for (const Event* e : by_file[f]) {
+      const Json& j = e->json;
+      EXPECT_EQ("forkguard.event/1", j.String("schema")) << f << ": " << e->name();
+      EXPECT_FALSE(e->name().empty()) << f;
+      EXPECT_EQ(file_pid, j.Int("pid"))
+          << f << ": " << e->name() << " written into another pid's file";
+      EXPECT_GT(j.Int("ppid"), 0) << f << ": " << e->name();
+      EXPECT_GT(j.Int("tid"), 0) << f << ": " << e->name();
+      EXPECT_GT(j.Int("ts_ns"), 0) << f << ": " << e->name();
+      EXPECT_FALSE(j.String("host").empty()) << f << ": " << e->name();
+      EXPECT_TRUE(j.Has("rank")) << f << ": " << e->name();
+      EXPECT_EQ(expect_seq, j.Int("seq")) << f << ": " << e->name() << " (lost or reordered line)";
+      expect_seq = j.Int("seq") + 1;
+    }
+  }
+}
+
+void ExpectCleanRun(const ShimRun& run) {
+  const std::string ctx = Describe(run);
+  EXPECT_TRUE(run.proc.Exited(0)) << ctx;
+  EXPECT_TRUE(run.report.done) << ctx;
+  EXPECT_EQ("", run.proc.err) << "a clean run must print nothing on stderr\n" << ctx;
+  for (const Event& e : run.log.Of("fork")) {
+    EXPECT_EQ("clean", e.json.String("verdict")) << ctx;
+    EXPECT_TRUE(e.json["reasons"].array.empty()) << ctx;
+    EXPECT_EQ("proceeded", e.json.String("action")) << ctx;
+  }
+  ExpectWellFormedLog(run);
+}
+
+void ExpectHazardWarning(const ShimRun& run, const std::vector<std::string>& must_have,
+                         const std::vector<std::string>& must_not_have) {
+  const std::string ctx = Describe(run);
+  HazardMessage m = ParseHazardMessage(run.proc.err);
+  ASSERT_TRUE(m.found) << "no 'forkguard: fork after RDMA init in pid' message\n" << ctx;
+  EXPECT_EQ(run.proc.pid, m.pid) << ctx;
+  EXPECT_TRUE(m.verdict_line) << "no 'verdict: hazard (...)' line\n" << ctx;
+  for (const std::string& r : must_have) {
+    EXPECT_TRUE(m.HasReason(r)) << "verdict lacks " << r << "\n" << ctx;
+    bool explained = false;
+    for (const std::string& l : m.reason_lines) explained |= l.rfind(r + ":", 0) == 0;
+    EXPECT_TRUE(explained) << "no '" << r << ":' line explaining the reason\n" << ctx;
+  }
+  for (const std::string& r : must_not_have) {
+    EXPECT_FALSE(m.HasReason(r)) << "verdict has " << r << "\n" << ctx;
+  }
+  // Both stacks, naming the program's own functions.
+  EXPECT_NE(std::string::npos, m.init_section.find("fg_test_init_rdma"))
+      << "'RDMA first initialized' stack does not name fg_test_init_rdma\n"
+      << ctx;
+  EXPECT_NE(std::string::npos, m.fork_section.find("fg_test_fork_worker"))
+      << "'fork called at:' stack does not name fg_test_fork_worker\n"
+      << ctx;
+  EXPECT_TRUE(m.has_fix) << "no 'fix:' line\n" << ctx;
+
+  // The log says the same.
+  std::vector<Event> forks = run.log.OfPid("fork", run.proc.pid);
+  ASSERT_FALSE(forks.empty()) << ctx;
+  const Json& f = forks.front().json;
+  EXPECT_EQ("hazard", f.String("verdict")) << ctx;
+  std::set<std::string> logged;
+  for (const Json& r : f["reasons"].array) logged.insert(r.str);
+  std::set<std::string> printed(m.reasons.begin(), m.reasons.end());
+  EXPECT_EQ(printed, logged) << "stderr and the event log disagree on the reasons\n" << ctx;
+  EXPECT_TRUE(f["reported"].boolean) << ctx;
+  EXPECT_FALSE(f["stack"].array.empty()) << "fork event without a stack\n" << ctx;
+  ASSERT_EQ(Json::Type::kObject, f["init"].type) << "fork event without init\n" << ctx;
+  EXPECT_FALSE(f["init"]["stack"].array.empty()) << ctx;
+  ExpectWellFormedLog(run);
+}
+
+void ExpectChildSegvExplained(const ShimRun& run, pid_t child, uint64_t addr) {
+  const std::string ctx = Describe(run);
+  EXPECT_NE(std::string::npos,
+            run.proc.out.find("child killed by signal " + std::to_string(SIGSEGV)))
+      << "the child must still die of SIGSEGV (chain or re-raise)\n"
+      << ctx;
+  ChildSegvMessage c = FindChildSegvMessage(run.proc.err, child);
+  ASSERT_TRUE(c.found) << "no 'forkguard: child " << child << " SIGSEGV at 0x..: inside a range "
+                       << "registered for RDMA by the parent' line\n"
+                       << ctx;
+  EXPECT_EQ(ToHex(addr), ToHex(c.addr)) << ctx;
+  EXPECT_FALSE(Trim(c.rest).empty()) << "the child's message names no registering stack\n" << ctx;
+
+  std::vector<Event> segv = run.log.OfPid("child_segv", child);
+  ASSERT_EQ(1u, segv.size()) << "want one child_segv event from pid " << child << "\n" << ctx;
+  const Json& s = segv.front().json;
+  EXPECT_EQ(SIGSEGV, s.Int("signal")) << ctx;
+  EXPECT_EQ(ToHex(addr),
+            ToHex(FromHex(s.String("addr").empty() ? ToHex(s.Int("addr")) : s.String("addr"))))
+      << ctx;
+  EXPECT_EQ(run.proc.pid, s.Int("ppid")) << ctx;
+  // The registering stack in the child is the parent's mr_register stack
+  // (same address space layout after fork): they must share return addresses.
+  std::vector<uint64_t> child_ips = StackIps(s["reg_stack"]);
+  ASSERT_FALSE(child_ips.empty()) << "child_segv without reg_stack\n" << ctx;
+  bool shared = false;
+  for (const Event& r : run.log.OfPid("mr_register", run.proc.pid)) {
+    for (uint64_t ip : StackIps(r.json["stack"])) {
+      shared |= std::find(child_ips.begin(), child_ips.end(), ip) != child_ips.end();
+    }
+  }
+  EXPECT_TRUE(shared) << "child_segv.reg_stack shares no frame with any mr_register stack\n" << ctx;
+}
+
+}  // namespace forkguard::testing

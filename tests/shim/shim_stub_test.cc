@@ -1,0 +1,329 @@
+// Host tests of libforkguard.so against the stub libibverbs/librdmacm
+// (//tests/stub_ibverbs): every path of the shim, fast, on any machine. The
+// same behaviours on the real device are in shim_rdma_test.cc.
+#include <signal.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/shim/shim_harness.h"
+#include "tests/shim/shim_run.h"
+
+namespace forkguard::testing {
+namespace {
+
+constexpr char kProgram[] = "tests/shim/fork_after_rdma";
+constexpr char kDlopenProgram[] = "tests/shim/fork_after_rdma_dlopen";
+constexpr char kCompatMarker[] = "stub-ibverbs: IBVERBS_1.0";
+
+ShimRun Stub(const std::vector<std::string>& args, const std::string& mode = "",
+             const std::vector<std::string>& env = {}, const char* program = kProgram) {
+  return RunUnderShim(program, args, mode, env, Verbs::kStub);
+}
+
+std::string Ctx(const ShimRun& r) { return r.proc.Describe(); }
+
+// The stub itself behaves like rdma-core (so the tests below mean something).
+TEST(StubBaseline, ForkSafeChildReallyDiesOfSigsegv) {
+  ProgramRun safe = RunWithoutShim(kProgram, {"--fork-safe", "--touch-buffer"}, {}, Verbs::kStub);
+  EXPECT_TRUE(safe.Exited(0)) << safe.Describe();
+  EXPECT_NE(std::string::npos, safe.out.find("child killed by signal 11")) << safe.Describe();
+  ProgramRun env =
+      RunWithoutShim(kProgram, {"--touch-buffer"}, {"RDMAV_FORK_SAFE=1"}, Verbs::kStub);
+  EXPECT_NE(std::string::npos, env.out.find("child killed by signal 11")) << env.Describe();
+  ProgramRun off = RunWithoutShim(kProgram, {"--touch-buffer"}, {}, Verbs::kStub);
+  EXPECT_NE(std::string::npos, off.out.find("child exited 0")) << off.Describe();
+  ProgramRun late = RunWithoutShim(kProgram, {"--fork-init-after"}, {}, Verbs::kStub);
+  EXPECT_NE(std::string::npos, late.out.find("fork_init_after: ret=22")) << late.Describe();
+  EXPECT_NE(std::string::npos, off.out.find("device: stub0")) << off.Describe();
+}
+
+// One mr_register event per user call, named after the outermost entry point,
+// although ibv_reg_mr and ibv_reg_mr_iova call ibv_reg_mr_iova2 through the
+// library's PLT (and so through the shim's wrapper a second time).
+TEST(ShimStub, NestedRegistrationCountedOnce) {
+  ShimRun r = Stub({"--reg=all", "--dereg-before-fork"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ(std::string::npos, r.proc.err.find(kCompatMarker)) << Ctx(r);
+  ASSERT_EQ(4u, r.report.registered.size()) << Ctx(r);
+  std::vector<Event> regs = r.log.OfPid("mr_register", r.proc.pid);
+  ASSERT_EQ(4u, regs.size()) << "want exactly one mr_register per user call\n" << Ctx(r);
+  std::multiset<std::string> want, got;
+  for (auto& [call, addr] : r.report.registered) want.insert(call + "@" + ToHex(addr));
+  for (const Event& e : regs) {
+    got.insert(e.json.String("call") + "@" + ToHex(static_cast<uint64_t>(e.json.Int("addr"))));
+    EXPECT_EQ(4096, e.json.Int("len")) << Ctx(r);
+    EXPECT_FALSE(e.json["stack"].array.empty()) << Ctx(r);
+  }
+  EXPECT_EQ(want, got) << Ctx(r);
+  EXPECT_EQ(4u, r.log.OfPid("mr_deregister", r.proc.pid).size()) << Ctx(r);
+  ExpectCleanRun(r);  // all released before the fork
+}
+
+// The shim's wrappers forward to the default-version symbols: a forward to an
+// IBVERBS_1.0 compat symbol would hit the stub's loud ENOSYS versions.
+TEST(ShimStub, ReturnValuesAndErrnoUnchanged) {
+  ShimRun r = Stub({"--reg=all", "--reg-invalid", "--fork-init-after"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ(std::string::npos, r.proc.err.find(kCompatMarker)) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("invalid reg: mr=null errno=22")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("fork_init_after: ret=22")) << Ctx(r);
+  std::vector<Event> fi = r.log.OfPid("fork_init", r.proc.pid);
+  ASSERT_EQ(1u, fi.size()) << Ctx(r);
+  EXPECT_EQ(22, fi[0].json.Int("result")) << Ctx(r);
+  // The failed registration is not a live MR.
+  EXPECT_EQ(4u, r.log.OfPid("mr_register", r.proc.pid).size()) << Ctx(r);
+}
+
+// libibverbs loaded with dlopen(RTLD_NOW|RTLD_LOCAL), called by handle: the
+// program's own calls are invisible to LD_PRELOAD, but ibv_reg_mr and
+// ibv_reg_mr_iova call ibv_reg_mr_iova2 through the library's PLT, which
+// binds to the shim; its forwarder must still find the real function
+// (dlsym(RTLD_NEXT) returns NULL for an RTLD_LOCAL library).
+TEST(ShimStub, RtldLocalLibraryStillForwarded) {
+  ShimRun r =
+      Stub({"--dlopen-local", "--reg=all", "--reg-invalid", "--fork-safe", "--touch-buffer"}, "",
+           {}, kDlopenProgram);
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(r.report.done) << Ctx(r);
+  EXPECT_EQ(std::string::npos, r.proc.err.find(kCompatMarker)) << Ctx(r);
+  ASSERT_EQ(4u, r.report.registered.size()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("invalid reg: mr=null errno=22")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child killed by signal 11"))
+      << "fork support must still work through the shim\n"
+      << Ctx(r);
+  // Seen: the two nested ibv_reg_mr_iova2 calls (ibv_reg_mr, ibv_reg_mr_iova).
+  std::vector<Event> regs = r.log.OfPid("mr_register", r.proc.pid);
+  ASSERT_EQ(2u, regs.size()) << Ctx(r);
+  std::set<uint64_t> want = {r.report.registered[0].second, r.report.registered[1].second};
+  std::set<uint64_t> got;
+  for (const Event& e : regs) got.insert(static_cast<uint64_t>(e.json.Int("addr")));
+  EXPECT_EQ(want, got) << Ctx(r);
+  ExpectWellFormedLog(r);
+}
+
+TEST(ShimStub, RdmaFirstWithoutForkSupportHasNoChildSegv) {
+  ShimRun r = Stub({"--touch-buffer"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ExpectHazardWarning(r, {"inherited-rdma"}, {"child-segv"});
+  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 0")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("parent continues")) << Ctx(r);
+  std::vector<Event> init = r.log.OfPid("rdma_init", r.proc.pid);
+  ASSERT_EQ(1u, init.size()) << Ctx(r);
+  EXPECT_EQ("ibv_open_device", init[0].json.String("call")) << Ctx(r);
+  EXPECT_EQ("stub0", init[0].json.String("device")) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ("proceeded", forks[0].json.String("action")) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("mrs")) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("contexts")) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("pds")) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  std::vector<Event> fc = r.log.OfPid("fork_child", r.proc.pid);
+  ASSERT_EQ(1u, fc.size()) << Ctx(r);
+  EXPECT_EQ(r.report.children[0], fc[0].json.Int("child_pid")) << Ctx(r);
+}
+
+// Fork support turned on three ways; the child touching the buffer dies of
+// SIGSEGV, explained with the registering stack; the parent continues.
+class ShimStubForkSafe : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(ShimStubForkSafe, ChildSegvVerdictAndExplainedSigsegv) {
+  std::vector<std::string> args = {"--touch-buffer"};
+  std::vector<std::string> env;
+  for (const std::string& p : GetParam()) (p.rfind("--", 0) == 0 ? args : env).push_back(p);
+  ShimRun r = Stub(args, "warn", env);
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ExpectHazardWarning(r, {"child-segv", "inherited-rdma"}, {});
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  ASSERT_FALSE(r.report.registered.empty()) << Ctx(r);
+  ExpectChildSegvExplained(r, r.report.children[0], r.report.registered[0].second);
+  EXPECT_NE(std::string::npos, r.proc.out.find("parent continues")) << Ctx(r);
+  EXPECT_TRUE(r.report.done) << Ctx(r);
+  // The range is listed with its size in the log.
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  bool listed = false;
+  for (const Json& range : forks[0].json["ranges"].array) {
+    listed |= static_cast<uint64_t>(range.Int("addr")) == r.report.registered[0].second &&
+              range.Int("len") == 4096 && range["dontfork"].boolean;
+  }
+  EXPECT_TRUE(listed) << "fork.ranges lacks the registered MADV_DONTFORK range\n" << Ctx(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ways, ShimStubForkSafe,
+    ::testing::Values(std::vector<std::string>{"--fork-safe"},
+                      std::vector<std::string>{"RDMAV_FORK_SAFE=1"},
+                      std::vector<std::string>{"IBV_FORK_SAFE=1"},
+                      // rdma-core 44 on a copy-on-fork kernel: says UNNEEDED, still marks.
+                      std::vector<std::string>{"RDMAV_FORK_SAFE=1",
+                                               "FORKGUARD_STUB_FORK_STATUS=unneeded"}));
+
+// Unrelated heap data sharing a page with a registered buffer.
+TEST(ShimStub, HeapNeighborOfRegisteredBufferExplained) {
+  ShimRun r = Stub({"--fork-safe", "--touch-heap-neighbor"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ExpectHazardWarning(r, {"child-segv"}, {});
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  ASSERT_NE(0u, r.report.heap_neighbor) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child killed by signal 11")) << Ctx(r);
+  std::vector<Event> segv = r.log.OfPid("child_segv", r.report.children[0]);
+  ASSERT_EQ(1u, segv.size()) << Ctx(r);
+  EXPECT_EQ(ToHex(r.report.heap_neighbor),
+            ToHex(FromHex(segv[0].json.String("addr").empty() ? ToHex(segv[0].json.Int("addr"))
+                                                              : segv[0].json.String("addr"))))
+      << Ctx(r);
+  EXPECT_NE(std::string::npos,
+            r.proc.err.find("forkguard: child " + std::to_string(r.report.children[0]) +
+                            " SIGSEGV at " + ToHex(r.report.heap_neighbor)))
+      << Ctx(r);
+}
+
+TEST(ShimStub, ForkFirstOrderIsCleanAndSilent) {
+  ShimRun r = Stub({"--order=fork-first", "--forks=2"});
+  ExpectCleanRun(r);
+  EXPECT_EQ(2u, r.log.OfPid("fork", r.proc.pid).size()) << Ctx(r);
+  EXPECT_EQ(1u, r.log.OfPid("rdma_init", r.proc.pid).size()) << Ctx(r);
+}
+
+TEST(ShimStub, DeregAndCloseBeforeForkIsClean) {
+  ShimRun r = Stub({"--fork-safe", "--touch-buffer", "--dereg-before-fork"});
+  ExpectCleanRun(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 0")) << Ctx(r);
+}
+
+TEST(ShimStub, ErrorModeFailsTheForkWithEpermAndNothingElse) {
+  ShimRun r = Stub({"--fork-safe", "--touch-buffer"}, "error");
+  ASSERT_TRUE(r.proc.Exited(0)) << "the program must be able to carry on\n" << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("fork failed: errno=1 (Operation not permitted)"))
+      << Ctx(r);
+  EXPECT_TRUE(r.report.children.empty()) << "a child was created\n" << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("parent continues: buffer intact")) << Ctx(r);
+  EXPECT_TRUE(r.report.done) << Ctx(r);
+  HazardMessage m = ParseHazardMessage(r.proc.err);
+  EXPECT_TRUE(m.found) << Ctx(r);
+  EXPECT_TRUE(m.has_error_mode_line) << Ctx(r);
+  EXPECT_TRUE(m.HasReason("child-segv")) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ("failed", forks[0].json.String("action")) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json.Int("errno")) << Ctx(r);
+  EXPECT_TRUE(r.log.Of("fork_child").empty()) << Ctx(r);
+  EXPECT_EQ(1u, r.log.files.size()) << "only the parent may have written a log\n" << Ctx(r);
+  ExpectWellFormedLog(r);
+}
+
+TEST(ShimStub, ErrorModeLetsCleanForksThrough) {
+  ShimRun r = Stub({"--order=fork-first"}, "error");
+  ExpectCleanRun(r);
+  EXPECT_EQ(1u, r.report.children.size()) << Ctx(r);
+}
+
+TEST(ShimStub, OffModeIsSilentAndChangesNothing) {
+  ShimRun r = Stub({"--fork-safe", "--touch-buffer"}, "off");
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ("", r.proc.err) << Ctx(r);
+  EXPECT_EQ(1u, r.report.children.size()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child killed by signal 11")) << Ctx(r);
+  for (const Event& e : r.log.Of("fork")) EXPECT_EQ("off", e.json.String("action")) << Ctx(r);
+}
+
+TEST(ShimStub, AbortModePrintsThenAborts) {
+  ShimRun r = Stub({}, "abort");
+  EXPECT_TRUE(r.proc.KilledBy(SIGABRT)) << Ctx(r);
+  EXPECT_TRUE(r.report.children.empty()) << Ctx(r);
+  HazardMessage m = ParseHazardMessage(r.proc.err);
+  EXPECT_TRUE(m.found) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ("aborted", forks[0].json.String("action")) << Ctx(r);
+}
+
+TEST(ShimStub, BadModeValueWarnsOnceAndDoesNotFailTheFork) {
+  ShimRun r = Stub({}, "bogus");
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ(1u, r.report.children.size()) << Ctx(r);
+  int mentions = 0;
+  size_t pos = 0;
+  while ((pos = r.proc.err.find("bogus", pos)) != std::string::npos) {
+    ++mentions;
+    ++pos;
+  }
+  EXPECT_EQ(1, mentions) << "want one warning naming FORKGUARD_MODE=bogus\n" << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.err.find("FORKGUARD_MODE")) << Ctx(r);
+}
+
+TEST(ShimStub, OnceReportPerCallSite) {
+  ShimRun r = Stub({"--forks=3"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ(1, ParseHazardMessage(r.proc.err).count) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(3u, forks.size()) << Ctx(r);
+  EXPECT_TRUE(forks[0].json["reported"].boolean) << Ctx(r);
+  for (size_t i = 0; i < forks.size(); ++i) {
+    EXPECT_EQ("hazard", forks[i].json.String("verdict")) << Ctx(r);
+    EXPECT_EQ(forks[0].json.String("site"), forks[i].json.String("site")) << Ctx(r);
+    if (i > 0) {
+      EXPECT_FALSE(forks[i].json["reported"].boolean) << Ctx(r);
+    }
+  }
+  EXPECT_EQ(3u, r.report.children.size()) << Ctx(r);
+}
+
+TEST(ShimStub, PosixSpawnAfterInitIsNotAHazard) {
+  ShimRun r = Stub({"--fork-safe", "--spawn"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ("", r.proc.err) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  std::vector<Event> spawns = r.log.OfPid("spawn", r.proc.pid);
+  ASSERT_EQ(1u, spawns.size()) << Ctx(r);
+  EXPECT_EQ("posix_spawn", spawns[0].json.String("call")) << Ctx(r);
+  EXPECT_EQ(r.report.children[0], spawns[0].json.Int("child_pid")) << Ctx(r);
+  for (const Event& e : r.log.Of("fork")) EXPECT_NE("hazard", e.json.String("verdict")) << Ctx(r);
+  ExpectWellFormedLog(r);
+}
+
+TEST(ShimStub, ForkThenExecChildLoggedAsExecd) {
+  ShimRun r = Stub({"--fork-safe", "--fork-exec"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 0")) << Ctx(r);
+  std::vector<Event> ex = r.log.OfPid("child_exec", r.report.children[0]);
+  ASSERT_EQ(1u, ex.size()) << Ctx(r);
+  EXPECT_EQ("/bin/true", ex[0].json.String("path")) << Ctx(r);
+  EXPECT_EQ(r.proc.pid, ex[0].json.Int("ppid")) << Ctx(r);
+  ExpectWellFormedLog(r);
+}
+
+TEST(ShimStub, RdmacmOnlyProgramCaught) {
+  ShimRun r = Stub({"--rdmacm-only"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_NE(std::string::npos, r.proc.out.find("rdmacm: addr resolved")) << Ctx(r);
+  HazardMessage m = ParseHazardMessage(r.proc.err);
+  ASSERT_TRUE(m.found) << Ctx(r);
+  EXPECT_TRUE(m.HasReason("inherited-rdma")) << Ctx(r);
+  std::vector<Event> init = r.log.OfPid("rdma_init", r.proc.pid);
+  ASSERT_EQ(1u, init.size()) << Ctx(r);
+  EXPECT_EQ("rdma_create_event_channel", init[0].json.String("call")) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("cm_channels")) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("cm_ids")) << Ctx(r);
+  ExpectWellFormedLog(r);
+}
+
+TEST(ShimStub, RankFromEnvironmentInEveryEvent) {
+  ShimRun r = Stub({"--order=fork-first"}, "", {"RANK=3"});
+  ExpectCleanRun(r);
+  ASSERT_FALSE(r.log.events.empty()) << Ctx(r);
+  for (const Event& e : r.log.events) EXPECT_EQ(3, e.json.Int("rank")) << e.name() << Ctx(r);
+}
+
+}  // namespace
+}  // namespace forkguard::testing
