@@ -192,9 +192,12 @@ class Loader::Impl {
   void RunInline(uint64_t seq);
   void WaitForResults();
   [[noreturn]] void OnWorkerGone(size_t w);
+  [[noreturn]] void FailFromResult(size_t w, const ResultMsg& r);
   [[noreturn]] void Fail(std::string what, LoaderError::Info info);
   std::string DescribeSample(int64_t sample) const;
-  void KillAndReapAll();
+  // Closes every channel; after a grace period (none when failing) SIGKILLs
+  // the workers still there; reaps them all.
+  void KillAndReapAll(bool graceful = true);
   void Abandon();
 
   SharedMemory data_, control_;
@@ -497,21 +500,7 @@ void Loader::Impl::WaitForResults() {
     ssize_t got = recv(wk.sock, &r, sizeof r, MSG_DONTWAIT);
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (got != static_cast<ssize_t>(sizeof r)) OnWorkerGone(w);  // EOF: it died
-    if (!r.ok) {
-      LoaderError::Info info;
-      info.worker = static_cast<int>(w);
-      info.pid = wk.pid;
-      info.sample = r.sample;
-      info.message = r.message;
-      auto it = tasks_.find(r.seq);
-      std::string where = it == tasks_.end()
-                              ? ""
-                              : " (epoch " + std::to_string(it->second.epoch) + ", batch " +
-                                    std::to_string(it->second.batch) + ")";
-      Fail("refloader: worker " + std::to_string(w) + " (pid " + std::to_string(wk.pid) +
-               ") failed on " + DescribeSample(r.sample) + where + ": " + r.message,
-           info);
-    }
+    if (!r.ok) FailFromResult(w, r);
     wk.outstanding--;
     if (!wk.queue.empty()) wk.queue.pop_front();
     wk.last_progress_ms = now;
@@ -554,8 +543,28 @@ void Loader::Impl::WaitForResults() {
   }
 }
 
+void Loader::Impl::FailFromResult(size_t w, const ResultMsg& r) {
+  Worker& wk = workers_[w];
+  LoaderError::Info info;
+  info.worker = static_cast<int>(w);
+  info.pid = wk.pid;
+  info.sample = r.sample;
+  info.message = r.message;
+  auto it = tasks_.find(r.seq);
+  std::string where = it == tasks_.end() ? ""
+                                         : " (epoch " + std::to_string(it->second.epoch) +
+                                               ", batch " + std::to_string(it->second.batch) + ")";
+  Fail("refloader: worker " + std::to_string(w) + " (pid " + std::to_string(wk.pid) +
+           ") failed on " + DescribeSample(r.sample) + where + ": " + r.message,
+       info);
+}
+
 void Loader::Impl::OnWorkerGone(size_t w) {
   Worker& wk = workers_[w];
+  // A worker whose transform failed sends why before exiting: prefer that.
+  ResultMsg last{};
+  while (recv(wk.sock, &last, sizeof last, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof last))
+    if (!last.ok) FailFromResult(w, last);
   LoaderError::Info info;
   info.worker = static_cast<int>(w);
   info.pid = wk.pid;
@@ -588,12 +597,12 @@ void Loader::Impl::OnWorkerGone(size_t w) {
 }
 
 void Loader::Impl::Fail(std::string what, LoaderError::Info info) {
-  KillAndReapAll();
+  KillAndReapAll(/*graceful=*/false);
   failed_ = std::make_exception_ptr(LoaderError(what, info));
   std::rethrow_exception(failed_);
 }
 
-void Loader::Impl::KillAndReapAll() {
+void Loader::Impl::KillAndReapAll(bool graceful) {
   if (getpid() != owner_) return;  // a forked copy of the parent owns no workers
   for (Worker& wk : workers_) {
     if (wk.sock >= 0) {
@@ -601,7 +610,7 @@ void Loader::Impl::KillAndReapAll() {
       wk.sock = -1;
     }
   }
-  int64_t give_up = NowMs() + kShutdownGraceMs;
+  int64_t give_up = NowMs() + (graceful ? kShutdownGraceMs : 0);
   for (Worker& wk : workers_) {
     if (wk.pid <= 0 || wk.reaped) continue;
     int status;
