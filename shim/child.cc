@@ -1,0 +1,223 @@
+// ASYNC-SIGNAL-SAFE ONLY below this line, except PrepareChildSegvTable (parent side, marked).
+// Runs in a forked child (possibly of a multi-threaded parent) or in a SIGSEGV handler.
+#include "shim/child.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "shim/event_log.h"
+#include "shim/message.h"
+#include "shim/text_buffer.h"
+
+namespace forkguard {
+namespace {
+
+constexpr uint32_t kTableMagic = 0x66676331;  // "fgc1"
+constexpr int kMaxTableEntries = 1024;
+constexpr size_t kTextPerEntry = 8192;
+constexpr size_t kScratchBytes = 16384;
+
+struct TableEntry {
+  uintptr_t start;
+  uintptr_t end;
+  uintptr_t page_start;
+  uintptr_t page_end;
+  const char* call;  // static string in the shim
+  int nips;
+  uintptr_t ips[RawStack::kCapacity];
+  size_t text_off;
+  size_t text_len;
+};
+
+struct TableHeader {
+  uint32_t magic;
+  int count;
+  size_t bytes;
+  TableEntry* entries;
+  char* text;
+  char* scratch;
+  std::atomic<int> scratch_busy;
+};
+
+std::atomic<TableHeader*> g_table{nullptr};
+std::atomic<int> g_preparing{0};
+volatile sig_atomic_t g_hazard_child = 0;
+struct sigaction g_prev_segv;
+volatile sig_atomic_t g_handler_installed = 0;
+
+void WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+uintptr_t PageSize() {
+  static uintptr_t page = 0;
+  if (page == 0) page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// Reinstalls the previous disposition and lets the signal act as it would have without us.
+void ChainToPrevious(int sig, siginfo_t* info, void* uctx) {
+  struct sigaction prev = g_prev_segv;
+  sigaction(SIGSEGV, &prev, nullptr);
+  g_handler_installed = 0;
+  if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
+    prev.sa_sigaction(sig, info, uctx);
+    return;
+  }
+  if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
+    prev.sa_handler(sig);
+    return;
+  }
+  // SIG_DFL/SIG_IGN: a real fault re-executes the instruction and faults again under the
+  // restored disposition; a sent signal (kill/raise) must be re-sent.
+  if (info == nullptr || info->si_code <= 0) raise(sig);
+}
+
+void SegvHandler(int sig, siginfo_t* info, void* uctx) {
+  int saved_errno = errno;
+  TableHeader* t = g_table.load(std::memory_order_acquire);
+  if (t != nullptr && t->magic == kTableMagic && info != nullptr && info->si_code > 0) {
+    auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+    for (int i = 0; i < t->count; ++i) {
+      const TableEntry& e = t->entries[i];
+      if (addr < e.page_start || addr >= e.page_end) continue;
+      ChildSegvRange r{e.start, e.end, e.page_start, e.page_end, e.call, nullptr, e.nips, e.ips};
+      char head[512];
+      size_t n = FormatChildSegv(head, sizeof(head), static_cast<long>(getpid()), addr, r);
+      WriteAll(STDERR_FILENO, head, n);
+      WriteAll(STDERR_FILENO, t->text + e.text_off, e.text_len);
+      static const char kTail[] =
+          "forkguard: the parent's fork support (ibv_fork_init/RDMAV_FORK_SAFE) marked these "
+          "pages MADV_DONTFORK, so they do not exist in this child\n";
+      WriteAll(STDERR_FILENO, kTail, sizeof(kTail) - 1);
+      EventLog& log = GlobalEventLog();
+      int expected = 0;
+      if (log.enabled() && t->scratch_busy.compare_exchange_strong(expected, 1)) {
+        TextBuffer b(t->scratch, kScratchBytes);
+        log.Begin(b, "child_segv");
+        b.Str(",\"addr\":").UDec(addr);
+        b.Str(",\"range\":{\"addr\":").UDec(e.start).Str(",\"len\":").UDec(e.end - e.start);
+        b.Str("},\"call\":\"").Str(e.call).Str("\",\"reg_stack\":");
+        RawStack s;
+        s.depth = e.nips;
+        for (int k = 0; k < e.nips; ++k) s.ips[k] = e.ips[k];
+        AppendJsonStack(b, s, false);
+        b.Str(",\"signal\":").Dec(sig);
+        log.End(b);
+        t->scratch_busy.store(0);
+      }
+      break;
+    }
+  }
+  errno = saved_errno;
+  ChainToPrevious(sig, info, uctx);
+}
+
+}  // namespace
+
+size_t FormatChildSegv(char* buf, size_t cap, long pid, uintptr_t addr,
+                       const ChildSegvRange& range) {
+  TextBuffer b(buf, cap);
+  b.Str("forkguard: child ").Dec(pid).Str(" SIGSEGV at ").Ptr(addr);
+  if (addr >= range.start && addr < range.end) {
+    b.Str(": inside a range registered for RDMA by the parent (");
+  } else {
+    b.Str(": in a page shared with a range registered for RDMA by the parent (");
+  }
+  b.Ptr(range.start).Char('-').Ptr(range.end).Str(", ").Size(range.end - range.start);
+  b.Str(") registered by ").Str(range.call).Str(" at:\n");
+  if (range.stack_text != nullptr) b.Str(range.stack_text);
+  return b.size();
+}
+
+// ---- Parent side (not signal-safe: symbolizes with dladdr). ----
+bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork) {
+  int count = 0;
+  for (int i = 0; i < snap.mr_count; ++i) count += mr_dontfork[i] ? 1 : 0;
+  if (count > kMaxTableEntries) count = kMaxTableEntries;
+  size_t bytes = sizeof(TableHeader) + sizeof(TableEntry) * static_cast<size_t>(count) +
+                 kTextPerEntry * static_cast<size_t>(count) + kScratchBytes;
+  bytes = (bytes + PageSize() - 1) & ~(PageSize() - 1);
+  g_preparing.fetch_add(1);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    g_preparing.fetch_sub(1);
+    return false;
+  }
+  auto* t = static_cast<TableHeader*>(p);
+  t->bytes = bytes;
+  t->entries = reinterpret_cast<TableEntry*>(static_cast<char*>(p) + sizeof(TableHeader));
+  t->text = reinterpret_cast<char*>(t->entries + count);
+  t->scratch = t->text + kTextPerEntry * static_cast<size_t>(count);
+  t->scratch_busy.store(0);
+  uintptr_t page = PageSize();
+  int n = 0;
+  size_t text_used = 0;
+  for (int i = 0; i < snap.mr_count && n < count; ++i) {
+    if (!mr_dontfork[i]) continue;
+    const MrRecord& m = snap.mrs[i];
+    TableEntry& e = t->entries[n++];
+    e.start = m.addr;
+    e.end = m.addr + m.len;
+    e.page_start = m.addr & ~(page - 1);
+    e.page_end = (m.addr + m.len + page - 1) & ~(page - 1);
+    e.call = RdmaCallName(m.call);
+    e.nips = m.stack.depth;
+    for (int k = 0; k < m.stack.depth; ++k) e.ips[k] = m.stack.ips[k];
+    TextBuffer text(t->text + text_used, kTextPerEntry);
+    FormatStackLines(text, m.stack, "    ", true);
+    e.text_off = text_used;
+    e.text_len = text.size();
+    text_used += text.size();
+  }
+  t->count = n;
+  t->magic = kTableMagic;
+  TableHeader* old = g_table.exchange(t, std::memory_order_acq_rel);
+  // Unmap the previous table only when no other thread is preparing a fork with it.
+  if (old != nullptr && g_preparing.load() == 1) munmap(old, old->bytes);
+  return true;
+}
+
+void ReleaseChildSegvTable() { g_preparing.fetch_sub(1); }
+
+// ---- Child side: async-signal-safe. ----
+void ChildAfterFork(bool hazardous, bool explain_segv) {
+  GlobalEventLog().ResetInChild(RealtimeNs());
+  g_hazard_child = hazardous ? 1 : 0;
+  g_preparing.store(0);
+  if (!hazardous || !explain_segv || g_table.load() == nullptr || g_handler_installed) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = SegvHandler;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGSEGV, &sa, &g_prev_segv) == 0) g_handler_installed = 1;
+}
+
+bool IsHazardousChild() { return g_hazard_child != 0; }
+
+void ChildNoteExec(const char* path) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[2048];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "child_exec");
+  b.Str(",\"path\":").JsonStr(path);
+  log.End(b);
+}
+
+}  // namespace forkguard

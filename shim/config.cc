@@ -1,0 +1,151 @@
+#include "shim/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "shim/text_buffer.h"
+
+namespace forkguard {
+namespace {
+
+void Warn(WarningSink warn, void* ctx, const char* name, const char* value, const char* why,
+          const char* fallback) {
+  if (warn == nullptr) return;
+  char buf[512];
+  TextBuffer line(buf, sizeof(buf));
+  // Cap the echoed value so one bad variable cannot flood stderr.
+  char shown[96];
+  size_t n = strnlen(value, sizeof(shown) - 4);
+  memcpy(shown, value, n);
+  shown[n] = '\0';
+  if (value[n] != '\0') strcpy(shown + n, "...");
+  line.Str("forkguard: ignoring ").Str(name).Char('=').Str(shown).Str(": ").Str(why);
+  line.Str("; using ").Str(fallback);
+  warn(line.data(), ctx);
+}
+
+bool EqualsIgnoreCase(const char* a, const char* b) { return strcasecmp(a, b) == 0; }
+
+}  // namespace
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kWarn:
+      return "warn";
+    case Mode::kError:
+      return "error";
+    case Mode::kAbort:
+      return "abort";
+    case Mode::kOff:
+      return "off";
+  }
+  return "warn";
+}
+
+Config ParseConfig(EnvLookup env, void* env_ctx, WarningSink warn, void* warn_ctx, bool secure) {
+  Config c;
+  if (secure || env == nullptr) return c;
+
+  if (const char* v = env("FORKGUARD_MODE", env_ctx); v != nullptr) {
+    if (EqualsIgnoreCase(v, "warn")) {
+      c.mode = Mode::kWarn;
+    } else if (EqualsIgnoreCase(v, "error")) {
+      c.mode = Mode::kError;
+    } else if (EqualsIgnoreCase(v, "abort")) {
+      c.mode = Mode::kAbort;
+    } else if (EqualsIgnoreCase(v, "off")) {
+      c.mode = Mode::kOff;
+    } else {
+      Warn(warn, warn_ctx, "FORKGUARD_MODE", v, "expected warn, error, abort or off", "warn");
+    }
+  }
+
+  if (const char* v = env("FORKGUARD_REPORT", env_ctx); v != nullptr) {
+    if (EqualsIgnoreCase(v, "once")) {
+      c.report = ReportPolicy::kOnce;
+    } else if (EqualsIgnoreCase(v, "always")) {
+      c.report = ReportPolicy::kAlways;
+    } else {
+      Warn(warn, warn_ctx, "FORKGUARD_REPORT", v, "expected once or always", "once");
+    }
+  }
+
+  if (const char* v = env("FORKGUARD_QUIET", env_ctx); v != nullptr) {
+    if (strcmp(v, "1") == 0 || EqualsIgnoreCase(v, "true") || EqualsIgnoreCase(v, "yes")) {
+      c.quiet = true;
+    } else if (strcmp(v, "0") == 0 || EqualsIgnoreCase(v, "false") || EqualsIgnoreCase(v, "no") ||
+               v[0] == '\0') {
+      c.quiet = false;
+    } else {
+      Warn(warn, warn_ctx, "FORKGUARD_QUIET", v, "expected 1 or 0", "0");
+    }
+  }
+
+  if (const char* v = env("FORKGUARD_STACK_DEPTH", env_ctx); v != nullptr) {
+    errno = 0;
+    char* end = nullptr;
+    long depth = strtol(v, &end, 10);
+    if (v[0] == '\0' || end == nullptr || *end != '\0' || errno != 0) {
+      Warn(warn, warn_ctx, "FORKGUARD_STACK_DEPTH", v, "not a number", "32");
+    } else if (depth < 1 || depth > Config::kMaxStackDepth) {
+      Warn(warn, warn_ctx, "FORKGUARD_STACK_DEPTH", v, "must be between 1 and 64", "32");
+    } else {
+      c.stack_depth = static_cast<int>(depth);
+    }
+  }
+
+  if (const char* v = env("FORKGUARD_LOG", env_ctx); v != nullptr && v[0] != '\0') {
+    if (v[0] != '/') {
+      // A relative directory would resolve differently in children that chdir.
+      Warn(warn, warn_ctx, "FORKGUARD_LOG", v, "not an absolute path", "no event log");
+    } else if (strlen(v) >= sizeof(c.log_dir) - 128) {
+      Warn(warn, warn_ctx, "FORKGUARD_LOG", v, "path too long", "no event log");
+    } else {
+      strcpy(c.log_dir, v);
+    }
+  }
+
+  if (const char* v = env("FORKGUARD_ALLOW", env_ctx); v != nullptr) {
+    const char* p = v;
+    bool reported_overflow = false;
+    while (*p != '\0') {
+      const char* comma = strchr(p, ',');
+      size_t len = comma != nullptr ? static_cast<size_t>(comma - p) : strlen(p);
+      // Trim spaces around each pattern.
+      while (len > 0 && *p == ' ') {
+        ++p;
+        --len;
+      }
+      while (len > 0 && p[len - 1] == ' ') --len;
+      if (len > 0) {
+        if (len >= static_cast<size_t>(Config::kMaxAllowPatternLen)) {
+          char pat[Config::kMaxAllowPatternLen];
+          memcpy(pat, p, sizeof(pat) - 1);
+          pat[sizeof(pat) - 1] = '\0';
+          Warn(warn, warn_ctx, "FORKGUARD_ALLOW", pat, "pattern longer than 127 bytes",
+               "the other patterns");
+        } else if (c.allow_count >= Config::kMaxAllowPatterns) {
+          if (!reported_overflow) {
+            Warn(warn, warn_ctx, "FORKGUARD_ALLOW", p, "more than 16 patterns", "the first 16");
+            reported_overflow = true;
+          }
+        } else {
+          memcpy(c.allow[c.allow_count], p, len);
+          c.allow[c.allow_count][len] = '\0';
+          ++c.allow_count;
+        }
+      }
+      if (comma == nullptr) break;
+      p = comma + 1;
+    }
+  }
+  return c;
+}
+
+bool AllowPatternMatches(const char* pattern, const char* text) {
+  if (pattern == nullptr || text == nullptr || pattern[0] == '\0') return false;
+  return strstr(text, pattern) != nullptr;
+}
+
+}  // namespace forkguard

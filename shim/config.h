@@ -1,0 +1,47 @@
+// Config: the shim's settings from the environment (documented in shim/README.md).
+//
+// Parsed once, before any fork is decided. A plain struct with fixed-size storage so that
+// the fork path and the forked child can read it without allocating.
+#ifndef FORKGUARD_SHIM_CONFIG_H_
+#define FORKGUARD_SHIM_CONFIG_H_
+
+#include <cstddef>
+
+namespace forkguard {
+
+enum class Mode { kWarn, kError, kAbort, kOff };
+enum class ReportPolicy { kOnce, kAlways };
+
+const char* ModeName(Mode mode);
+
+struct Config {
+  static constexpr int kMaxAllowPatterns = 16;
+  static constexpr int kMaxAllowPatternLen = 128;
+  static constexpr int kDefaultStackDepth = 32;
+  static constexpr int kMaxStackDepth = 64;
+
+  Mode mode = Mode::kWarn;
+  ReportPolicy report = ReportPolicy::kOnce;
+  bool quiet = false;
+  int stack_depth = kDefaultStackDepth;
+  char log_dir[1024] = {};  // empty: no event log
+  int allow_count = 0;
+  char allow[kMaxAllowPatterns][kMaxAllowPatternLen] = {};
+};
+
+// Looks a variable up; returns nullptr when unset. Tests pass a fake environment.
+using EnvLookup = const char* (*)(const char* name, void* ctx);
+// Receives one complete warning line (without the trailing newline).
+using WarningSink = void (*)(const char* line, void* ctx);
+
+// Parses FORKGUARD_* variables. Every bad value produces exactly one warning line
+// "forkguard: ignoring FORKGUARD_X=...: <why>; using <default>" and the safe default.
+// With `secure` (AT_SECURE: setuid/setgid/capabilities) the environment is ignored.
+Config ParseConfig(EnvLookup env, void* env_ctx, WarningSink warn, void* warn_ctx, bool secure);
+
+// True when `text` contains `pattern` (plain substring; empty patterns never match).
+bool AllowPatternMatches(const char* pattern, const char* text);
+
+}  // namespace forkguard
+
+#endif  // FORKGUARD_SHIM_CONFIG_H_

@@ -1,0 +1,707 @@
+#include "shim/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "shim/child.h"
+#include "shim/config.h"
+#include "shim/event_log.h"
+#include "shim/message.h"
+#include "shim/proc_facts.h"
+#include "shim/stack.h"
+#include "shim/verdict.h"
+
+#ifndef FORKGUARD_VERSION
+#define FORKGUARD_VERSION "0.1.0"
+#endif
+
+namespace forkguard::core {
+namespace {
+
+constinit Config g_config;
+char g_host[256] = "?";
+char g_prog[256] = "?";
+long g_rank = -1;
+pthread_once_t g_once = PTHREAD_ONCE_INIT;
+bool g_ready = false;
+
+// Per forking thread; copied into the child with the thread.
+__thread bool t_in_fork_wrapper __attribute__((tls_model("initial-exec"))) = false;
+__thread bool t_pending_hazard __attribute__((tls_model("initial-exec"))) = false;
+__thread bool t_pending_explain __attribute__((tls_model("initial-exec"))) = false;
+__thread bool t_atfork_decided __attribute__((tls_model("initial-exec"))) = false;
+
+// Config warnings, kept until the log is configured (so they are also logged).
+constexpr int kMaxWarnings = 8;
+char g_warnings[kMaxWarnings][256];
+int g_warning_count = 0;
+
+void WriteStderr(const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(STDERR_FILENO, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void CollectWarning(const char* line, void*) {
+  if (g_warning_count >= kMaxWarnings) return;
+  size_t n = strnlen(line, sizeof(g_warnings[0]) - 1);
+  memcpy(g_warnings[g_warning_count], line, n);
+  g_warnings[g_warning_count][n] = '\0';
+  ++g_warning_count;
+}
+
+const char* Getenv(const char* name, void*) { return getenv(name); }
+
+ProcessIdentity Identity() {
+  ProcessIdentity id;
+  id.pid = getpid();
+  id.prog = g_prog;
+  id.host = g_host;
+  id.rank = g_rank;
+  return id;
+}
+
+void LogNote(const char* text) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[1024];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "note");
+  b.Str(",\"text\":").JsonStr(text);
+  log.End(b);
+}
+
+void LogProcessStart() {
+  EventLog& log = GlobalEventLog();
+  EventLog::LargeLine line(log);
+  if (!line.ok()) return;
+  TextBuffer& b = line.text();
+  log.Begin(b, "process_start");
+  b.Str(",\"argv\":[");
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char args[8192];
+    ssize_t n = read(fd, args, sizeof(args) - 1);
+    close(fd);
+    if (n > 0) {
+      args[n] = '\0';
+      bool first = true;
+      for (ssize_t i = 0; i < n;) {
+        if (!first) b.Char(',');
+        b.JsonStr(args + i);
+        first = false;
+        i += static_cast<ssize_t>(strlen(args + i)) + 1;
+      }
+    }
+  }
+  b.Str("],\"mode\":\"").Str(ModeName(g_config.mode)).Str("\",\"shim_version\":\"");
+  b.Str(FORKGUARD_VERSION).Str("\",\"exe\":");
+  char exe[1024];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    b.JsonStr(exe);
+  } else {
+    b.Str("null");
+  }
+  log.End(b);
+}
+
+// atfork handlers of the core (registered after the state's, so our prepare runs first,
+// before the state lock is taken, and our child handler runs after the lock was reset).
+void CoreAtforkPrepare();
+void CoreAtforkParent() {
+  if (t_atfork_decided) {
+    t_atfork_decided = false;
+    ReleaseChildSegvTable();
+  }
+}
+void CoreAtforkChild() {
+  ChildAfterFork(t_pending_hazard, t_pending_explain);
+  t_in_fork_wrapper = false;
+  t_atfork_decided = false;
+}
+
+void Init() {
+  // Under AT_SECURE (setuid, capabilities) the environment is not ours to trust.
+  bool secure = getauxval(AT_SECURE) != 0;
+  g_config = ParseConfig(Getenv, nullptr, CollectWarning, nullptr, secure);
+  if (gethostname(g_host, sizeof(g_host) - 1) != 0) strcpy(g_host, "?");
+  g_host[sizeof(g_host) - 1] = '\0';
+  const char* prog = program_invocation_short_name;
+  if (prog != nullptr && prog[0] != '\0') {
+    strncpy(g_prog, prog, sizeof(g_prog) - 1);
+  }
+  if (!secure) {
+    for (const char* var : {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}) {
+      const char* v = getenv(var);
+      if (v == nullptr || v[0] == '\0') continue;
+      char* end = nullptr;
+      long r = strtol(v, &end, 10);
+      if (end != nullptr && *end == '\0' && r >= 0) {
+        g_rank = r;
+        break;
+      }
+    }
+  }
+  InitOwnCodeRange();
+  LogIdentity lid;
+  lid.host = g_host;
+  lid.prog = g_prog;
+  lid.rank = g_rank;
+  GlobalEventLog().Configure(g_config.log_dir, lid, CollectWarning, nullptr);
+  for (int i = 0; i < g_warning_count; ++i) {
+    if (!g_config.quiet) {
+      WriteStderr(g_warnings[i], strlen(g_warnings[i]));
+      WriteStderr("\n", 1);
+    }
+  }
+  if (g_config.mode != Mode::kOff) {
+    InstallStateAtfork();
+    pthread_atfork(CoreAtforkPrepare, CoreAtforkParent, CoreAtforkChild);
+  }
+  g_ready = true;
+  LogProcessStart();
+  for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
+}
+
+bool Active() {
+  EnsureInit();
+  return g_config.mode != Mode::kOff;
+}
+
+void LogRdmaCall(const char* call, const char* device, const void* handle, bool ok, int err) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[1024];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "rdma_call");
+  b.Str(",\"call\":\"").Str(call).Str("\",\"device\":");
+  if (device != nullptr) {
+    b.JsonStr(device);
+  } else {
+    b.Str("null");
+  }
+  b.Str(",\"handle\":");
+  AppendJsonHex(b, reinterpret_cast<uintptr_t>(handle));
+  b.Str(",\"ok\":").Str(ok ? "true" : "false").Str(",\"errno\":").Dec(ok ? 0 : err);
+  log.End(b);
+}
+
+void NoteInit(RdmaCall call, const char* device) {
+  RdmaState& st = GlobalState();
+  if (st.EverInitialized()) return;
+  RawStack stack;
+  CaptureStack(&stack, g_config.stack_depth);
+  if (!st.NoteInit(call, device, stack, MonotonicNs())) return;
+  // Ask the kernel about copy-on-fork now, never later from an atfork handler.
+  KernelCopyOnFork();
+  EventLog& log = GlobalEventLog();
+  EventLog::LargeLine line(log);
+  if (!line.ok()) return;
+  TextBuffer& b = line.text();
+  log.Begin(b, "rdma_init");
+  b.Str(",\"call\":\"").Str(RdmaCallName(call)).Str("\",\"device\":");
+  if (device != nullptr && device[0] != '\0') {
+    b.JsonStr(device);
+  } else {
+    b.Str("null");
+  }
+  b.Str(",\"stack\":");
+  AppendJsonStack(b, stack, true);
+  log.End(b);
+}
+
+// A forked child using an object its parent created: say so once per process.
+void CheckInheritedUse(const char* call, const void* handle) {
+  if (!IsHazardousChild() || handle == nullptr) return;
+  pid_t self = getpid();
+  if (!GlobalState().IsInheritedHandle(reinterpret_cast<uintptr_t>(handle), self)) return;
+  static pid_t reported_in = 0;
+  if (reported_in == self) return;
+  reported_in = self;
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str("forkguard: pid ").Dec(self).Str(" (").Str(g_prog).Str(") calls ").Str(call);
+  b.Str(" on an RDMA object its parent (pid ").Dec(getppid());
+  b.Str(") created before fork; RDMA objects are not usable in a forked child");
+  if (!g_config.quiet) {
+    WriteStderr(b.data(), b.size());
+    WriteStderr("\n", 1);
+  }
+  LogNote(b.data());
+}
+
+bool MatchesAllowList(const RawStack& stack) {
+  if (g_config.allow_count == 0) return false;
+  for (int i = 0; i < stack.depth; ++i) {
+    SymbolizedFrame f = Symbolize(stack.ips[i], i > 0);
+    for (int k = 0; k < g_config.allow_count; ++k) {
+      if (AllowPatternMatches(g_config.allow[k], f.sym) ||
+          (f.obj != nullptr && AllowPatternMatches(g_config.allow[k], BaseName(f.obj)))) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+const char* ActionName(Mode mode, bool allowed, ForkVia via) {
+  if (allowed) return "proceeded";
+  switch (mode) {
+    case Mode::kWarn:
+      return "proceeded";
+    case Mode::kError:
+      return via == ForkVia::kAtfork ? "proceeded" : "failed";
+    case Mode::kAbort:
+      return "aborted";
+    case Mode::kOff:
+      return "off";
+  }
+  return "proceeded";
+}
+
+void AppendLive(TextBuffer& b, const LiveCounts& c) {
+  b.Str(",\"live\":{\"contexts\":").Dec(c.contexts).Str(",\"pds\":").Dec(c.pds);
+  b.Str(",\"mrs\":").Dec(c.mrs).Str(",\"cm_channels\":").Dec(c.cm_channels);
+  b.Str(",\"cm_ids\":").Dec(c.cm_ids).Str(",\"uverbs_fds\":").Dec(c.uverbs_fds);
+  b.Str(",\"rdma_cm_fds\":").Dec(c.rdma_cm_fds).Char('}');
+}
+
+void AppendInit(TextBuffer& b, const InitRecord& init, int64_t now) {
+  b.Str(",\"init\":");
+  if (!init.set) {
+    b.Str("null");
+    return;
+  }
+  b.Str("{\"call\":\"").Str(RdmaCallName(init.call)).Str("\",\"device\":");
+  if (init.device[0] != '\0') {
+    b.JsonStr(init.device);
+  } else {
+    b.Str("null");
+  }
+  b.Str(",\"age_ms\":").Dec((now - init.mono_ns) / 1000000).Str(",\"stack\":");
+  AppendJsonStack(b, init.stack, true);
+  b.Char('}');
+}
+
+void AppendCof(TextBuffer& b, const KernelCofFact& cof) {
+  b.Str(",\"kernel_cof\":");
+  b.Str(cof.value == KernelCof::kYes ? "true" : cof.value == KernelCof::kNo ? "false" : "null");
+  b.Str(",\"kernel_cof_source\":\"").Str(cof.source).Char('"');
+}
+
+// Clean fork: only logged (when a log is configured). No allocation.
+void LogCleanFork(ForkVia via) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  RawStack stack;
+  CaptureStack(&stack, g_config.stack_depth);
+  EventLog::LargeLine line(log);
+  if (!line.ok()) return;
+  TextBuffer& b = line.text();
+  log.Begin(b, "fork");
+  b.Str(",\"verdict\":\"clean\",\"reasons\":[],\"action\":\"")
+      .Str(g_config.mode == Mode::kOff ? "off" : "proceeded")
+      .Str("\",\"site\":");
+  AppendJsonHex(b, StackSiteHash(stack));
+  b.Str(",\"reported\":false,\"stack\":");
+  AppendJsonStack(b, stack, true);
+  b.Str(",\"init\":null,\"ranges\":[]");
+  AppendLive(b, LiveCounts());
+  b.Str(",\"threads\":null,\"max_map_count\":null,\"map_count\":null");
+  b.Str(",\"kernel_cof\":null,\"via\":\"").Str(via == ForkVia::kAtfork ? "atfork" : "fork");
+  b.Char('"');
+  log.End(b);
+}
+
+// Scratch for one hazardous decision (mmap'd: the fork path never calls malloc).
+struct Scratch {
+  static constexpr int kMaxDcVmas = 4096;
+  static constexpr size_t kMessageBytes = 256 * 1024;
+  Vma* dc = nullptr;
+  bool* mr_dontfork = nullptr;
+  char* message = nullptr;
+  size_t bytes = 0;
+
+  bool Map(int mr_count) {
+    bytes = sizeof(Vma) * kMaxDcVmas + static_cast<size_t>(mr_count) + 64 + kMessageBytes;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return false;
+    dc = static_cast<Vma*>(p);
+    mr_dontfork = reinterpret_cast<bool*>(dc + kMaxDcVmas);
+    message = reinterpret_cast<char*>(mr_dontfork) + mr_count + 64;
+    return true;
+  }
+  ~Scratch() {
+    if (dc != nullptr) munmap(dc, bytes);
+  }
+};
+
+// The decision for a fork with RDMA state. `via` atfork: the fork cannot be failed and the
+// kernel is not asked anything new.
+ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
+  ForkDecision d;
+  RdmaState& st = GlobalState();
+  StateSnapshot snap;
+  if (!st.TakeSnapshot(&snap)) return d;
+  snap.counts.uverbs_fds = fds.uverbs;
+  snap.counts.rdma_cm_fds = fds.rdma_cm;
+  Scratch scratch;
+  if (!scratch.Map(snap.mr_count)) {
+    RdmaState::FreeSnapshot(&snap);
+    return d;
+  }
+  int64_t now = MonotonicNs();
+
+  // The kernel's view of DONTFORK ranges, only when something may be registered.
+  int dc_stored = 0;
+  int dc_total = 0;
+  int vma_count = -1;
+  if (snap.mr_count > 0 || (snap.counts.contexts == 0 && fds.uverbs > 0)) {
+    if (!ReadDontforkVmas(scratch.dc, Scratch::kMaxDcVmas, &dc_stored, &dc_total, &vma_count)) {
+      vma_count = -1;
+    }
+  }
+  // Asked at the first RDMA init; never for the first time from an atfork handler.
+  KernelCofFact cof = via == ForkVia::kAtfork ? CachedKernelCopyOnFork() : KernelCopyOnFork();
+
+  VerdictInput in;
+  in.counts = snap.counts;
+  in.mrs = snap.mrs;
+  in.mr_count = snap.mr_count;
+  in.dc_vmas = scratch.dc;
+  in.dc_count = dc_stored;
+  in.kernel_cof = cof.value;
+  ForkVerdict v = DecideVerdict(in, scratch.mr_dontfork);
+  if (!v.hazard()) {
+    RdmaState::FreeSnapshot(&snap);
+    LogCleanFork(via);
+    return d;
+  }
+  d.hazard = true;
+
+  RawStack fork_stack;
+  CaptureStack(&fork_stack, g_config.stack_depth);
+  uint64_t site = StackSiteHash(fork_stack);
+  bool allowed = MatchesAllowList(fork_stack);
+  bool report = !allowed && (g_config.report == ReportPolicy::kAlways || st.FirstTimeForSite(site));
+
+  ForkReport r;
+  r.who = Identity();
+  r.verdict = v;
+  r.snap = &snap;
+  r.mr_dontfork = scratch.mr_dontfork;
+  r.dc_vmas = scratch.dc;
+  r.dc_count = dc_stored;
+  r.fork_stack = &fork_stack;
+  r.now_mono_ns = now;
+  r.mode = g_config.mode;
+  r.via = via;
+  r.threads = ReadThreadCount();
+  r.map_count = vma_count >= 0 ? vma_count : CountMaps();
+  r.max_map_count = ReadMaxMapCount();
+  r.cof = cof;
+
+  if (report && !g_config.quiet) {
+    TextBuffer msg(scratch.message, Scratch::kMessageBytes);
+    FormatHazardMessage(msg, r, /*demangle=*/true);
+    WriteStderr(msg.data(), msg.size());
+  }
+
+  const char* action = ActionName(g_config.mode, allowed, via);
+  {
+    EventLog& log = GlobalEventLog();
+    EventLog::LargeLine line(log);
+    if (line.ok()) {
+      TextBuffer& b = line.text();
+      log.Begin(b, "fork");
+      b.Str(",\"verdict\":\"hazard\",\"reasons\":[");
+      bool first = true;
+      for (Reason reason : {kChildSegv, kParentCorruption, kInheritedRdma}) {
+        if ((v.reasons & reason) == 0) continue;
+        if (!first) b.Char(',');
+        b.Char('"').Str(ReasonName(reason)).Char('"');
+        first = false;
+      }
+      b.Str("],\"action\":\"").Str(action).Char('"');
+      if (strcmp(action, "failed") == 0) b.Str(",\"errno\":").Dec(EPERM);
+      b.Str(",\"site\":");
+      AppendJsonHex(b, site);
+      b.Str(",\"reported\":").Str(report && !g_config.quiet ? "true" : "false");
+      b.Str(",\"allowed\":").Str(allowed ? "true" : "false");
+      b.Str(",\"stack\":");
+      AppendJsonStack(b, fork_stack, true);
+      AppendInit(b, snap.init, now);
+      b.Str(",\"ranges\":[");
+      first = true;
+      for (int i = 0; i < snap.mr_count; ++i) {
+        const MrRecord& m = snap.mrs[i];
+        if (!first) b.Char(',');
+        first = false;
+        b.Str("{\"addr\":").UDec(m.addr).Str(",\"len\":").UDec(m.len);
+        b.Str(",\"call\":\"").Str(RdmaCallName(m.call)).Str("\",\"dontfork\":");
+        b.Str(scratch.mr_dontfork[i] ? "true" : "false").Char('}');
+      }
+      for (int i = 0; i < v.unattributed_dc && i < dc_stored; ++i) {
+        if (!first) b.Char(',');
+        first = false;
+        b.Str("{\"addr\":").UDec(scratch.dc[i].start);
+        b.Str(",\"len\":").UDec(scratch.dc[i].end - scratch.dc[i].start);
+        b.Str(",\"call\":null,\"dontfork\":true}");
+      }
+      b.Char(']');
+      AppendLive(b, snap.counts);
+      b.Str(",\"threads\":");
+      if (r.threads >= 0) {
+        b.Dec(r.threads);
+      } else {
+        b.Str("null");
+      }
+      b.Str(",\"max_map_count\":");
+      if (r.max_map_count >= 0) {
+        b.Dec(r.max_map_count);
+      } else {
+        b.Str("null");
+      }
+      b.Str(",\"map_count\":");
+      if (r.map_count >= 0) {
+        b.Dec(r.map_count);
+      } else {
+        b.Str("null");
+      }
+      AppendCof(b, cof);
+      b.Str(",\"via\":\"").Str(via == ForkVia::kAtfork ? "atfork" : "fork").Char('"');
+      log.End(b);
+    }
+  }
+
+  if (!allowed && g_config.mode == Mode::kAbort) abort();
+  if (!allowed && g_config.mode == Mode::kError && via == ForkVia::kFork) {
+    d.fail = true;
+    d.err = EPERM;
+  } else if (v.dontfork_mrs > 0) {
+    d.explain_segv = PrepareChildSegvTable(snap, scratch.mr_dontfork);
+  }
+  RdmaState::FreeSnapshot(&snap);
+  return d;
+}
+
+ForkDecision Decide(ForkVia via) {
+  // Fast path: nothing tracked and no RDMA descriptor open.
+  RdmaFds fds = ScanRdmaFds();
+  if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {
+    LogCleanFork(via);
+    return ForkDecision();
+  }
+  return DecideHazardousFork(fds, via);
+}
+
+void CoreAtforkPrepare() {
+  t_atfork_decided = false;
+  if (t_in_fork_wrapper) return;
+  // A fork that did not pass through our fork(): decide here (warn only).
+  if (!g_ready || g_config.mode == Mode::kOff) return;
+  ForkDecision d = Decide(ForkVia::kAtfork);
+  t_pending_hazard = d.hazard;
+  t_pending_explain = d.explain_segv;
+  t_atfork_decided = d.explain_segv;
+}
+
+}  // namespace
+
+void EnsureInit() { pthread_once(&g_once, Init); }
+
+void OnOpenDevice(const void* ctx, const char* device, int err) {
+  if (!Active()) return;
+  if (ctx != nullptr) {
+    CheckInheritedUse("ibv_open_device", nullptr);
+    GlobalState().AddContext(reinterpret_cast<uintptr_t>(ctx), device);
+    NoteInit(RdmaCall::kOpenDevice, device);
+  }
+  LogRdmaCall("ibv_open_device", device, ctx, ctx != nullptr, err);
+}
+
+void OnCloseDevice(const void* ctx, int ret, int err) {
+  if (!Active()) return;
+  CheckInheritedUse("ibv_close_device", ctx);
+  if (ret == 0) GlobalState().RemoveContext(reinterpret_cast<uintptr_t>(ctx));
+  LogRdmaCall("ibv_close_device", nullptr, ctx, ret == 0, err);
+}
+
+void OnAllocPd(const void* pd, const void* ctx, int err) {
+  if (!Active()) return;
+  CheckInheritedUse("ibv_alloc_pd", ctx);
+  if (pd != nullptr) GlobalState().AddPd(reinterpret_cast<uintptr_t>(pd));
+  LogRdmaCall("ibv_alloc_pd", nullptr, pd, pd != nullptr, err);
+}
+
+void OnDeallocPd(const void* pd, int ret, int err) {
+  if (!Active()) return;
+  CheckInheritedUse("ibv_dealloc_pd", pd);
+  if (ret == 0) GlobalState().RemovePd(reinterpret_cast<uintptr_t>(pd));
+  LogRdmaCall("ibv_dealloc_pd", nullptr, pd, ret == 0, err);
+}
+
+void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, size_t len,
+             int access, int err) {
+  if (!Active()) return;
+  CheckInheritedUse(RdmaCallName(call), pd);
+  if (mr == nullptr) {
+    LogRdmaCall(RdmaCallName(call), nullptr, nullptr, false, err);
+    return;
+  }
+  MrRecord rec;
+  rec.handle = reinterpret_cast<uintptr_t>(mr);
+  rec.addr = reinterpret_cast<uintptr_t>(addr);
+  rec.len = len;
+  rec.access = access;
+  rec.call = call;
+  rec.owner = getpid();
+  rec.mono_ns = MonotonicNs();
+  CaptureStack(&rec.stack, g_config.stack_depth);
+  GlobalState().AddMr(rec);
+  NoteInit(call, nullptr);
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  EventLog::LargeLine line(log);
+  if (!line.ok()) return;
+  TextBuffer& b = line.text();
+  log.Begin(b, "mr_register");
+  b.Str(",\"call\":\"").Str(RdmaCallName(call)).Str("\",\"addr\":").UDec(rec.addr);
+  b.Str(",\"len\":").UDec(len).Str(",\"access\":").Dec(access);
+  // The kernel's view at registration costs an smaps read: only when logging.
+  Vma dc[64];
+  int stored = 0;
+  int total = 0;
+  int vmas = 0;
+  bool dontfork = false;
+  if (ReadDontforkVmas(dc, 64, &stored, &total, &vmas)) {
+    dontfork = RangeOverlapsAny(rec.addr, len, dc, stored);
+  }
+  b.Str(",\"dontfork\":").Str(dontfork ? "true" : "false").Str(",\"handle\":");
+  AppendJsonHex(b, rec.handle);
+  b.Str(",\"stack\":");
+  AppendJsonStack(b, rec.stack, true);
+  log.End(b);
+}
+
+void OnDeregMr(const void* mr, int ret, int err) {
+  if (!Active()) return;
+  CheckInheritedUse("ibv_dereg_mr", mr);
+  MrRecord rec;
+  bool known = ret == 0 && GlobalState().RemoveMr(reinterpret_cast<uintptr_t>(mr), &rec);
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  if (ret != 0) {
+    LogRdmaCall("ibv_dereg_mr", nullptr, mr, false, err);
+    return;
+  }
+  log.Begin(b, "mr_deregister");
+  b.Str(",\"handle\":");
+  AppendJsonHex(b, reinterpret_cast<uintptr_t>(mr));
+  if (known) {
+    b.Str(",\"addr\":").UDec(rec.addr).Str(",\"len\":").UDec(rec.len);
+  } else {
+    b.Str(",\"addr\":null,\"len\":null");
+  }
+  log.End(b);
+}
+
+void OnForkInit(int ret, int err) {
+  if (!Active()) return;
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "fork_init");
+  b.Str(",\"result\":").Dec(ret).Str(",\"errno\":").Dec(ret == 0 ? 0 : err);
+  log.End(b);
+}
+
+void OnCmCreate(RdmaCall call, const void* handle, int err) {
+  if (!Active()) return;
+  if (handle != nullptr) {
+    GlobalState().AddCm(reinterpret_cast<uintptr_t>(handle), call);
+    NoteInit(call, nullptr);
+  }
+  LogRdmaCall(RdmaCallName(call), nullptr, handle, handle != nullptr, err);
+}
+
+void OnCmDestroy(const char* call, const void* handle, int ret, int err) {
+  if (!Active()) return;
+  CheckInheritedUse(call, handle);
+  if (ret == 0) GlobalState().RemoveCm(reinterpret_cast<uintptr_t>(handle));
+  LogRdmaCall(call, nullptr, handle, ret == 0, err);
+}
+
+ForkDecision BeforeFork() {
+  EnsureInit();
+  if (g_config.mode == Mode::kOff) return ForkDecision();
+  int saved = errno;
+  ForkDecision d = Decide(ForkVia::kFork);
+  errno = saved;
+  if (!d.fail) {
+    t_in_fork_wrapper = true;
+    t_pending_hazard = d.hazard;
+    t_pending_explain = d.explain_segv;
+  }
+  return d;
+}
+
+void AfterForkParent(const ForkDecision& d, pid_t child) {
+  t_in_fork_wrapper = false;
+  t_pending_hazard = false;
+  t_pending_explain = false;
+  if (d.explain_segv) ReleaseChildSegvTable();
+  if (g_config.mode == Mode::kOff || child <= 0) return;
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "fork_child");
+  b.Str(",\"child_pid\":").Dec(child);
+  log.End(b);
+}
+
+void OnSpawn(const char* call, pid_t child, int ret) {
+  if (!Active()) return;
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "spawn");
+  b.Str(",\"call\":\"").Str(call).Str("\",\"child_pid\":");
+  if (ret == 0 && child > 0) {
+    b.Dec(child);
+  } else {
+    b.Str("null");
+  }
+  b.Str(",\"ok\":").Str(ret == 0 ? "true" : "false").Str(",\"safe\":true");
+  log.End(b);
+}
+
+void OnVfork() { OnSpawn("vfork", 0, 0); }
+
+void OnExec(const char* path) {
+  // Async-signal-safe: a child may exec right after fork.
+  if (IsHazardousChild()) ChildNoteExec(path);
+}
+
+}  // namespace forkguard::core

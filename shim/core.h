@@ -1,0 +1,48 @@
+// The shim's core: what happens at each watched call and, in BeforeFork, where every fork
+// is decided. Knows nothing about dlsym or symbol versions (that is interpose.cc).
+#ifndef FORKGUARD_SHIM_CORE_H_
+#define FORKGUARD_SHIM_CORE_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+
+#include "shim/state.h"
+
+namespace forkguard::core {
+
+// Idempotent; every entry point calls it (wrappers may run before our constructor).
+void EnsureInit();
+
+// RDMA resources. `err` is errno after the real call. Handles are the returned pointers.
+void OnOpenDevice(const void* ctx, const char* device, int err);
+void OnCloseDevice(const void* ctx, int ret, int err);
+void OnAllocPd(const void* pd, const void* ctx, int err);
+void OnDeallocPd(const void* pd, int ret, int err);
+void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, size_t len,
+             int access, int err);
+void OnDeregMr(const void* mr, int ret, int err);
+void OnForkInit(int ret, int err);
+void OnCmCreate(RdmaCall call, const void* handle, int err);
+void OnCmDestroy(const char* call, const void* handle, int ret, int err);
+
+// Process creation.
+struct ForkDecision {
+  bool fail = false;  // error mode: do not fork, return -1/errno
+  int err = 0;
+  bool hazard = false;
+  bool explain_segv = false;  // the child gets the SIGSEGV explanation
+};
+// In the parent, before the real fork. Clean forks: no allocation, no output.
+ForkDecision BeforeFork();
+// In the parent after the real fork returned (child > 0) or failed (child < 0).
+void AfterForkParent(const ForkDecision& d, pid_t child);
+void OnSpawn(const char* call, pid_t child, int ret);
+// vfork: logged before the call (the child pid is not known to us).
+void OnVfork();
+// exec* about to be called: in a hazardous child this logs child_exec.
+void OnExec(const char* path);
+
+}  // namespace forkguard::core
+
+#endif  // FORKGUARD_SHIM_CORE_H_

@@ -1,0 +1,162 @@
+#include "shim/event_log.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace forkguard {
+namespace {
+
+constinit EventLog g_log;
+
+void WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+}  // namespace
+
+EventLog& GlobalEventLog() { return g_log; }
+
+void AppendJsonHex(TextBuffer& b, uint64_t v) { b.Char('"').Ptr(v).Char('"'); }
+
+void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize) {
+  b.Char('[');
+  for (int i = 0; i < stack.depth; ++i) {
+    if (i > 0) b.Char(',');
+    b.Str("{\"ip\":");
+    AppendJsonHex(b, stack.ips[i]);
+    if (symbolize) {
+      SymbolizedFrame f = Symbolize(stack.ips[i], i > 0);
+      if (f.obj != nullptr) {
+        b.Str(",\"obj\":").JsonStr(f.obj).Str(",\"off\":");
+        AppendJsonHex(b, f.obj_off);
+      }
+      if (f.sym != nullptr) {
+        b.Str(",\"sym\":").JsonStr(f.sym).Str(",\"symoff\":");
+        AppendJsonHex(b, f.sym_off);
+      }
+    }
+    b.Char('}');
+  }
+  b.Char(']');
+}
+
+void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink warn, void* warn_ctx) {
+  id_ = id;
+  if (dir == nullptr || dir[0] == '\0') return;
+  struct stat st;
+  const char* why = nullptr;
+  if (lstat(dir, &st) != 0) {
+    why = "cannot stat it";
+  } else if (S_ISLNK(st.st_mode)) {
+    why = "it is a symlink";
+  } else if (!S_ISDIR(st.st_mode)) {
+    why = "not a directory";
+  } else if (st.st_uid != geteuid()) {
+    why = "not owned by this user";
+  } else if (access(dir, W_OK | X_OK) != 0) {
+    why = "not writable";
+  }
+  if (why != nullptr) {
+    if (warn != nullptr) {
+      char buf[1200];
+      TextBuffer line(buf, sizeof(buf));
+      line.Str("forkguard: ignoring FORKGUARD_LOG=").Str(dir).Str(": ").Str(why);
+      line.Str("; using no event log");
+      warn(line.data(), warn_ctx);
+    }
+    return;
+  }
+  size_t n = strnlen(dir, sizeof(dir_) - 1);
+  memcpy(dir_, dir, n);
+  dir_[n] = '\0';
+  void* p =
+      mmap(nullptr, kLargeLineBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  large_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+  start_ns_ = RealtimeNs();
+  enabled_ = true;
+}
+
+int EventLog::OpenOwnFile() {
+  pid_t pid = getpid();
+  if (fd_ >= 0 && fd_pid_ == pid) return fd_;
+  char path[1400];
+  TextBuffer p(path, sizeof(path));
+  p.Str(dir_).Str("/forkguard.").Str(id_.host).Char('.').Dec(pid).Char('.').Dec(start_ns_);
+  p.Str(".jsonl");
+  if (p.truncated()) return -1;
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return -1;
+  fd_ = fd;
+  fd_pid_ = pid;
+  return fd_;
+}
+
+void EventLog::Begin(TextBuffer& b, const char* event) {
+  b.Clear();
+  b.Str("{\"schema\":\"").Str(kEventSchema).Str("\",\"event\":\"").Str(event).Str("\"");
+  b.Str(",\"ts_ns\":").Dec(RealtimeNs());
+  b.Str(",\"pid\":").Dec(getpid()).Str(",\"ppid\":").Dec(getppid());
+  b.Str(",\"tid\":").Dec(CurrentTid());
+  b.Str(",\"host\":").JsonStr(id_.host).Str(",\"prog\":").JsonStr(id_.prog);
+  b.Str(",\"rank\":");
+  if (id_.rank >= 0) {
+    b.Dec(id_.rank);
+  } else {
+    b.Str("null");
+  }
+  b.Str(",\"seq\":").Dec(seq_.fetch_add(1, std::memory_order_relaxed));
+}
+
+void EventLog::End(TextBuffer& b) {
+  if (!enabled_) return;
+  b.Str("}\n");
+  if (b.truncated()) {
+    // Keep the line valid JSON: replace it with a note that says what was lost.
+    char small[512];
+    TextBuffer n(small, sizeof(small));
+    Begin(n, "note");
+    n.Str(",\"text\":\"an event did not fit in ")
+        .UDec(kLargeLineBytes)
+        .Str(" bytes and was dropped\"}\n");
+    int fd = OpenOwnFile();
+    if (fd >= 0) WriteAll(fd, n.data(), n.size());
+    return;
+  }
+  int fd = OpenOwnFile();
+  if (fd >= 0) WriteAll(fd, b.data(), b.size());
+}
+
+void EventLog::ResetInChild(int64_t start_ns) {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  fd_pid_ = 0;
+  start_ns_ = start_ns;
+  seq_.store(0, std::memory_order_relaxed);
+  lock_.ResetInChild();
+}
+
+EventLog::LargeLine::LargeLine(EventLog& log) : log_(log) {
+  if (!log.enabled_ || log.large_ == nullptr || log.lock_.HeldByThisThread()) return;
+  log.lock_.Lock();
+  buf_ = log.large_;
+  text_ = TextBuffer(buf_, kLargeLineBytes);
+}
+
+EventLog::LargeLine::~LargeLine() {
+  if (buf_ != nullptr) log_.lock_.Unlock();
+}
+
+}  // namespace forkguard

@@ -1,0 +1,90 @@
+// EventLog: the FORKGUARD_LOG=DIR JSON-lines writer (schema: shim/EVENT_LOG.md).
+//
+// One file per process; a forked child opens its own on its first event. Each line is
+// formatted into a preallocated buffer and written with one write(2) on an O_APPEND
+// descriptor, so lines from many processes never interleave. No malloc on any path that
+// can run at fork time, in the child, or in a signal handler.
+#ifndef FORKGUARD_SHIM_EVENT_LOG_H_
+#define FORKGUARD_SHIM_EVENT_LOG_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "shim/config.h"
+#include "shim/stack.h"
+#include "shim/state.h"
+#include "shim/text_buffer.h"
+
+namespace forkguard {
+
+constexpr const char* kEventSchema = "forkguard.event/1";
+
+struct LogIdentity {
+  const char* host = "";
+  const char* prog = "";
+  long rank = -1;
+};
+
+class EventLog {
+ public:
+  // Validates DIR (a real directory, not a symlink, owned by us, writable). On failure
+  // `warn` gets one line and the log stays disabled.
+  void Configure(const char* dir, const LogIdentity& id, WarningSink warn, void* warn_ctx);
+  bool enabled() const { return enabled_; }
+
+  // Common fields: `{"schema":..,"event":..,...,"seq":N` (no closing brace).
+  void Begin(TextBuffer& b, const char* event);
+  // Closes the object and writes the line. A line that did not fit is replaced by a short
+  // `note` so every line stays valid JSON. Async-signal-safe.
+  void End(TextBuffer& b);
+
+  // In a forked child: the parent's descriptor and counter are not ours. Async-signal-safe.
+  void ResetInChild(int64_t start_ns);
+
+  // A large preallocated buffer for events with stacks, guarded by a lock. `ok()` is false
+  // when the log is disabled, the buffer could not be mapped, or this thread already holds
+  // it (a fork from a signal handler that interrupted a log write).
+  class LargeLine {
+   public:
+    explicit LargeLine(EventLog& log);
+    ~LargeLine();
+    bool ok() const { return buf_ != nullptr; }
+    TextBuffer& text() { return text_; }
+
+   private:
+    EventLog& log_;
+    char* buf_ = nullptr;
+    TextBuffer text_{nullptr, 0};
+  };
+
+  StateLock& lock() { return lock_; }
+
+ private:
+  int OpenOwnFile();
+
+  bool enabled_ = false;
+  char dir_[1024] = {};
+  LogIdentity id_;
+  int fd_ = -1;
+  pid_t fd_pid_ = 0;
+  int64_t start_ns_ = 0;
+  std::atomic<long> seq_{0};
+  StateLock lock_;
+  char* large_ = nullptr;
+};
+
+constexpr size_t kLargeLineBytes = 256 * 1024;
+
+EventLog& GlobalEventLog();
+
+// JSON helpers shared by the writers.
+// `[{"ip":"0x..","obj":"..","off":"0x..","sym":"..","symoff":"0x.."},...]`; with
+// `symbolize` false (child, signal handler) only "ip".
+void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize);
+void AppendJsonHex(TextBuffer& b, uint64_t v);  // "0x.." as a string
+
+}  // namespace forkguard
+
+#endif  // FORKGUARD_SHIM_EVENT_LOG_H_

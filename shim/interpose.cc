@@ -1,0 +1,545 @@
+// The interposition shell of libforkguard.so: one typed hook per symbol, real functions
+// found at run time, every wrapper forwards to the core (shim/core.h). No policy here.
+//
+// Real functions: dlvsym(RTLD_NEXT, name, version) with the version the RDMA libraries
+// export today (objdump -T); when the library was loaded RTLD_LOCAL (Python extensions)
+// RTLD_NEXT cannot see it, so fall back to dlopen(lib, RTLD_NOLOAD) + dlvsym. Our own
+// address is rejected. A missing real function fails the call with ENOSYS.
+//
+// Nesting: libibverbs calls its own exports through its PLT (ibv_reg_mr ->
+// ibv_reg_mr_iova2, librdmacm -> ibv_open_device), so one user call can pass several
+// wrappers; only the outermost per thread is reported to the core.
+#include <dlfcn.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "shim/core.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+// glibc declares exec*/posix_spawn nonnull; the attribute does not matter for the function
+// pointer types of the real functions (and NULL arguments are forwarded unchanged).
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+
+namespace forkguard {
+namespace {
+
+constexpr const char* kVerbs = "libibverbs.so.1";
+constexpr const char* kRdmacm = "librdmacm.so.1";
+constexpr const char* kLibc = "libc.so.6";
+
+__thread int t_rdma_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+// Counts nesting of RDMA wrappers on this thread.
+class Nesting {
+ public:
+  Nesting() : outermost_(t_rdma_depth++ == 0) {}
+  ~Nesting() { --t_rdma_depth; }
+  bool outermost() const { return outermost_; }
+
+ private:
+  bool outermost_;
+};
+
+void* LookUp(void* handle, const char* name, const char* version) {
+  return version != nullptr ? dlvsym(handle, name, version) : dlsym(handle, name);
+}
+
+// The real function behind one of our exported wrappers; resolved once, retried while the
+// library is not loaded yet.
+template <typename Fn>
+class RealFunction {
+ public:
+  constexpr RealFunction(const char* name, const char* version, const char* library)
+      : name_(name), version_(version), library_(library) {}
+
+  Fn Get(Fn self) {
+    void* p = fn_.load(std::memory_order_acquire);
+    if (p != nullptr) return reinterpret_cast<Fn>(p);
+    p = LookUp(RTLD_NEXT, name_, version_);
+    if (p == nullptr || p == reinterpret_cast<void*>(self)) {
+      p = nullptr;
+      if (void* h = dlopen(library_, RTLD_NOW | RTLD_NOLOAD); h != nullptr) {
+        p = LookUp(h, name_, version_);
+        // A NOLOAD handle only adds a reference to an already loaded library.
+        dlclose(h);
+      }
+      if (p == reinterpret_cast<void*>(self)) p = nullptr;
+    }
+    if (p != nullptr) fn_.store(p, std::memory_order_release);
+    return reinterpret_cast<Fn>(p);
+  }
+
+ private:
+  const char* name_;
+  const char* version_;
+  const char* library_;
+  std::atomic<void*> fn_{nullptr};
+};
+
+// Saves errno across the core so the caller sees exactly what the real call set.
+class ErrnoKeeper {
+ public:
+  ErrnoKeeper() : saved_(errno) {}
+  ~ErrnoKeeper() { errno = saved_; }
+  int value() const { return saved_; }
+
+ private:
+  int saved_;
+};
+
+}  // namespace
+}  // namespace forkguard
+
+using forkguard::ErrnoKeeper;
+using forkguard::kLibc;
+using forkguard::kRdmacm;
+using forkguard::kVerbs;
+using forkguard::Nesting;
+using forkguard::RdmaCall;
+using forkguard::RealFunction;
+namespace core = forkguard::core;
+
+#define FG_EXPORT extern "C" __attribute__((visibility("default")))
+// One hook per symbol: `real` is the resolved next definition.
+#define FG_REAL(sym, version, lib)                                          \
+  static constinit RealFunction<decltype(&::sym)> hook(#sym, version, lib); \
+  auto real = hook.Get(&::sym)
+
+// ---- libibverbs ----
+
+FG_EXPORT struct ibv_context* ibv_open_device(struct ibv_device* device) {
+  FG_REAL(ibv_open_device, "IBVERBS_1.1", kVerbs);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  Nesting n;
+  ibv_context* r = real(device);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnOpenDevice(r, device != nullptr ? device->name : nullptr, e.value());
+  }
+  return r;
+}
+
+FG_EXPORT int ibv_close_device(struct ibv_context* context) {
+  FG_REAL(ibv_close_device, "IBVERBS_1.1", kVerbs);
+  if (real == nullptr) return ENOSYS;
+  Nesting n;
+  int r = real(context);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnCloseDevice(context, r, e.value());
+  }
+  return r;
+}
+
+FG_EXPORT struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
+  FG_REAL(ibv_alloc_pd, "IBVERBS_1.1", kVerbs);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  Nesting n;
+  ibv_pd* r = real(context);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnAllocPd(r, context, e.value());
+  }
+  return r;
+}
+
+FG_EXPORT int ibv_dealloc_pd(struct ibv_pd* pd) {
+  FG_REAL(ibv_dealloc_pd, "IBVERBS_1.1", kVerbs);
+  if (real == nullptr) return ENOSYS;
+  Nesting n;
+  int r = real(pd);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnDeallocPd(pd, r, e.value());
+  }
+  return r;
+}
+
+FG_EXPORT struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access) {
+  FG_REAL(ibv_reg_mr, "IBVERBS_1.1", kVerbs);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  Nesting n;
+  ibv_mr* r = real(pd, addr, length, access);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnRegMr(RdmaCall::kRegMr, r, pd, addr, length, access, e.value());
+  }
+  return r;
+}
+
+FG_EXPORT struct ibv_mr* ibv_reg_mr_iova(struct ibv_pd* pd, void* addr, size_t length,
+                                         uint64_t iova, int access) {
+  FG_REAL(ibv_reg_mr_iova, "IBVERBS_1.7", kVerbs);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  Nesting n;
+  ibv_mr* r = real(pd, addr, length, iova, access);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnRegMr(RdmaCall::kRegMrIova, r, pd, addr, length, access, e.value());
+  }
+  return r;
+}
+
+FG_EXPORT struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t length,
+                                          uint64_t iova, unsigned int access) {
+  FG_REAL(ibv_reg_mr_iova2, "IBVERBS_1.8", kVerbs);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  Nesting n;
+  ibv_mr* r = real(pd, addr, length, iova, access);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnRegMr(RdmaCall::kRegMrIova2, r, pd, addr, length, static_cast<int>(access), e.value());
+  }
+  return r;
+}
+
+FG_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length,
+                                           uint64_t iova, int fd, int access) {
+  FG_REAL(ibv_reg_dmabuf_mr, "IBVERBS_1.12", kVerbs);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  Nesting n;
+  ibv_mr* r = real(pd, offset, length, iova, fd, access);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    // dma-buf memory is not in our address space: the range is the iova window.
+    core::OnRegMr(RdmaCall::kRegDmabufMr, r, pd, reinterpret_cast<void*>(iova), length, access,
+                  e.value());
+  }
+  return r;
+}
+
+FG_EXPORT int ibv_dereg_mr(struct ibv_mr* mr) {
+  FG_REAL(ibv_dereg_mr, "IBVERBS_1.1", kVerbs);
+  if (real == nullptr) return ENOSYS;
+  Nesting n;
+  int r = real(mr);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnDeregMr(mr, r, e.value());
+  }
+  return r;
+}
+
+FG_EXPORT int ibv_fork_init(void) {
+  FG_REAL(ibv_fork_init, "IBVERBS_1.1", kVerbs);
+  if (real == nullptr) return ENOSYS;
+  Nesting n;
+  int r = real();
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnForkInit(r, e.value());
+  }
+  return r;
+}
+
+// ---- librdmacm ----
+
+FG_EXPORT struct rdma_event_channel* rdma_create_event_channel(void) {
+  FG_REAL(rdma_create_event_channel, "RDMACM_1.0", kRdmacm);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  Nesting n;
+  rdma_event_channel* r = real();
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnCmCreate(RdmaCall::kCreateEventChannel, r, e.value());
+  }
+  return r;
+}
+
+FG_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel* channel) {
+  FG_REAL(rdma_destroy_event_channel, "RDMACM_1.0", kRdmacm);
+  if (real == nullptr) return;
+  Nesting n;
+  real(channel);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnCmDestroy("rdma_destroy_event_channel", channel, 0, 0);
+  }
+}
+
+FG_EXPORT int rdma_create_id(struct rdma_event_channel* channel, struct rdma_cm_id** id,
+                             void* context, enum rdma_port_space ps) {
+  FG_REAL(rdma_create_id, "RDMACM_1.0", kRdmacm);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  Nesting n;
+  int r = real(channel, id, context, ps);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnCmCreate(RdmaCall::kCreateId, r == 0 && id != nullptr ? *id : nullptr, e.value());
+  }
+  return r;
+}
+
+FG_EXPORT int rdma_destroy_id(struct rdma_cm_id* id) {
+  FG_REAL(rdma_destroy_id, "RDMACM_1.0", kRdmacm);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  Nesting n;
+  int r = real(id);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnCmDestroy("rdma_destroy_id", id, r, e.value());
+  }
+  return r;
+}
+
+FG_EXPORT int rdma_create_ep(struct rdma_cm_id** id, struct rdma_addrinfo* res, struct ibv_pd* pd,
+                             struct ibv_qp_init_attr* qp_init_attr) {
+  FG_REAL(rdma_create_ep, "RDMACM_1.0", kRdmacm);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  Nesting n;
+  int r = real(id, res, pd, qp_init_attr);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnCmCreate(RdmaCall::kCreateEp, r == 0 && id != nullptr ? *id : nullptr, e.value());
+  }
+  return r;
+}
+
+FG_EXPORT void rdma_destroy_ep(struct rdma_cm_id* id) {
+  FG_REAL(rdma_destroy_ep, "RDMACM_1.0", kRdmacm);
+  if (real == nullptr) return;
+  Nesting n;
+  real(id);
+  if (n.outermost()) {
+    ErrnoKeeper e;
+    core::OnCmDestroy("rdma_destroy_ep", id, 0, 0);
+  }
+}
+
+// ---- process creation ----
+
+FG_EXPORT pid_t fork(void) noexcept {
+  FG_REAL(fork, nullptr, kLibc);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  core::ForkDecision d = core::BeforeFork();
+  if (d.fail) {
+    errno = d.err;
+    return -1;
+  }
+  pid_t pid = real();
+  if (pid != 0) {
+    ErrnoKeeper e;
+    core::AfterForkParent(d, pid);
+  }
+  return pid;
+}
+
+FG_EXPORT int posix_spawn(pid_t* pid, const char* path,
+                          const posix_spawn_file_actions_t* file_actions,
+                          const posix_spawnattr_t* attrp, char* const argv[], char* const envp[]) {
+  FG_REAL(posix_spawn, nullptr, kLibc);
+  if (real == nullptr) return ENOSYS;
+  pid_t local = 0;
+  int r = real(pid != nullptr ? pid : &local, path, file_actions, attrp, argv, envp);
+  ErrnoKeeper e;
+  core::OnSpawn("posix_spawn", pid != nullptr ? *pid : local, r);
+  return r;
+}
+
+FG_EXPORT int posix_spawnp(pid_t* pid, const char* file,
+                           const posix_spawn_file_actions_t* file_actions,
+                           const posix_spawnattr_t* attrp, char* const argv[], char* const envp[]) {
+  FG_REAL(posix_spawnp, nullptr, kLibc);
+  if (real == nullptr) return ENOSYS;
+  pid_t local = 0;
+  int r = real(pid != nullptr ? pid : &local, file, file_actions, attrp, argv, envp);
+  ErrnoKeeper e;
+  core::OnSpawn("posix_spawnp", pid != nullptr ? *pid : local, r);
+  return r;
+}
+
+// vfork cannot be wrapped by a C function: the child would return through our frame and
+// then the parent would resume on a clobbered stack. The exported vfork is assembly that
+// calls the (ordinary) prologue, then tail-jumps to the real vfork with the caller's frame.
+extern "C" __attribute__((visibility("hidden"))) void* forkguard_vfork_prologue() {
+  static constinit RealFunction<pid_t (*)()> hook("vfork", nullptr, kLibc);
+  void* self = dlsym(RTLD_DEFAULT, "vfork");
+  auto real = hook.Get(reinterpret_cast<pid_t (*)()>(self));
+  {
+    ErrnoKeeper e;
+    core::OnVfork();
+  }
+  // Without the real vfork, fork is the closest behaviour-preserving fallback.
+  return real != nullptr ? reinterpret_cast<void*>(real) : dlsym(RTLD_NEXT, "fork");
+}
+
+asm(R"(
+  .text
+  .globl vfork
+  .type vfork, @function
+vfork:
+  .cfi_startproc
+  subq $8, %rsp
+  .cfi_adjust_cfa_offset 8
+  call forkguard_vfork_prologue
+  addq $8, %rsp
+  .cfi_adjust_cfa_offset -8
+  jmp *%rax
+  .cfi_endproc
+  .size vfork, .-vfork
+)");
+
+// ---- exec: a hazardous child that execs is benign ----
+
+FG_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
+  FG_REAL(execve, nullptr, kLibc);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  core::OnExec(path);
+  return real(path, argv, envp);
+}
+
+FG_EXPORT int execv(const char* path, char* const argv[]) noexcept {
+  FG_REAL(execv, nullptr, kLibc);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  core::OnExec(path);
+  return real(path, argv);
+}
+
+FG_EXPORT int execvp(const char* file, char* const argv[]) noexcept {
+  FG_REAL(execvp, nullptr, kLibc);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  core::OnExec(file);
+  return real(file, argv);
+}
+
+FG_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
+  FG_REAL(execvpe, nullptr, kLibc);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  core::OnExec(file);
+  return real(file, argv, envp);
+}
+
+FG_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) noexcept {
+  FG_REAL(fexecve, nullptr, kLibc);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  core::OnExec("(fexecve)");
+  return real(fd, argv, envp);
+}
+
+// execl*: glibc's own execl calls its internal execve directly, so they are wrapped too.
+// Arguments are collected on the stack (no malloc: this runs in a forked child).
+namespace {
+
+constexpr int kMaxExeclArgs = 4096;
+
+// Collects `arg0, ...` up to the terminating NULL into argv; returns false if too many.
+bool CollectArgs(const char* arg0, va_list ap, const char** argv, int cap, va_list* rest) {
+  int n = 0;
+  argv[n++] = arg0;
+  const char* a = arg0;
+  while (a != nullptr) {
+    if (n >= cap) return false;
+    a = va_arg(ap, const char*);
+    argv[n++] = a;
+  }
+  va_copy(*rest, ap);
+  return true;
+}
+
+}  // namespace
+
+FG_EXPORT int execl(const char* path, const char* arg, ...) noexcept {
+  const char* argv[kMaxExeclArgs];
+  va_list ap;
+  va_list rest;
+  va_start(ap, arg);
+  bool ok = CollectArgs(arg, ap, argv, kMaxExeclArgs, &rest);
+  va_end(ap);
+  if (!ok) {
+    errno = E2BIG;
+    return -1;
+  }
+  va_end(rest);
+  return execv(path, const_cast<char* const*>(argv));
+}
+
+FG_EXPORT int execlp(const char* file, const char* arg, ...) noexcept {
+  const char* argv[kMaxExeclArgs];
+  va_list ap;
+  va_list rest;
+  va_start(ap, arg);
+  bool ok = CollectArgs(arg, ap, argv, kMaxExeclArgs, &rest);
+  va_end(ap);
+  if (!ok) {
+    errno = E2BIG;
+    return -1;
+  }
+  va_end(rest);
+  return execvp(file, const_cast<char* const*>(argv));
+}
+
+FG_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
+  const char* argv[kMaxExeclArgs];
+  va_list ap;
+  va_list rest;
+  va_start(ap, arg);
+  bool ok = CollectArgs(arg, ap, argv, kMaxExeclArgs, &rest);
+  va_end(ap);
+  if (!ok) {
+    errno = E2BIG;
+    return -1;
+  }
+  char* const* envp = va_arg(rest, char* const*);
+  va_end(rest);
+  return execve(path, const_cast<char* const*>(argv), envp);
+}
+
+// ---- lifetime ----
+
+__attribute__((constructor)) static void ForkguardConstructor() { core::EnsureInit(); }

@@ -1,0 +1,64 @@
+// Stack capture and symbolization.
+//
+// Capture is cheap (raw instruction pointers from libunwind's unw_backtrace, bounded depth)
+// and happens on registration and fork. Symbolization (dladdr: object + offset, dynamic
+// symbol name) happens only when a message is printed or an event is logged.
+#ifndef FORKGUARD_SHIM_STACK_H_
+#define FORKGUARD_SHIM_STACK_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shim/text_buffer.h"
+
+namespace forkguard {
+
+struct RawStack {
+  static constexpr int kCapacity = 64;
+  int depth = 0;
+  uintptr_t ips[kCapacity] = {};
+};
+
+// Frames of the shim itself are dropped, so ips[0] is the caller of the intercepted
+// function. Never allocates with malloc.
+void CaptureStack(RawStack* out, int max_depth);
+
+// Records the address range of the shim's own code; called from the constructor. Safe to
+// call again. Capture before it ran keeps the shim's frames (harmless, just longer).
+void InitOwnCodeRange();
+bool IsOwnCode(uintptr_t ip);
+
+struct SymbolizedFrame {
+  uintptr_t ip = 0;
+  const char* obj = nullptr;  // full path of the object (owned by the loader), or nullptr
+  uintptr_t obj_off = 0;      // ip - load base of obj
+  const char* sym = nullptr;  // dynamic symbol name, or nullptr
+  uintptr_t sym_off = 0;
+};
+
+// dladdr on ip (ip - 1 for return addresses, i.e. every frame but the first, so that a call
+// at the end of a function is attributed to it). Takes the loader lock: not for signal
+// handlers.
+SymbolizedFrame Symbolize(uintptr_t ip, bool is_return_address);
+
+// Last path component of `path` ("" for nullptr).
+const char* BaseName(const char* path);
+
+// True for frames inside the RDMA libraries or the shim (not "user" code).
+bool IsRdmaLibraryObject(const char* obj);
+
+// Appends "#<i> <func>+0x<off> (<obj>+0x<off>)" with a C++-demangled name when
+// `demangle` (allocates: never in the child or a signal handler).
+void FormatFrame(TextBuffer& out, int index, const SymbolizedFrame& f, bool demangle);
+
+// The name a user recognizes for the first frame outside the RDMA libraries and the shim:
+// "func (obj+0xoff)".
+void FormatInnermostUserFrame(TextBuffer& out, const RawStack& stack, bool demangle);
+
+// Hash of the call site that stays equal across processes of the same program (object
+// basenames and offsets, not raw addresses, which differ under ASLR).
+uint64_t StackSiteHash(const RawStack& stack);
+
+}  // namespace forkguard
+
+#endif  // FORKGUARD_SHIM_STACK_H_

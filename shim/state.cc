@@ -1,0 +1,379 @@
+#include "shim/state.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+#include <type_traits>
+
+namespace forkguard {
+namespace {
+
+__thread pid_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
+
+void* MapPages(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+// A growable array of (handle, T) in mmap'd pages. Not thread-safe: used under StateLock.
+template <typename T>
+class MmapTable {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  int size() const { return size_; }
+  uintptr_t handle(int i) const { return handles_[i]; }
+  T& at(int i) { return items_[i]; }
+
+  int Find(uintptr_t h) const {
+    for (int i = 0; i < size_; ++i) {
+      if (handles_[i] == h) return i;
+    }
+    return -1;
+  }
+  // Replaces an existing entry with the same handle (a destroy we did not see).
+  bool Insert(uintptr_t h, const T& v, bool* replaced) {
+    int i = Find(h);
+    *replaced = i >= 0;
+    if (i < 0) {
+      if (size_ == cap_ && !Grow()) return false;
+      i = size_++;
+    }
+    handles_[i] = h;
+    memcpy(static_cast<void*>(&items_[i]), &v, sizeof(T));
+    return true;
+  }
+  void RemoveAt(int i) {
+    --size_;
+    if (i != size_) {
+      handles_[i] = handles_[size_];
+      memcpy(static_cast<void*>(&items_[i]), &items_[size_], sizeof(T));
+    }
+  }
+
+ private:
+  bool Grow() {
+    int cap = cap_ == 0 ? 64 : cap_ * 2;
+    auto* h = static_cast<uintptr_t*>(MapPages(sizeof(uintptr_t) * cap));
+    auto* it = static_cast<T*>(MapPages(sizeof(T) * cap));
+    if (h == nullptr || it == nullptr) {
+      if (h != nullptr) munmap(h, sizeof(uintptr_t) * cap);
+      if (it != nullptr) munmap(it, sizeof(T) * cap);
+      return false;
+    }
+    if (size_ > 0) {
+      memcpy(h, handles_, sizeof(uintptr_t) * size_);
+      memcpy(static_cast<void*>(it), items_, sizeof(T) * size_);
+    }
+    if (cap_ > 0) {
+      munmap(handles_, sizeof(uintptr_t) * cap_);
+      munmap(items_, sizeof(T) * cap_);
+    }
+    handles_ = h;
+    items_ = it;
+    cap_ = cap;
+    return true;
+  }
+
+  uintptr_t* handles_ = nullptr;
+  T* items_ = nullptr;
+  int size_ = 0;
+  int cap_ = 0;
+};
+
+struct Tables {
+  MmapTable<ContextRecord> contexts;
+  MmapTable<PdRecord> pds;
+  MmapTable<MrRecord> mrs;
+  MmapTable<CmRecord> cms;
+  InitRecord init;
+  static constexpr int kMaxSites = 1024;
+  uint64_t sites[kMaxSites] = {};
+  int site_count = 0;
+};
+
+// Constant-initialized: usable from wrappers that run before any constructor.
+constinit Tables g_tables;
+constinit RdmaState g_state;
+
+class Guard {
+ public:
+  explicit Guard(StateLock& l) : l_(l) { l_.Lock(); }
+  ~Guard() { l_.Unlock(); }
+
+ private:
+  StateLock& l_;
+};
+
+void CopyName(char* dst, size_t cap, const char* src) {
+  if (src == nullptr) src = "";
+  size_t n = strnlen(src, cap - 1);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+// Set by the prepare handler when it took the lock (and so the parent handler must drop it).
+bool g_prepare_took_lock = false;
+
+void AtforkPrepare() {
+  StateLock& l = g_state.lock();
+  if (l.HeldByThisThread()) {
+    g_prepare_took_lock = false;
+    return;
+  }
+  l.Lock();
+  g_prepare_took_lock = true;
+}
+void AtforkParent() {
+  if (g_prepare_took_lock) {
+    g_prepare_took_lock = false;
+    g_state.lock().Unlock();
+  }
+}
+void AtforkChild() {
+  g_prepare_took_lock = false;
+  ResetCachedTid();
+  g_state.lock().ResetInChild();
+}
+
+}  // namespace
+
+const char* RdmaCallName(RdmaCall call) {
+  switch (call) {
+    case RdmaCall::kOpenDevice:
+      return "ibv_open_device";
+    case RdmaCall::kAllocPd:
+      return "ibv_alloc_pd";
+    case RdmaCall::kRegMr:
+      return "ibv_reg_mr";
+    case RdmaCall::kRegMrIova:
+      return "ibv_reg_mr_iova";
+    case RdmaCall::kRegMrIova2:
+      return "ibv_reg_mr_iova2";
+    case RdmaCall::kRegDmabufMr:
+      return "ibv_reg_dmabuf_mr";
+    case RdmaCall::kCreateEventChannel:
+      return "rdma_create_event_channel";
+    case RdmaCall::kCreateId:
+      return "rdma_create_id";
+    case RdmaCall::kCreateEp:
+      return "rdma_create_ep";
+    case RdmaCall::kBackstop:
+      return "open(/dev/infiniband)";
+  }
+  return "?";
+}
+
+int64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+int64_t RealtimeNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+pid_t CurrentTid() {
+  if (t_tid == 0) t_tid = static_cast<pid_t>(syscall(SYS_gettid));
+  return t_tid;
+}
+
+void ResetCachedTid() { t_tid = 0; }
+
+void StateLock::Lock() {
+  pid_t me = CurrentTid();
+  for (int spins = 0;; ++spins) {
+    pid_t expected = 0;
+    if (owner_.compare_exchange_weak(expected, me, std::memory_order_acquire)) return;
+    if (spins > 64) sched_yield();
+  }
+}
+
+void StateLock::Unlock() { owner_.store(0, std::memory_order_release); }
+
+bool StateLock::HeldByThisThread() const {
+  return owner_.load(std::memory_order_relaxed) == CurrentTid();
+}
+
+void StateLock::ResetInChild() { owner_.store(0, std::memory_order_release); }
+
+void RdmaState::AddContext(uintptr_t handle, const char* device) {
+  ContextRecord r;
+  r.owner = getpid();
+  CopyName(r.device, sizeof(r.device), device);
+  Guard g(lock_);
+  bool replaced = false;
+  if (g_tables.contexts.Insert(handle, r, &replaced) && !replaced) live_.fetch_add(1);
+}
+
+bool RdmaState::RemoveContext(uintptr_t handle) {
+  Guard g(lock_);
+  int i = g_tables.contexts.Find(handle);
+  if (i < 0) return false;
+  g_tables.contexts.RemoveAt(i);
+  live_.fetch_sub(1);
+  return true;
+}
+
+void RdmaState::AddPd(uintptr_t handle) {
+  PdRecord r;
+  r.owner = getpid();
+  Guard g(lock_);
+  bool replaced = false;
+  if (g_tables.pds.Insert(handle, r, &replaced) && !replaced) live_.fetch_add(1);
+}
+
+bool RdmaState::RemovePd(uintptr_t handle) {
+  Guard g(lock_);
+  int i = g_tables.pds.Find(handle);
+  if (i < 0) return false;
+  g_tables.pds.RemoveAt(i);
+  live_.fetch_sub(1);
+  return true;
+}
+
+void RdmaState::AddMr(const MrRecord& record) {
+  Guard g(lock_);
+  bool replaced = false;
+  if (g_tables.mrs.Insert(record.handle, record, &replaced) && !replaced) live_.fetch_add(1);
+}
+
+bool RdmaState::RemoveMr(uintptr_t handle, MrRecord* removed) {
+  Guard g(lock_);
+  int i = g_tables.mrs.Find(handle);
+  if (i < 0) return false;
+  if (removed != nullptr)
+    memcpy(static_cast<void*>(removed), &g_tables.mrs.at(i), sizeof(*removed));
+  g_tables.mrs.RemoveAt(i);
+  live_.fetch_sub(1);
+  return true;
+}
+
+void RdmaState::AddCm(uintptr_t handle, RdmaCall call) {
+  CmRecord r;
+  r.call = call;
+  r.owner = getpid();
+  Guard g(lock_);
+  bool replaced = false;
+  if (g_tables.cms.Insert(handle, r, &replaced) && !replaced) live_.fetch_add(1);
+}
+
+bool RdmaState::RemoveCm(uintptr_t handle) {
+  Guard g(lock_);
+  int i = g_tables.cms.Find(handle);
+  if (i < 0) return false;
+  g_tables.cms.RemoveAt(i);
+  live_.fetch_sub(1);
+  return true;
+}
+
+bool RdmaState::IsInheritedHandle(uintptr_t handle, pid_t self) {
+  if (!AnyLive()) return false;
+  Guard g(lock_);
+  int i = g_tables.contexts.Find(handle);
+  if (i >= 0) return g_tables.contexts.at(i).owner != self;
+  i = g_tables.pds.Find(handle);
+  if (i >= 0) return g_tables.pds.at(i).owner != self;
+  i = g_tables.mrs.Find(handle);
+  if (i >= 0) return g_tables.mrs.at(i).owner != self;
+  i = g_tables.cms.Find(handle);
+  if (i >= 0) return g_tables.cms.at(i).owner != self;
+  return false;
+}
+
+bool RdmaState::NoteInit(RdmaCall call, const char* device, const RawStack& stack,
+                         int64_t mono_ns) {
+  if (ever_init_.load(std::memory_order_acquire)) return false;
+  Guard g(lock_);
+  if (g_tables.init.set) return false;
+  g_tables.init.set = true;
+  g_tables.init.call = call;
+  CopyName(g_tables.init.device, sizeof(g_tables.init.device), device);
+  g_tables.init.mono_ns = mono_ns;
+  g_tables.init.stack = stack;
+  ever_init_.store(true, std::memory_order_release);
+  return true;
+}
+
+bool RdmaState::TakeSnapshot(StateSnapshot* out) {
+  *out = StateSnapshot();
+  Guard g(lock_);
+  LiveCounts& c = out->counts;
+  c.contexts = g_tables.contexts.size();
+  c.pds = g_tables.pds.size();
+  c.mrs = g_tables.mrs.size();
+  for (int i = 0; i < g_tables.cms.size(); ++i) {
+    if (g_tables.cms.at(i).call == RdmaCall::kCreateEventChannel) {
+      ++c.cm_channels;
+    } else {
+      ++c.cm_ids;
+    }
+  }
+  // Distinct device names, in order of first appearance.
+  size_t used = 0;
+  for (int i = 0; i < g_tables.contexts.size(); ++i) {
+    const char* name = g_tables.contexts.at(i).device;
+    if (name[0] == '\0') continue;
+    bool seen = false;
+    for (int j = 0; j < i && !seen; ++j) seen = strcmp(g_tables.contexts.at(j).device, name) == 0;
+    if (seen) continue;
+    size_t n = strlen(name);
+    if (used + n + 2 >= sizeof(out->devices)) break;
+    if (used > 0) {
+      out->devices[used++] = ',';
+      out->devices[used++] = ' ';
+    }
+    memcpy(out->devices + used, name, n);
+    used += n;
+    out->devices[used] = '\0';
+  }
+  out->init = g_tables.init;
+  if (c.mrs > 0) {
+    size_t bytes = sizeof(MrRecord) * static_cast<size_t>(c.mrs);
+    void* p = MapPages(bytes);
+    if (p == nullptr) return false;
+    out->mrs = static_cast<MrRecord*>(p);
+    out->mapped_bytes = bytes;
+    for (int i = 0; i < c.mrs; ++i) {
+      memcpy(static_cast<void*>(&out->mrs[i]), &g_tables.mrs.at(i), sizeof(MrRecord));
+    }
+    out->mr_count = c.mrs;
+  }
+  return true;
+}
+
+void RdmaState::FreeSnapshot(StateSnapshot* snap) {
+  if (snap->mrs != nullptr) munmap(snap->mrs, snap->mapped_bytes);
+  snap->mrs = nullptr;
+  snap->mr_count = 0;
+  snap->mapped_bytes = 0;
+}
+
+bool RdmaState::FirstTimeForSite(uint64_t site) {
+  Guard g(lock_);
+  for (int i = 0; i < g_tables.site_count; ++i) {
+    if (g_tables.sites[i] == site) return false;
+  }
+  if (g_tables.site_count < Tables::kMaxSites) g_tables.sites[g_tables.site_count++] = site;
+  return true;
+}
+
+RdmaState& GlobalState() { return g_state; }
+
+void InstallStateAtfork() {
+  static std::atomic<bool> installed{false};
+  bool expected = false;
+  if (!installed.compare_exchange_strong(expected, true)) return;
+  pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
+}
+
+}  // namespace forkguard

@@ -1,0 +1,160 @@
+// RdmaState: the live RDMA resources of this process and who created them.
+//
+// Knows nothing about interposition or policy. Thread-safe through one small lock that is
+// also taken by a pthread_atfork prepare handler (so no other thread is mid-update when the
+// address space is copied) and released/reset in the parent/child handlers. Tables live in
+// the shim's own mmap'd pages, never on the heap: a heap page can share a page with a
+// registered (MADV_DONTFORK) buffer and vanish in a forked child.
+#ifndef FORKGUARD_SHIM_STATE_H_
+#define FORKGUARD_SHIM_STATE_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "shim/stack.h"
+
+namespace forkguard {
+
+enum class RdmaCall : uint8_t {
+  kOpenDevice,
+  kAllocPd,
+  kRegMr,
+  kRegMrIova,
+  kRegMrIova2,
+  kRegDmabufMr,
+  kCreateEventChannel,
+  kCreateId,
+  kCreateEp,
+  kBackstop,  // found by the descriptor scan, no call seen
+};
+const char* RdmaCallName(RdmaCall call);
+
+constexpr size_t kDeviceNameLen = 64;
+
+struct ContextRecord {
+  pid_t owner = 0;
+  char device[kDeviceNameLen] = {};
+};
+
+struct PdRecord {
+  pid_t owner = 0;
+};
+
+struct MrRecord {
+  uintptr_t handle = 0;
+  uintptr_t addr = 0;
+  uint64_t len = 0;
+  int access = 0;
+  RdmaCall call = RdmaCall::kRegMr;
+  bool dontfork_at_register = false;
+  pid_t owner = 0;
+  int64_t mono_ns = 0;
+  RawStack stack;
+};
+
+struct CmRecord {
+  RdmaCall call = RdmaCall::kCreateId;
+  pid_t owner = 0;
+};
+
+// The first RDMA initialization of the process (kept after everything is closed).
+struct InitRecord {
+  bool set = false;
+  RdmaCall call = RdmaCall::kOpenDevice;
+  char device[kDeviceNameLen] = {};
+  int64_t mono_ns = 0;
+  RawStack stack;
+};
+
+struct LiveCounts {
+  int contexts = 0;
+  int pds = 0;
+  int mrs = 0;
+  int cm_channels = 0;
+  int cm_ids = 0;
+  int uverbs_fds = 0;   // from the descriptor backstop
+  int rdma_cm_fds = 0;  // from the descriptor backstop
+};
+
+// A consistent copy taken under the lock for one fork decision. `mrs` points into memory
+// owned by the snapshot (mmap'd); released by FreeSnapshot.
+struct StateSnapshot {
+  LiveCounts counts;
+  char devices[128] = {};  // distinct device names of live contexts, comma separated
+  InitRecord init;
+  MrRecord* mrs = nullptr;
+  int mr_count = 0;
+  size_t mapped_bytes = 0;
+};
+
+// Lock held by the atfork prepare handler and by every table update. Reentrant for the
+// owning thread only in the sense that the prepare handler skips it when the forking thread
+// already holds it (fork from a signal handler that interrupted an update).
+class StateLock {
+ public:
+  void Lock();
+  void Unlock();
+  bool HeldByThisThread() const;
+  void ResetInChild();
+
+ private:
+  std::atomic<pid_t> owner_{0};
+};
+
+// All functions are safe to call before the constructor ran. Handles are opaque addresses.
+class RdmaState {
+ public:
+  void AddContext(uintptr_t handle, const char* device);
+  bool RemoveContext(uintptr_t handle);
+  void AddPd(uintptr_t handle);
+  bool RemovePd(uintptr_t handle);
+  void AddMr(const MrRecord& record);
+  // Fills *removed (when non-null) with the record; false when the handle is unknown.
+  bool RemoveMr(uintptr_t handle, MrRecord* removed);
+  void AddCm(uintptr_t handle, RdmaCall call);
+  bool RemoveCm(uintptr_t handle);
+
+  // True when a record for this handle was created by another process (this is a forked
+  // child using its parent's object).
+  bool IsInheritedHandle(uintptr_t handle, pid_t self);
+
+  // Records the first RDMA initialization; returns true when this call was the first.
+  bool NoteInit(RdmaCall call, const char* device, const RawStack& stack, int64_t mono_ns);
+
+  // Fast path: anything tracked at all? Lock-free, no allocation.
+  bool AnyLive() const { return live_.load(std::memory_order_acquire) > 0; }
+  bool EverInitialized() const { return ever_init_.load(std::memory_order_acquire); }
+
+  // Copies everything needed for a verdict. Allocates with mmap only.
+  bool TakeSnapshot(StateSnapshot* out);
+  static void FreeSnapshot(StateSnapshot* snap);
+
+  // Once-per-site reporting: returns true the first time `site` is seen.
+  bool FirstTimeForSite(uint64_t site);
+
+  StateLock& lock() { return lock_; }
+
+ private:
+  StateLock lock_;
+  std::atomic<int> live_{0};
+  std::atomic<bool> ever_init_{false};
+};
+
+RdmaState& GlobalState();
+
+// Registers the atfork handlers of the state lock (idempotent).
+void InstallStateAtfork();
+
+// Small helpers with no policy.
+int64_t MonotonicNs();
+int64_t RealtimeNs();
+pid_t CurrentTid();
+// Forget the cached thread id (in a forked child).
+void ResetCachedTid();
+
+}  // namespace forkguard
+
+#endif  // FORKGUARD_SHIM_STATE_H_

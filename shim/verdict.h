@@ -1,0 +1,46 @@
+// ForkVerdict: is this fork a hazard, and why. Pure logic over a snapshot of the state and
+// the kernel's view; no I/O, no dlsym, no allocation.
+#ifndef FORKGUARD_SHIM_VERDICT_H_
+#define FORKGUARD_SHIM_VERDICT_H_
+
+#include <cstdint>
+
+#include "shim/proc_facts.h"
+#include "shim/state.h"
+
+namespace forkguard {
+
+enum Reason : unsigned {
+  kChildSegv = 1u << 0,         // live MADV_DONTFORK ranges: the child faults on them
+  kParentCorruption = 1u << 1,  // registered pages not DONTFORK on a kernel without COF
+  kInheritedRdma = 1u << 2,     // contexts/PDs/MRs/cm objects/descriptors the child inherits
+};
+const char* ReasonName(Reason r);
+
+struct VerdictInput {
+  LiveCounts counts;  // including the backstop's descriptor counts
+  const MrRecord* mrs = nullptr;
+  int mr_count = 0;
+  // The kernel's view: VMAs with the "dc" flag (only read when something is registered or
+  // RDMA descriptors are open).
+  const Vma* dc_vmas = nullptr;
+  int dc_count = 0;
+  KernelCof kernel_cof = KernelCof::kUnknown;
+};
+
+struct ForkVerdict {
+  unsigned reasons = 0;
+  int dontfork_mrs = 0;     // tracked MRs that overlap a dc VMA
+  int unattributed_dc = 0;  // dc VMAs counted when devices are open that we did not see
+  int corruptible_mrs = 0;  // tracked MRs without dc on a kernel without copy-on-fork
+  bool hazard() const { return reasons != 0; }
+};
+
+bool RangeOverlapsAny(uintptr_t addr, uint64_t len, const Vma* vmas, int n);
+
+// `mr_dontfork` (may be null) receives, per MR, whether the kernel marks it dc.
+ForkVerdict DecideVerdict(const VerdictInput& in, bool* mr_dontfork);
+
+}  // namespace forkguard
+
+#endif  // FORKGUARD_SHIM_VERDICT_H_
