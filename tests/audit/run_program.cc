@@ -1,5 +1,6 @@
 #include "tests/audit/run_program.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -92,6 +93,33 @@ int LineOf(const std::string& path, const std::string& marker) {
   }
   ADD_FAILURE() << "marker '" << marker << "' not found in " << path;
   return 0;
+}
+
+std::vector<std::string> ReadLogLines(const std::string& dir) {
+  std::vector<std::string> lines;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    ADD_FAILURE() << "opendir(" << dir << "): " << strerror(errno);
+    return lines;
+  }
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(dir + "/" + e->d_name);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  closedir(d);
+  return lines;
+}
+
+std::vector<std::string> LinesWith(const std::vector<std::string>& lines,
+                                   const std::vector<std::string>& needles) {
+  std::vector<std::string> found;
+  for (const std::string& line : lines) {
+    bool all = true;
+    for (const std::string& n : needles) all = all && line.find(n) != std::string::npos;
+    if (all) found.push_back(line);
+  }
+  return found;
 }
 
 int CountOf(const std::string& haystack, const std::string& needle) {

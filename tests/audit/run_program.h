@@ -21,6 +21,13 @@ ProgramResult RunProgram(const std::vector<std::string>& argv, const std::vector
 // (returns 0) when absent. Lets tests check reported line numbers without hard-coding.
 int LineOf(const std::string& path, const std::string& marker);
 
+// Every line of every file in directory `dir` (the shim's event log, FORKGUARD_LOG).
+std::vector<std::string> ReadLogLines(const std::string& dir);
+
+// The lines containing all of `needles`.
+std::vector<std::string> LinesWith(const std::vector<std::string>& lines,
+                                   const std::vector<std::string>& needles);
+
 // Number of non-overlapping occurrences of needle in haystack.
 int CountOf(const std::string& haystack, const std::string& needle);
 

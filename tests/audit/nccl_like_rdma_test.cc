@@ -1,0 +1,97 @@
+// Real device (RDMA lane): a program that loads libibverbs like NCCL (dlopen RTLD_LOCAL +
+// dlvsym), enables fork support, registers memory on $RXE_DEV and forks.
+//  - LD_PRELOAD + LD_AUDIT: caught with the full verdict (child-segv: the registered
+//    range is MADV_DONTFORK) and the stack where the device was opened.
+//  - LD_PRELOAD alone: the calls are invisible, the fork is still caught by the
+//    /dev/infiniband descriptor backstop (inherited-rdma, init unknown).
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/audit/run_program.h"
+#include "tests/support/rdma_device.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::testing {
+namespace {
+
+struct Run {
+  ProgramResult result;
+  std::vector<std::string> log;
+};
+
+Run RunNcclLike(const RdmaDevice& dev, bool audit, const std::string& mode) {
+  std::string log_dir = MakeTempDir("fglog");
+  std::vector<std::string> env = {
+      "LD_PRELOAD=" + Runfile("shim/libforkguard.so"),
+      "LD_AUDIT=" + (audit ? Runfile("shim/libforkguard_audit.so") : std::string()),
+      "FORKGUARD_MODE=" + mode,
+      "FORKGUARD_LOG=" + log_dir,
+      "RDMAV_FORK_SAFE=",
+      "IBV_FORK_SAFE="};
+  Run run;
+  run.result = RunProgram({Runfile("tests/audit/nccl_like"), "--device", dev.name}, env);
+  run.log = ReadLogLines(log_dir);
+  return run;
+}
+
+TEST(NcclLikeRdma, AuditModuleGivesFullVerdictAndInitStack) {
+  RdmaDevice dev = RequireRdmaDevice();
+  Run run = RunNcclLike(dev, /*audit=*/true, "warn");
+  const ProgramResult& r = run.result;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("bind ibv_open_device@IBVERBS_1.1 -> libforkguard.so"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("ibv_fork_init = 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("child exited 0"), std::string::npos) << r.out;
+
+  EXPECT_NE(r.err.find("forkguard: fork after RDMA init"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("verdict: hazard (child-segv"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ibv_open_device(" + dev.name + ") at:"), std::string::npos) << r.err;
+  // The init stack reaches the program's own main (nccl_like is not in the RDMA libs).
+  size_t init_at = r.err.find("RDMA first initialized");
+  size_t fork_at = r.err.find("fork called at:");
+  ASSERT_NE(init_at, std::string::npos) << r.err;
+  ASSERT_NE(fork_at, std::string::npos) << r.err;
+  EXPECT_NE(r.err.substr(init_at, fork_at - init_at).find("main"), std::string::npos) << r.err;
+
+  auto forks = LinesWith(run.log, {"\"event\":\"fork\"", "\"verdict\":\"hazard\""});
+  ASSERT_EQ(forks.size(), 1u) << ::testing::PrintToString(run.log);
+  EXPECT_NE(forks[0].find("\"child-segv\""), std::string::npos) << forks[0];
+  EXPECT_NE(forks[0].find("\"inherited-rdma\""), std::string::npos) << forks[0];
+  EXPECT_NE(forks[0].find("\"init\":{\"call\":\"ibv_open_device\",\"device\":\"" + dev.name),
+            std::string::npos)
+      << forks[0];
+  EXPECT_NE(forks[0].find("\"action\":\"proceeded\""), std::string::npos) << forks[0];
+  EXPECT_EQ(LinesWith(run.log, {"\"event\":\"mr_register\""}).size(), 1u);
+}
+
+TEST(NcclLikeRdma, AuditModuleErrorModeFailsTheFork) {
+  RdmaDevice dev = RequireRdmaDevice();
+  Run run = RunNcclLike(dev, /*audit=*/true, "error");
+  ASSERT_EQ(run.result.status, 0) << run.result.out << run.result.err;
+  EXPECT_NE(run.result.out.find("fork failed: Operation not permitted"), std::string::npos)
+      << run.result.out;
+  EXPECT_EQ(run.result.out.find("child exited"), std::string::npos) << run.result.out;
+}
+
+TEST(NcclLikeRdma, PreloadAloneIsCaughtByTheDescriptorBackstop) {
+  RdmaDevice dev = RequireRdmaDevice();
+  Run run = RunNcclLike(dev, /*audit=*/false, "warn");
+  const ProgramResult& r = run.result;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  // The handle lookups went straight to libibverbs...
+  EXPECT_NE(r.out.find("bind ibv_open_device@IBVERBS_1.1 -> libibverbs.so.1"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("child exited 0"), std::string::npos) << r.out;
+  // ...yet the fork is caught: the open uverbs descriptor gives it away.
+  EXPECT_NE(r.err.find("forkguard: fork after RDMA init"), std::string::npos) << r.err;
+  auto forks = LinesWith(run.log, {"\"event\":\"fork\"", "\"verdict\":\"hazard\""});
+  ASSERT_EQ(forks.size(), 1u) << ::testing::PrintToString(run.log);
+  EXPECT_NE(forks[0].find("\"inherited-rdma\""), std::string::npos) << forks[0];
+  EXPECT_NE(forks[0].find("\"init\":null"), std::string::npos) << forks[0];
+  EXPECT_EQ(forks[0].find("\"uverbs_fds\":0"), std::string::npos) << forks[0];
+}
+
+}  // namespace
+}  // namespace forkguard::testing

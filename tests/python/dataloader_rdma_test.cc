@@ -1,0 +1,123 @@
+// Real device (RDMA lane): /usr/bin/python3 with pyverbs and a real torch DataLoader
+// under the shim. Each case is one Python launch (~20-45 s in the TCG guest).
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/audit/run_program.h"
+#include "tests/support/rdma_device.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::testing {
+namespace {
+
+struct Run {
+  ProgramResult result;
+  std::vector<std::string> log;
+};
+
+// Runs tests/python/<script> under the shim (timeout: a hung DataLoader is a failure).
+Run RunPython(const RdmaDevice& dev, const std::string& script, const std::string& mode) {
+  std::string log_dir = MakeTempDir("fglog");
+  Run run;
+  run.result =
+      RunProgram({"/usr/bin/timeout", "240", "/usr/bin/python3", Runfile("tests/python/" + script)},
+                 {"LD_PRELOAD=" + Runfile("shim/libforkguard.so"), "FORKGUARD_MODE=" + mode,
+                  "FORKGUARD_LOG=" + log_dir, "RXE_DEV=" + dev.name, "PYTHONDONTWRITEBYTECODE=1",
+                  "RDMAV_FORK_SAFE=", "IBV_FORK_SAFE="});
+  run.log = ReadLogLines(log_dir);
+  return run;
+}
+
+// `File "<...>/<file>", line <line of marker>, in <func>` as Python and forkguard print it.
+std::string PyFrame(const std::string& file, const std::string& marker, const std::string& func) {
+  int line = LineOf(Runfile("tests/python/" + file), marker);
+  return file + "\", line " + std::to_string(line) + ", in " + func + "\n";
+}
+
+TEST(DataLoaderRdma, WarnModeNamesThePythonLines) {
+  RdmaDevice dev = RequireRdmaDevice();
+  Run run = RunPython(dev, "dataloader_after_rdma.py", "warn");
+  const ProgramResult& r = run.result;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sum 140"), std::string::npos) << r.out;  // the epoch completed
+  EXPECT_NE(r.err.find("forkguard: fork after RDMA init"), std::string::npos) << r.err;
+  // Where the device was opened and where the DataLoader was iterated, in Python terms.
+  size_t init_at = r.err.find("RDMA first initialized");
+  size_t fork_at = r.err.find("fork called at:");
+  ASSERT_NE(init_at, std::string::npos) << r.err;
+  ASSERT_NE(fork_at, std::string::npos) << r.err;
+  std::string init_part = r.err.substr(init_at, fork_at - init_at);
+  std::string fork_part = r.err.substr(fork_at);
+  EXPECT_NE(init_part.find("Python stack (most recent call last):"), std::string::npos) << r.err;
+  EXPECT_NE(init_part.find(PyFrame("rdma_common.py", "MARK:open-device", "open_rdma")),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(init_part.find(PyFrame("dataloader_after_rdma.py", "MARK:main-open", "main")),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(fork_part.find(PyFrame("dataloader_after_rdma.py", "MARK:main-iterate", "main")),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(fork_part.find(PyFrame("rdma_common.py", "MARK:iterate", "total")), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("persistent_workers=True"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("multiprocessing_context='spawn'"), std::string::npos) << r.err;
+
+  // The event log carries the same Python frames.
+  auto forks = LinesWith(run.log, {"\"event\":\"fork\"", "\"verdict\":\"hazard\""});
+  ASSERT_FALSE(forks.empty()) << ::testing::PrintToString(run.log);
+  EXPECT_NE(forks[0].find("{\"py\":{\"file\":"), std::string::npos) << forks[0];
+  EXPECT_NE(forks[0].find("\"func\":\"total\"}"), std::string::npos) << forks[0];
+  EXPECT_NE(forks[0].find("\"func\":\"open_rdma\"}"), std::string::npos) << forks[0];
+}
+
+TEST(DataLoaderRdma, ErrorModeFailsTheDataLoaderAtThatLine) {
+  RdmaDevice dev = RequireRdmaDevice();
+  Run run = RunPython(dev, "dataloader_after_rdma.py", "error");
+  const ProgramResult& r = run.result;
+  EXPECT_EQ(r.status, 1) << r.out << r.err;  // uncaught Python exception, no hang (124)
+  EXPECT_EQ(r.out.find("sum"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("mode: error - the fork fails with EPERM"), std::string::npos) << r.err;
+  // Python's own traceback points at the user's line and says why.
+  size_t tb = r.err.find("Traceback (most recent call last):");
+  ASSERT_NE(tb, std::string::npos) << r.err;
+  std::string traceback = r.err.substr(tb);
+  EXPECT_NE(traceback.find(PyFrame("dataloader_after_rdma.py", "MARK:main-iterate", "main")),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(traceback.find("PermissionError: [Errno 1] Operation not permitted"), std::string::npos)
+      << r.err;
+  auto failed = LinesWith(run.log, {"\"event\":\"fork\"", "\"action\":\"failed\""});
+  EXPECT_FALSE(failed.empty()) << ::testing::PrintToString(run.log);
+  EXPECT_TRUE(LinesWith(run.log, {"\"event\":\"fork_child\""}).empty() ||
+              LinesWith(run.log, {"\"action\":\"proceeded\""}).empty());
+}
+
+TEST(DataLoaderRdma, PersistentWorkersFirstIsSilent) {
+  RdmaDevice dev = RequireRdmaDevice();
+  Run run = RunPython(dev, "dataloader_first.py", "error");
+  const ProgramResult& r = run.result;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(CountOf(r.out, "sum 140\n"), 2) << r.out;
+  EXPECT_EQ(r.err.find("forkguard"), std::string::npos) << r.err;
+  auto forks = LinesWith(run.log, {"\"event\":\"fork\""});
+  EXPECT_EQ(forks.size(), 2u) << ::testing::PrintToString(run.log);  // the two workers
+  EXPECT_EQ(LinesWith(forks, {"\"verdict\":\"clean\""}).size(), forks.size());
+  EXPECT_FALSE(LinesWith(run.log, {"\"event\":\"rdma_init\""}).empty());  // RDMA was seen
+}
+
+TEST(DataLoaderRdma, SubprocessAfterRdmaIsNotAHazard) {
+  RdmaDevice dev = RequireRdmaDevice();
+  Run run = RunPython(dev, "subprocess_after_rdma.py", "error");
+  const ProgramResult& r = run.result;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("true exited 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("forkguard"), std::string::npos) << r.err;
+  EXPECT_FALSE(LinesWith(run.log, {"\"event\":\"rdma_init\""}).empty());
+  EXPECT_TRUE(LinesWith(run.log, {"\"verdict\":\"hazard\""}).empty())
+      << ::testing::PrintToString(run.log);
+}
+
+}  // namespace
+}  // namespace forkguard::testing

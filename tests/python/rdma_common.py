@@ -1,0 +1,28 @@
+# Shared by the real-device Python programs: RDMA init with pyverbs and a tiny dataset.
+import os
+
+import torch
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+import pyverbs.enums as e
+
+
+class Squares(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.tensor([i * i])
+
+
+def open_rdma():
+    """Opens $RXE_DEV, allocates a PD and registers 16 KiB; returns the objects."""
+    ctx = Context(name=os.environ.get("RXE_DEV", "rxe0"))  # MARK:open-device
+    pd = PD(ctx)
+    mr = MR(pd, 4 * 4096, e.IBV_ACCESS_LOCAL_WRITE)
+    return ctx, pd, mr
+
+
+def total(loader):
+    return int(sum(batch.sum() for batch in loader))  # MARK:iterate
