@@ -1,0 +1,34 @@
+// The `forkguard` subcommands. Each takes the arguments after its name and
+// returns the process exit status.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace forkguard::cli {
+
+inline constexpr char kVersion[] = "0.1.0";
+
+// Exit statuses shared by the subcommands (documented in each --help).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFail = 1;          // doctor: a check failed
+inline constexpr int kExitUsage = 2;         // bad command line
+inline constexpr int kExitHazard = 3;        // --fail-on hazard and a hazardous fork was seen
+inline constexpr int kExitInternal = 125;    // forkguard itself failed
+inline constexpr int kExitCannotExec = 126;  // run: the command is not executable
+inline constexpr int kExitNotFound = 127;    // run: the command was not found
+
+struct JobReport;
+// The report in "text", "json" or "markdown".
+std::string RenderReportAs(const JobReport& r, const std::string& format);
+
+int RunMain(const std::vector<std::string>& args, const char* argv0);
+int ReportMain(const std::vector<std::string>& args);
+int DoctorMain(const std::vector<std::string>& args, const char* argv0);
+
+extern const char kRunHelp[];
+extern const char kReportHelp[];
+extern const char kDoctorHelp[];
+extern const char kMainHelp[];
+
+}  // namespace forkguard::cli

@@ -1,0 +1,332 @@
+#include "cli/job_report.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+#include "cli/symbolizer.h"
+
+namespace forkguard::cli {
+namespace {
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  return buf;
+}
+
+// Identity of a stack for grouping when the shim gave no `site` hash.
+std::string StackKey(const Stack& s) {
+  std::string k;
+  for (const auto& f : s) {
+    if (f.python)
+      k += f.py_file + ":" + std::to_string(f.py_line);
+    else if (!f.obj.empty() && f.off)
+      k += f.obj + "+" + Hex(*f.off);
+    else if (!f.sym.empty())
+      k += f.sym + "+" + f.symoff;
+    else
+      k += Hex(f.ip);
+    k += ';';
+  }
+  return k;
+}
+
+struct ForkRecord {
+  int64_t ts_ns = 0;
+  std::string group_key;
+  std::string action;
+  int64_t child_pid = -1;
+};
+
+}  // namespace
+
+std::string ExplainReason(const std::string& reason) {
+  if (reason == "child-segv")
+    return "memory registered for RDMA is MADV_DONTFORK: a child that touches it (or "
+           "data sharing its pages) is killed by SIGSEGV";
+  if (reason == "parent-corruption")
+    return "registered pages are copied on the parent's next write while the HCA keeps "
+           "using the old ones (fork support off, no kernel copy-on-fork): silent "
+           "corruption";
+  if (reason == "inherited-rdma")
+    return "the child inherits RDMA contexts/queues/channels it can never use";
+  return reason;
+}
+
+std::string FormatRanks(const std::set<int64_t>& ranks) {
+  if (ranks.empty()) return "";
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  auto it = ranks.begin();
+  bool first = true;
+  while (it != ranks.end()) {
+    int64_t lo = *it, hi = lo;
+    auto next = std::next(it);
+    while (next != ranks.end() && *next == hi + 1) {
+      hi = *next;
+      ++next;
+    }
+    if (!first) out += ", ";
+    first = false;
+    out += std::to_string(lo);
+    if (hi > lo) out += (hi == lo + 1 ? ", " : "-") + std::to_string(hi);
+    it = next;
+  }
+  return out;
+}
+
+JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
+  JobReport r;
+  r.notes = logs.notes;
+  r.files_read = logs.files_read;
+  r.lines_used = logs.lines_used;
+  r.lines_skipped = logs.lines_skipped;
+
+  // Processes in a stable order: host, start time, pid.
+  std::vector<const ProcessLog*> order;
+  for (const auto& p : logs.processes) order.push_back(&p);
+  std::stable_sort(order.begin(), order.end(), [](const ProcessLog* a, const ProcessLog* b) {
+    if (a->host != b->host) return a->host < b->host;
+    if (a->first_ts_ns != b->first_ts_ns) return a->first_ts_ns < b->first_ts_ns;
+    return a->pid < b->pid;
+  });
+
+  for (const ProcessLog* p : order) {
+    ProcessNode n;
+    n.host = p->host;
+    n.pid = p->pid;
+    n.ppid = p->ppid;
+    n.prog = p->prog;
+    n.rank = p->rank;
+    n.file = p->file;
+    n.start_ns = p->first_ts_ns;
+    r.hosts.insert(n.host);
+    if (n.rank) r.ranks.insert(*n.rank);
+    r.processes.push_back(std::move(n));
+  }
+
+  // Parent links: same host, pid == ppid, the latest such process that started
+  // before the child (pids are reused on long jobs).
+  std::map<std::pair<std::string, int64_t>, std::vector<int>> by_pid;
+  for (int i = 0; i < static_cast<int>(r.processes.size()); ++i)
+    by_pid[{r.processes[i].host, r.processes[i].pid}].push_back(i);
+  for (int i = 0; i < static_cast<int>(r.processes.size()); ++i) {
+    ProcessNode& c = r.processes[i];
+    auto it = by_pid.find({c.host, c.ppid});
+    if (it == by_pid.end()) continue;
+    int best = -1;
+    for (int cand : it->second) {
+      if (cand == i) continue;
+      if (c.start_ns && r.processes[cand].start_ns > c.start_ns) continue;
+      if (best < 0 || r.processes[cand].start_ns > r.processes[best].start_ns) best = cand;
+    }
+    if (best >= 0) {
+      c.parent = best;
+      r.processes[best].children.push_back(i);
+    }
+  }
+
+  std::map<std::string, ForkGroup> groups;
+  std::map<std::string, InitSite> inits;
+  std::vector<std::vector<ForkRecord>> fork_records(r.processes.size());
+  std::vector<ChildDeath> deaths;
+  std::set<std::string> shim_notes;
+
+  for (int i = 0; i < static_cast<int>(order.size()); ++i) {
+    ProcessNode& n = r.processes[i];
+    for (const Event& e : order[i]->events) {
+      const JsonValue& b = e.body;
+      if (e.type == "process_start") {
+        n.exe = b.GetString("exe");
+        n.mode = b.GetString("mode");
+        if (const JsonValue* a = b.Find("argv"); a && a->is_array())
+          for (const auto& s : a->array())
+            if (s.is_string() && n.argv.size() < 64) n.argv.push_back(s.string_value());
+      } else if (e.type == "process_exit") {
+        n.exited = true;
+        if (const JsonValue* s = b.Find("status"); s && s->is_int()) n.exit_status = s->int_value();
+      } else if (e.type == "rdma_init") {
+        n.rdma_initialized = true;
+        Stack st = ParseStack(b.Find("stack"));
+        std::string call = b.GetString("call", "?");
+        std::string device = b.GetString("device");
+        InitSite& s = inits[call + "|" + device + "|" + StackKey(st)];
+        if (s.count == 0) {
+          s.call = call;
+          s.device = device;
+          s.stack = std::move(st);
+        }
+        ++s.count;
+        s.processes.insert(i);
+        if (n.rank) s.ranks.insert(*n.rank);
+      } else if (e.type == "fork") {
+        ++n.forks;
+        ++r.forks;
+        std::string verdict = b.GetString("verdict", "unknown");
+        Stack st = ParseStack(b.Find("stack"));
+        std::string site = b.GetString("site");
+        std::string key = verdict + "|" + (site.empty() ? StackKey(st) : site);
+        ForkGroup& g = groups[key];
+        if (g.count == 0) {
+          g.key = key;
+          g.site = site;
+          g.verdict = verdict;
+          g.stack = std::move(st);
+        }
+        ++g.count;
+        g.processes.insert(i);
+        g.hosts.insert(n.host);
+        if (n.rank) g.ranks.insert(*n.rank);
+        if (verdict == "hazard") {
+          ++n.hazard_forks;
+          ++r.hazard_forks;
+        }
+        if (const JsonValue* rs = b.Find("reasons"); rs && rs->is_array())
+          for (const auto& x : rs->array())
+            if (x.is_string()) ++g.reasons[x.string_value()];
+        std::string action = b.GetString("action", "unknown");
+        ++g.actions[action];
+        if (std::string via = b.GetString("via"); !via.empty()) ++g.via[via];
+        if (action == "failed") {
+          const JsonValue* en = b.Find("errno");
+          std::string es = en && en->is_int() ? std::to_string(en->int_value())
+                                              : (en && en->is_string() ? en->string_value() : "");
+          if (!es.empty() && std::find(g.errnos.begin(), g.errnos.end(), es) == g.errnos.end())
+            g.errnos.push_back(es);
+        }
+        if (const JsonValue* init = b.Find("init"); init && init->is_object()) {
+          int64_t age = init->GetInt("age_ms", -1);
+          if (age >= 0) {
+            g.min_age_ms = g.min_age_ms < 0 ? age : std::min(g.min_age_ms, age);
+            g.max_age_ms = std::max(g.max_age_ms, age);
+          }
+          if (g.init_call.empty()) {
+            g.init_call = init->GetString("call", "?");
+            g.init_device = init->GetString("device");
+            g.init_stack = ParseStack(init->Find("stack"));
+          }
+        }
+        if (const JsonValue* rg = b.Find("ranges"); rg && rg->is_array()) {
+          int count = 0, dontfork = 0;
+          int64_t bytes = 0;
+          for (const auto& x : rg->array()) {
+            if (!x.is_object()) continue;
+            ++count;
+            bytes += std::max<int64_t>(0, x.GetInt("len", 0));
+            if (x.GetBool("dontfork", false)) ++dontfork;
+          }
+          if (count > g.max_ranges || bytes > g.max_range_bytes) {
+            g.max_ranges = count;
+            g.max_range_bytes = bytes;
+            g.dontfork_ranges = dontfork;
+          }
+        }
+        g.max_threads = std::max(g.max_threads, b.GetInt("threads", 0));
+        if (const JsonValue* cof = b.Find("kernel_cof"); cof && cof->is_bool())
+          g.kernel_cof = cof->bool_value();
+        fork_records[i].push_back({e.ts_ns, key, action, -1});
+      } else if (e.type == "fork_child") {
+        int64_t child = b.GetInt("child_pid", -1);
+        // Belongs to the latest fork decision of this process without a child yet.
+        for (auto it = fork_records[i].rbegin(); it != fork_records[i].rend(); ++it) {
+          if (it->child_pid < 0) {
+            it->child_pid = child;
+            break;
+          }
+        }
+      } else if (e.type == "spawn") {
+        ++r.spawns;
+      } else if (e.type == "child_exec") {
+        n.exec_after_fork = true;
+      } else if (e.type == "child_segv") {
+        n.died_segv = true;
+        ChildDeath d;
+        d.process = i;
+        d.parent = n.parent;
+        d.signal = static_cast<int>(b.GetInt("signal", 11));
+        d.addr = ParseAddress(b.Find("addr"));
+        if (const JsonValue* rg = b.Find("range"); rg && rg->is_object()) {
+          d.range_addr = ParseAddress(rg->Find("addr"));
+          d.range_len = ParseAddress(rg->Find("len"));
+        }
+        d.reg_stack = ParseStack(b.Find("reg_stack"));
+        deaths.push_back(std::move(d));
+      } else if (e.type == "note") {
+        std::string t = b.GetString("text");
+        if (!t.empty() && shim_notes.size() < 50) shim_notes.insert(n.prog + ": " + t);
+      }
+    }
+  }
+
+  // Groups in report order: most forks first.
+  std::vector<ForkGroup> all;
+  for (auto& [k, g] : groups) all.push_back(std::move(g));
+  std::stable_sort(all.begin(), all.end(), [](const ForkGroup& a, const ForkGroup& b) {
+    if (a.count != b.count) return a.count > b.count;
+    return a.key < b.key;
+  });
+  std::map<std::string, std::pair<bool, int>> index;  // key -> (hazard?, index)
+  for (auto& g : all) {
+    bool hazard = g.verdict == "hazard";
+    auto& v = hazard ? r.hazard_groups : r.clean_groups;
+    index[g.key] = {hazard, static_cast<int>(v.size())};
+    v.push_back(std::move(g));
+  }
+  auto group_of = [&](const std::string& key) -> ForkGroup* {
+    auto it = index.find(key);
+    if (it == index.end()) return nullptr;
+    auto& v = it->second.first ? r.hazard_groups : r.clean_groups;
+    return &v[it->second.second];
+  };
+  for (size_t i = 0; i < fork_records.size(); ++i)
+    for (const auto& rec : fork_records[i])
+      if (rec.action != "failed" && rec.action != "aborted")
+        if (ForkGroup* g = group_of(rec.group_key)) ++g->children_forked;
+
+  // Which fork made each child: the fork_child record naming its pid, else
+  // the parent's latest fork decision before the child's first event.
+  std::vector<const ForkRecord*> made_by(r.processes.size(), nullptr);
+  for (int c = 0; c < static_cast<int>(r.processes.size()); ++c) {
+    const ProcessNode& child = r.processes[c];
+    if (child.parent < 0) continue;
+    const ForkRecord* best = nullptr;
+    for (const auto& rec : fork_records[child.parent]) {
+      if (rec.child_pid == child.pid) {
+        best = &rec;
+        break;
+      }
+      if (rec.child_pid < 0 && (!child.start_ns || rec.ts_ns <= child.start_ns)) best = &rec;
+    }
+    made_by[c] = best;
+    if (!best) continue;
+    if (ForkGroup* g = group_of(best->group_key)) {
+      if (child.died_segv) ++g->children_segv;
+      if (child.exec_after_fork) ++g->children_exec;
+    }
+  }
+  for (auto& d : deaths) {
+    if (const ForkRecord* rec = made_by[d.process]) {
+      auto it = index.find(rec->group_key);
+      if (it != index.end() && it->second.first) d.group = it->second.second;
+    }
+  }
+  r.deaths = std::move(deaths);
+
+  for (auto& [k, s] : inits) r.inits.push_back(std::move(s));
+  std::stable_sort(r.inits.begin(), r.inits.end(),
+                   [](const InitSite& a, const InitSite& b) { return a.count > b.count; });
+  r.shim_notes.assign(shim_notes.begin(), shim_notes.end());
+
+  if (symbolizer) {
+    for (auto& g : r.hazard_groups) {
+      symbolizer->Symbolize(&g.stack);
+      symbolizer->Symbolize(&g.init_stack);
+    }
+    for (auto& g : r.clean_groups) symbolizer->Symbolize(&g.stack);
+    for (auto& s : r.inits) symbolizer->Symbolize(&s.stack);
+    for (auto& d : r.deaths) symbolizer->Symbolize(&d.reg_stack);
+  }
+  return r;
+}
+
+}  // namespace forkguard::cli

@@ -1,0 +1,122 @@
+// The merged picture of a job: every process, rank and host from a set of
+// event logs, the process tree, each fork with its verdict, identical fork call
+// sites grouped ("×64"), where RDMA was initialized and which children died.
+// Pure analysis: reading is event_log.*, output is report_render.*.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/event_log.h"
+
+namespace forkguard::cli {
+
+class Symbolizer;
+
+struct ProcessNode {
+  std::string host;
+  int64_t pid = -1;
+  int64_t ppid = -1;
+  std::string prog;
+  std::string exe;
+  std::vector<std::string> argv;
+  std::optional<int64_t> rank;
+  std::string mode;
+  std::string file;
+  int64_t start_ns = 0;
+  int parent = -1;  // index into JobReport::processes, -1 when not in the logs
+  std::vector<int> children;
+  int forks = 0;
+  int hazard_forks = 0;
+  bool rdma_initialized = false;
+  bool exec_after_fork = false;  // a child_exec event: benign
+  bool died_segv = false;        // a child_segv event
+  std::optional<int64_t> exit_status;
+  bool exited = false;  // has a process_exit event
+};
+
+// Identical fork call sites (same `site` hash, or same stack when the hash is
+// absent) with the same verdict, merged over all processes.
+struct ForkGroup {
+  std::string key;
+  std::string site;
+  std::string verdict;                 // "hazard" / "clean"
+  std::map<std::string, int> reasons;  // reason -> forks with it
+  std::map<std::string, int> actions;  // proceeded/failed/aborted/off -> forks
+  std::map<std::string, int> via;
+  int count = 0;
+  std::set<int> processes;
+  std::set<int64_t> ranks;
+  std::set<std::string> hosts;
+  Stack stack;  // of the first fork seen
+  // RDMA init as the fork saw it (first fork of the group that had one).
+  std::string init_call;
+  std::string init_device;
+  Stack init_stack;
+  int64_t min_age_ms = -1;
+  int64_t max_age_ms = -1;
+  // Registered ranges at the fork, worst case over the group.
+  int max_ranges = 0;
+  int64_t max_range_bytes = 0;
+  int dontfork_ranges = 0;
+  int64_t max_threads = 0;
+  std::optional<bool> kernel_cof;
+  int children_forked = 0;
+  int children_segv = 0;
+  int children_exec = 0;
+  std::vector<std::string> errnos;  // when action is failed
+};
+
+// Identical RDMA initialization sites (same call + device + stack).
+struct InitSite {
+  std::string call;
+  std::string device;
+  Stack stack;
+  int count = 0;
+  std::set<int> processes;
+  std::set<int64_t> ranks;
+};
+
+struct ChildDeath {
+  int process = -1;  // the child that died
+  int parent = -1;
+  int group = -1;  // index into hazard_groups of the fork that made it, -1 unknown
+  int signal = 0;
+  std::optional<uint64_t> addr;
+  std::optional<uint64_t> range_addr;
+  std::optional<uint64_t> range_len;
+  Stack reg_stack;
+};
+
+struct JobReport {
+  std::vector<ProcessNode> processes;
+  std::vector<ForkGroup> hazard_groups;  // most forks first
+  std::vector<ForkGroup> clean_groups;
+  std::vector<InitSite> inits;
+  std::vector<ChildDeath> deaths;
+  std::vector<Note> notes;
+  std::vector<std::string> shim_notes;  // distinct `note` event texts
+  std::set<std::string> hosts;
+  std::set<int64_t> ranks;
+  int files_read = 0;
+  int64_t lines_used = 0;
+  int64_t lines_skipped = 0;
+  int64_t forks = 0;
+  int64_t hazard_forks = 0;
+  int64_t spawns = 0;
+};
+
+// Builds the report; `symbolizer` may be null (no file:line).
+JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer);
+
+// A short human name of a reason ("child-segv" -> what it means).
+std::string ExplainReason(const std::string& reason);
+
+// "rank 3", "ranks 0-7", "ranks 0-3, 8, 10-11".
+std::string FormatRanks(const std::set<int64_t>& ranks);
+
+}  // namespace forkguard::cli

@@ -1,0 +1,198 @@
+// Must-show (2): a generated job of 64 processes (8 ranks x 8 processes, 6 of
+// the ranks forking their workers after RDMA init at the same call site) is
+// reported as one finding "×42" with the right process, rank and host counts;
+// children, deaths, the process tree and symbolization are checked too.
+#include <sys/stat.h>
+
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "cli/event_log.h"
+#include "cli/job_report.h"
+#include "cli/report_render.h"
+#include "cli/symbolizer.h"
+#include "cli/testdata/job_generator.h"
+#include "gtest/gtest.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::cli {
+namespace {
+
+using testdata::JobSpec;
+using testdata::JobTruth;
+using testdata::WriteJob;
+
+struct Generated {
+  JobTruth truth;
+  JobReport report;
+};
+
+Generated Generate(const JobSpec& spec, bool symbolize = true) {
+  std::string dir = forkguard::testing::MakeTempDir("job");
+  Generated g;
+  g.truth = WriteJob(dir, spec);
+  LogSet logs;
+  ReadLogs({dir}, &logs);
+  Symbolizer sym;
+  g.report = BuildJobReport(logs, symbolize ? &sym : nullptr);
+  return g;
+}
+
+size_t Columns(const std::string& line) {
+  size_t w = 0;
+  for (unsigned char c : line)
+    if ((c & 0xC0) != 0x80) ++w;
+  return w;
+}
+
+TEST(JobReport, SixtyFourProcessesGroupTheWorkerSite) {
+  Generated g = Generate(JobSpec{});
+  const JobReport& r = g.report;
+  ASSERT_EQ(g.truth.processes, 64);
+  EXPECT_EQ(static_cast<int>(r.processes.size()), 64);
+  EXPECT_EQ(static_cast<int>(r.hosts.size()), 2);
+  EXPECT_EQ(r.ranks.size(), 8u);
+  EXPECT_EQ(r.hazard_forks, g.truth.hazard_forks);
+  EXPECT_TRUE(r.notes.empty()) << r.notes[0].where << ": " << r.notes[0].text;
+
+  ASSERT_EQ(static_cast<int>(r.hazard_groups.size()), g.truth.hazard_sites);
+  const ForkGroup& worker = r.hazard_groups[0];
+  // 6 ranks x 7 workers, but rank 1 forked a helper from elsewhere instead of its 7th.
+  EXPECT_EQ(worker.count, g.truth.worker_site_hazard);
+  EXPECT_EQ(worker.count, 41);
+  EXPECT_EQ(static_cast<int>(worker.processes.size()), g.truth.worker_site_hazard_processes);
+  EXPECT_EQ(worker.ranks, (std::set<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(worker.hosts, (std::set<std::string>{"node-a", "node-b"}));
+  EXPECT_EQ(worker.reasons.at("child-segv"), 41);
+  EXPECT_EQ(worker.reasons.at("inherited-rdma"), 41);
+  EXPECT_EQ(worker.children_forked, 41);
+  EXPECT_EQ(worker.children_segv, g.truth.segv);
+  EXPECT_EQ(worker.init_call, "ibv_open_device");
+  EXPECT_EQ(worker.init_device, "rxe0");
+  EXPECT_EQ(worker.min_age_ms, 101);
+  EXPECT_EQ(worker.max_age_ms, 107);
+  EXPECT_EQ(worker.dontfork_ranges, 1);
+
+  const ForkGroup& helper = r.hazard_groups[1];
+  EXPECT_EQ(helper.count, g.truth.helper_hazard);
+  EXPECT_EQ(helper.children_exec, g.truth.exec_children);
+  EXPECT_EQ(helper.ranks, (std::set<int64_t>{1}));
+
+  ASSERT_EQ(r.clean_groups.size(), 1u);
+  EXPECT_EQ(r.clean_groups[0].count, g.truth.worker_site_clean);  // 2 ranks x 7
+  EXPECT_EQ(r.clean_groups[0].ranks, (std::set<int64_t>{6, 7}));
+
+  ASSERT_EQ(static_cast<int>(r.deaths.size()), g.truth.segv);
+  for (const auto& d : r.deaths) {
+    EXPECT_EQ(d.group, 0);
+    ASSERT_GE(d.parent, 0);
+    EXPECT_EQ(r.processes[d.parent].pid, 1000);
+    EXPECT_EQ(d.signal, 11);
+  }
+  // Process tree: every worker hangs under its rank process.
+  int roots = 0;
+  for (const auto& p : r.processes) {
+    if (p.parent < 0) {
+      ++roots;
+      continue;
+    }
+    EXPECT_EQ(r.processes[p.parent].pid, p.ppid);
+    EXPECT_EQ(r.processes[p.parent].rank, p.rank);
+  }
+  EXPECT_EQ(roots, 8);
+  // Identical RDMA init sites merge too: 8 ranks, one site.
+  ASSERT_EQ(r.inits.size(), 1u);
+  EXPECT_EQ(r.inits[0].count, 8);
+}
+
+TEST(JobReport, SymbolizesObjOffToFunctionAndLine) {
+  Generated g = Generate(JobSpec{});
+  ASSERT_FALSE(g.report.hazard_groups.empty());
+  const Stack& s = g.report.hazard_groups[0].stack;
+  ASSERT_GE(s.size(), 3u);
+  EXPECT_EQ(s[1].func, "forkguard::cli::testdata::StartWorkerPool()");
+  EXPECT_NE(s[1].src_file.find("cli/testdata/job_generator.cc"), std::string::npos)
+      << s[1].src_file;
+  EXPECT_GT(s[1].src_line, 0);
+  // The Python frame is what the author of a Python program knows.
+  EXPECT_EQ(SiteLabel(s), "train.py:42");
+  // Without symbolization the frame keeps only what the log had.
+  Generated raw = Generate(JobSpec{}, /*symbolize=*/false);
+  EXPECT_TRUE(raw.report.hazard_groups[0].stack[1].func.empty());
+}
+
+TEST(JobReport, TextReadsLikeADiagnosticAndFits100Columns) {
+  Generated g = Generate(JobSpec{});
+  std::string text = RenderText(g.report);
+  EXPECT_NE(text.find("train.py:42: hazard: fork() after RDMA initialization ×41 in 6 processes "
+                      "(ranks 0-5, 2 hosts)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("64 processes (8 ranks) on 2 hosts, 56 forks: 42 hazardous at 2 call "
+                      "sites, 14 clean"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ibv_open_device on rxe0, 101 ms–107 ms before the fork"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("41 children forked, 3 killed by SIGSEGV"), std::string::npos) << text;
+  EXPECT_NE(text.find("help: create the loader workers before RDMA init"), std::string::npos);
+  EXPECT_NE(text.find("StartWorkerPool() at "), std::string::npos) << text;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) EXPECT_LE(Columns(line), 100u) << line;
+}
+
+TEST(JobReport, JsonAndMarkdownCarryTheSameCounts) {
+  Generated g = Generate(JobSpec{});
+  JsonValue j = ReportToJson(g.report);
+  EXPECT_EQ(j.GetString("schema"), "forkguard.report/1");
+  const JsonValue* findings = j.Find("findings");
+  ASSERT_TRUE(findings && findings->is_array());
+  ASSERT_EQ(findings->array().size(), 2u);
+  const JsonValue& f0 = findings->array()[0];
+  EXPECT_EQ(f0.GetInt("count", -1), 41);
+  EXPECT_EQ(f0.GetInt("process_count", -1), 6);
+  EXPECT_EQ(f0.GetString("location"), "train.py:42");
+  EXPECT_EQ(j.Find("summary")->GetInt("processes", -1), 64);
+  EXPECT_EQ(j.Find("child_deaths")->array().size(), 3u);
+  // Round trip through our own parser: the writer emits valid JSON.
+  JsonValue back;
+  std::string err;
+  ASSERT_TRUE(ParseJson(RenderJson(g.report), &back, &err)) << err;
+
+  std::string md = RenderMarkdown(g.report);
+  EXPECT_NE(md.find("| 1 | `train.py:42` | ×41 | 6 | ranks 0-5 | child-segv, inherited-rdma | 3 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("<details><summary>stacks</summary>"), std::string::npos);
+}
+
+TEST(JobReport, JunkInTheLogsIsNotedAndEverythingElseCounted) {
+  JobSpec spec;
+  spec.junk = true;
+  Generated g = Generate(spec);
+  const JobReport& r = g.report;
+  EXPECT_EQ(static_cast<int>(r.processes.size()), 64);
+  ASSERT_FALSE(r.hazard_groups.empty());
+  EXPECT_EQ(r.hazard_groups[0].count, 41);
+  bool truncated = false, future = false;
+  for (const auto& n : r.notes) {
+    if (n.text.find("truncated last line") != std::string::npos &&
+        n.where.find("forkguard.node-a.1001.") != std::string::npos &&
+        n.where.substr(n.where.size() - 2) == ":3")
+      truncated = true;
+    if (n.text.find("\"forkguard.event/2\"") != std::string::npos) future = true;
+  }
+  EXPECT_TRUE(truncated);
+  EXPECT_TRUE(future);
+  EXPECT_EQ(r.lines_skipped, 2);
+}
+
+TEST(JobReport, FormatRanksCompressesRuns) {
+  EXPECT_EQ(FormatRanks({3}), "rank 3");
+  EXPECT_EQ(FormatRanks({0, 1, 2, 3, 8, 10, 11}), "ranks 0-3, 8, 10, 11");
+  EXPECT_EQ(FormatRanks({}), "");
+}
+
+}  // namespace
+}  // namespace forkguard::cli

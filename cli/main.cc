@@ -1,0 +1,94 @@
+// forkguard: run a program under the fork/RDMA shim, report on event logs,
+// check a machine. See `forkguard --help`.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace forkguard::cli {
+
+const char kMainHelp[] = R"(NAME
+    forkguard - find, explain and stop fork() after RDMA initialization
+
+SYNOPSIS
+    forkguard run [--mode warn|error|abort|off] [--log DIR] [--fail-on hazard] -- CMD...
+    forkguard report [--format text|json|markdown] [--fail-on hazard] LOG_DIR_OR_FILE...
+    forkguard doctor
+    forkguard help [COMMAND] | --help | --version
+
+DESCRIPTION
+    A process that has opened an RDMA device and registered memory must not
+    fork: the child is killed by SIGSEGV when it touches registered memory
+    (fork support on), the parent's buffers are silently corrupted (fork support
+    off, kernel without copy-on-fork), and the child inherits RDMA resources it
+    can never use. forkguard preloads libforkguard.so into a program, decides at
+    each fork whether it is a hazard, warns (or fails the fork, or aborts), logs
+    every decision, and explains it: where RDMA was initialized and where fork
+    was called.
+
+COMMANDS
+    run      run a program under the shim and print the report of its run
+    report   merge the event logs of many processes, ranks and hosts
+    doctor   check devices, kernel, rdma-core, limits and the shim itself
+
+    `forkguard COMMAND --help` describes each command and its exit statuses.
+
+EXIT STATUS
+    0 success; 1 doctor found a failing check; 2 bad command line;
+    3 --fail-on hazard saw a hazardous fork; 125 forkguard itself failed;
+    run also exits with the program's status (128+N when killed by signal N),
+    126 when it cannot be executed, 127 when it is not found.
+)";
+
+namespace {
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    fputs(kMainHelp, stderr);
+    return kExitUsage;
+  }
+  std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (cmd == "--version" || cmd == "-V" || cmd == "version") {
+    printf("forkguard %s (event schema forkguard.event/1, report schema forkguard.report/1)\n",
+           kVersion);
+    return kExitOk;
+  }
+  if (cmd == "-h" || cmd == "--help") {
+    fputs(kMainHelp, stdout);
+    return kExitOk;
+  }
+  if (cmd == "help") {
+    std::string topic = rest.empty() ? "" : rest[0];
+    fputs(topic == "run"      ? kRunHelp
+          : topic == "report" ? kReportHelp
+          : topic == "doctor" ? kDoctorHelp
+                              : kMainHelp,
+          stdout);
+    return kExitOk;
+  }
+  if (cmd == "run") return RunMain(rest, argv[0]);
+  if (cmd == "report") return ReportMain(rest);
+  if (cmd == "doctor") return DoctorMain(rest, argv[0]);
+  fprintf(stderr, "forkguard: unknown command '%s' (commands: run, report, doctor; see --help)\n",
+          cmd.c_str());
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace forkguard::cli
+
+int main(int argc, char** argv) {
+  try {
+    return forkguard::cli::Main(argc, argv);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "forkguard: internal error: %s\n", e.what());
+  } catch (...) {
+    fprintf(stderr, "forkguard: internal error\n");
+  }
+  return forkguard::cli::kExitInternal;
+}

@@ -1,0 +1,149 @@
+// `forkguard report LOGS... [--format text|json|markdown] [--fail-on hazard|never]`
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/event_log.h"
+#include "cli/job_report.h"
+#include "cli/report_render.h"
+#include "cli/symbolizer.h"
+
+namespace forkguard::cli {
+
+const char kReportHelp[] = R"(NAME
+    forkguard report - merge forkguard event logs into one report
+
+SYNOPSIS
+    forkguard report [--format text|json|markdown] [--fail-on hazard|never]
+                     [--no-symbolize] LOG_DIR_OR_FILE...
+
+DESCRIPTION
+    Reads event logs written by libforkguard.so (FORKGUARD_LOG=DIR; schema
+    forkguard.event/1, one *.jsonl file per process) from any number of
+    directories (searched recursively) and files, from any number of processes,
+    ranks and hosts, and prints one report:
+
+      - each hazardous fork call site once, with how often it forked (x64 when 64
+        ranks forked at the same line), in how many processes, ranks and hosts,
+        why it is a hazard, where fork was called and where RDMA was first
+        initialized (stacks), the registered memory at the fork, what happened
+        to the children, and the fix;
+      - the clean forks (no live RDMA resources) per call site;
+      - every RDMA initialization site;
+      - the children killed by SIGSEGV touching RDMA-registered memory;
+      - the process tree (parent/child links from ppid);
+      - a note ("file:line: what") for every input problem: truncated last
+        lines, garbage, binary data, unknown schema major versions (skipped),
+        empty directories, unreadable files. Everything else is still reported.
+
+    Native frames that carry "obj" and "off" are symbolized to function and
+    file:line with elfutils libdw when the object exists on this machine (with
+    debug info for file:line). Symbolize on the machine that ran the job, or one
+    with the same binaries.
+
+OPTIONS
+    --format text|json|markdown
+        text (default): a compiler-style diagnostic that fits 100 columns.
+        json: machine-readable, schema "forkguard.report/1", described by
+        docs/report-schema.json (JSON Schema).
+        markdown: paste into a GitHub issue.
+    --fail-on hazard|never
+        hazard: exit 3 when any hazardous fork is in the logs (for CI).
+        never (default): exit 0 whatever the logs say.
+    --no-symbolize
+        Do not open the binaries named in the logs.
+    -h, --help
+        This text.
+
+EXIT STATUS
+    0    report printed
+    2    bad command line
+    3    --fail-on hazard and a hazardous fork was found
+    125  forkguard itself failed
+
+EXAMPLES
+    forkguard report /tmp/fg-logs
+    forkguard report --format markdown node*/fg-logs > issue.md
+    forkguard report --format json --fail-on hazard logs/ > report.json
+)";
+
+namespace {
+
+bool ParseFormat(const std::string& v, std::string* out) {
+  if (v != "text" && v != "json" && v != "markdown" && v != "md") return false;
+  *out = v == "md" ? "markdown" : v;
+  return true;
+}
+
+}  // namespace
+
+std::string RenderReportAs(const JobReport& r, const std::string& format) {
+  if (format == "json") return RenderJson(r);
+  if (format == "markdown") return RenderMarkdown(r);
+  return RenderText(r);
+}
+
+int ReportMain(const std::vector<std::string>& args) {
+  std::string format = "text";
+  bool fail_on_hazard = false;
+  bool symbolize = true;
+  std::vector<std::string> paths;
+  bool options_done = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const std::string& name, std::string* v) {
+      if (a == name) {
+        if (i + 1 >= args.size()) return false;
+        *v = args[++i];
+        return true;
+      }
+      *v = a.substr(name.size() + 1);
+      return true;
+    };
+    std::string v;
+    if (options_done || a.empty() || a[0] != '-' || a == "-") {
+      paths.push_back(a);
+    } else if (a == "--") {
+      options_done = true;
+    } else if (a == "-h" || a == "--help") {
+      fputs(kReportHelp, stdout);
+      return kExitOk;
+    } else if (a == "--format" || a.rfind("--format=", 0) == 0) {
+      if (!value("--format", &v) || !ParseFormat(v, &format)) {
+        fprintf(stderr, "forkguard report: --format takes text, json or markdown\n");
+        return kExitUsage;
+      }
+    } else if (a == "--fail-on" || a.rfind("--fail-on=", 0) == 0) {
+      if (!value("--fail-on", &v) || (v != "hazard" && v != "never")) {
+        fprintf(stderr, "forkguard report: --fail-on takes hazard or never\n");
+        return kExitUsage;
+      }
+      fail_on_hazard = v == "hazard";
+    } else if (a == "--no-symbolize") {
+      symbolize = false;
+    } else {
+      fprintf(stderr, "forkguard report: unknown option %s (see forkguard report --help)\n",
+              a.c_str());
+      return kExitUsage;
+    }
+  }
+  if (paths.empty()) {
+    fprintf(stderr,
+            "forkguard report: no logs given\nusage: forkguard report [--format "
+            "text|json|markdown] LOG_DIR_OR_FILE...\n");
+    return kExitUsage;
+  }
+  LogSet logs;
+  ReadLogs(paths, &logs);
+  Symbolizer sym;
+  JobReport r = BuildJobReport(logs, symbolize ? &sym : nullptr);
+  std::string out = RenderReportAs(r, format);
+  if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0) {
+    perror("forkguard report: writing the report");
+    return kExitInternal;
+  }
+  return fail_on_hazard && r.hazard_forks > 0 ? kExitHazard : kExitOk;
+}
+
+}  // namespace forkguard::cli

@@ -1,0 +1,650 @@
+#include "cli/report_render.h"
+
+#include <algorithm>
+#include <array>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+
+namespace forkguard::cli {
+namespace {
+
+constexpr char kFix[] =
+    "create the loader workers before RDMA init (ibv_open_device/ibv_reg_mr/rdma_create_id), "
+    "or start them with spawn/forkserver (posix_spawn) instead of fork";
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  return buf;
+}
+
+std::string Basename(const std::string& p) {
+  size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+std::string Bytes(int64_t b) {
+  char buf[32];
+  if (b >= (int64_t{1} << 30))
+    snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1 << 30));
+  else if (b >= (1 << 20))
+    snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+  else if (b >= (1 << 10))
+    snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / (1 << 10));
+  else
+    snprintf(buf, sizeof buf, "%" PRId64 " B", b);
+  return buf;
+}
+
+std::string Duration(int64_t ms) {
+  char buf[32];
+  if (ms < 1000)
+    snprintf(buf, sizeof buf, "%" PRId64 " ms", ms);
+  else
+    snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms) / 1000);
+  return buf;
+}
+
+std::string Plural(int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// Display width in code points (good enough for our ASCII + a few symbols).
+size_t Width(const std::string& s) {
+  size_t w = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++w;
+  return w;
+}
+
+// Cuts a line to `width` columns with a trailing "…".
+std::string Fit(const std::string& s, size_t width) {
+  if (Width(s) <= width) return s;
+  std::string out;
+  size_t w = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if ((c & 0xC0) != 0x80) {
+      if (w + 1 >= width) break;
+      ++w;
+    }
+    out.push_back(s[i]);
+  }
+  while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0xC0) out.pop_back();
+  return out + "…";
+}
+
+// Keeps the end of a long location ("…/dir/file.jsonl:3"): the file name and
+// line matter most.
+std::string FitLeft(const std::string& s, size_t width) {
+  if (Width(s) <= width) return s;
+  size_t drop = Width(s) - width + 1, i = 0;
+  for (size_t seen = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (seen == drop) break;
+      ++seen;
+    }
+  }
+  return "…" + s.substr(i);
+}
+
+// Word-wraps `text` to `width` columns; every line starts with `indent`,
+// the first with `first` instead.
+std::string Wrap(const std::string& first, const std::string& indent, const std::string& text,
+                 size_t width) {
+  std::string out, line = first;
+  size_t pos = 0;
+  bool empty_line = first.empty() || first.back() == ' ';
+  while (pos < text.size()) {
+    size_t sp = text.find(' ', pos);
+    std::string word = text.substr(pos, sp == std::string::npos ? std::string::npos : sp - pos);
+    pos = sp == std::string::npos ? text.size() : sp + 1;
+    if (!empty_line && Width(line) + 1 + Width(word) > width) {
+      out += Fit(line, width) + "\n";
+      line = indent;
+      empty_line = true;
+    }
+    if (!empty_line) line += " ";
+    line += word;
+    empty_line = false;
+  }
+  out += Fit(line, width) + "\n";
+  return out;
+}
+
+bool IsPlumbing(const Frame& f) {
+  if (f.python) return false;
+  std::string obj = Basename(f.obj);
+  const std::string& name = f.func.empty() ? f.sym : f.func;
+  if (obj.rfind("libforkguard", 0) == 0 || obj.rfind("libc.so", 0) == 0 ||
+      obj.rfind("libibverbs", 0) == 0 || obj.rfind("librdmacm", 0) == 0 ||
+      obj.rfind("libpthread", 0) == 0)
+    return true;
+  return name == "fork" || name == "__libc_fork" || name == "_Fork" || name == "__fork";
+}
+
+std::string FrameText(const Frame& f) {
+  if (f.python) {
+    return f.py_func + " at " + f.py_file + ":" + std::to_string(f.py_line) + " (Python)";
+  }
+  std::string name = !f.func.empty() ? f.func : !f.sym.empty() ? f.sym : "??";
+  // Like a debugger: file:line when known, else the object and offset.
+  if (!f.src_file.empty()) return name + " at " + f.src_file + ":" + std::to_string(f.src_line);
+  if (!f.obj.empty() && f.off) return name + " (" + Basename(f.obj) + "+" + Hex(*f.off) + ")";
+  if (!f.obj.empty()) return name + " (" + Basename(f.obj) + ")";
+  return f.ip ? name + " " + Hex(f.ip) : name;
+}
+
+void AppendStack(std::string* out, const Stack& s, const std::string& indent, size_t width,
+                 size_t max_frames = 12) {
+  if (s.empty()) {
+    *out += indent + "(no stack in the log)\n";
+    return;
+  }
+  for (size_t i = 0; i < s.size() && i < max_frames; ++i)
+    *out += Fit(indent + "#" + std::to_string(i) + " " + FrameText(s[i]), width) + "\n";
+  if (s.size() > max_frames)
+    *out += indent + "… " + std::to_string(s.size() - max_frames) + " more frames\n";
+}
+
+std::string ProcessesPhrase(const ForkGroup& g) {
+  std::string s = "in " + Plural(static_cast<int64_t>(g.processes.size()), "process", "processes");
+  std::string extra;
+  if (!g.ranks.empty()) extra = FormatRanks(g.ranks);
+  if (g.hosts.size() == 1) {
+    extra += (extra.empty() ? "" : ", ") + std::string("host ") + *g.hosts.begin();
+  } else {
+    extra +=
+        (extra.empty() ? "" : ", ") + Plural(static_cast<int64_t>(g.hosts.size()), "host", "hosts");
+  }
+  return s + " (" + extra + ")";
+}
+
+std::string ActionsPhrase(const ForkGroup& g) {
+  std::string s;
+  for (const auto& [a, n] : g.actions) {
+    if (!s.empty()) s += ", ";
+    s += std::to_string(n) + " " + a;
+  }
+  if (!g.errnos.empty()) {
+    s += " (errno";
+    for (const auto& e : g.errnos) s += " " + e;
+    s += ")";
+  }
+  return s;
+}
+
+std::string ChildrenPhrase(const ForkGroup& g) {
+  std::string s = Plural(g.children_forked, "child", "children") + " forked";
+  if (g.children_segv) s += ", " + std::to_string(g.children_segv) + " killed by SIGSEGV";
+  if (g.children_exec) s += ", " + std::to_string(g.children_exec) + " exec'd (benign)";
+  return s;
+}
+
+std::string RangesPhrase(const ForkGroup& g) {
+  std::string s = Plural(g.max_ranges, "registered range", "registered ranges") + " (" +
+                  Bytes(g.max_range_bytes) + ")";
+  if (g.dontfork_ranges) s += ", " + std::to_string(g.dontfork_ranges) + " MADV_DONTFORK";
+  if (g.max_threads) s += "; " + Plural(g.max_threads, "thread", "threads");
+  if (g.kernel_cof) s += std::string("; kernel copy-on-fork: ") + (*g.kernel_cof ? "yes" : "no");
+  return s;
+}
+
+std::string InitPhrase(const ForkGroup& g) {
+  std::string s = "RDMA was first initialized here, by " + g.init_call;
+  if (!g.init_device.empty()) s += " on " + g.init_device;
+  if (g.min_age_ms >= 0) {
+    s += ", " + Duration(g.min_age_ms);
+    if (g.max_age_ms != g.min_age_ms) s += "–" + Duration(g.max_age_ms);
+    s += " before the fork";
+  }
+  return s + ":";
+}
+
+std::string SummaryLine(const JobReport& r) {
+  std::string s = Plural(static_cast<int64_t>(r.processes.size()), "process", "processes");
+  if (!r.ranks.empty()) s += " (" + std::to_string(r.ranks.size()) + " ranks)";
+  s += " on " + Plural(static_cast<int64_t>(r.hosts.size()), "host", "hosts") + ", " +
+       Plural(r.forks, "fork", "forks") + ": " + std::to_string(r.hazard_forks) + " hazardous at " +
+       Plural(static_cast<int64_t>(r.hazard_groups.size()), "call site", "call sites") + ", " +
+       std::to_string(r.forks - r.hazard_forks) + " clean";
+  return s;
+}
+
+// One line per process with its children below, collapsing a large set of
+// look-alike children ("worker ×8: 2 killed by SIGSEGV").
+void AppendTree(std::string* out, const JobReport& r, int i, const std::string& indent,
+                size_t width, int depth) {
+  const ProcessNode& p = r.processes[i];
+  std::string line = indent + std::to_string(p.pid) + " " + (p.prog.empty() ? "?" : p.prog);
+  if (p.rank) line += " [rank " + std::to_string(*p.rank) + "]";
+  if (p.rdma_initialized) line += " rdma";
+  if (p.forks) line += ", " + Plural(p.forks, "fork", "forks");
+  if (p.hazard_forks) line += " (" + std::to_string(p.hazard_forks) + " hazardous)";
+  if (p.died_segv) line += ", killed by SIGSEGV";
+  if (p.exec_after_fork) line += ", exec'd";
+  if (p.exit_status) line += ", exit " + std::to_string(*p.exit_status);
+  *out += Fit(line, width) + "\n";
+  if (depth > 16) return;
+  std::vector<int> leaves, inner;
+  for (int c : p.children) (r.processes[c].children.empty() ? leaves : inner).push_back(c);
+  for (int c : inner) AppendTree(out, r, c, indent + "  ", width, depth + 1);
+  if (leaves.size() <= 4) {
+    for (int c : leaves) AppendTree(out, r, c, indent + "  ", width, depth + 1);
+    return;
+  }
+  std::map<std::string, std::array<int, 3>> kinds;  // prog -> total, segv, exec
+  for (int c : leaves) {
+    auto& k = kinds[r.processes[c].prog];
+    ++k[0];
+    if (r.processes[c].died_segv) ++k[1];
+    if (r.processes[c].exec_after_fork) ++k[2];
+  }
+  for (const auto& [prog, k] : kinds) {
+    std::string l = indent + "  " + (prog.empty() ? "?" : prog) + " ×" + std::to_string(k[0]);
+    if (k[1]) l += ", " + std::to_string(k[1]) + " killed by SIGSEGV";
+    if (k[2]) l += ", " + std::to_string(k[2]) + " exec'd";
+    *out += Fit(l, width) + "\n";
+  }
+}
+
+JsonValue Str(const std::string& s) { return JsonValue::String(s); }
+JsonValue Int(int64_t i) { return JsonValue::Int(i); }
+
+JsonValue StackJson(const Stack& s) {
+  JsonValue a = JsonValue::Array();
+  for (const auto& f : s) {
+    JsonValue o = JsonValue::Object();
+    if (f.python) {
+      o.Set("py_file", Str(f.py_file));
+      o.Set("py_line", Int(f.py_line));
+      o.Set("py_func", Str(f.py_func));
+    } else {
+      if (f.ip) o.Set("ip", Str(Hex(f.ip)));
+      if (!f.obj.empty()) o.Set("obj", Str(f.obj));
+      if (f.off) o.Set("off", Str(Hex(*f.off)));
+      if (!f.sym.empty()) o.Set("sym", Str(f.sym));
+      if (!f.func.empty()) o.Set("func", Str(f.func));
+      if (!f.src_file.empty()) {
+        o.Set("file", Str(f.src_file));
+        o.Set("line", Int(f.src_line));
+      }
+    }
+    a.Push(std::move(o));
+  }
+  return a;
+}
+
+JsonValue CountMap(const std::map<std::string, int>& m) {
+  JsonValue o = JsonValue::Object();
+  for (const auto& [k, n] : m) o.Set(k, Int(n));
+  return o;
+}
+
+JsonValue RankArray(const std::set<int64_t>& ranks) {
+  JsonValue a = JsonValue::Array();
+  for (int64_t x : ranks) a.Push(Int(x));
+  return a;
+}
+
+JsonValue GroupJson(const JobReport& r, const ForkGroup& g, int id) {
+  JsonValue o = JsonValue::Object();
+  o.Set("id", Int(id));
+  o.Set("verdict", Str(g.verdict));
+  o.Set("site", Str(g.site));
+  o.Set("location", Str(SiteLabel(g.stack)));
+  o.Set("count", Int(g.count));
+  o.Set("process_count", Int(static_cast<int64_t>(g.processes.size())));
+  JsonValue pids = JsonValue::Array();
+  for (int p : g.processes) {
+    JsonValue x = JsonValue::Object();
+    x.Set("host", Str(r.processes[p].host));
+    x.Set("pid", Int(r.processes[p].pid));
+    pids.Push(std::move(x));
+  }
+  o.Set("processes", std::move(pids));
+  o.Set("ranks", RankArray(g.ranks));
+  JsonValue hosts = JsonValue::Array();
+  for (const auto& h : g.hosts) hosts.Push(Str(h));
+  o.Set("hosts", std::move(hosts));
+  o.Set("reasons", CountMap(g.reasons));
+  o.Set("actions", CountMap(g.actions));
+  o.Set("stack", StackJson(g.stack));
+  if (g.verdict == "hazard") {
+    if (g.init_call.empty()) {
+      o.Set("init", JsonValue());
+    } else {
+      JsonValue init = JsonValue::Object();
+      init.Set("call", Str(g.init_call));
+      init.Set("device", g.init_device.empty() ? JsonValue() : Str(g.init_device));
+      init.Set("min_age_ms", g.min_age_ms >= 0 ? Int(g.min_age_ms) : JsonValue());
+      init.Set("max_age_ms", g.max_age_ms >= 0 ? Int(g.max_age_ms) : JsonValue());
+      init.Set("stack", StackJson(g.init_stack));
+      o.Set("init", std::move(init));
+    }
+    JsonValue ranges = JsonValue::Object();
+    ranges.Set("count", Int(g.max_ranges));
+    ranges.Set("bytes", Int(g.max_range_bytes));
+    ranges.Set("dontfork", Int(g.dontfork_ranges));
+    o.Set("ranges", std::move(ranges));
+    o.Set("kernel_cof", g.kernel_cof ? JsonValue::Bool(*g.kernel_cof) : JsonValue());
+    o.Set("max_threads", Int(g.max_threads));
+  }
+  JsonValue ch = JsonValue::Object();
+  ch.Set("forked", Int(g.children_forked));
+  ch.Set("segv", Int(g.children_segv));
+  ch.Set("exec", Int(g.children_exec));
+  o.Set("children", std::move(ch));
+  return o;
+}
+
+std::string MdEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>') out.push_back('\\');
+    if (c == '\n') {
+      out += ' ';
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Markdown code span: backticks inside are not escapable, so use a longer fence.
+std::string MdCode(const std::string& s) {
+  bool tick = s.find('`') != std::string::npos;
+  std::string clean;
+  for (char c : s) clean.push_back(c == '\n' || c == '|' ? ' ' : c);
+  return tick ? "`` " + clean + " ``" : "`" + clean + "`";
+}
+
+}  // namespace
+
+std::string SiteLabel(const Stack& s) {
+  // In a Python program the Python line is the one its author knows.
+  for (const auto& f : s)
+    if (f.python) return f.py_file + ":" + std::to_string(f.py_line);
+  for (const auto& f : s) {
+    if (IsPlumbing(f)) continue;
+    if (f.python) return f.py_file + ":" + std::to_string(f.py_line);
+    if (!f.src_file.empty()) return Basename(f.src_file) + ":" + std::to_string(f.src_line);
+    if (!f.func.empty()) return f.func;
+    if (!f.sym.empty()) return f.sym;
+    if (!f.obj.empty() && f.off) return Basename(f.obj) + "+" + Hex(*f.off);
+  }
+  return "";
+}
+
+std::string RenderText(const JobReport& r, int width_in) {
+  size_t width = static_cast<size_t>(std::max(width_in, 40));
+  std::string out;
+  out += Fit("forkguard: " + SummaryLine(r), width) + "\n";
+
+  int id = 0;
+  for (const auto& g : r.hazard_groups) {
+    ++id;
+    std::string loc = SiteLabel(g.stack);
+    if (loc.empty()) loc = g.site.empty() ? "<unknown call site>" : "site " + g.site;
+    std::string head = loc + ": hazard: fork() after RDMA initialization";
+    if (g.count > 1) head += " ×" + std::to_string(g.count);
+    out += "\n" + Wrap("", "    ",
+                       head + " " + ProcessesPhrase(g) + " [" + std::to_string(id) + "/" +
+                           std::to_string(r.hazard_groups.size()) + "]",
+                       width);
+    for (const auto& [reason, n] : g.reasons) {
+      std::string tag = reason + (n != g.count ? " (" + std::to_string(n) + "×)" : "");
+      out += Wrap("  = " + tag + ":", "      ", ExplainReason(reason), width);
+    }
+    out += "  fork called at:\n";
+    AppendStack(&out, g.stack, "      ", width);
+    if (!g.init_call.empty()) {
+      out += Wrap("  note:", "      ", InitPhrase(g), width);
+      AppendStack(&out, g.init_stack, "      ", width);
+    }
+    if (g.max_ranges > 0 || g.max_threads > 0 || g.kernel_cof)
+      out += Wrap("  note:", "      ", "at the fork: " + RangesPhrase(g), width);
+    out +=
+        Wrap("  note:", "      ", "action: " + ActionsPhrase(g) + "; " + ChildrenPhrase(g), width);
+    out += Wrap("  help:", "      ", kFix, width);
+  }
+
+  if (!r.clean_groups.empty()) {
+    int64_t n = 0;
+    for (const auto& g : r.clean_groups) n += g.count;
+    out += "\n" +
+           Fit("clean: " + Plural(n, "fork", "forks") + " at " +
+                   Plural(static_cast<int64_t>(r.clean_groups.size()), "call site", "call sites") +
+                   " with no live RDMA resources (nothing to do)",
+               width) +
+           "\n";
+    for (size_t i = 0; i < r.clean_groups.size() && i < 5; ++i) {
+      const auto& g = r.clean_groups[i];
+      std::string loc = SiteLabel(g.stack);
+      out += Fit("  " + (loc.empty() ? "<unknown call site>" : loc) + " ×" +
+                     std::to_string(g.count) + " " + ProcessesPhrase(g),
+                 width) +
+             "\n";
+    }
+    if (r.clean_groups.size() > 5)
+      out += "  … " + std::to_string(r.clean_groups.size() - 5) + " more\n";
+  }
+
+  if (!r.inits.empty()) {
+    out += "\nRDMA initialized at " +
+           Plural(static_cast<int64_t>(r.inits.size()), "site:", "sites:") + "\n";
+    for (size_t i = 0; i < r.inits.size() && i < 8; ++i) {
+      const auto& s = r.inits[i];
+      std::string l = "  " + s.call + (s.device.empty() ? "" : " on " + s.device) + " ×" +
+                      std::to_string(s.count) + " in " +
+                      Plural(static_cast<int64_t>(s.processes.size()), "process", "processes");
+      if (!s.ranks.empty()) l += " (" + FormatRanks(s.ranks) + ")";
+      out += Fit(l, width) + "\n";
+      AppendStack(&out, s.stack, "      ", width, 6);
+    }
+  }
+
+  if (!r.deaths.empty()) {
+    out += "\n" + Plural(static_cast<int64_t>(r.deaths.size()), "child", "children") +
+           " killed touching RDMA-registered memory:\n";
+    for (size_t i = 0; i < r.deaths.size() && i < 10; ++i) {
+      const auto& d = r.deaths[i];
+      const ProcessNode& p = r.processes[d.process];
+      std::string l = "  " + p.host + " pid " + std::to_string(p.pid);
+      if (p.rank) l += " (rank " + std::to_string(*p.rank) + ")";
+      l += ": " + (d.signal == 11 ? std::string("SIGSEGV") : "signal " + std::to_string(d.signal));
+      if (d.addr) l += " at " + Hex(*d.addr);
+      if (d.range_addr)
+        l += ", registered range " + Hex(*d.range_addr) +
+             (d.range_len ? "+" + Bytes(static_cast<int64_t>(*d.range_len)) : "");
+      if (d.group >= 0) l += " [" + std::to_string(d.group + 1) + "]";
+      out += Fit(l, width) + "\n";
+    }
+    if (r.deaths.size() > 10) out += "  … " + std::to_string(r.deaths.size() - 10) + " more\n";
+  }
+
+  if (!r.processes.empty()) {
+    out += "\nprocess tree:\n";
+    std::string last_host;
+    for (int i = 0; i < static_cast<int>(r.processes.size()); ++i) {
+      if (r.processes[i].parent >= 0) continue;
+      if (r.processes[i].host != last_host) {
+        last_host = r.processes[i].host;
+        out += "  host " + last_host + "\n";
+      }
+      AppendTree(&out, r, i, "    ", width, 0);
+    }
+  }
+
+  if (!r.shim_notes.empty()) {
+    out += "\nshim notes:\n";
+    for (const auto& n : r.shim_notes) out += Wrap("  ", "    ", n, width);
+  }
+  if (!r.notes.empty()) {
+    out += "\n" + Plural(static_cast<int64_t>(r.notes.size()), "note", "notes") +
+           " on the input (" + std::to_string(r.lines_skipped) + " lines skipped):\n";
+    for (const auto& n : r.notes)
+      out += Wrap("  " + FitLeft(n.where, width - 20) + ":", "      ", n.text, width);
+  }
+  if (r.processes.empty()) out += "\nno forkguard events found\n";
+  return out;
+}
+
+JsonValue ReportToJson(const JobReport& r) {
+  JsonValue o = JsonValue::Object();
+  o.Set("schema", Str(kReportSchema));
+  JsonValue s = JsonValue::Object();
+  s.Set("processes", Int(static_cast<int64_t>(r.processes.size())));
+  JsonValue hosts = JsonValue::Array();
+  for (const auto& h : r.hosts) hosts.Push(Str(h));
+  s.Set("hosts", std::move(hosts));
+  s.Set("ranks", RankArray(r.ranks));
+  s.Set("forks", Int(r.forks));
+  s.Set("hazard_forks", Int(r.hazard_forks));
+  s.Set("clean_forks", Int(r.forks - r.hazard_forks));
+  s.Set("hazard_sites", Int(static_cast<int64_t>(r.hazard_groups.size())));
+  s.Set("spawns", Int(r.spawns));
+  s.Set("children_segv", Int(static_cast<int64_t>(r.deaths.size())));
+  s.Set("files_read", Int(r.files_read));
+  s.Set("lines_used", Int(r.lines_used));
+  s.Set("lines_skipped", Int(r.lines_skipped));
+  o.Set("summary", std::move(s));
+
+  JsonValue findings = JsonValue::Array();
+  int id = 0;
+  for (const auto& g : r.hazard_groups) findings.Push(GroupJson(r, g, ++id));
+  o.Set("findings", std::move(findings));
+  JsonValue clean = JsonValue::Array();
+  for (const auto& g : r.clean_groups) clean.Push(GroupJson(r, g, ++id));
+  o.Set("clean_sites", std::move(clean));
+
+  JsonValue inits = JsonValue::Array();
+  for (const auto& in : r.inits) {
+    JsonValue x = JsonValue::Object();
+    x.Set("call", Str(in.call));
+    x.Set("device", in.device.empty() ? JsonValue() : Str(in.device));
+    x.Set("count", Int(in.count));
+    x.Set("process_count", Int(static_cast<int64_t>(in.processes.size())));
+    x.Set("ranks", RankArray(in.ranks));
+    x.Set("stack", StackJson(in.stack));
+    inits.Push(std::move(x));
+  }
+  o.Set("rdma_inits", std::move(inits));
+
+  JsonValue deaths = JsonValue::Array();
+  for (const auto& d : r.deaths) {
+    JsonValue x = JsonValue::Object();
+    x.Set("host", Str(r.processes[d.process].host));
+    x.Set("pid", Int(r.processes[d.process].pid));
+    x.Set("parent_pid", d.parent >= 0 ? Int(r.processes[d.parent].pid) : JsonValue());
+    x.Set("signal", Int(d.signal));
+    x.Set("addr", d.addr ? Str(Hex(*d.addr)) : JsonValue());
+    if (d.range_addr) {
+      JsonValue rg = JsonValue::Object();
+      rg.Set("addr", Str(Hex(*d.range_addr)));
+      rg.Set("len", d.range_len ? Int(static_cast<int64_t>(*d.range_len)) : JsonValue());
+      x.Set("range", std::move(rg));
+    } else {
+      x.Set("range", JsonValue());
+    }
+    x.Set("finding", d.group >= 0 ? Int(d.group + 1) : JsonValue());
+    x.Set("reg_stack", StackJson(d.reg_stack));
+    deaths.Push(std::move(x));
+  }
+  o.Set("child_deaths", std::move(deaths));
+
+  JsonValue procs = JsonValue::Array();
+  for (const auto& p : r.processes) {
+    JsonValue x = JsonValue::Object();
+    x.Set("host", Str(p.host));
+    x.Set("pid", Int(p.pid));
+    x.Set("ppid", Int(p.ppid));
+    x.Set("parent_pid", p.parent >= 0 ? Int(r.processes[p.parent].pid) : JsonValue());
+    x.Set("prog", Str(p.prog));
+    x.Set("rank", p.rank ? Int(*p.rank) : JsonValue());
+    x.Set("start_ns", Int(p.start_ns));
+    x.Set("forks", Int(p.forks));
+    x.Set("hazard_forks", Int(p.hazard_forks));
+    x.Set("rdma_initialized", JsonValue::Bool(p.rdma_initialized));
+    x.Set("killed_segv", JsonValue::Bool(p.died_segv));
+    x.Set("exec_after_fork", JsonValue::Bool(p.exec_after_fork));
+    x.Set("exit_status", p.exit_status ? Int(*p.exit_status) : JsonValue());
+    x.Set("file", Str(p.file));
+    procs.Push(std::move(x));
+  }
+  o.Set("processes", std::move(procs));
+
+  JsonValue notes = JsonValue::Array();
+  for (const auto& n : r.notes) {
+    JsonValue x = JsonValue::Object();
+    x.Set("where", Str(n.where));
+    x.Set("text", Str(n.text));
+    notes.Push(std::move(x));
+  }
+  o.Set("notes", std::move(notes));
+  JsonValue sn = JsonValue::Array();
+  for (const auto& n : r.shim_notes) sn.Push(Str(n));
+  o.Set("shim_notes", std::move(sn));
+  return o;
+}
+
+std::string RenderJson(const JobReport& r) { return WriteJson(ReportToJson(r)) + "\n"; }
+
+std::string RenderMarkdown(const JobReport& r) {
+  std::string out = "### forkguard: ";
+  out += r.hazard_forks
+             ? std::to_string(r.hazard_forks) + " hazardous fork" +
+                   (r.hazard_forks == 1 ? "" : "s") + " at " +
+                   Plural(static_cast<int64_t>(r.hazard_groups.size()), "call site", "call sites")
+             : std::string("no hazardous fork");
+  out += "\n\n" + MdEscape(SummaryLine(r)) + "\n";
+  if (!r.hazard_groups.empty()) {
+    out += "\n| # | call site | forks | processes | ranks | reasons | children killed |\n";
+    out += "|---|---|---:|---:|---|---|---:|\n";
+    int id = 0;
+    for (const auto& g : r.hazard_groups) {
+      std::string reasons;
+      for (const auto& [k, n] : g.reasons) reasons += (reasons.empty() ? "" : ", ") + k;
+      std::string loc = SiteLabel(g.stack);
+      out += "| " + std::to_string(++id) + " | " + MdCode(loc.empty() ? "?" : loc) + " | ×" +
+             std::to_string(g.count) + " | " + std::to_string(g.processes.size()) + " | " +
+             MdEscape(FormatRanks(g.ranks)) + " | " + MdEscape(reasons) + " | " +
+             std::to_string(g.children_segv) + " |\n";
+    }
+    id = 0;
+    for (const auto& g : r.hazard_groups) {
+      std::string loc = SiteLabel(g.stack);
+      out += "\n#### " + std::to_string(++id) + ". " + MdCode(loc.empty() ? "?" : loc) +
+             ": fork() after RDMA initialization ×" + std::to_string(g.count) + "\n\n";
+      for (const auto& [reason, n] : g.reasons)
+        out += "- **" + reason + "**: " + MdEscape(ExplainReason(reason)) + "\n";
+      out += "- " + MdEscape(RangesPhrase(g)) + "\n";
+      out += "- " + MdEscape(ActionsPhrase(g) + "; " + ChildrenPhrase(g)) + "\n";
+      out += "- **fix**: " + MdEscape(kFix) + "\n\n";
+      out += "<details><summary>stacks</summary>\n\n```text\nfork called at:\n";
+      std::string st;
+      AppendStack(&st, g.stack, "  ", 200);
+      if (!g.init_call.empty()) {
+        st += InitPhrase(g) + "\n";
+        AppendStack(&st, g.init_stack, "  ", 200);
+      }
+      // A fence inside the text would end the block early.
+      for (size_t p; (p = st.find("```")) != std::string::npos;) st.replace(p, 3, "'''");
+      out += st + "```\n\n</details>\n";
+    }
+  }
+  if (!r.deaths.empty()) {
+    out += "\n**" + Plural(static_cast<int64_t>(r.deaths.size()), "child", "children") +
+           " killed by SIGSEGV** touching RDMA-registered memory.\n";
+  }
+  if (!r.notes.empty()) {
+    out += "\n<details><summary>" + Plural(static_cast<int64_t>(r.notes.size()), "note", "notes") +
+           " on the input</summary>\n\n";
+    for (const auto& n : r.notes) out += "- " + MdCode(n.where) + ": " + MdEscape(n.text) + "\n";
+    out += "\n</details>\n";
+  }
+  return out;
+}
+
+}  // namespace forkguard::cli

@@ -1,0 +1,364 @@
+// `forkguard run [options] -- CMD ARGS...`: run a program under the shim and
+// report on it. The program is started with posix_spawn, and only its
+// environment carries LD_PRELOAD/LD_AUDIT: forkguard itself is never watched.
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/event_log.h"
+#include "cli/job_report.h"
+#include "cli/shim_locator.h"
+#include "cli/symbolizer.h"
+
+extern char** environ;
+
+namespace forkguard::cli {
+
+const char kRunHelp[] = R"(NAME
+    forkguard run - run a program under libforkguard.so and report its forks
+
+SYNOPSIS
+    forkguard run [--mode warn|error|abort|off] [--log DIR] [--keep-log]
+                  [--audit|--no-audit] [--fail-on hazard|never]
+                  [--format text|json|markdown] -- CMD [ARGS...]
+
+DESCRIPTION
+    Runs CMD with the forkguard shim preloaded into it and all its descendants
+    (LD_PRELOAD, prepended to any LD_PRELOAD you already have), with the
+    LD_AUDIT module that sees libibverbs calls looked up through dlopen handles
+    (NCCL, OneFlow, brpc), and with the event log enabled. When CMD ends, prints
+    the report of that run (see forkguard report --help) to standard error and
+    exits with CMD's status.
+
+    SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to forkguard are forwarded to CMD
+    (a terminal's Ctrl-C already reaches CMD directly and is not sent twice).
+    forkguard waits for CMD and still prints the report.
+
+    The shim is found next to this binary: PREFIX/lib when installed as
+    PREFIX/bin/forkguard, the binary's directory, its Bazel runfiles, or
+    bazel-bin/shim; FORKGUARD_SHIM_DIR=DIR overrides the search.
+
+OPTIONS
+    --mode warn|error|abort|off
+        What the shim does at a hazardous fork (FORKGUARD_MODE): warn (default)
+        prints a message and lets fork proceed; error makes fork() fail (-1,
+        errno set) so the program sees an error at the line that forked; abort
+        prints the message and aborts for a core dump; off only logs.
+    --log DIR
+        Write the event logs to DIR (created if missing) and keep them. Without
+        it a private temporary directory is used and removed after the report.
+    --keep-log
+        Keep the temporary log directory and print its path.
+    --audit, --no-audit
+        Also set LD_AUDIT to libforkguard_audit.so (default: on when the
+        module is found; --audit makes a missing module an error).
+    --fail-on hazard|never
+        hazard: exit 3 when the run had a hazardous fork, whatever CMD's status
+        (for CI gates). never (default): exit with CMD's status.
+    --format text|json|markdown
+        Format of the report printed at the end (default text).
+    -h, --help
+        This text.
+
+ENVIRONMENT
+    FORKGUARD_SHIM_DIR   directory with libforkguard.so and libforkguard_audit.so
+    LD_PRELOAD, LD_AUDIT kept and extended for CMD
+
+EXIT STATUS
+    N        CMD exited with status N
+    128+S    CMD was killed by signal S
+    3        --fail-on hazard and a hazardous fork happened
+    125      forkguard itself failed (shim not found, bad log directory, ...)
+    126      CMD was found but could not be executed
+    127      CMD was not found
+    2        bad command line
+
+EXAMPLES
+    forkguard run -- python3 train.py --epochs 1
+    forkguard run --mode error --fail-on hazard --log ci-logs -- ./trainer
+)";
+
+namespace {
+
+std::atomic<pid_t> g_child{0};
+std::atomic<int> g_pending{0};
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+// Signal handler: async-signal-safe only (kill, atomics).
+void Forward(int sig, siginfo_t* info, void*) {
+  pid_t child = g_child.load();
+  // A terminal's signal (SI_KERNEL) went to the whole foreground process
+  // group, CMD included; forwarding it would deliver it twice.
+  if (info && info->si_code == SI_KERNEL) return;
+  if (info && child > 0 && info->si_pid == child) return;
+  if (child > 0)
+    kill(child, sig);
+  else
+    g_pending.store(sig);
+}
+
+bool Contains(const std::string& list, const std::string& path) {
+  return !path.empty() && list.find(path) != std::string::npos;
+}
+
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
+  return remove(path) == 0 ? 0 : 0;  // best effort; keep going
+}
+
+std::set<std::string> ListDir(const std::string& dir) {
+  std::set<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) names.insert(e->d_name);
+    closedir(d);
+  }
+  return names;
+}
+
+struct RunOptions {
+  std::string mode;
+  std::string log_dir;
+  bool keep_log = false;
+  int audit = -1;  // -1 auto, 0 off, 1 required
+  bool fail_on_hazard = false;
+  std::string format = "text";
+  std::vector<std::string> cmd;
+};
+
+// Returns -1 on success, else the exit status.
+int ParseRunArgs(const std::vector<std::string>& args, RunOptions* o) {
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const std::string& name, std::string* v) {
+      if (a == name) {
+        if (i + 1 >= args.size()) return false;
+        *v = args[++i];
+        return true;
+      }
+      *v = a.substr(name.size() + 1);
+      return true;
+    };
+    auto is = [&](const std::string& name) { return a == name || a.rfind(name + "=", 0) == 0; };
+    std::string v;
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.empty() || a[0] != '-') break;  // CMD starts here
+    if (a == "-h" || a == "--help") {
+      fputs(kRunHelp, stdout);
+      return kExitOk;
+    } else if (is("--mode")) {
+      if (!value("--mode", &v) || (v != "warn" && v != "error" && v != "abort" && v != "off")) {
+        fprintf(stderr, "forkguard run: --mode takes warn, error, abort or off\n");
+        return kExitUsage;
+      }
+      o->mode = v;
+    } else if (is("--log")) {
+      if (!value("--log", &v) || v.empty()) {
+        fprintf(stderr, "forkguard run: --log needs a directory\n");
+        return kExitUsage;
+      }
+      o->log_dir = v;
+    } else if (a == "--keep-log") {
+      o->keep_log = true;
+    } else if (a == "--audit") {
+      o->audit = 1;
+    } else if (a == "--no-audit") {
+      o->audit = 0;
+    } else if (is("--fail-on")) {
+      if (!value("--fail-on", &v) || (v != "hazard" && v != "never")) {
+        fprintf(stderr, "forkguard run: --fail-on takes hazard or never\n");
+        return kExitUsage;
+      }
+      o->fail_on_hazard = v == "hazard";
+    } else if (is("--format")) {
+      if (!value("--format", &v) || (v != "text" && v != "json" && v != "markdown")) {
+        fprintf(stderr, "forkguard run: --format takes text, json or markdown\n");
+        return kExitUsage;
+      }
+      o->format = v;
+    } else {
+      fprintf(stderr, "forkguard run: unknown option %s (see forkguard run --help)\n", a.c_str());
+      return kExitUsage;
+    }
+  }
+  o->cmd.assign(args.begin() + static_cast<long>(i), args.end());
+  if (o->cmd.empty()) {
+    fprintf(stderr,
+            "forkguard run: no command given\nusage: forkguard run [options] -- CMD "
+            "[ARGS...]\n");
+    return kExitUsage;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int RunMain(const std::vector<std::string>& args, const char* argv0) {
+  RunOptions o;
+  if (int rc = ParseRunArgs(args, &o); rc >= 0) return rc;
+
+  ShimLocation shim = LocateShim(argv0);
+  if (shim.preload.empty()) {
+    fprintf(stderr, "forkguard run: %s not found; searched:\n", kPreloadName);
+    for (const auto& d : shim.searched) fprintf(stderr, "    %s\n", d.c_str());
+    fprintf(stderr, "set FORKGUARD_SHIM_DIR to the directory that has it\n");
+    return kExitInternal;
+  }
+  if (o.audit == 1 && shim.audit.empty()) {
+    fprintf(stderr, "forkguard run: --audit: %s not found next to %s\n", kAuditName,
+            shim.preload.c_str());
+    return kExitInternal;
+  }
+  bool use_audit = o.audit != 0 && !shim.audit.empty();
+  if (o.audit == -1 && shim.audit.empty())
+    fprintf(stderr,
+            "forkguard run: note: %s not found, running without LD_AUDIT (calls made "
+            "through dlopen handles are seen only by the descriptor backstop)\n",
+            kAuditName);
+
+  // The log directory: the user's (kept), or a private temporary one.
+  bool temp_log = o.log_dir.empty();
+  if (temp_log) {
+    const char* tmp = getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/forkguard-run.XXXXXX";
+    if (!mkdtemp(tmpl.data())) {
+      fprintf(stderr, "forkguard run: cannot create a log directory in %s: %s\n",
+              tmp && *tmp ? tmp : "/tmp", strerror(errno));
+      return kExitInternal;
+    }
+    o.log_dir = tmpl;
+  } else {
+    if (mkdir(o.log_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      fprintf(stderr, "forkguard run: cannot create %s: %s\n", o.log_dir.c_str(), strerror(errno));
+      return kExitInternal;
+    }
+    struct stat st;
+    if (stat(o.log_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      fprintf(stderr, "forkguard run: --log %s is not a directory\n", o.log_dir.c_str());
+      return kExitInternal;
+    }
+  }
+  if (char* abs = realpath(o.log_dir.c_str(), nullptr)) {
+    o.log_dir = abs;
+    free(abs);
+  }
+  // The report covers this run only, also when --log DIR has older logs.
+  std::set<std::string> before = ListDir(o.log_dir);
+
+  // The program's environment: ours plus the shim settings.
+  std::vector<std::string> env;
+  std::string preload = shim.preload, audit = shim.audit;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("LD_PRELOAD=", 0) == 0) {
+      std::string old = kv.substr(11);
+      if (!old.empty() && !Contains(old, shim.preload)) preload += ":" + old;
+      if (Contains(old, shim.preload)) preload = old;
+    } else if (kv.rfind("LD_AUDIT=", 0) == 0) {
+      std::string old = kv.substr(9);
+      if (!old.empty() && !Contains(old, shim.audit)) audit += ":" + old;
+      if (Contains(old, shim.audit)) audit = old;
+      if (!use_audit) env.push_back(kv);
+    } else if (kv.rfind("FORKGUARD_MODE=", 0) == 0 && !o.mode.empty()) {
+    } else if (kv.rfind("FORKGUARD_LOG=", 0) == 0) {
+    } else {
+      env.push_back(kv);
+    }
+  }
+  env.push_back("LD_PRELOAD=" + preload);
+  if (use_audit) env.push_back("LD_AUDIT=" + audit);
+  if (!o.mode.empty()) env.push_back("FORKGUARD_MODE=" + o.mode);
+  env.push_back("FORKGUARD_LOG=" + o.log_dir);
+  std::vector<char*> envp, argvp;
+  for (auto& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  for (auto& s : o.cmd) argvp.push_back(s.data());
+  argvp.push_back(nullptr);
+
+  struct sigaction sa {};
+  sa.sa_sigaction = Forward;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_actions[4];
+  for (int i = 0; i < 4; ++i) sigaction(kForwarded[i], &sa, &old_actions[i]);
+
+  // The child starts with default dispositions for the forwarded signals.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int s : kForwarded) sigaddset(&defaults, s);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = 0;
+  int err = posix_spawnp(&pid, argvp[0], nullptr, &attr, argvp.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  int status = 0;
+  int exit_code;
+  if (err != 0) {
+    fprintf(stderr, "forkguard run: %s: %s\n", o.cmd[0].c_str(),
+            err == ENOENT ? "command not found" : strerror(err));
+    exit_code = err == ENOENT ? kExitNotFound : kExitCannotExec;
+  } else {
+    g_child.store(pid);
+    if (int sig = g_pending.exchange(0)) kill(pid, sig);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    g_child.store(0);
+    if (WIFEXITED(status))
+      exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+      exit_code = 128 + WTERMSIG(status);
+    else
+      exit_code = kExitInternal;
+  }
+  for (int i = 0; i < 4; ++i) sigaction(kForwarded[i], &old_actions[i], nullptr);
+
+  // Report on the files this run created.
+  std::vector<std::string> files;
+  for (const auto& n : ListDir(o.log_dir))
+    if (n != "." && n != ".." && !before.count(n)) files.push_back(o.log_dir + "/" + n);
+  LogSet logs;
+  ReadLogs(files, &logs);
+  Symbolizer sym;
+  JobReport r = BuildJobReport(logs, &sym);
+  std::string out;
+  if (err == 0) {
+    if (WIFSIGNALED(status))
+      out += "forkguard run: " + o.cmd[0] + " was killed by signal " +
+             std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")\n";
+    if (r.processes.empty())
+      out +=
+          "forkguard run: no events were logged: the program may be static or setuid, clear "
+          "LD_PRELOAD, or the shim could not write to " +
+          o.log_dir + "\n";
+  }
+  out += RenderReportAs(r, o.format);
+  if (temp_log && o.keep_log) out += "forkguard run: event logs kept in " + o.log_dir + "\n";
+  if (!temp_log) out += "forkguard run: event logs in " + o.log_dir + "\n";
+  fputs(out.c_str(), stderr);
+  fflush(stderr);
+  if (temp_log && !o.keep_log) nftw(o.log_dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+
+  if (err == 0 && o.fail_on_hazard && r.hazard_forks > 0) return kExitHazard;
+  return exit_code;
+}
+
+}  // namespace forkguard::cli

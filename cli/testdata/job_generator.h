@@ -1,0 +1,41 @@
+// Writes the event logs of a synthetic multi-rank job in the shim's format
+// (forkguard.event/1), as the shim would on a cluster: one file per process.
+// Used by the report tests (and the JSON schema test) before real logs exist,
+// and for jobs too big to run here. Stack frames point at real functions of
+// the running binary so that symbolization to file:line can be checked.
+#pragma once
+
+#include <string>
+
+namespace forkguard::cli::testdata {
+
+struct JobSpec {
+  int ranks = 8;            // rank processes, spread over two hosts
+  int procs_per_rank = 8;   // the rank itself + (procs_per_rank - 1) forked workers
+  int hazard_ranks = 6;     // ranks 0..hazard_ranks-1 fork their workers after RDMA init
+  int segv_children = 3;    // workers of rank 0 killed by SIGSEGV (child_segv)
+  bool helper_fork = true;  // rank 1 also fork+execs a helper from another call site
+  bool junk = false;        // add a truncated last line and a future-schema line
+};
+
+// What the job contains, computed from the spec (the report must agree).
+struct JobTruth {
+  int processes = 0;
+  int hosts = 0;
+  int hazard_forks = 0;        // all hazardous forks
+  int worker_site_hazard = 0;  // hazardous forks at the worker-pool call site
+  int worker_site_hazard_processes = 0;
+  int worker_site_clean = 0;
+  int helper_hazard = 0;
+  int segv = 0;
+  int exec_children = 0;
+  int hazard_sites = 0;
+};
+
+// Writes into existing directory `dir`; returns the truth.
+JobTruth WriteJob(const std::string& dir, const JobSpec& spec);
+
+// The function whose address the worker-pool fork stack names (for tests).
+void StartWorkerPool();
+
+}  // namespace forkguard::cli::testdata
