@@ -30,7 +30,9 @@
 #include <rdma/rdma_cma.h>
 #endif
 
+#include <barrier>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern char** environ;
@@ -53,6 +55,9 @@ void Usage() {
       "  --forks=N             fork N times from the same call site (default 1)\n"
       "  --rdmacm-only         librdmacm only: create_id + resolve_addr to $RXE_IP\n"
       "  --dlopen-local        dlopen(libibverbs.so.1, RTLD_NOW|RTLD_LOCAL) + dlsym(handle)\n"
+      "  --vfork               vfork + exec /bin/true instead of fork\n"
+      "  --threads=N           N more threads each register a page at once and stay alive\n"
+      "                        across the fork (prints 'thread-registered: n=N')\n"
       "  --reg-invalid         also ibv_reg_mr(len=0); prints 'invalid reg: mr=null errno=N'\n"
       "Device: $RXE_DEV or the first one. Output (stdout): 'device: NAME',\n"
       "'registered: call=C addr=0x.. len=N', 'heap-neighbor: addr=0x..',\n"
@@ -77,6 +82,8 @@ struct Options {
   bool rdmacm_only = false;
   bool dlopen_local = false;
   bool reg_invalid = false;
+  bool vfork = false;
+  int threads = 0;
 };
 
 [[noreturn]] void Die(const char* what) {
@@ -310,6 +317,17 @@ __attribute__((noinline)) pid_t fg_test_fork_worker(const Options& o, const Rdma
   return pid;
 }
 
+__attribute__((noinline)) pid_t fg_test_vfork_worker() {
+  fflush(stdout);
+  pid_t pid = vfork();
+  if (pid == 0) {
+    char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
+    execv("/bin/true", argv);
+    _exit(127);
+  }
+  return pid;
+}
+
 __attribute__((noinline)) pid_t fg_test_spawn_worker() {
   fflush(stdout);
   pid_t pid = -1;
@@ -327,6 +345,13 @@ namespace {
 // program carries on, as a data loader that catches the error would.
 void ForkWorkers(const Options& o, const Rdma& r) {
   for (int i = 0; i < o.forks; ++i) {
+    if (o.vfork) {
+      pid_t pid = fg_test_vfork_worker();
+      if (pid < 0) Die("vfork");
+      printf("spawn: child=%d (vfork)\n", static_cast<int>(pid));
+      PrintChildFate(pid);
+      continue;
+    }
     if (o.spawn) {
       pid_t pid = fg_test_spawn_worker();
       printf("spawn: child=%d\n", static_cast<int>(pid));
@@ -416,6 +441,11 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->fork_exec = true;
     } else if (a == "--rdmacm-only") {
       o->rdmacm_only = true;
+    } else if (value("--threads=", &v)) {
+      o->threads = atoi(v.c_str());
+      if (o->threads < 1) return false;
+    } else if (a == "--vfork") {
+      o->vfork = true;
     } else if (a == "--reg-invalid") {
       o->reg_invalid = true;
     } else if (a == "--dlopen-local") {
@@ -465,12 +495,37 @@ int main(int argc, char** argv) {
   if (o.fork_init_after) {
     printf("fork_init_after: ret=%d\n", api.fork_init());
   }
+  // --threads: registrations from several threads at once; the threads are
+  // alive while the parent forks.
+  std::vector<std::thread> threads;
+  std::vector<ibv_mr*> thread_mrs(o.threads, nullptr);
+  std::vector<void*> thread_pages(o.threads, nullptr);
+  std::barrier registered(o.threads + 1), forked(o.threads + 1);
+  for (int t = 0; t < o.threads; ++t) {
+    threads.emplace_back([&, t] {
+      const long page = sysconf(_SC_PAGESIZE);
+      if (posix_memalign(&thread_pages[t], page, page) != 0) Die("posix_memalign");
+      thread_mrs[t] = api.reg_mr(r.pd, thread_pages[t], page, IBV_ACCESS_LOCAL_WRITE);
+      if (!thread_mrs[t]) Die("ibv_reg_mr (thread)");
+      registered.arrive_and_wait();
+      forked.arrive_and_wait();
+    });
+  }
+  if (o.threads > 0) {
+    registered.arrive_and_wait();
+    printf("thread-registered: n=%d\n", o.threads);
+  }
   if (o.dereg_before_fork) {
     fg_test_release_rdma(api, &r);
     printf("released\n");
   }
   if (!o.fork_first) {
     ForkWorkers(o, r);
+  }
+  if (o.threads > 0) {
+    forked.arrive_and_wait();
+    for (std::thread& t : threads) t.join();
+    for (ibv_mr* mr : thread_mrs) r.mrs.insert(r.mrs.begin(), mr);  // dereg before the PD goes
   }
   // The parent carries on: its own copy of the buffer is untouched.
   for (size_t i = 0; i < r.buf_len; ++i) {
@@ -483,6 +538,7 @@ int main(int argc, char** argv) {
   fg_test_release_rdma(api, &r);
   free(r.buf);
   free(r.heap_block);
+  for (void* p : thread_pages) free(p);
   printf("done\n");
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/shim/shim_harness.h"
 #include "tests/shim/shim_run.h"
+#include "tests/support/runfiles.h"
 
 namespace forkguard::testing {
 namespace {
@@ -316,6 +317,59 @@ TEST(ShimStub, RdmacmOnlyProgramCaught) {
   EXPECT_EQ(1, forks[0].json["live"].Int("cm_channels")) << Ctx(r);
   EXPECT_EQ(1, forks[0].json["live"].Int("cm_ids")) << Ctx(r);
   ExpectWellFormedLog(r);
+}
+
+TEST(ShimStub, VforkExecIsNotAHazard) {
+  ShimRun r = Stub({"--fork-safe", "--vfork"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ("", r.proc.err) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 0")) << Ctx(r);
+  std::vector<Event> spawns = r.log.OfPid("spawn", r.proc.pid);
+  ASSERT_EQ(1u, spawns.size()) << Ctx(r);
+  EXPECT_EQ("vfork", spawns[0].json.String("call")) << Ctx(r);
+  // The shim tail-jumps into the real vfork (it cannot return through its own
+  // frame), so it may not know the pid: null is honest, a wrong pid is not.
+  const Json& child_pid = spawns[0].json["child_pid"];
+  if (!child_pid.IsNull()) {
+    EXPECT_EQ(r.report.children[0], spawns[0].json.Int("child_pid")) << Ctx(r);
+  }
+  for (const Event& e : r.log.Of("fork")) {
+    EXPECT_NE("hazard", e.json.String("verdict")) << Ctx(r);
+  }
+  ExpectWellFormedLog(r);
+}
+
+// Registrations from several threads at once, the threads alive at the fork.
+TEST(ShimStub, ConcurrentRegistrationsAllTracked) {
+  ShimRun r = Stub({"--fork-safe", "--threads=6"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_NE(std::string::npos, r.proc.out.find("thread-registered: n=6")) << Ctx(r);
+  EXPECT_EQ(7u, r.log.OfPid("mr_register", r.proc.pid).size()) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ(7, forks[0].json["live"].Int("mrs")) << Ctx(r);
+  EXPECT_EQ(7u, forks[0].json["ranges"].array.size()) << Ctx(r);
+  EXPECT_EQ(7, forks[0].json.Int("threads")) << Ctx(r);
+  EXPECT_EQ(7u, r.log.OfPid("mr_deregister", r.proc.pid).size()) << Ctx(r);
+  ExpectWellFormedLog(r);
+}
+
+// A program that never touches RDMA: the shim is invisible.
+TEST(ShimStub, NonRdmaProgramUntouched) {
+  std::string dir = MakeTempDir("forkguard-log");
+  ProgramRun p =
+      RunProgram({"/bin/sh", "-c", "echo hi | cat; ( echo sub ); exit 7"},
+                 {"LD_PRELOAD=" + Runfile("shim/libforkguard.so"), "FORKGUARD_LOG=" + dir});
+  EXPECT_TRUE(p.Exited(7)) << p.Describe();
+  EXPECT_EQ("hi\nsub\n", p.out) << p.Describe();
+  EXPECT_EQ("", p.err) << p.Describe();
+  EventLog log = ReadEventLog(dir);
+  EXPECT_TRUE(log.problems.empty());
+  for (const Event& e : log.Of("fork")) {
+    EXPECT_EQ("clean", e.json.String("verdict")) << p.Describe();
+  }
+  EXPECT_TRUE(log.Of("rdma_init").empty());
 }
 
 TEST(ShimStub, RankFromEnvironmentInEveryEvent) {
