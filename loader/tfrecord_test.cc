@@ -50,10 +50,13 @@ TEST(Crc32c, KnownAnswers) {
 
 TEST(Crc32c, HardwareMatchesTableAtEveryLengthAndAlignment) {
   std::mt19937_64 rng(5);
-  std::vector<uint8_t> buf(4096 + 16);
+  std::vector<uint8_t> buf(100000 + 16);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
   for (size_t align = 0; align < 8; align++) {
-    for (size_t len : {0, 1, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 4096}) {
+    // Lengths around the three-stream block sizes (3 x 256, 3 x 8192).
+    for (size_t len :
+         {0,   1,   3,   7,    8,    9,    15,    16,    17,    63,    64,          65,
+          767, 768, 769, 1000, 1543, 4096, 24575, 24576, 24577, 25360, 49152 + 777, 100000}) {
       EXPECT_EQ(Crc32c(buf.data() + align, len), Crc32cPortable(buf.data() + align, len))
           << "align " << align << " len " << len;
     }
