@@ -1,0 +1,269 @@
+#include "shim/event_log.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "shim/child.h"
+#include "shim/text_buffer.h"
+
+namespace forkguard {
+namespace {
+
+// A strict RFC 8259 syntax check, enough to prove every line is valid JSON.
+class JsonChecker {
+ public:
+  explicit JsonChecker(const std::string& s) : s_(s) {}
+  bool Valid() {
+    Ws();
+    if (!Value()) return false;
+    Ws();
+    return i_ == s_.size();
+  }
+
+ private:
+  bool Value() {
+    if (i_ >= s_.size()) return false;
+    char c = s_[i_];
+    if (c == '{') return Object();
+    if (c == '[') return Array();
+    if (c == '"') return String();
+    if (c == '-' || (c >= '0' && c <= '9')) return Number();
+    for (const char* lit : {"true", "false", "null"}) {
+      std::string l(lit);
+      if (s_.compare(i_, l.size(), l) == 0) {
+        i_ += l.size();
+        return true;
+      }
+    }
+    return false;
+  }
+  bool Object() {
+    ++i_;
+    Ws();
+    if (Peek('}')) return ++i_, true;
+    for (;;) {
+      Ws();
+      if (!String()) return false;
+      Ws();
+      if (!Peek(':')) return false;
+      ++i_;
+      Ws();
+      if (!Value()) return false;
+      Ws();
+      if (Peek('}')) return ++i_, true;
+      if (!Peek(',')) return false;
+      ++i_;
+    }
+  }
+  bool Array() {
+    ++i_;
+    Ws();
+    if (Peek(']')) return ++i_, true;
+    for (;;) {
+      Ws();
+      if (!Value()) return false;
+      Ws();
+      if (Peek(']')) return ++i_, true;
+      if (!Peek(',')) return false;
+      ++i_;
+    }
+  }
+  bool String() {
+    if (!Peek('"')) return false;
+    ++i_;
+    while (i_ < s_.size()) {
+      auto c = static_cast<unsigned char>(s_[i_]);
+      if (c == '"') return ++i_, true;
+      if (c < 0x20) return false;
+      if (c == '\\') {
+        ++i_;
+        if (i_ >= s_.size()) return false;
+        char e = s_[i_];
+        if (e == 'u') {
+          for (int k = 0; k < 4; ++k) {
+            ++i_;
+            if (i_ >= s_.size() || !isxdigit(static_cast<unsigned char>(s_[i_]))) return false;
+          }
+        } else if (std::string("\"\\/bfnrt").find(e) == std::string::npos) {
+          return false;
+        }
+      }
+      ++i_;
+    }
+    return false;
+  }
+  bool Number() {
+    size_t start = i_;
+    if (Peek('-')) ++i_;
+    while (i_ < s_.size() && isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
+    return i_ > start;
+  }
+  bool Peek(char c) const { return i_ < s_.size() && s_[i_] == c; }
+  void Ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t')) ++i_;
+  }
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+bool IsValidJson(const std::string& s) { return JsonChecker(s).Valid(); }
+
+TEST(TextBufferTest, NumbersAndSizes) {
+  char buf[256];
+  TextBuffer b(buf, sizeof(buf));
+  b.Dec(-42).Char(' ').UDec(0).Char(' ').Hex(0xbeef).Char(' ').Dec(INT64_MIN);
+  EXPECT_STREQ(buf, "-42 0 beef -9223372036854775808");
+  b.Clear();
+  b.Size(4u << 20).Str("|").Size(512).Str("|").Size(1536).Str("|").Size(3ull << 30);
+  EXPECT_STREQ(buf, "4.0 MiB|512 B|1.5 KiB|3.0 GiB");
+}
+
+TEST(TextBufferTest, TruncatesSafely) {
+  char buf[8];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str("0123456789");
+  EXPECT_TRUE(b.truncated());
+  EXPECT_EQ(b.size(), 7u);
+  EXPECT_STREQ(buf, "0123456");
+}
+
+TEST(TextBufferTest, JsonEscaping) {
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  b.JsonStr("a\"b\\c\nd\te\x01\x7f");
+  EXPECT_STREQ(buf, "\"a\\\"b\\\\c\\nd\\te\\u0001\\u007f\"");
+  EXPECT_TRUE(IsValidJson(buf));
+  b.Clear();
+  b.JsonStr("caf\xc3\xa9 \xff\xfe bad \xe2\x82");  // valid UTF-8, invalid bytes, cut sequence
+  EXPECT_TRUE(IsValidJson(buf));
+  EXPECT_NE(std::string(buf).find("caf\xc3\xa9"), std::string::npos);
+  EXPECT_NE(std::string(buf).find("\\ufffd"), std::string::npos);
+  b.Clear();
+  b.JsonStr(nullptr);
+  EXPECT_STREQ(buf, "null");
+}
+
+class EventLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = getenv("TEST_TMPDIR");
+    dir_ = std::string(tmp != nullptr ? tmp : "/tmp") + "/evlog_XXXXXX";
+    ASSERT_NE(mkdtemp(dir_.data()), nullptr);
+  }
+  std::vector<std::string> Files() {
+    std::vector<std::string> out;
+    std::string cmd = "ls " + dir_;
+    FILE* p = popen(cmd.c_str(), "r");
+    char line[4096];
+    while (p != nullptr && fgets(line, sizeof(line), p) != nullptr) {
+      std::string s(line);
+      if (!s.empty() && s.back() == '\n') s.pop_back();
+      out.push_back(dir_ + "/" + s);
+    }
+    if (p != nullptr) pclose(p);
+    return out;
+  }
+  std::string dir_;
+};
+
+TEST_F(EventLogTest, WritesValidLinesWithCommonFields) {
+  EventLog log;
+  LogIdentity id;
+  id.host = "host\"1";
+  id.prog = "prog";
+  id.rank = 3;
+  log.Configure(dir_.c_str(), id, nullptr, nullptr);
+  ASSERT_TRUE(log.enabled());
+  char buf[4096];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "note");
+  b.Str(",\"text\":").JsonStr("hello \"world\"\n");
+  log.End(b);
+  log.Begin(b, "rdma_init");
+  RawStack s;
+  s.depth = 2;
+  s.ips[0] = reinterpret_cast<uintptr_t>(&IsValidJson);
+  s.ips[1] = 0x1234;
+  b.Str(",\"stack\":");
+  AppendJsonStack(b, s, true);
+  log.End(b);
+
+  std::vector<std::string> files = Files();
+  ASSERT_EQ(files.size(), 1u);
+  struct stat st;
+  ASSERT_EQ(stat(files[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_NE(files[0].find("/forkguard.host\"1." + std::to_string(getpid()) + "."),
+            std::string::npos);
+  std::ifstream in(files[0]);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    EXPECT_TRUE(IsValidJson(line)) << line;
+    EXPECT_NE(line.find("\"schema\":\"forkguard.event/1\""), std::string::npos);
+    EXPECT_NE(line.find("\"rank\":3"), std::string::npos);
+    EXPECT_NE(line.find("\"seq\":" + std::to_string(n)), std::string::npos) << line;
+    EXPECT_NE(line.find("\"pid\":" + std::to_string(getpid())), std::string::npos);
+    ++n;
+  }
+  EXPECT_EQ(n, 2);
+}
+
+TEST_F(EventLogTest, OversizedLineBecomesANote) {
+  EventLog log;
+  log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
+  char buf[200];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "fork");
+  b.Str(",\"text\":").JsonStr(std::string(1000, 'x').c_str());
+  log.End(b);
+  std::vector<std::string> files = Files();
+  ASSERT_EQ(files.size(), 1u);
+  std::ifstream in(files[0]);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_TRUE(IsValidJson(line)) << line;
+  EXPECT_NE(line.find("\"event\":\"note\""), std::string::npos);
+}
+
+TEST_F(EventLogTest, RejectsSymlinkAndMissingDirectories) {
+  std::string link = dir_ + "/link";
+  ASSERT_EQ(symlink(dir_.c_str(), link.c_str()), 0);
+  std::vector<std::string> warnings;
+  auto sink = [](const char* line, void* ctx) {
+    static_cast<std::vector<std::string>*>(ctx)->push_back(line);
+  };
+  EventLog a;
+  a.Configure(link.c_str(), LogIdentity(), sink, &warnings);
+  EXPECT_FALSE(a.enabled());
+  EventLog b;
+  b.Configure((dir_ + "/missing").c_str(), LogIdentity(), sink, &warnings);
+  EXPECT_FALSE(b.enabled());
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("symlink"), std::string::npos);
+  EXPECT_EQ(warnings[1].rfind("forkguard: ignoring FORKGUARD_LOG=", 0), 0u);
+}
+
+TEST(ChildSegvTest, MessageNamesTheRange) {
+  char buf[1024];
+  ChildSegvRange r{0x1000, 0x401000, 0x1000, 0x401000, "ibv_reg_mr", "    #0 f (a+0x1)\n",
+                   0,      nullptr};
+  size_t n = FormatChildSegv(buf, sizeof(buf), 77, 0x2000, r);
+  std::string s(buf, n);
+  EXPECT_EQ(s,
+            "forkguard: child 77 SIGSEGV at 0x2000: inside a range registered for RDMA by the "
+            "parent (0x1000-0x401000, 4.0 MiB) registered by ibv_reg_mr at:\n    #0 f (a+0x1)\n");
+  r.start = 0x1800;
+  n = FormatChildSegv(buf, sizeof(buf), 77, 0x1000, r);
+  EXPECT_NE(std::string(buf, n).find("in a page shared with a range"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace forkguard

@@ -1,0 +1,123 @@
+#include "shim/message.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace forkguard {
+namespace {
+
+// Exported so dladdr can name it (the test binary is linked with -rdynamic).
+extern "C" __attribute__((noinline, visibility("default"))) void forkguard_test_user_frame() {}
+
+std::string Format(ForkReport& r) {
+  static char buf[65536];
+  TextBuffer b(buf, sizeof(buf));
+  FormatHazardMessage(b, r, true);
+  return std::string(b.data(), b.size());
+}
+
+struct Fixture {
+  StateSnapshot snap;
+  MrRecord mr;
+  bool dontfork[1] = {true};
+  RawStack fork_stack;
+  ForkReport r;
+
+  Fixture() {
+    InitOwnCodeRange();
+    snap.counts.contexts = 1;
+    snap.counts.pds = 1;
+    snap.counts.mrs = 1;
+    snap.counts.uverbs_fds = 1;
+    strcpy(snap.devices, "rxe0");
+    snap.init.set = true;
+    snap.init.call = RdmaCall::kOpenDevice;
+    strcpy(snap.init.device, "rxe0");
+    snap.init.mono_ns = 1000000000;
+    snap.init.stack.depth = 1;
+    snap.init.stack.ips[0] = reinterpret_cast<uintptr_t>(&forkguard_test_user_frame) + 1;
+    mr.addr = 0x7f0000000000;
+    mr.len = 4u << 20;
+    mr.call = RdmaCall::kRegMr;
+    mr.stack = snap.init.stack;
+    snap.mrs = &mr;
+    snap.mr_count = 1;
+    fork_stack = snap.init.stack;
+    r.who.pid = 4242;
+    r.who.prog = "train";
+    r.who.host = "node7";
+    r.who.rank = 3;
+    r.verdict.reasons = kChildSegv | kInheritedRdma;
+    r.verdict.dontfork_mrs = 1;
+    r.snap = &snap;
+    r.mr_dontfork = dontfork;
+    r.fork_stack = &fork_stack;
+    r.now_mono_ns = 3500000000;
+    r.threads = 5;
+    r.map_count = 100;
+    r.max_map_count = 65530;
+    r.cof.value = KernelCof::kYes;
+    r.cof.source = "netlink";
+  }
+};
+
+TEST(MessageTest, WarnModeContract) {
+  Fixture f;
+  std::string m = Format(f.r);
+  EXPECT_EQ(m.rfind("forkguard: fork after RDMA init in pid 4242 (train, rank 3 on node7)\n", 0),
+            0u)
+      << m;
+  EXPECT_NE(m.find("\n  verdict: hazard (child-segv, inherited-rdma)\n"), std::string::npos);
+  EXPECT_NE(m.find("\n  child-segv: 1 range(s) registered for RDMA are MADV_DONTFORK; the child "
+                   "is killed by SIGSEGV if it touches them:\n"
+                   "    0x7f0000000000-0x7f0000400000 (4.0 MiB) ibv_reg_mr by "
+                   "forkguard_test_user_frame ("),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("\n  inherited-rdma: the child inherits 1 device context (rxe0), 1 PD, 1 MR, "
+                   "0 rdma_cm channel(s)/id(s)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("\n  RDMA first initialized 2.5 s ago: ibv_open_device(rxe0) at:\n"
+                   "    #0 forkguard_test_user_frame+0x1 ("),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("\n  fork called at:\n    #0 forkguard_test_user_frame"), std::string::npos);
+  EXPECT_NE(m.find("\n  fix: create loader workers before RDMA init (fork first, then open the "
+                   "device), or start workers with spawn/forkserver (posix_spawn)\n"),
+            std::string::npos);
+  EXPECT_NE(m.find("\n  mode: warn - the fork proceeds (FORKGUARD_MODE=error makes it fail with "
+                   "EPERM)\n"),
+            std::string::npos);
+  EXPECT_EQ(m.find("parent-corruption"), std::string::npos);
+  EXPECT_EQ(m.back(), '\n');
+}
+
+TEST(MessageTest, ErrorAndAbortModes) {
+  Fixture f;
+  f.r.mode = Mode::kError;
+  EXPECT_NE(Format(f.r).find("\n  mode: error - the fork fails with EPERM; no child was created\n"),
+            std::string::npos);
+  f.r.mode = Mode::kAbort;
+  EXPECT_NE(Format(f.r).find("\n  mode: abort - aborting for a core dump\n"), std::string::npos);
+}
+
+TEST(MessageTest, ParentCorruptionAndNoRank) {
+  Fixture f;
+  f.r.who.rank = -1;
+  f.r.verdict.reasons = kParentCorruption | kInheritedRdma;
+  f.r.verdict.dontfork_mrs = 0;
+  f.r.verdict.corruptible_mrs = 1;
+  f.r.cof.value = KernelCof::kNo;
+  f.r.cof.source = "uname";
+  std::string m = Format(f.r);
+  EXPECT_NE(m.find("(train on node7)"), std::string::npos);
+  EXPECT_NE(m.find("verdict: hazard (parent-corruption, inherited-rdma)"), std::string::npos);
+  EXPECT_NE(m.find("\n  parent-corruption: 1 registered range is not protected"),
+            std::string::npos);
+  EXPECT_EQ(m.find("child-segv:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace forkguard
