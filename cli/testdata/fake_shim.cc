@@ -55,7 +55,10 @@ extern "C" pid_t fork(void) {
                       : ",\"verdict\":\"clean\",\"reasons\":[],\"action\":\"proceeded\","
                         "\"site\":\"c1ea\",\"stack\":[]");
   pid_t pid = real();
-  if (pid == 0) g_seq = 0;  // a child starts its own file
+  if (pid == 0) {
+    g_seq = 0;  // a child starts its own file
+    Emit("process_start", ",\"mode\":\"warn\"");
+  }
   if (pid > 0) {
     char extra[64];
     snprintf(extra, sizeof extra, ",\"child_pid\":%d", pid);

@@ -1,0 +1,170 @@
+// `forkguard run` on the host, with a stand-in shim (testdata/fake_shim.cc)
+// found through FORKGUARD_SHIM_DIR: exit statuses, --fail-on, the program's
+// environment, the end-of-run report, the temporary log directory and signal
+// forwarding. The real shim on a real device: run_rdma_test.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "cli/testdata/run_cli.h"
+#include "gtest/gtest.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::cli {
+namespace {
+
+using testdata::CliResult;
+using testdata::ReadFileOrEmpty;
+using testdata::RunCli;
+
+std::string Forkguard() { return forkguard::testing::Runfile("cli/forkguard"); }
+std::string FakeShim() {
+  return forkguard::testing::Runfile("cli/testdata/fake_shim/libforkguard.so");
+}
+std::string ShimDirEnv() {
+  std::string s = FakeShim();
+  return "FORKGUARD_SHIM_DIR=" + s.substr(0, s.rfind('/'));
+}
+
+CliResult RunForkguard(const std::vector<std::string>& run_args,
+                       std::vector<std::string> env = {}) {
+  std::vector<std::string> argv = {Forkguard(), "run"};
+  argv.insert(argv.end(), run_args.begin(), run_args.end());
+  env.push_back(ShimDirEnv());
+  return RunCli(argv, env);
+}
+
+TEST(Run, ExitStatusIsTheProgramsAndTheReportIsPrinted) {
+  CliResult r = RunForkguard({"--", "/bin/sh", "-c", "(true); exit 7"});
+  EXPECT_EQ(r.status, 7) << r.err;
+  EXPECT_NE(r.err.find("forkguard: 2 processes on 1 host, 1 fork: 0 hazardous at 0 call sites, "
+                       "1 clean"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(Run, KilledProgramGives128PlusSignal) {
+  CliResult r = RunForkguard({"--", "/bin/sh", "-c", "kill -9 $$"});
+  EXPECT_EQ(r.status, 128 + 9) << r.err;
+  EXPECT_NE(r.err.find("was killed by signal 9"), std::string::npos) << r.err;
+}
+
+TEST(Run, CommandNotFoundIs127NotExecutableIs126) {
+  EXPECT_EQ(RunForkguard({"--", "/nonexistent/program"}).status, 127);
+  EXPECT_EQ(RunForkguard({"--", "no-such-command-forkguard"}).status, 127);
+  std::string dir = forkguard::testing::MakeTempDir("noexec");
+  std::string f = dir + "/script";
+  FILE* fp = fopen(f.c_str(), "w");
+  ASSERT_NE(fp, nullptr);
+  fputs("#!/bin/sh\nexit 0\n", fp);
+  fclose(fp);
+  chmod(f.c_str(), 0644);
+  // root may execute files without x bits only if some x bit is set: none here.
+  EXPECT_EQ(RunForkguard({"--", f}).status, 126);
+}
+
+TEST(Run, FailOnHazardExits3) {
+  std::vector<std::string> env = {"FAKE_SHIM_HAZARD=1"};
+  CliResult plain = RunForkguard({"--", "/bin/sh", "-c", "(true); exit 0"}, env);
+  EXPECT_EQ(plain.status, 0) << plain.err;
+  EXPECT_NE(plain.err.find("hazard: fork() after RDMA initialization"), std::string::npos)
+      << plain.err;
+  CliResult gated =
+      RunForkguard({"--fail-on", "hazard", "--", "/bin/sh", "-c", "(true); exit 0"}, env);
+  EXPECT_EQ(gated.status, 3) << gated.err;
+  CliResult never = RunForkguard({"--fail-on=never", "--", "/bin/sh", "-c", "(true); exit 5"}, env);
+  EXPECT_EQ(never.status, 5);
+  // A clean run passes the gate with the program's status.
+  CliResult clean = RunForkguard({"--fail-on", "hazard", "--", "/bin/sh", "-c", "(true); exit 4"});
+  EXPECT_EQ(clean.status, 4) << clean.err;
+}
+
+TEST(Run, EnvironmentOfTheProgram) {
+  std::string dir = forkguard::testing::MakeTempDir("env");
+  std::string out = dir + "/env.txt";
+  std::string script =
+      "printf '%s\\n%s\\n%s\\n%s\\n' \"$LD_PRELOAD\" \"$FORKGUARD_MODE\" "
+      "\"$FORKGUARD_LOG\" \"${LD_AUDIT-unset}\" > " +
+      out;
+  CliResult r = RunForkguard({"--mode", "error", "--no-audit", "--", "/bin/sh", "-c", script},
+                             {"LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6", "LD_AUDIT="});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::string env = ReadFileOrEmpty(out);
+  // The shim first, the user's preload kept after it.
+  EXPECT_EQ(env.substr(0, env.find('\n')), FakeShim() + ":/lib/x86_64-linux-gnu/libm.so.6");
+  EXPECT_NE(env.find("\nerror\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nunset\n"), std::string::npos) << env;  // --no-audit
+  // The private log directory is gone after the report.
+  size_t a = env.find('\n', env.find('\n') + 1) + 1;
+  std::string log_dir = env.substr(a, env.find('\n', a) - a);
+  ASSERT_NE(log_dir.find("forkguard-run."), std::string::npos) << log_dir;
+  struct stat st;
+  EXPECT_NE(0, stat(log_dir.c_str(), &st)) << log_dir << " still exists";
+}
+
+TEST(Run, LogDirIsKeptAndTheCliItselfIsNotWatched) {
+  std::string dir = forkguard::testing::MakeTempDir("logs");
+  CliResult r = RunForkguard({"--log", dir, "--", "/bin/sh", "-c", "(true); (true); exit 0"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("event logs in " + dir), std::string::npos) << r.err;
+  // Logs of sh and its two subshells; none from forkguard (not preloaded).
+  CliResult rep = RunCli({Forkguard(), "report", "--format", "json", dir});
+  ASSERT_EQ(rep.status, 0) << rep.err;
+  EXPECT_NE(rep.out.find("\"processes\": 3,"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("\"forks\": 2,"), std::string::npos) << rep.out;
+  // A second run into the same directory reports only its own processes.
+  CliResult again = RunForkguard({"--log", dir, "--", "/bin/sh", "-c", "(true); exit 0"});
+  EXPECT_NE(again.err.find("forkguard: 2 processes on 1 host, 1 fork"), std::string::npos)
+      << again.err;
+}
+
+TEST(Run, ForwardsSigtermToTheProgram) {
+  std::string err = forkguard::testing::MakeTempDir("sig") + "/stderr";
+  int out_fd = -1;
+  std::vector<std::string> argv = {
+      Forkguard(), "run", "--",
+      "/bin/sh",   "-c",  "trap 'exit 42' TERM; echo ready; while :; do sleep 0.05; done"};
+  pid_t pid = testdata::StartCli(argv, {ShimDirEnv()}, &out_fd, err);
+  ASSERT_GT(pid, 0);
+  char buf[6] = {};
+  ssize_t n = 0;
+  while (n < 6) {  // "ready\n": the trap is installed
+    ssize_t k = read(out_fd, buf + n, 6 - static_cast<size_t>(n));
+    if (k < 0 && errno == EINTR) continue;
+    ASSERT_GT(k, 0) << "program ended before it was ready";
+    n += k;
+  }
+  ASSERT_EQ(0, kill(pid, SIGTERM));
+  int st = 0;
+  ASSERT_EQ(pid, waitpid(pid, &st, 0));
+  close(out_fd);
+  ASSERT_TRUE(WIFEXITED(st)) << "forkguard itself was killed";
+  EXPECT_EQ(WEXITSTATUS(st), 42) << ReadFileOrEmpty(err);
+  EXPECT_NE(ReadFileOrEmpty(err).find("forkguard: "), std::string::npos);
+}
+
+TEST(Run, UsageErrorsAndHelp) {
+  EXPECT_EQ(RunForkguard({}).status, 2);
+  EXPECT_EQ(RunForkguard({"--mode", "loud", "--", "true"}).status, 2);
+  EXPECT_EQ(RunForkguard({"--bogus", "--", "true"}).status, 2);
+  CliResult h = RunForkguard({"--help"});
+  EXPECT_EQ(h.status, 0);
+  EXPECT_NE(h.out.find("EXIT STATUS"), std::string::npos);
+  EXPECT_NE(h.out.find("127      CMD was not found"), std::string::npos);
+  CliResult v = RunCli({Forkguard(), "--version"});
+  EXPECT_EQ(v.status, 0);
+  EXPECT_EQ(v.out.rfind("forkguard ", 0), 0u);
+}
+
+TEST(Run, MissingShimIs125) {
+  CliResult r = RunCli({Forkguard(), "run", "--", "true"}, {"FORKGUARD_SHIM_DIR=/nonexistent"});
+  EXPECT_EQ(r.status, 125);
+  EXPECT_NE(r.err.find("libforkguard.so not found"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace forkguard::cli
