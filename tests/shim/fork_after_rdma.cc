@@ -54,6 +54,8 @@ void Usage() {
       "  --fork-exec           the child execs /bin/true\n"
       "  --forks=N             fork N times from the same call site (default 1)\n"
       "  --rdmacm-only         librdmacm only: create_id + resolve_addr to $RXE_IP\n"
+      "  --rdmacm-ep           librdmacm only: rdma_getaddrinfo + rdma_create_ep to $RXE_IP\n"
+      "  --child-uses-parent-pd the child registers memory on the parent's PD\n"
       "  --dlopen-local        dlopen(libibverbs.so.1, RTLD_NOW|RTLD_LOCAL) + dlsym(handle)\n"
       "  --vfork               vfork + exec /bin/true instead of fork\n"
       "  --threads=N           N more threads each register a page at once and stay alive\n"
@@ -84,6 +86,8 @@ struct Options {
   bool reg_invalid = false;
   bool vfork = false;
   int threads = 0;
+  bool rdmacm_ep = false;
+  bool child_uses_parent_pd = false;
 };
 
 [[noreturn]] void Die(const char* what) {
@@ -168,6 +172,8 @@ VerbsApi LoadVerbs(bool dlopen_local) {
   return api;
 #endif
 }
+
+const VerbsApi* g_api = nullptr;  // for the forked child (--child-uses-parent-pd)
 
 struct Rdma {
   ibv_context* ctx = nullptr;
@@ -307,6 +313,12 @@ __attribute__((noinline)) pid_t fg_test_fork_worker(const Options& o, const Rdma
       b[0] = 'c';
       if (b[0] != 'c') _exit(3);
     }
+    if (o.child_uses_parent_pd && r.pd && g_api) {
+      // Wrong on purpose: the parent's PD is not usable here.
+      static char page[4096] __attribute__((aligned(4096)));
+      ibv_mr* mr = g_api->reg_mr(r.pd, page, sizeof(page), IBV_ACCESS_LOCAL_WRITE);
+      if (mr) g_api->dereg_mr(mr);
+    }
     if (o.touch_heap_neighbor && r.heap_neighbor) {
       volatile char* b = r.heap_neighbor;
       b[0] = 'c';
@@ -371,7 +383,27 @@ void ForkWorkers(const Options& o, const Rdma& r) {
 }
 
 #ifndef FG_TEST_DLOPEN_ONLY
+int RunRdmacmEp(const Options& o) {
+  const char* ip = getenv("RXE_IP");
+  rdma_addrinfo hints{};
+  hints.ai_port_space = RDMA_PS_TCP;
+  rdma_addrinfo* res = nullptr;
+  if (rdma_getaddrinfo(ip && *ip ? ip : "10.11.12.1", "7471", &hints, &res) != 0) {
+    Die("rdma_getaddrinfo");
+  }
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_ep(&id, res, nullptr, nullptr) != 0) Die("rdma_create_ep");
+  printf("rdmacm: ep created\n");
+  Rdma none;
+  ForkWorkers(o, none);
+  rdma_destroy_ep(id);
+  rdma_freeaddrinfo(res);
+  printf("done\n");
+  return 0;
+}
+
 int RunRdmacmOnly(const Options& o) {
+  if (o.rdmacm_ep) return RunRdmacmEp(o);
   rdma_event_channel* ch = rdma_create_event_channel();
   if (!ch) Die("rdma_create_event_channel");
   rdma_cm_id* id = nullptr;
@@ -444,6 +476,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     } else if (value("--threads=", &v)) {
       o->threads = atoi(v.c_str());
       if (o->threads < 1) return false;
+    } else if (a == "--rdmacm-ep") {
+      o->rdmacm_ep = o->rdmacm_only = true;
+    } else if (a == "--child-uses-parent-pd") {
+      o->child_uses_parent_pd = true;
     } else if (a == "--vfork") {
       o->vfork = true;
     } else if (a == "--reg-invalid") {
@@ -479,6 +515,7 @@ int main(int argc, char** argv) {
     ForkWorkers(o, r);
   }
   VerbsApi api = LoadVerbs(o.dlopen_local);
+  g_api = &api;
   if (o.fork_safe) {
     if (int rc = api.fork_init(); rc != 0) DieRc("ibv_fork_init", rc);
   }

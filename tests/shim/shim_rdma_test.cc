@@ -152,6 +152,23 @@ TEST_F(ShimRdma, RdmacmOnlyProgramCaught) {
   ExpectWellFormedLog(r);
 }
 
+// 4'. rdma_create_ep (which creates its id and channel inside librdmacm).
+TEST_F(ShimRdma, RdmacmCreateEpCaught) {
+  ShimRun r = Real({"--rdmacm-ep"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_NE(std::string::npos, r.proc.out.find("rdmacm: ep created")) << Ctx(r);
+  HazardMessage m = ParseHazardMessage(r.proc.err);
+  ASSERT_TRUE(m.found) << Ctx(r);
+  EXPECT_TRUE(m.HasReason("inherited-rdma")) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("cm_ids")) << Ctx(r);
+  EXPECT_GE(forks[0].json["live"].Int("rdma_cm_fds"), 1) << Ctx(r);
+  std::vector<Event> init = r.log.OfPid("rdma_init", r.proc.pid);
+  ASSERT_EQ(1u, init.size()) << Ctx(r);
+  EXPECT_EQ("rdma_create_ep", init[0].json.String("call")) << Ctx(r);
+}
+
 // 5. posix_spawn after init is not a hazard; fork + exec is logged as exec'd.
 TEST_F(ShimRdma, PosixSpawnIsNotAHazard) {
   ShimRun r = Real({"--spawn"}, "", {"RDMAV_FORK_SAFE=1"});

@@ -372,6 +372,39 @@ TEST(ShimStub, NonRdmaProgramUntouched) {
   EXPECT_TRUE(log.Of("rdma_init").empty());
 }
 
+// rdma_create_ep calls rdma_create_id (and its private channel) through the
+// library's PLT: one user-visible id.
+TEST(ShimStub, RdmacmCreateEpCaughtAndCountedOnce) {
+  ShimRun r = Stub({"--rdmacm-ep"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_NE(std::string::npos, r.proc.out.find("rdmacm: ep created")) << Ctx(r);
+  HazardMessage m = ParseHazardMessage(r.proc.err);
+  ASSERT_TRUE(m.found) << Ctx(r);
+  EXPECT_TRUE(m.HasReason("inherited-rdma")) << Ctx(r);
+  std::vector<Event> init = r.log.OfPid("rdma_init", r.proc.pid);
+  ASSERT_EQ(1u, init.size()) << Ctx(r);
+  EXPECT_EQ("rdma_create_ep", init[0].json.String("call")) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("cm_ids")) << Ctx(r);
+  ExpectWellFormedLog(r);
+}
+
+// "Use of a parent's RDMA object from a child pid is flagged."
+TEST(ShimStub, ChildUsingParentsPdFlagged) {
+  ShimRun r = Stub({"--child-uses-parent-pd"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  const std::string child = std::to_string(r.report.children[0]);
+  size_t at = r.proc.err.find("forkguard: pid " + child + " ");
+  ASSERT_NE(std::string::npos, at) << "no message from the child\n" << Ctx(r);
+  std::string line = r.proc.err.substr(at, r.proc.err.find('\n', at) - at);
+  EXPECT_NE(std::string::npos, line.find("ibv_reg_mr")) << line;
+  EXPECT_NE(std::string::npos, line.find("parent")) << line;
+  EXPECT_EQ(1u, r.log.OfPid("note", r.report.children[0]).size()) << Ctx(r);
+  ExpectWellFormedLog(r);
+}
+
 TEST(ShimStub, RankFromEnvironmentInEveryEvent) {
   ShimRun r = Stub({"--order=fork-first"}, "", {"RANK=3"});
   ExpectCleanRun(r);

@@ -2,8 +2,11 @@
 // of the forkguard shim. Just enough for "create a channel and an id, resolve
 // an address, wait for ADDR_RESOLVED": like the real library, address
 // resolution opens the device and allocates a PD through libibverbs' exported
-// functions (PLT calls an interposer sees). The event channel is /dev/null.
+// functions (PLT calls an interposer sees). rdma_create_ep, as in rdma-core,
+// calls rdma_create_event_channel / rdma_create_id / rdma_resolve_addr through
+// the PLT: one user call, several wrappers. The event channel is /dev/null.
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -16,6 +19,11 @@
 #define EXPORT __attribute__((visibility("default")))
 
 enum { kMaxPending = 8 };
+
+struct StubId {
+  struct rdma_cm_id id;  // first member: the user's pointer
+  int owns_channel;      // rdma_create_ep's synchronous channel
+};
 
 struct StubChannel {
   struct rdma_event_channel channel;  // first member: the user's pointer
@@ -60,15 +68,24 @@ EXPORT int rdma_create_id(struct rdma_event_channel* channel, struct rdma_cm_id*
     errno = EINVAL;
     return -1;
   }
-  struct rdma_cm_id* cm = calloc(1, sizeof(*cm));
-  if (!cm) {
+  struct StubId* s = calloc(1, sizeof(*s));
+  if (!s) {
     errno = ENOMEM;
     return -1;
   }
-  cm->channel = channel;
-  cm->context = context;
-  cm->ps = ps;
-  *id = cm;
+  if (!channel) {
+    // Like librdmacm's synchronous ids: a private channel, through the PLT.
+    channel = rdma_create_event_channel();
+    if (!channel) {
+      free(s);
+      return -1;
+    }
+    s->owns_channel = 1;
+  }
+  s->id.channel = channel;
+  s->id.context = context;
+  s->id.ps = ps;
+  *id = &s->id;
   return 0;
 }
 
@@ -77,9 +94,11 @@ EXPORT int rdma_destroy_id(struct rdma_cm_id* id) {
     errno = EINVAL;
     return -1;
   }
+  struct StubId* s = (struct StubId*)id;
   if (id->pd) ibv_dealloc_pd(id->pd);
   if (id->verbs) ibv_close_device(id->verbs);
-  free(id);
+  if (s->owns_channel) rdma_destroy_event_channel(id->channel);
+  free(s);
   return 0;
 }
 
@@ -176,3 +195,71 @@ EXPORT const char* rdma_event_str(enum rdma_cm_event_type event) {
       return "UNKNOWN EVENT";
   }
 }
+
+EXPORT int rdma_getaddrinfo(const char* node, const char* service,
+                            const struct rdma_addrinfo* hints, struct rdma_addrinfo** res) {
+  if (!node || !res) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct rdma_addrinfo* ai = calloc(1, sizeof(*ai));
+  struct sockaddr_in* dst = calloc(1, sizeof(*dst));
+  if (!ai || !dst) {
+    free(ai);
+    free(dst);
+    errno = ENOMEM;
+    return -1;
+  }
+  dst->sin_family = AF_INET;
+  dst->sin_port = htons(service ? (uint16_t)atoi(service) : 0);
+  if (inet_pton(AF_INET, node, &dst->sin_addr) != 1) {
+    free(ai);
+    free(dst);
+    errno = EADDRNOTAVAIL;
+    return -1;
+  }
+  ai->ai_family = AF_INET;
+  ai->ai_port_space = hints ? hints->ai_port_space : RDMA_PS_TCP;
+  ai->ai_qp_type = hints ? hints->ai_qp_type : 0;
+  ai->ai_flags = hints ? hints->ai_flags : 0;
+  ai->ai_dst_addr = (struct sockaddr*)dst;
+  ai->ai_dst_len = sizeof(*dst);
+  *res = ai;
+  return 0;
+}
+
+EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo* res) {
+  if (!res) return;
+  free(res->ai_dst_addr);
+  free(res);
+}
+
+// Active side only: resolve the address synchronously (no QP: pd and
+// qp_init_attr must be NULL here).
+EXPORT int rdma_create_ep(struct rdma_cm_id** id, struct rdma_addrinfo* res, struct ibv_pd* pd,
+                          struct ibv_qp_init_attr* qp_init_attr) {
+  if (!id || !res || pd || qp_init_attr || (res->ai_flags & RAI_PASSIVE)) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct rdma_cm_id* cm = NULL;
+  if (rdma_create_id(NULL, &cm, NULL, (enum rdma_port_space)res->ai_port_space) != 0) return -1;
+  if (rdma_resolve_addr(cm, res->ai_src_addr, res->ai_dst_addr, 2000) != 0) {
+    int saved = errno;
+    rdma_destroy_id(cm);
+    errno = saved;
+    return -1;
+  }
+  struct rdma_cm_event* ev = NULL;
+  if (rdma_get_cm_event(cm->channel, &ev) != 0) {
+    int saved = errno;
+    rdma_destroy_id(cm);
+    errno = saved;
+    return -1;
+  }
+  rdma_ack_cm_event(ev);
+  *id = cm;
+  return 0;
+}
+
+EXPORT void rdma_destroy_ep(struct rdma_cm_id* id) { rdma_destroy_id(id); }
