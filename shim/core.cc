@@ -15,6 +15,7 @@
 #include "shim/event_log.h"
 #include "shim/message.h"
 #include "shim/proc_facts.h"
+#include "shim/python_stack.h"
 #include "shim/stack.h"
 #include "shim/verdict.h"
 
@@ -206,7 +207,10 @@ void NoteInit(RdmaCall call, const char* device) {
   if (st.EverInitialized()) return;
   RawStack stack;
   CaptureStack(&stack, g_config.stack_depth);
-  if (!st.NoteInit(call, device, stack, MonotonicNs())) return;
+  // A Cython extension (pyverbs) or a Python thread holding the GIL: its Python stack.
+  PythonStack py;  // ~11 KiB on a normal thread stack (not the fork path)
+  CapturePythonStack(&py, g_config.stack_depth);
+  if (!st.NoteInit(call, device, stack, py, MonotonicNs())) return;
   // Ask the kernel about copy-on-fork now, never later from an atfork handler.
   KernelCopyOnFork();
   EventLog& log = GlobalEventLog();
@@ -221,8 +225,26 @@ void NoteInit(RdmaCall call, const char* device) {
     b.Str("null");
   }
   b.Str(",\"stack\":");
-  AppendJsonStack(b, stack, true);
+  AppendJsonStack(b, stack, true, &py);
   log.End(b);
+}
+
+// The call site of a fork: native frames (object + offset) and Python file:line:function.
+uint64_t SiteOf(const RawStack& stack, const PythonStack* py) {
+  uint64_t h = StackSiteHash(stack);
+  if (py == nullptr) return h;
+  for (int i = 0; i < py->depth; ++i) {
+    const PythonStack::Frame& f = py->frames[i];
+    for (const char* p : {f.file, f.func}) {
+      for (; *p != '\0'; ++p) {
+        h ^= static_cast<unsigned char>(*p);
+        h *= 1099511628211ULL;
+      }
+    }
+    h ^= static_cast<uint64_t>(f.line);
+    h *= 1099511628211ULL;
+  }
+  return h;
 }
 
 // A forked child using an object its parent created: say so once per process.
@@ -245,8 +267,16 @@ void CheckInheritedUse(const char* call, const void* handle) {
   LogNote(b.data());
 }
 
-bool MatchesAllowList(const RawStack& stack) {
+bool MatchesAllowList(const RawStack& stack, const PythonStack& py) {
   if (g_config.allow_count == 0) return false;
+  for (int i = 0; i < py.depth; ++i) {
+    for (int k = 0; k < g_config.allow_count; ++k) {
+      if (AllowPatternMatches(g_config.allow[k], py.frames[i].func) ||
+          AllowPatternMatches(g_config.allow[k], BaseName(py.frames[i].file))) {
+        return true;
+      }
+    }
+  }
   for (int i = 0; i < stack.depth; ++i) {
     SymbolizedFrame f = Symbolize(stack.ips[i], i > 0);
     for (int k = 0; k < g_config.allow_count; ++k) {
@@ -294,7 +324,7 @@ void AppendInit(TextBuffer& b, const InitRecord& init, int64_t now) {
     b.Str("null");
   }
   b.Str(",\"age_ms\":").Dec((now - init.mono_ns) / 1000000).Str(",\"stack\":");
-  AppendJsonStack(b, init.stack, true);
+  AppendJsonStack(b, init.stack, true, &init.py);
   b.Char('}');
 }
 
@@ -312,14 +342,17 @@ void LogCleanFork(ForkVia via) {
   CaptureStack(&stack, g_config.stack_depth);
   EventLog::LargeLine line(log);
   if (!line.ok()) return;
+  // Guarded by the log line's lock.
+  static PythonStack py;
+  CapturePythonStack(&py, g_config.stack_depth);
   TextBuffer& b = line.text();
   log.Begin(b, "fork");
   b.Str(",\"verdict\":\"clean\",\"reasons\":[],\"action\":\"")
       .Str(g_config.mode == Mode::kOff ? "off" : "proceeded")
       .Str("\",\"site\":");
-  AppendJsonHex(b, StackSiteHash(stack));
+  AppendJsonHex(b, SiteOf(stack, &py));
   b.Str(",\"reported\":false,\"stack\":");
-  AppendJsonStack(b, stack, true);
+  AppendJsonStack(b, stack, true, &py);
   b.Str(",\"init\":null,\"ranges\":[]");
   AppendLive(b, LiveCounts());
   b.Str(",\"threads\":null,\"max_map_count\":null,\"map_count\":null");
@@ -329,26 +362,39 @@ void LogCleanFork(ForkVia via) {
 }
 
 // Scratch for one hazardous decision (mmap'd: the fork path never calls malloc).
+// Large objects live here, not on the stack: fork may be called on a small signal stack.
 struct Scratch {
   static constexpr int kMaxDcVmas = 4096;
   static constexpr size_t kMessageBytes = 256 * 1024;
-  Vma* dc = nullptr;
+  struct Fixed {
+    StateSnapshot snap;
+    PythonStack fork_py;
+    RawStack fork_stack;
+    Vma dc[kMaxDcVmas];
+    char message[kMessageBytes];
+  };
+  Fixed* fixed = nullptr;
   bool* mr_dontfork = nullptr;
-  char* message = nullptr;
-  size_t bytes = 0;
+  size_t dontfork_bytes = 0;
 
-  bool Map(int mr_count) {
-    bytes = sizeof(Vma) * kMaxDcVmas + static_cast<size_t>(mr_count) + 64 + kMessageBytes;
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+  bool MapFixed() {
+    void* p = mmap(nullptr, sizeof(Fixed), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return false;
-    dc = static_cast<Vma*>(p);
-    mr_dontfork = reinterpret_cast<bool*>(dc + kMaxDcVmas);
-    message = reinterpret_cast<char*>(mr_dontfork) + mr_count + 64;
+    fixed = static_cast<Fixed*>(p);  // zero-filled: a valid empty state for these PODs
+    return true;
+  }
+  bool MapFlags(int mr_count) {
+    dontfork_bytes = static_cast<size_t>(mr_count) + 1;
+    void* p =
+        mmap(nullptr, dontfork_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return false;
+    mr_dontfork = static_cast<bool*>(p);
     return true;
   }
   ~Scratch() {
-    if (dc != nullptr) munmap(dc, bytes);
+    if (mr_dontfork != nullptr) munmap(mr_dontfork, dontfork_bytes);
+    if (fixed != nullptr) munmap(fixed, sizeof(Fixed));
   }
 };
 
@@ -357,15 +403,17 @@ struct Scratch {
 ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   ForkDecision d;
   RdmaState& st = GlobalState();
-  StateSnapshot snap;
+  Scratch scratch;
+  if (!scratch.MapFixed()) return d;
+  StateSnapshot& snap = scratch.fixed->snap;
   if (!st.TakeSnapshot(&snap)) return d;
   snap.counts.uverbs_fds = fds.uverbs;
   snap.counts.rdma_cm_fds = fds.rdma_cm;
-  Scratch scratch;
-  if (!scratch.Map(snap.mr_count)) {
+  if (!scratch.MapFlags(snap.mr_count)) {
     RdmaState::FreeSnapshot(&snap);
     return d;
   }
+  Vma* dc = scratch.fixed->dc;
   int64_t now = MonotonicNs();
 
   // The kernel's view of DONTFORK ranges, only when something may be registered.
@@ -373,7 +421,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   int dc_total = 0;
   int vma_count = -1;
   if (snap.mr_count > 0 || (snap.counts.contexts == 0 && fds.uverbs > 0)) {
-    if (!ReadDontforkVmas(scratch.dc, Scratch::kMaxDcVmas, &dc_stored, &dc_total, &vma_count)) {
+    if (!ReadDontforkVmas(dc, Scratch::kMaxDcVmas, &dc_stored, &dc_total, &vma_count)) {
       vma_count = -1;
     }
   }
@@ -384,7 +432,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   in.counts = snap.counts;
   in.mrs = snap.mrs;
   in.mr_count = snap.mr_count;
-  in.dc_vmas = scratch.dc;
+  in.dc_vmas = dc;
   in.dc_count = dc_stored;
   in.kernel_cof = cof.value;
   ForkVerdict v = DecideVerdict(in, scratch.mr_dontfork);
@@ -395,10 +443,13 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   }
   d.hazard = true;
 
-  RawStack fork_stack;
+  RawStack& fork_stack = scratch.fixed->fork_stack;
   CaptureStack(&fork_stack, g_config.stack_depth);
-  uint64_t site = StackSiteHash(fork_stack);
-  bool allowed = MatchesAllowList(fork_stack);
+  // os.fork() holds the GIL: the Python line that forked.
+  PythonStack& fork_py = scratch.fixed->fork_py;
+  CapturePythonStack(&fork_py, g_config.stack_depth);
+  uint64_t site = SiteOf(fork_stack, &fork_py);
+  bool allowed = MatchesAllowList(fork_stack, fork_py);
   bool report = !allowed && (g_config.report == ReportPolicy::kAlways || st.FirstTimeForSite(site));
 
   ForkReport r;
@@ -406,9 +457,10 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   r.verdict = v;
   r.snap = &snap;
   r.mr_dontfork = scratch.mr_dontfork;
-  r.dc_vmas = scratch.dc;
+  r.dc_vmas = dc;
   r.dc_count = dc_stored;
   r.fork_stack = &fork_stack;
+  r.fork_py = &fork_py;
   r.now_mono_ns = now;
   r.mode = g_config.mode;
   r.via = via;
@@ -418,7 +470,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   r.cof = cof;
 
   if (report && !g_config.quiet) {
-    TextBuffer msg(scratch.message, Scratch::kMessageBytes);
+    TextBuffer msg(scratch.fixed->message, Scratch::kMessageBytes);
     FormatHazardMessage(msg, r, /*demangle=*/true);
     WriteStderr(msg.data(), msg.size());
   }
@@ -445,7 +497,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
       b.Str(",\"reported\":").Str(report && !g_config.quiet ? "true" : "false");
       b.Str(",\"allowed\":").Str(allowed ? "true" : "false");
       b.Str(",\"stack\":");
-      AppendJsonStack(b, fork_stack, true);
+      AppendJsonStack(b, fork_stack, true, &fork_py);
       AppendInit(b, snap.init, now);
       b.Str(",\"ranges\":[");
       first = true;
@@ -460,8 +512,8 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
       for (int i = 0; i < v.unattributed_dc && i < dc_stored; ++i) {
         if (!first) b.Char(',');
         first = false;
-        b.Str("{\"addr\":").UDec(scratch.dc[i].start);
-        b.Str(",\"len\":").UDec(scratch.dc[i].end - scratch.dc[i].start);
+        b.Str("{\"addr\":").UDec(dc[i].start);
+        b.Str(",\"len\":").UDec(dc[i].end - dc[i].start);
         b.Str(",\"call\":null,\"dontfork\":true}");
       }
       b.Char(']');
@@ -502,6 +554,9 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
 }
 
 ForkDecision Decide(ForkVia via) {
+  // fork() from a signal handler that interrupted this thread inside the state lock:
+  // deciding would deadlock; let the fork proceed unjudged.
+  if (GlobalState().lock().HeldByThisThread()) return ForkDecision();
   // Fast path: nothing tracked and no RDMA descriptor open.
   RdmaFds fds = ScanRdmaFds();
   if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {

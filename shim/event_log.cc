@@ -31,7 +31,7 @@ EventLog& GlobalEventLog() { return g_log; }
 
 void AppendJsonHex(TextBuffer& b, uint64_t v) { b.Char('"').Ptr(v).Char('"'); }
 
-void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize) {
+void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize, const PythonStack* py) {
   b.Char('[');
   for (int i = 0; i < stack.depth; ++i) {
     if (i > 0) b.Char(',');
@@ -49,6 +49,14 @@ void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize) {
       }
     }
     b.Char('}');
+  }
+  if (py != nullptr) {
+    for (int i = 0; i < py->depth; ++i) {
+      if (i > 0 || stack.depth > 0) b.Char(',');
+      const PythonStack::Frame& f = py->frames[i];
+      b.Str("{\"py\":{\"file\":").JsonStr(f.file).Str(",\"line\":").Dec(f.line);
+      b.Str(",\"func\":").JsonStr(f.func).Str("}}");
+    }
   }
   b.Char(']');
 }

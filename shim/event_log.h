@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "shim/config.h"
+#include "shim/python_stack.h"
 #include "shim/stack.h"
 #include "shim/state.h"
 #include "shim/text_buffer.h"
@@ -82,7 +83,10 @@ EventLog& GlobalEventLog();
 // JSON helpers shared by the writers.
 // `[{"ip":"0x..","obj":"..","off":"0x..","sym":"..","symoff":"0x.."},...]`; with
 // `symbolize` false (child, signal handler) only "ip".
-void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize);
+// Python frames (`py`, innermost first) follow the native frames as
+// {"py":{"file","line","func"}}.
+void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize,
+                     const PythonStack* py = nullptr);
 void AppendJsonHex(TextBuffer& b, uint64_t v);  // "0x.." as a string
 
 }  // namespace forkguard

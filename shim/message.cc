@@ -24,6 +24,17 @@ void FormatStackLines(TextBuffer& out, const RawStack& stack, const char* indent
   }
 }
 
+void FormatPythonLines(TextBuffer& out, const PythonStack& py, const char* indent) {
+  if (py.depth <= 0) return;
+  // Like a Python traceback: most recent call last (frames are stored innermost first).
+  out.Str(indent).Str("Python stack (most recent call last):\n");
+  for (int i = py.depth - 1; i >= 0; --i) {
+    const PythonStack::Frame& f = py.frames[i];
+    out.Str(indent).Str("  File \"").Str(f.file).Str("\", line ").Dec(f.line).Str(", in ");
+    out.Str(f.func).Char('\n');
+  }
+}
+
 void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
   const StateSnapshot& s = *r.snap;
   const LiveCounts& c = s.counts;
@@ -104,6 +115,7 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
     out.Str(" s ago: ").Str(RdmaCallName(s.init.call)).Char('(');
     out.Str(s.init.device[0] != '\0' ? s.init.device : "no device yet").Str(") at:\n");
     FormatStackLines(out, s.init.stack, "    ", demangle);
+    FormatPythonLines(out, s.init.py, "    ");
   } else {
     out.Str("  RDMA first initialized: not seen by forkguard (found ");
     out.Dec(c.uverbs_fds).Str(" uverbs and ").Dec(c.rdma_cm_fds);
@@ -112,6 +124,7 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
 
   out.Str("  fork called at:\n");
   if (r.fork_stack != nullptr) FormatStackLines(out, *r.fork_stack, "    ", demangle);
+  if (r.fork_py != nullptr) FormatPythonLines(out, *r.fork_py, "    ");
 
   out.Str("  facts: ");
   if (r.threads >= 0) {

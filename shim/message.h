@@ -7,6 +7,7 @@
 
 #include "shim/config.h"
 #include "shim/proc_facts.h"
+#include "shim/python_stack.h"
 #include "shim/stack.h"
 #include "shim/state.h"
 #include "shim/text_buffer.h"
@@ -31,6 +32,7 @@ struct ForkReport {
   const Vma* dc_vmas = nullptr;       // for unattributed ranges
   int dc_count = 0;
   const RawStack* fork_stack = nullptr;
+  const PythonStack* fork_py = nullptr;  // may be null or empty
   int64_t now_mono_ns = 0;
   Mode mode = Mode::kWarn;
   ForkVia via = ForkVia::kFork;
@@ -45,6 +47,9 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle);
 
 // Appends the frames of `stack` as "    #i func+0xoff (obj+0xoff)\n" lines.
 void FormatStackLines(TextBuffer& out, const RawStack& stack, const char* indent, bool demangle);
+// Appends a Python traceback ("Python stack (most recent call last):" + File lines), each
+// line prefixed with `indent`; nothing for an empty stack.
+void FormatPythonLines(TextBuffer& out, const PythonStack& py, const char* indent);
 
 }  // namespace forkguard
 

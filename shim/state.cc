@@ -291,7 +291,7 @@ bool RdmaState::IsInheritedHandle(uintptr_t handle, pid_t self) {
 }
 
 bool RdmaState::NoteInit(RdmaCall call, const char* device, const RawStack& stack,
-                         int64_t mono_ns) {
+                         const PythonStack& py, int64_t mono_ns) {
   if (ever_init_.load(std::memory_order_acquire)) return false;
   Guard g(lock_);
   if (g_tables.init.set) return false;
@@ -300,12 +300,18 @@ bool RdmaState::NoteInit(RdmaCall call, const char* device, const RawStack& stac
   CopyName(g_tables.init.device, sizeof(g_tables.init.device), device);
   g_tables.init.mono_ns = mono_ns;
   g_tables.init.stack = stack;
+  memcpy(static_cast<void*>(&g_tables.init.py), &py, sizeof(py));
   ever_init_.store(true, std::memory_order_release);
   return true;
 }
 
 bool RdmaState::TakeSnapshot(StateSnapshot* out) {
-  *out = StateSnapshot();
+  // Field by field: the snapshot is large (Python stack) and lives in mmap'd scratch.
+  out->counts = LiveCounts();
+  out->devices[0] = '\0';
+  out->mrs = nullptr;
+  out->mr_count = 0;
+  out->mapped_bytes = 0;
   Guard g(lock_);
   LiveCounts& c = out->counts;
   c.contexts = g_tables.contexts.size();
@@ -336,7 +342,7 @@ bool RdmaState::TakeSnapshot(StateSnapshot* out) {
     used += n;
     out->devices[used] = '\0';
   }
-  out->init = g_tables.init;
+  memcpy(static_cast<void*>(&out->init), &g_tables.init, sizeof(out->init));
   if (c.mrs > 0) {
     size_t bytes = sizeof(MrRecord) * static_cast<size_t>(c.mrs);
     void* p = MapPages(bytes);

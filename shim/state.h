@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shim/python_stack.h"
 #include "shim/stack.h"
 
 namespace forkguard {
@@ -67,6 +68,7 @@ struct InitRecord {
   char device[kDeviceNameLen] = {};
   int64_t mono_ns = 0;
   RawStack stack;
+  PythonStack py{};  // depth 0 outside CPython or without the GIL
 };
 
 struct LiveCounts {
@@ -122,7 +124,8 @@ class RdmaState {
   bool IsInheritedHandle(uintptr_t handle, pid_t self);
 
   // Records the first RDMA initialization; returns true when this call was the first.
-  bool NoteInit(RdmaCall call, const char* device, const RawStack& stack, int64_t mono_ns);
+  bool NoteInit(RdmaCall call, const char* device, const RawStack& stack, const PythonStack& py,
+                int64_t mono_ns);
 
   // Fast path: anything tracked at all? Lock-free, no allocation.
   bool AnyLive() const { return live_.load(std::memory_order_acquire) > 0; }
