@@ -11,15 +11,15 @@
 namespace forkguard::testing {
 namespace {
 
-struct Run {
+struct ShimRun {
   ProgramResult result;
   std::vector<std::string> log;
 };
 
 // Runs tests/python/<script> under the shim (timeout: a hung DataLoader is a failure).
-Run RunPython(const RdmaDevice& dev, const std::string& script, const std::string& mode) {
+ShimRun RunPython(const RdmaDevice& dev, const std::string& script, const std::string& mode) {
   std::string log_dir = MakeTempDir("fglog");
-  Run run;
+  ShimRun run;
   run.result =
       RunProgram({"/usr/bin/timeout", "240", "/usr/bin/python3", Runfile("tests/python/" + script)},
                  {"LD_PRELOAD=" + Runfile("shim/libforkguard.so"), "FORKGUARD_MODE=" + mode,
@@ -37,7 +37,7 @@ std::string PyFrame(const std::string& file, const std::string& marker, const st
 
 TEST(DataLoaderRdma, WarnModeNamesThePythonLines) {
   RdmaDevice dev = RequireRdmaDevice();
-  Run run = RunPython(dev, "dataloader_after_rdma.py", "warn");
+  ShimRun run = RunPython(dev, "dataloader_after_rdma.py", "warn");
   const ProgramResult& r = run.result;
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("sum 140"), std::string::npos) << r.out;  // the epoch completed
@@ -74,7 +74,7 @@ TEST(DataLoaderRdma, WarnModeNamesThePythonLines) {
 
 TEST(DataLoaderRdma, ErrorModeFailsTheDataLoaderAtThatLine) {
   RdmaDevice dev = RequireRdmaDevice();
-  Run run = RunPython(dev, "dataloader_after_rdma.py", "error");
+  ShimRun run = RunPython(dev, "dataloader_after_rdma.py", "error");
   const ProgramResult& r = run.result;
   EXPECT_EQ(r.status, 1) << r.out << r.err;  // uncaught Python exception, no hang (124)
   EXPECT_EQ(r.out.find("sum"), std::string::npos) << r.out;
@@ -96,7 +96,7 @@ TEST(DataLoaderRdma, ErrorModeFailsTheDataLoaderAtThatLine) {
 
 TEST(DataLoaderRdma, PersistentWorkersFirstIsSilent) {
   RdmaDevice dev = RequireRdmaDevice();
-  Run run = RunPython(dev, "dataloader_first.py", "error");
+  ShimRun run = RunPython(dev, "dataloader_first.py", "error");
   const ProgramResult& r = run.result;
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(CountOf(r.out, "sum 140\n"), 2) << r.out;
@@ -109,7 +109,7 @@ TEST(DataLoaderRdma, PersistentWorkersFirstIsSilent) {
 
 TEST(DataLoaderRdma, SubprocessAfterRdmaIsNotAHazard) {
   RdmaDevice dev = RequireRdmaDevice();
-  Run run = RunPython(dev, "subprocess_after_rdma.py", "error");
+  ShimRun run = RunPython(dev, "subprocess_after_rdma.py", "error");
   const ProgramResult& r = run.result;
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("true exited 0"), std::string::npos) << r.out;
