@@ -108,15 +108,46 @@ using forkguard::RealFunction;
 namespace core = forkguard::core;
 
 #define FG_EXPORT extern "C" __attribute__((visibility("default")))
-// One hook per symbol: `real` is the resolved next definition.
-#define FG_REAL(sym, version, lib)                                          \
-  static constinit RealFunction<decltype(&::sym)> hook(#sym, version, lib); \
-  auto real = hook.Get(&::sym)
+// One hook per symbol (namespace scope, constant-initialized): hook_<sym>.
+#define FG_HOOK(sym, version, lib) \
+  constinit RealFunction<decltype(&::sym)> hook_##sym(#sym, version, lib)
+// `real`: the resolved next definition of sym.
+#define FG_REAL(sym) auto real = hook_##sym.Get(&::sym)
+
+namespace {
+FG_HOOK(ibv_open_device, "IBVERBS_1.1", kVerbs);
+FG_HOOK(ibv_close_device, "IBVERBS_1.1", kVerbs);
+FG_HOOK(ibv_alloc_pd, "IBVERBS_1.1", kVerbs);
+FG_HOOK(ibv_dealloc_pd, "IBVERBS_1.1", kVerbs);
+FG_HOOK(ibv_reg_mr, "IBVERBS_1.1", kVerbs);
+FG_HOOK(ibv_reg_mr_iova, "IBVERBS_1.7", kVerbs);
+FG_HOOK(ibv_reg_mr_iova2, "IBVERBS_1.8", kVerbs);
+FG_HOOK(ibv_reg_dmabuf_mr, "IBVERBS_1.12", kVerbs);
+FG_HOOK(ibv_dereg_mr, "IBVERBS_1.1", kVerbs);
+FG_HOOK(ibv_fork_init, "IBVERBS_1.1", kVerbs);
+FG_HOOK(rdma_create_event_channel, "RDMACM_1.0", kRdmacm);
+FG_HOOK(rdma_destroy_event_channel, "RDMACM_1.0", kRdmacm);
+FG_HOOK(rdma_create_id, "RDMACM_1.0", kRdmacm);
+FG_HOOK(rdma_destroy_id, "RDMACM_1.0", kRdmacm);
+FG_HOOK(rdma_create_ep, "RDMACM_1.0", kRdmacm);
+FG_HOOK(rdma_destroy_ep, "RDMACM_1.0", kRdmacm);
+// libc: resolved eagerly by the constructor, so that a first fork()/exec*() from a signal
+// handler or a forked child never runs dlsym.
+FG_HOOK(fork, nullptr, kLibc);
+FG_HOOK(posix_spawn, nullptr, kLibc);
+FG_HOOK(posix_spawnp, nullptr, kLibc);
+FG_HOOK(execve, nullptr, kLibc);
+FG_HOOK(execv, nullptr, kLibc);
+FG_HOOK(execvp, nullptr, kLibc);
+FG_HOOK(execvpe, nullptr, kLibc);
+FG_HOOK(fexecve, nullptr, kLibc);
+constinit RealFunction<pid_t (*)()> hook_vfork("vfork", nullptr, kLibc);
+}  // namespace
 
 // ---- libibverbs ----
 
 FG_EXPORT struct ibv_context* ibv_open_device(struct ibv_device* device) {
-  FG_REAL(ibv_open_device, "IBVERBS_1.1", kVerbs);
+  FG_REAL(ibv_open_device);
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
@@ -131,7 +162,7 @@ FG_EXPORT struct ibv_context* ibv_open_device(struct ibv_device* device) {
 }
 
 FG_EXPORT int ibv_close_device(struct ibv_context* context) {
-  FG_REAL(ibv_close_device, "IBVERBS_1.1", kVerbs);
+  FG_REAL(ibv_close_device);
   if (real == nullptr) return ENOSYS;
   Nesting n;
   int r = real(context);
@@ -143,7 +174,7 @@ FG_EXPORT int ibv_close_device(struct ibv_context* context) {
 }
 
 FG_EXPORT struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
-  FG_REAL(ibv_alloc_pd, "IBVERBS_1.1", kVerbs);
+  FG_REAL(ibv_alloc_pd);
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
@@ -158,7 +189,7 @@ FG_EXPORT struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
 }
 
 FG_EXPORT int ibv_dealloc_pd(struct ibv_pd* pd) {
-  FG_REAL(ibv_dealloc_pd, "IBVERBS_1.1", kVerbs);
+  FG_REAL(ibv_dealloc_pd);
   if (real == nullptr) return ENOSYS;
   Nesting n;
   int r = real(pd);
@@ -170,7 +201,7 @@ FG_EXPORT int ibv_dealloc_pd(struct ibv_pd* pd) {
 }
 
 FG_EXPORT struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access) {
-  FG_REAL(ibv_reg_mr, "IBVERBS_1.1", kVerbs);
+  FG_REAL(ibv_reg_mr);
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
@@ -186,7 +217,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length
 
 FG_EXPORT struct ibv_mr* ibv_reg_mr_iova(struct ibv_pd* pd, void* addr, size_t length,
                                          uint64_t iova, int access) {
-  FG_REAL(ibv_reg_mr_iova, "IBVERBS_1.7", kVerbs);
+  FG_REAL(ibv_reg_mr_iova);
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
@@ -202,7 +233,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_mr_iova(struct ibv_pd* pd, void* addr, size_t l
 
 FG_EXPORT struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t length,
                                           uint64_t iova, unsigned int access) {
-  FG_REAL(ibv_reg_mr_iova2, "IBVERBS_1.8", kVerbs);
+  FG_REAL(ibv_reg_mr_iova2);
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
@@ -218,7 +249,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t 
 
 FG_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length,
                                            uint64_t iova, int fd, int access) {
-  FG_REAL(ibv_reg_dmabuf_mr, "IBVERBS_1.12", kVerbs);
+  FG_REAL(ibv_reg_dmabuf_mr);
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
@@ -235,7 +266,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, s
 }
 
 FG_EXPORT int ibv_dereg_mr(struct ibv_mr* mr) {
-  FG_REAL(ibv_dereg_mr, "IBVERBS_1.1", kVerbs);
+  FG_REAL(ibv_dereg_mr);
   if (real == nullptr) return ENOSYS;
   Nesting n;
   int r = real(mr);
@@ -247,7 +278,7 @@ FG_EXPORT int ibv_dereg_mr(struct ibv_mr* mr) {
 }
 
 FG_EXPORT int ibv_fork_init(void) {
-  FG_REAL(ibv_fork_init, "IBVERBS_1.1", kVerbs);
+  FG_REAL(ibv_fork_init);
   if (real == nullptr) return ENOSYS;
   Nesting n;
   int r = real();
@@ -261,7 +292,7 @@ FG_EXPORT int ibv_fork_init(void) {
 // ---- librdmacm ----
 
 FG_EXPORT struct rdma_event_channel* rdma_create_event_channel(void) {
-  FG_REAL(rdma_create_event_channel, "RDMACM_1.0", kRdmacm);
+  FG_REAL(rdma_create_event_channel);
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
@@ -276,7 +307,7 @@ FG_EXPORT struct rdma_event_channel* rdma_create_event_channel(void) {
 }
 
 FG_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel* channel) {
-  FG_REAL(rdma_destroy_event_channel, "RDMACM_1.0", kRdmacm);
+  FG_REAL(rdma_destroy_event_channel);
   if (real == nullptr) return;
   Nesting n;
   real(channel);
@@ -288,7 +319,7 @@ FG_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel* channel) {
 
 FG_EXPORT int rdma_create_id(struct rdma_event_channel* channel, struct rdma_cm_id** id,
                              void* context, enum rdma_port_space ps) {
-  FG_REAL(rdma_create_id, "RDMACM_1.0", kRdmacm);
+  FG_REAL(rdma_create_id);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -303,7 +334,7 @@ FG_EXPORT int rdma_create_id(struct rdma_event_channel* channel, struct rdma_cm_
 }
 
 FG_EXPORT int rdma_destroy_id(struct rdma_cm_id* id) {
-  FG_REAL(rdma_destroy_id, "RDMACM_1.0", kRdmacm);
+  FG_REAL(rdma_destroy_id);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -319,7 +350,7 @@ FG_EXPORT int rdma_destroy_id(struct rdma_cm_id* id) {
 
 FG_EXPORT int rdma_create_ep(struct rdma_cm_id** id, struct rdma_addrinfo* res, struct ibv_pd* pd,
                              struct ibv_qp_init_attr* qp_init_attr) {
-  FG_REAL(rdma_create_ep, "RDMACM_1.0", kRdmacm);
+  FG_REAL(rdma_create_ep);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -334,7 +365,7 @@ FG_EXPORT int rdma_create_ep(struct rdma_cm_id** id, struct rdma_addrinfo* res, 
 }
 
 FG_EXPORT void rdma_destroy_ep(struct rdma_cm_id* id) {
-  FG_REAL(rdma_destroy_ep, "RDMACM_1.0", kRdmacm);
+  FG_REAL(rdma_destroy_ep);
   if (real == nullptr) return;
   Nesting n;
   real(id);
@@ -347,7 +378,7 @@ FG_EXPORT void rdma_destroy_ep(struct rdma_cm_id* id) {
 // ---- process creation ----
 
 FG_EXPORT pid_t fork(void) noexcept {
-  FG_REAL(fork, nullptr, kLibc);
+  FG_REAL(fork);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -368,7 +399,7 @@ FG_EXPORT pid_t fork(void) noexcept {
 FG_EXPORT int posix_spawn(pid_t* pid, const char* path,
                           const posix_spawn_file_actions_t* file_actions,
                           const posix_spawnattr_t* attrp, char* const argv[], char* const envp[]) {
-  FG_REAL(posix_spawn, nullptr, kLibc);
+  FG_REAL(posix_spawn);
   if (real == nullptr) return ENOSYS;
   pid_t local = 0;
   int r = real(pid != nullptr ? pid : &local, path, file_actions, attrp, argv, envp);
@@ -380,7 +411,7 @@ FG_EXPORT int posix_spawn(pid_t* pid, const char* path,
 FG_EXPORT int posix_spawnp(pid_t* pid, const char* file,
                            const posix_spawn_file_actions_t* file_actions,
                            const posix_spawnattr_t* attrp, char* const argv[], char* const envp[]) {
-  FG_REAL(posix_spawnp, nullptr, kLibc);
+  FG_REAL(posix_spawnp);
   if (real == nullptr) return ENOSYS;
   pid_t local = 0;
   int r = real(pid != nullptr ? pid : &local, file, file_actions, attrp, argv, envp);
@@ -393,9 +424,7 @@ FG_EXPORT int posix_spawnp(pid_t* pid, const char* file,
 // then the parent would resume on a clobbered stack. The exported vfork is assembly that
 // calls the (ordinary) prologue, then tail-jumps to the real vfork with the caller's frame.
 extern "C" __attribute__((visibility("hidden"))) void* forkguard_vfork_prologue() {
-  static constinit RealFunction<pid_t (*)()> hook("vfork", nullptr, kLibc);
-  void* self = dlsym(RTLD_DEFAULT, "vfork");
-  auto real = hook.Get(reinterpret_cast<pid_t (*)()>(self));
+  auto real = hook_vfork.Get(reinterpret_cast<pid_t (*)()>(&vfork));
   {
     ErrnoKeeper e;
     core::OnVfork();
@@ -423,7 +452,7 @@ vfork:
 // ---- exec: a hazardous child that execs is benign ----
 
 FG_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
-  FG_REAL(execve, nullptr, kLibc);
+  FG_REAL(execve);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -433,7 +462,7 @@ FG_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) n
 }
 
 FG_EXPORT int execv(const char* path, char* const argv[]) noexcept {
-  FG_REAL(execv, nullptr, kLibc);
+  FG_REAL(execv);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -443,7 +472,7 @@ FG_EXPORT int execv(const char* path, char* const argv[]) noexcept {
 }
 
 FG_EXPORT int execvp(const char* file, char* const argv[]) noexcept {
-  FG_REAL(execvp, nullptr, kLibc);
+  FG_REAL(execvp);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -453,7 +482,7 @@ FG_EXPORT int execvp(const char* file, char* const argv[]) noexcept {
 }
 
 FG_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
-  FG_REAL(execvpe, nullptr, kLibc);
+  FG_REAL(execvpe);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -463,7 +492,7 @@ FG_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) 
 }
 
 FG_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) noexcept {
-  FG_REAL(fexecve, nullptr, kLibc);
+  FG_REAL(fexecve);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -542,4 +571,15 @@ FG_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
 
 // ---- lifetime ----
 
-__attribute__((constructor)) static void ForkguardConstructor() { core::EnsureInit(); }
+__attribute__((constructor)) static void ForkguardConstructor() {
+  core::EnsureInit();
+  hook_fork.Get(&::fork);
+  hook_vfork.Get(reinterpret_cast<pid_t (*)()>(&vfork));
+  hook_posix_spawn.Get(&::posix_spawn);
+  hook_posix_spawnp.Get(&::posix_spawnp);
+  hook_execve.Get(&::execve);
+  hook_execv.Get(&::execv);
+  hook_execvp.Get(&::execvp);
+  hook_execvpe.Get(&::execvpe);
+  hook_fexecve.Get(&::fexecve);
+}
