@@ -754,6 +754,17 @@ void OnSpawn(const char* call, pid_t child, int ret) {
 
 void OnVfork() { OnSpawn("vfork", 0, 0); }
 
+void OnExit() {
+  if (!g_ready || g_config.mode == Mode::kOff) return;
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "process_exit");
+  b.Str(",\"status\":null");
+  log.End(b);
+}
+
 void OnExec(const char* path) {
   // Async-signal-safe: a child may exec right after fork.
   if (IsHazardousChild()) ChildNoteExec(path);

@@ -42,6 +42,8 @@ void OnSpawn(const char* call, pid_t child, int ret);
 void OnVfork();
 // exec* about to be called: in a hazardous child this logs child_exec.
 void OnExec(const char* path);
+// The process is exiting normally (shim destructor).
+void OnExit();
 
 }  // namespace forkguard::core
 

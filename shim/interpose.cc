@@ -583,3 +583,5 @@ __attribute__((constructor)) static void ForkguardConstructor() {
   hook_execvpe.Get(&::execvpe);
   hook_fexecve.Get(&::fexecve);
 }
+
+__attribute__((destructor)) static void ForkguardDestructor() { core::OnExit(); }
