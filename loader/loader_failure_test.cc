@@ -235,7 +235,10 @@ TEST_F(LoaderFailure, WorkerExitNamesStatus) {
 }
 
 TEST_F(LoaderFailure, WorkerCrashNamesSignal) {
-  opts_.transform = StuckTransform([] { raise(SIGSEGV); });
+  opts_.transform = StuckTransform([] {
+    signal(SIGSEGV, SIG_DFL);  // sanitizers catch SIGSEGV and exit(1) instead
+    raise(SIGSEGV);
+  });
   Loader l(opts_);
   l.Start();
   LoaderError e = RunUntilError(l);
