@@ -383,10 +383,10 @@ bool Loader::Impl::DispatchOne() {
   }
   wk.outstanding++;
   wk.queue.push_back(seq);
-  if (send(wk.sock, &msg, sizeof msg, MSG_NOSIGNAL) != sizeof msg) {
-    // The worker is gone; collect its status and report it.
-    OnWorkerGone(worker);
-  }
+  // If this fails the worker is gone: the next poll sees its channel close and
+  // reports it with its exit status. Not throwing here keeps Release() and the
+  // bookkeeping of delivered batches simple.
+  (void)send(wk.sock, &msg, sizeof msg, MSG_NOSIGNAL);
   return true;
 }
 
@@ -466,7 +466,7 @@ LoaderItem Loader::Impl::Next() {
         b.index = t.batch;
         b.samples = std::span<const uint64_t>(h->samples, h->count);
         b.sample_bytes = opts_.sample_bytes;
-        Dispatch();  // refill the freed worker capacity before the consumer works
+        // Nothing after this point may throw: the batch now counts as delivered.
         return item;
       }
     }
@@ -650,6 +650,9 @@ void Loader::Impl::Release(const Batch& b) {
                       info);
   }
   slots_[b.slot] = SlotUse::kFree;
+  // Hand the slot to a worker now rather than at the next Next(): the consumer
+  // may work a while before asking. In-process builds stay lazy (in Next()).
+  if (started_ && !shut_down_ && !failed_ && opts_.num_workers > 0) Dispatch();
 }
 
 void Loader::Impl::Abandon() {
