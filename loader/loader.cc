@@ -220,7 +220,7 @@ class Loader::Impl {
   std::deque<Pending> pending_;
   std::map<uint64_t, Task> tasks_;
   std::vector<SlotUse> slots_;
-  std::vector<uint64_t> held_seq_;  // per slot: seq of the batch the consumer holds
+  std::vector<uint64_t> held_seq_;  // per slot: seq (= Batch::delivery) the consumer holds
   uint32_t rr_ = 0;                 // round-robin cursor over workers
   std::map<uint64_t, std::vector<uint64_t>> orders_;  // a few recent epochs
 };
@@ -466,6 +466,7 @@ LoaderItem Loader::Impl::Next() {
         b.index = t.batch;
         b.samples = std::span<const uint64_t>(h->samples, h->count);
         b.sample_bytes = opts_.sample_bytes;
+        b.delivery = p.seq;
         // Nothing after this point may throw: the batch now counts as delivered.
         return item;
       }
@@ -641,7 +642,7 @@ void Loader::Impl::Shutdown() {
 
 void Loader::Impl::Release(const Batch& b) {
   if (b.slot >= slots_.size() || slots_[b.slot] != SlotUse::kHeld ||
-      Header(b.slot)->epoch != b.epoch || Header(b.slot)->batch != b.index) {
+      held_seq_[b.slot] != b.delivery) {
     LoaderError::Info info;
     info.pid = getpid();
     throw LoaderError("refloader: Release of a batch that is not held (slot " +

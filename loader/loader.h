@@ -107,6 +107,7 @@ struct Batch {
   uint64_t index = 0;                 // batch number within the epoch
   std::span<const uint64_t> samples;  // dataset indices, in order (also shared memory)
   size_t sample_bytes = 0;            // bytes per sample in `data`
+  uint64_t delivery = 0;              // unique per Next() result; Release() checks it (stale views)
 };
 
 struct LoaderItem {

@@ -320,10 +320,17 @@ TEST_F(LoaderFailure, ConsumerHoldingEverySlotIsAnErrorNotADeadlock) {
   }
   l.Release(held[0]);
   EXPECT_THROW(l.Release(held[0]), LoaderError);  // twice
+  // The freed slot gets the next batch; the old view of it stays refused.
+  LoaderItem again = l.Next();
+  ASSERT_EQ(again.kind, LoaderItem::kBatch);
+  EXPECT_EQ(again.batch.index, held.size());
+  EXPECT_EQ(again.batch.slot, held[0].slot);
+  EXPECT_THROW(l.Release(held[0]), LoaderError);
   for (size_t i = 1; i < held.size(); i++) l.Release(held[i]);
+  l.Release(again.batch);
   LoaderItem item = l.Next();  // usable again
   EXPECT_EQ(item.kind, LoaderItem::kBatch);
-  EXPECT_EQ(item.batch.index, held.size());
+  EXPECT_EQ(item.batch.index, held.size() + 1);
   l.Release(item.batch);
 }
 
