@@ -1,20 +1,459 @@
-// Placeholder until the transport lands: the subcommands exist and say so.
+// refloader serve / consume / demo: the loader -> RDMA -> consumer pipeline.
+//
+// serve (right order): Loader::Start() forks the workers FIRST; only then is
+// RDMA opened (rdma_listen, PD) and the loader's shared-memory slot region
+// registered; each delivered batch is sent straight from its slot and released
+// back to the loader when the receiver's HCA acknowledged it.
+// serve --init-rdma-first (wrong order, on purpose): fork support on
+// (ibv_fork_init()), device opened and the slot region registered, THEN the
+// workers are forked: the region is MADV_DONTFORK, so it is missing in the
+// workers and they die of SIGSEGV when they build their first batch.
 #include "rdma/refloader_commands.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loader/loader.h"
+#include "loader/tfrecord.h"
+#include "rdma/transport.h"
+
+extern char** environ;
 
 namespace forkguard::rdma {
+namespace {
+
+namespace fl = forkguard::loader;
+
+const char kHelp[] =
+    "  refloader serve --listen IP:PORT [options]\n"
+    "      Start the loader (workers forked first), THEN open RDMA on the device that owns\n"
+    "      IP, register the loader's shared-memory batch slots and stream every batch to one\n"
+    "      consumer. Prints throughput. Options:\n"
+    "      --data PATH          TFRecord file or directory (default: generate --records\n"
+    "                           records of --record-size in a temp dir)\n"
+    "      --records N (2048)   --record-size N (4K)   --epochs N (2)\n"
+    "      --workers N (2)      --batch-size N (32)    --sample-bytes N (4K)\n"
+    "      --no-checksum        do not CRC32C the batches\n"
+    "      --init-rdma-first    WRONG ORDER on purpose: ibv_fork_init(), open the device and\n"
+    "                           register the slot region, THEN fork the workers (they lose the\n"
+    "                           region and die of SIGSEGV; forkguard reports the hazard)\n"
+    "      --ready-fd FD        write one byte to FD once listening (used by demo)\n"
+    "  refloader consume --connect IP:PORT [--bind IP] [--check-sequential]\n"
+    "                    [--batch-size N] [--sample-bytes N]\n"
+    "      Receive every batch in order, verify every byte (CRC32C, and with\n"
+    "      --check-sequential that sample k of batch b holds record b*batch+k, as\n"
+    "      make-dataset writes it), print throughput and what was received.\n"
+    "  refloader demo [--ip IP] [--port P] [serve options]\n"
+    "      Run serve and consume as two processes (posix_spawn, no fork) over the RDMA\n"
+    "      device of IP (default $RXE_IP, else the first RDMA-capable address), check\n"
+    "      every byte, print both ends' results. Exit 0 only if both ends succeeded.\n";
+
+double Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct Args {
+  std::map<std::string, std::string> values;
+  std::vector<std::string> flags;
+  static Args Parse(int argc, char** argv, const std::vector<std::string>& flag_names,
+                    const std::vector<std::string>& value_names) {
+    Args a;
+    for (int i = 1; i < argc; i++) {
+      std::string k = argv[i];
+      if (k.rfind("--", 0) != 0) throw std::invalid_argument("unexpected argument '" + k + "'");
+      k = k.substr(2);
+      if (std::find(flag_names.begin(), flag_names.end(), k) != flag_names.end()) {
+        a.flags.push_back(k);
+        continue;
+      }
+      if (std::find(value_names.begin(), value_names.end(), k) == value_names.end())
+        throw std::invalid_argument("unknown option --" + k);
+      if (i + 1 >= argc) throw std::invalid_argument("--" + k + " needs a value");
+      a.values[k] = argv[++i];
+    }
+    return a;
+  }
+  bool Flag(const std::string& k) const {
+    return std::find(flags.begin(), flags.end(), k) != flags.end();
+  }
+  std::string Str(const std::string& k, const std::string& def) const {
+    auto it = values.find(k);
+    return it == values.end() ? def : it->second;
+  }
+  uint64_t Num(const std::string& k, uint64_t def) const {
+    auto it = values.find(k);
+    return it == values.end() ? def : fl::ParseSize(it->second);
+  }
+};
+
+const std::vector<std::string> kServeFlags = {"no-checksum", "init-rdma-first"};
+const std::vector<std::string> kServeValues = {
+    "listen",  "data",       "records",      "record-size", "epochs",
+    "workers", "batch-size", "sample-bytes", "ready-fd",    "timeout-ms"};
+
+constexpr uint64_t TagOf(uint64_t epoch, uint64_t index) { return epoch << 40 | index; }
+
+const char kWrongOrderExplanation[] =
+    "refloader serve: --init-rdma-first broke the rule on purpose: RDMA was initialized with "
+    "fork support on (ibv_fork_init) and the loader's batch slots were registered BEFORE the "
+    "workers were forked. Registered memory is MADV_DONTFORK, so the workers do not have it "
+    "and die of SIGSEGV when they touch it (or, with forkguard in error mode, the fork itself "
+    "is refused). Fix: Loader::Start() (fork the workers) before opening the RDMA device.\n";
+
+// A temp dir with a generated dataset, removed on destruction.
+struct GeneratedData {
+  std::string dir;
+  ~GeneratedData() {
+    if (!dir.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  }
+};
+
+int Serve(int argc, char** argv) {
+  Args a = Args::Parse(argc, argv, kServeFlags, kServeValues);
+  std::string listen = a.Str("listen", "");
+  if (listen.empty()) throw std::invalid_argument("serve needs --listen IP:PORT");
+  bool wrong_order = a.Flag("init-rdma-first");
+  int ready_fd = static_cast<int>(a.Num("ready-fd", static_cast<uint64_t>(-1)));
+
+  GeneratedData generated;
+  std::string data = a.Str("data", "");
+  if (data.empty()) {
+    const char* tmp = getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/refloader-serve.XXXXXX";
+    if (!mkdtemp(templ.data()))
+      throw std::runtime_error("mkdtemp: " + std::string(strerror(errno)));
+    generated.dir = data = templ;
+    fl::DatasetSpec spec;
+    spec.dir = data;
+    spec.records = a.Num("records", 2048);
+    spec.size_dist = "fixed:" + a.Str("record-size", "4K");
+    fl::MakeDataset(spec);
+  }
+  fl::LoaderOptions lo;
+  lo.files = fl::ListShards(data);
+  lo.batch_size = static_cast<uint32_t>(a.Num("batch-size", 32));
+  lo.sample_bytes = a.Num("sample-bytes", 4096);
+  lo.num_workers = static_cast<uint32_t>(a.Num("workers", 2));
+  lo.timeout_ms = static_cast<uint32_t>(a.Num("timeout-ms", 30000));
+  TransportOptions to;
+  to.checksum = !a.Flag("no-checksum");
+  // Slots: what the workers prefetch, plus what the transport holds in flight.
+  lo.num_slots = std::max(1u, lo.num_workers) * lo.prefetch_per_worker + to.slots + 2;
+  uint64_t epochs = a.Num("epochs", 2);
+
+  fl::Loader loader(lo);  // indexes the data, creates the slot region; forks nothing
+  const fl::SlotRegion& region = loader.slot_region();
+  std::unique_ptr<Sender> sender;
+  auto open_rdma = [&] {
+    sender = std::make_unique<Sender>(listen, to);
+    sender->RegisterMemory(region.base, region.size);
+    printf(
+        "serve: RDMA up on %s, listening on %s; registered the loader's %u batch slots "
+        "(%.1f MiB shared memory)\n",
+        sender->device_name().c_str(), listen.c_str(), region.num_slots,
+        static_cast<double>(region.size) / (1 << 20));
+  };
+  if (wrong_order) {
+    int rc = ibv_fork_init();
+    printf(
+        "serve: --init-rdma-first: ibv_fork_init() = %d; opening RDMA BEFORE forking the "
+        "loader's workers (wrong order, on purpose)\n",
+        rc);
+    open_rdma();
+  }
+  try {
+    loader.Start();
+  } catch (const std::exception& e) {
+    fprintf(stderr, "serve: starting the loader's workers failed: %s\n", e.what());
+    if (wrong_order) fputs(kWrongOrderExplanation, stderr);
+    return 1;
+  }
+  {
+    std::string pids;
+    for (pid_t p : loader.worker_pids()) pids += " " + std::to_string(p);
+    printf("serve: loader started: %u worker(s) forked (pids%s)%s\n", lo.num_workers, pids.c_str(),
+           wrong_order ? " AFTER RDMA init" : " before any RDMA init");
+  }
+  if (!wrong_order) open_rdma();
+  fflush(stdout);
+  if (ready_fd >= 0) {
+    (void)!write(ready_fd, "L", 1);
+    close(ready_fd);
+  }
+
+  uint64_t batches = 0, bytes = 0, epochs_done = 0;
+  double t0 = 0;
+  try {
+    sender->Accept(30000);
+    printf("serve: consumer connected; streaming %llu epoch(s) of %llu batches\n",
+           static_cast<unsigned long long>(epochs),
+           static_cast<unsigned long long>(loader.batches_per_epoch()));
+    fflush(stdout);
+    t0 = Now();
+    uint64_t in_flight = 0;
+    while (epochs_done < epochs) {
+      if (in_flight >= to.slots) sender->Flush();  // never hold every loader slot
+      fl::LoaderItem item = loader.Next();
+      if (item.kind == fl::LoaderItem::kEpochEnd) {
+        ++epochs_done;
+        continue;
+      }
+      fl::Batch b = item.batch;
+      ++in_flight;
+      sender->Send(b.data, b.bytes, TagOf(b.epoch, b.index), [&loader, &in_flight, b] {
+        loader.Release(b);
+        --in_flight;
+      });
+      ++batches;
+      bytes += b.bytes;
+    }
+    sender->Finish();
+  } catch (const fl::LoaderError& e) {
+    fprintf(stderr, "serve: loader failed after %llu batches: %s\n",
+            static_cast<unsigned long long>(batches), e.what());
+    if (wrong_order) fputs(kWrongOrderExplanation, stderr);
+    return 1;
+  } catch (const TransportError& e) {
+    fprintf(stderr, "serve: %s\n", e.what());
+    return 1;
+  }
+  double t = Now() - t0;
+  printf(
+      "serve: sent %llu batches (%llu epochs), %.1f MB in %.2f s = %.1f MB/s over %s; every "
+      "batch released by the consumer after verification\n",
+      static_cast<unsigned long long>(batches), static_cast<unsigned long long>(epochs_done),
+      static_cast<double>(bytes) / 1e6, t, static_cast<double>(bytes) / 1e6 / t,
+      sender->device_name().c_str());
+  return 0;
+}
+
+int Consume(int argc, char** argv) {
+  Args a = Args::Parse(argc, argv, {"check-sequential"},
+                       {"connect", "bind", "batch-size", "sample-bytes", "timeout-ms"});
+  std::string connect = a.Str("connect", "");
+  if (connect.empty()) throw std::invalid_argument("consume needs --connect IP:PORT");
+  TransportOptions to;
+  to.bind_ip = a.Str("bind", "");
+  to.idle_timeout_ms = static_cast<int>(a.Num("timeout-ms", 60000));
+  bool check = a.Flag("check-sequential");
+  uint64_t batch_size = a.Num("batch-size", 32), sample_bytes = a.Num("sample-bytes", 4096);
+
+  std::unique_ptr<Receiver> r;
+  try {
+    r = std::make_unique<Receiver>(connect, to);
+  } catch (const TransportError& e) {
+    fprintf(stderr, "consume: %s\n", e.what());
+    return 1;
+  }
+  printf("consume: connected to %s over %s\n", connect.c_str(), r->device_name().c_str());
+  fflush(stdout);
+  uint64_t batches = 0, verified = 0, samples_checked = 0, epoch = 0, index = 0, epochs = 0;
+  double t0 = Now();
+  try {
+    while (auto b = r->Next()) {
+      uint64_t e = b->tag >> 40, i = b->tag & ((1ull << 40) - 1);
+      if (e != epoch) {  // in order: the next epoch starts at batch 0
+        if (e != epoch + 1 || i != 0)
+          throw TransportError("batch " + std::to_string(b->seq) + " is epoch " +
+                               std::to_string(e) + " batch " + std::to_string(i) +
+                               ", expected epoch " + std::to_string(epoch) + " batch " +
+                               std::to_string(index) + " or the next epoch");
+        epoch = e;
+        index = 0;
+        ++epochs;
+      }
+      if (i != index)
+        throw TransportError("epoch " + std::to_string(e) + ": got batch " + std::to_string(i) +
+                             ", expected " + std::to_string(index));
+      ++index;
+      if (b->checksum_verified) ++verified;
+      if (check) {
+        if (b->bytes % sample_bytes)
+          throw TransportError("batch " + std::to_string(b->seq) + " is not whole samples");
+        for (uint64_t k = 0; k < b->bytes / sample_bytes; ++k) {
+          uint64_t want = i * batch_size + k, got;
+          memcpy(&got, b->data + k * sample_bytes, 8);
+          if (got != want)
+            throw TransportError("epoch " + std::to_string(e) + " batch " + std::to_string(i) +
+                                 " sample " + std::to_string(k) + " holds record " +
+                                 std::to_string(got) + ", expected " + std::to_string(want));
+          ++samples_checked;
+        }
+      }
+      ++batches;
+    }
+    r->Close();
+  } catch (const TransportError& e) {
+    fprintf(stderr, "consume: %s\n", e.what());
+    fprintf(stderr, "consume: received %llu complete batch(es) before the error\n",
+            static_cast<unsigned long long>(r->batches_complete()));
+    return 1;
+  }
+  double t = Now() - t0;
+  printf(
+      "consume: received %llu batches (%llu epochs), %.1f MB in %.2f s = %.1f MB/s; "
+      "CRC32C verified on %llu/%llu batches%s\n",
+      static_cast<unsigned long long>(batches), static_cast<unsigned long long>(epochs + 1),
+      static_cast<double>(r->bytes_received()) / 1e6, t,
+      static_cast<double>(r->bytes_received()) / 1e6 / t, static_cast<unsigned long long>(verified),
+      static_cast<unsigned long long>(batches),
+      check ? (", record order checked on " + std::to_string(samples_checked) + " samples").c_str()
+            : "");
+  return verified == batches ? 0 : 1;
+}
+
+// The IPv4 address of the first netdev that carries an RDMA device's GID.
+std::string FirstRdmaAddress() {
+  std::vector<std::string> netdevs;
+  if (DIR* d = opendir("/sys/class/infiniband")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream f(std::string("/sys/class/infiniband/") + e->d_name +
+                      "/ports/1/gid_attrs/ndevs/0");
+      std::string nd;
+      if (std::getline(f, nd) && !nd.empty()) netdevs.push_back(nd);
+    }
+    closedir(d);
+  }
+  ifaddrs* ifs = nullptr;
+  std::string ip;
+  if (getifaddrs(&ifs) == 0) {
+    for (const auto& nd : netdevs) {
+      for (ifaddrs* i = ifs; i && ip.empty(); i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || nd != i->ifa_name) continue;
+        char buf[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
+        ip = buf;
+      }
+      if (!ip.empty()) break;
+    }
+    freeifaddrs(ifs);
+  }
+  return ip;
+}
+
+pid_t Spawn(const std::vector<std::string>& args, int keep_fd) {
+  std::vector<char*> argv;
+  for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  (void)keep_fd;  // inherited: created without O_CLOEXEC
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc) throw std::runtime_error("posix_spawn(refloader " + args[1] + "): " + strerror(rc));
+  return pid;
+}
+
+std::string DescribeStatus(int st) {
+  if (WIFEXITED(st)) return "exit " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return std::string("killed by ") + strsignal(WTERMSIG(st));
+  return "status " + std::to_string(st);
+}
+
+int Demo(int argc, char** argv) {
+  std::vector<std::string> vals = kServeValues;
+  vals.insert(vals.end(), {"ip", "port"});
+  Args a = Args::Parse(argc, argv, kServeFlags, vals);
+  std::string ip = a.Str("ip", "");
+  if (ip.empty() && getenv("RXE_IP")) ip = getenv("RXE_IP");
+  if (ip.empty()) ip = FirstRdmaAddress();
+  if (ip.empty()) {
+    fprintf(stderr,
+            "demo: no RDMA-capable address found (no /sys/class/infiniband device with an IPv4 "
+            "netdev); run it in the Soft-RoCE guest (scripts/demo) or pass --ip\n");
+    return 1;
+  }
+  std::string addr = ip + ":" + a.Str("port", "7471");
+  bool wrong = a.Flag("init-rdma-first");
+  printf("demo: serve and consume over %s%s\n", addr.c_str(),
+         wrong ? " -- serve with --init-rdma-first (wrong order on purpose)" : "");
+  fflush(stdout);
+
+  int ready[2];
+  if (pipe(ready)) throw std::runtime_error("pipe: " + std::string(strerror(errno)));
+  fcntl(ready[0], F_SETFD, FD_CLOEXEC);
+  std::vector<std::string> serve = {"refloader", "serve",      "--listen",
+                                    addr,        "--ready-fd", std::to_string(ready[1])};
+  for (const auto& [k, v] : a.values)
+    if (k != "ip" && k != "port" && k != "listen" && k != "ready-fd")
+      serve.insert(serve.end(), {"--" + k, v});
+  for (const auto& f : a.flags) serve.push_back("--" + f);
+  pid_t serve_pid = Spawn(serve, ready[1]);
+  close(ready[1]);
+  char c;
+  ssize_t got = read(ready[0], &c, 1);  // EOF: serve died before listening
+  close(ready[0]);
+
+  int consume_st = -1;
+  if (got == 1) {
+    std::vector<std::string> consume = {"refloader",
+                                        "consume",
+                                        "--connect",
+                                        addr,
+                                        "--check-sequential",
+                                        "--batch-size",
+                                        a.Str("batch-size", "32"),
+                                        "--sample-bytes",
+                                        a.Str("sample-bytes", "4K")};
+    pid_t consume_pid = Spawn(consume, -1);
+    waitpid(consume_pid, &consume_st, 0);
+  }
+  int serve_st = 0;
+  waitpid(serve_pid, &serve_st, 0);
+  bool ok = WIFEXITED(serve_st) && WEXITSTATUS(serve_st) == 0 && consume_st == 0;
+  printf("demo: serve %s, consume %s -> %s\n", DescribeStatus(serve_st).c_str(),
+         consume_st == -1 ? "not started" : DescribeStatus(consume_st).c_str(),
+         ok ? "OK: every batch arrived in order and verified" : "FAILED");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
 
 bool IsRefloaderRdmaCommand(const char* name) {
   return name && (!strcmp(name, "serve") || !strcmp(name, "consume") || !strcmp(name, "demo"));
 }
 
-int RunRefloaderRdmaCommand(int, char** argv) {
-  fprintf(stderr, "refloader %s: the RDMA transport is not built into this refloader\n", argv[0]);
+int RunRefloaderRdmaCommand(int argc, char** argv) {
+  try {
+    if (!strcmp(argv[0], "serve")) return Serve(argc, argv);
+    if (!strcmp(argv[0], "consume")) return Consume(argc, argv);
+    if (!strcmp(argv[0], "demo")) return Demo(argc, argv);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "refloader %s: %s\n", argv[0], e.what());
+    return 1;
+  }
+  fprintf(stderr, "refloader: unknown RDMA subcommand %s\n", argv[0]);
   return 2;
 }
 
-const char* RefloaderRdmaCommandsHelp() { return ""; }
+const char* RefloaderRdmaCommandsHelp() { return kHelp; }
 
 }  // namespace forkguard::rdma
