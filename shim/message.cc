@@ -150,9 +150,16 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
                                           : "unknown");
   out.Str(" (").Str(r.cof.source).Str(")\n");
 
-  out.Str(
-      "  fix: create loader workers before RDMA init (fork first, then open the device), or "
-      "start workers with spawn/forkserver (posix_spawn)\n");
+  if (r.fork_py != nullptr && r.fork_py->depth > 0) {
+    // A Python program: say it in the terms of the code the user writes.
+    out.Str(
+        "  fix: create the DataLoader (persistent_workers=True) before RDMA init, or use "
+        "multiprocessing_context='spawn' or 'forkserver' (DataLoader / multiprocessing)\n");
+  } else {
+    out.Str(
+        "  fix: create loader workers before RDMA init (fork first, then open the device), or "
+        "start workers with spawn/forkserver (posix_spawn)\n");
+  }
 
   switch (r.mode) {
     case Mode::kWarn:
