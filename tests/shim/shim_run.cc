@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -31,9 +32,37 @@ std::vector<std::string> Lines(const std::string& s) {
   return out;
 }
 
+// A private copy of a runfile, made once per test process. Other engineers
+// rebuild bazel-bin while a test runs (the Soft-RoCE guest sees the host's
+// files live), so the shim and the programs must not change under a test.
+std::string StableCopy(const std::string& runfile, const std::string& dir) {
+  static std::map<std::string, std::string> copies;
+  auto it = copies.find(runfile);
+  if (it != copies.end()) return it->second;
+  std::string src = Runfile(runfile);
+  std::string dst = dir + "/" + runfile.substr(runfile.rfind('/') + 1);
+  std::ifstream in(src, std::ios::binary);
+  std::ofstream out(dst, std::ios::binary);
+  out << in.rdbuf();
+  out.close();
+  if (!in || !out || chmod(dst.c_str(), 0755) != 0) {
+    ADD_FAILURE() << "cannot copy " << src << " to " << dst;
+    return src;
+  }
+  copies[runfile] = dst;
+  return dst;
+}
+
+const std::string& CopyDir() {
+  static const std::string dir = MakeTempDir("forkguard-bin");
+  return dir;
+}
+
 std::string StubLibDir() {
-  std::string lib = Runfile("tests/stub_ibverbs/lib/libibverbs.so.1");
-  return lib.substr(0, lib.rfind('/'));
+  static const std::string dir = MakeTempDir("forkguard-stub-lib");
+  StableCopy("tests/stub_ibverbs/lib/libibverbs.so.1", dir);
+  StableCopy("tests/stub_ibverbs/lib/librdmacm.so.1", dir);
+  return dir;
 }
 
 std::vector<std::string> ProgramEnv(const std::vector<std::string>& env, Verbs verbs) {
@@ -65,10 +94,10 @@ ShimRun RunUnderShim(const std::string& program, const std::vector<std::string>&
                      const std::string& mode, const std::vector<std::string>& env, Verbs verbs) {
   ShimRun run;
   run.log_dir = MakeTempDir("forkguard-log");
-  std::vector<std::string> argv = {Runfile(program)};
+  std::vector<std::string> argv = {StableCopy(program, CopyDir())};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<std::string> e = ProgramEnv(env, verbs);
-  e.push_back("LD_PRELOAD=" + Runfile("shim/libforkguard.so"));
+  e.push_back("LD_PRELOAD=" + ShimLibrary());
   e.push_back("FORKGUARD_LOG=" + run.log_dir);
   if (!mode.empty()) e.push_back("FORKGUARD_MODE=" + mode);
   run.proc = RunProgram(argv, e);
@@ -77,9 +106,11 @@ ShimRun RunUnderShim(const std::string& program, const std::vector<std::string>&
   return run;
 }
 
+std::string ShimLibrary() { return StableCopy("shim/libforkguard.so", CopyDir()); }
+
 ProgramRun RunWithoutShim(const std::string& program, const std::vector<std::string>& args,
                           const std::vector<std::string>& env, Verbs verbs) {
-  std::vector<std::string> argv = {Runfile(program)};
+  std::vector<std::string> argv = {StableCopy(program, CopyDir())};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunProgram(argv, ProgramEnv(env, verbs));
 }

@@ -26,6 +26,9 @@ struct ShimRun {
 ShimRun RunUnderShim(const std::string& program, const std::vector<std::string>& args,
                      const std::string& mode, const std::vector<std::string>& env, Verbs verbs);
 
+// Path of (a private copy of) shim/libforkguard.so.
+std::string ShimLibrary();
+
 // The same program without the shim (baseline behaviour).
 ProgramRun RunWithoutShim(const std::string& program, const std::vector<std::string>& args,
                           const std::vector<std::string>& env, Verbs verbs);

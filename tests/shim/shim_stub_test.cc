@@ -358,9 +358,8 @@ TEST(ShimStub, ConcurrentRegistrationsAllTracked) {
 // A program that never touches RDMA: the shim is invisible.
 TEST(ShimStub, NonRdmaProgramUntouched) {
   std::string dir = MakeTempDir("forkguard-log");
-  ProgramRun p =
-      RunProgram({"/bin/sh", "-c", "echo hi | cat; ( echo sub ); exit 7"},
-                 {"LD_PRELOAD=" + Runfile("shim/libforkguard.so"), "FORKGUARD_LOG=" + dir});
+  ProgramRun p = RunProgram({"/bin/sh", "-c", "echo hi | cat; ( echo sub ); exit 7"},
+                            {"LD_PRELOAD=" + ShimLibrary(), "FORKGUARD_LOG=" + dir});
   EXPECT_TRUE(p.Exited(7)) << p.Describe();
   EXPECT_EQ("hi\nsub\n", p.out) << p.Describe();
   EXPECT_EQ("", p.err) << p.Describe();
