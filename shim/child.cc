@@ -196,9 +196,11 @@ void ReleaseChildSegvTable() { g_preparing.fetch_sub(1); }
 
 // ---- Child side: async-signal-safe. ----
 void ChildAfterFork(bool hazardous, bool explain_segv) {
-  GlobalEventLog().ResetInChild(RealtimeNs());
-  g_hazard_child = hazardous ? 1 : 0;
-  g_preparing.store(0);
+  EventLog& log = GlobalEventLog();
+  log.ResetInChild(log.enabled() ? RealtimeNs() : 0);
+  // Only write what changes: untouched pages stay shared with the parent.
+  if (g_hazard_child != (hazardous ? 1 : 0)) g_hazard_child = hazardous ? 1 : 0;
+  if (g_preparing.load(std::memory_order_relaxed) != 0) g_preparing.store(0);
   if (!hazardous || !explain_segv || g_table.load() == nullptr || g_handler_installed) return;
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));

@@ -159,11 +159,15 @@ void Init() {
     }
   }
   InitOwnCodeRange();
+  LearnRdmaDeviceNumbers();
   LogIdentity lid;
   lid.host = g_host;
   lid.prog = g_prog;
   lid.rank = g_rank;
   GlobalEventLog().Configure(g_config.log_dir, lid, CollectWarning, nullptr);
+  // Clean forks are logged with their stack; otherwise stacks are needed only once RDMA
+  // is seen (see Active()).
+  if (GlobalEventLog().enabled()) LoadUnwinder();
   for (int i = 0; i < g_warning_count; ++i) {
     if (!g_config.quiet) {
       WriteStderr(g_warnings[i], strlen(g_warnings[i]));
@@ -179,9 +183,13 @@ void Init() {
   for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
 }
 
+// Entry of every RDMA hook.
 bool Active() {
   EnsureInit();
-  return g_config.mode != Mode::kOff;
+  if (g_config.mode == Mode::kOff) return false;
+  LoadUnwinder();
+  LearnRdmaDeviceNumbers();  // the RDMA modules may have been loaded after we started
+  return true;
 }
 
 void LogRdmaCall(const char* call, const char* device, const void* handle, bool ok, int err) {
@@ -403,6 +411,7 @@ struct Scratch {
 ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   ForkDecision d;
   RdmaState& st = GlobalState();
+  LoadUnwinder();  // RDMA found by the backstop only: no hook loaded it yet
   Scratch scratch;
   if (!scratch.MapFixed()) return d;
   StateSnapshot& snap = scratch.fixed->snap;

@@ -148,6 +148,11 @@ void EventLog::End(TextBuffer& b) {
 }
 
 void EventLog::ResetInChild(int64_t start_ns) {
+  // Without a log nothing here is used: do not dirty the page (copy-on-write after fork).
+  if (!enabled_) {
+    lock_.ResetInChild();
+    return;
+  }
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   fd_pid_ = 0;

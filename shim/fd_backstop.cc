@@ -1,10 +1,17 @@
 // The descriptor backstop: finds RDMA device descriptors without any intercepted symbol
 // (static libibverbs, mlx5dv_open_device, handle lookups the audit module did not see).
-// Async-signal-safe: raw getdents64 and readlink into stack buffers, no malloc.
+// Async-signal-safe: raw getdents64 and fstat into stack buffers, no malloc.
+//
+// Cost matters (it runs at every fork): /proc lookups cost microseconds each, so each
+// descriptor gets one fstat and is classified by device number; readlink is only used for
+// character devices whose numbers we could not learn from /proc/devices and /proc/misc.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "shim/proc_facts.h"
@@ -20,7 +27,70 @@ struct LinuxDirent64 {
   char d_name[];
 };
 
+constexpr int kMiscMajor = 10;
+std::atomic<int> g_uverbs_major{-1};
+std::atomic<int> g_rdma_cm_minor{-1};
+
+// Reads a small /proc file into buf; returns the length or -1.
+ssize_t ReadAll(const char* path, char* buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t total = 0;
+  while (total + 1 < cap) {
+    ssize_t n = read(fd, buf + total, cap - 1 - total);
+    if (n <= 0) break;
+    total += static_cast<size_t>(n);
+  }
+  close(fd);
+  buf[total] = '\0';
+  return static_cast<ssize_t>(total);
+}
+
+// Character devices that are never RDMA: mem (null, zero, urandom), tty, console/ptmx, pts.
+bool IsCommonCharDevice(unsigned maj) { return maj == 1 || maj == 4 || maj == 5 || maj == 136; }
+
 }  // namespace
+
+int FindNumberForName(const char* text, const char* section, const char* name) {
+  const char* p = text;
+  if (section != nullptr) {
+    p = strstr(text, section);
+    if (p == nullptr) return -1;
+    p += strlen(section);
+  }
+  size_t nlen = strlen(name);
+  while (*p != '\0') {
+    while (*p == '\n') ++p;
+    // A blank line ends the section ("Character devices:" is followed by "Block devices:").
+    if (section != nullptr && (*p == '\0' || (*p != ' ' && (*p < '0' || *p > '9')))) return -1;
+    const char* q = p;
+    while (*q == ' ') ++q;
+    int num = 0;
+    bool any = false;
+    while (*q >= '0' && *q <= '9') {
+      num = num * 10 + (*q++ - '0');
+      any = true;
+    }
+    while (*q == ' ') ++q;
+    if (any && strncmp(q, name, nlen) == 0 && (q[nlen] == '\n' || q[nlen] == '\0')) return num;
+    const char* nl = strchr(p, '\n');
+    if (nl == nullptr) break;
+    p = nl;
+  }
+  return -1;
+}
+
+void LearnRdmaDeviceNumbers() {
+  char buf[8192];
+  if (g_uverbs_major.load(std::memory_order_relaxed) < 0 &&
+      ReadAll("/proc/devices", buf, sizeof(buf)) > 0) {
+    g_uverbs_major.store(FindNumberForName(buf, "Character devices:", "infiniband_verbs"));
+  }
+  if (g_rdma_cm_minor.load(std::memory_order_relaxed) < 0 &&
+      ReadAll("/proc/misc", buf, sizeof(buf)) > 0) {
+    g_rdma_cm_minor.store(FindNumberForName(buf, nullptr, "rdma_cm"));
+  }
+}
 
 void ClassifyFdTarget(const char* target, RdmaFds* fds) {
   static const char kPrefix[] = "/dev/infiniband/";
@@ -38,6 +108,8 @@ RdmaFds ScanRdmaFds() {
   int dir = static_cast<int>(
       syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir < 0) return fds;
+  int uverbs_major = g_uverbs_major.load(std::memory_order_relaxed);
+  int rdma_cm_minor = g_rdma_cm_minor.load(std::memory_order_relaxed);
   alignas(8) char buf[4096];
   for (;;) {
     long n = syscall(SYS_getdents64, dir, buf, sizeof(buf));
@@ -45,14 +117,30 @@ RdmaFds ScanRdmaFds() {
     for (long off = 0; off < n;) {
       auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
       off += d->d_reclen;
-      if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
-      char path[64] = "/proc/self/fd/";
-      size_t plen = strlen(path);
-      size_t nlen = strnlen(d->d_name, sizeof(path) - plen - 1);
-      memcpy(path + plen, d->d_name, nlen);
-      path[plen + nlen] = '\0';
+      const char* name = d->d_name;
+      if (name[0] < '0' || name[0] > '9') continue;
+      int fd = 0;
+      for (const char* c = name; *c >= '0' && *c <= '9'; ++c) fd = fd * 10 + (*c - '0');
+      if (fd == dir) continue;
+      struct stat st;
+      if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode)) continue;
+      unsigned maj = major(st.st_rdev);
+      unsigned min = minor(st.st_rdev);
+      if (uverbs_major >= 0 && maj == static_cast<unsigned>(uverbs_major)) {
+        ++fds.uverbs;
+        continue;
+      }
+      if (maj == kMiscMajor && rdma_cm_minor >= 0 && min == static_cast<unsigned>(rdma_cm_minor)) {
+        ++fds.rdma_cm;
+        continue;
+      }
+      if (IsCommonCharDevice(maj)) continue;
+      // Known numbers and not one of them: not RDMA (misc devices other than rdma_cm
+      // included, when rdma_cm's minor is known).
+      if (uverbs_major >= 0 && (maj != kMiscMajor || rdma_cm_minor >= 0)) continue;
+      // Numbers unknown (modules loaded after we looked): ask for the path.
       char target[64];
-      ssize_t t = readlink(path, target, sizeof(target) - 1);
+      ssize_t t = readlinkat(dir, name, target, sizeof(target) - 1);
       if (t <= 0) continue;
       target[t] = '\0';
       ClassifyFdTarget(target, &fds);

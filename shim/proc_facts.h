@@ -57,6 +57,13 @@ struct RdmaFds {
   int rdma_cm = 0;
 };
 RdmaFds ScanRdmaFds();
+// Learns the uverbs character major (/proc/devices "infiniband_verbs") and the rdma_cm misc
+// minor (/proc/misc) so that the scan needs one fstat per descriptor and no readlink. Call
+// outside the fork path (constructor, first RDMA call); safe to call again.
+void LearnRdmaDeviceNumbers();
+// "231 infiniband_verbs" -> 231: the number on the line naming `name`, within `section`
+// (up to the next line that does not start with a digit or space) when given; -1 if absent.
+int FindNumberForName(const char* text, const char* section, const char* name);
 // Classifies one readlink() target.
 void ClassifyFdTarget(const char* target, RdmaFds* fds);
 

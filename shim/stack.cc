@@ -45,7 +45,10 @@ using UnwBacktraceFn = int (*)(void**, int);
 std::atomic<UnwBacktraceFn> g_unw_backtrace{nullptr};
 std::atomic<bool> g_unw_tried{false};
 
+}  // namespace
+
 void LoadUnwinder() {
+  if (g_unw_tried.load(std::memory_order_acquire)) return;
   if (g_unw_tried.exchange(true)) return;
   void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) return;
@@ -53,10 +56,7 @@ void LoadUnwinder() {
   g_unw_backtrace.store(fn, std::memory_order_release);
 }
 
-}  // namespace
-
 void InitOwnCodeRange() {
-  LoadUnwinder();
   if (g_own_count.load(std::memory_order_acquire) > 0) return;
   dl_iterate_phdr(CollectOwnRanges, reinterpret_cast<void*>(&InitOwnCodeRange));
 }

@@ -26,6 +26,10 @@ void CaptureStack(RawStack* out, int max_depth);
 // Records the address range of the shim's own code; called from the constructor. Safe to
 // call again. Capture before it ran keeps the shim's frames (harmless, just longer).
 void InitOwnCodeRange();
+// dlopens libunwind (RTLD_LOCAL) once. Not on the clean fork path: every mapping it adds
+// is copied by every fork, so processes that never touch RDMA never load it. Until it is
+// loaded CaptureStack returns empty stacks.
+void LoadUnwinder();
 bool IsOwnCode(uintptr_t ip);
 
 struct SymbolizedFrame {

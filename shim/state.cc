@@ -121,10 +121,13 @@ void CopyName(char* dst, size_t cap, const char* src) {
 // Set by the prepare handler when it took the lock (and so the parent handler must drop it).
 bool g_prepare_took_lock = false;
 
+// After fork every page either process writes first is copied: a process that never
+// touched RDMA must not write the shim's pages around fork (no lock, no flag).
 void AtforkPrepare() {
   StateLock& l = g_state.lock();
+  if (!g_state.AnyLive() && !g_state.EverInitialized() && !l.HeldByAnyone()) return;
   if (l.HeldByThisThread()) {
-    g_prepare_took_lock = false;
+    if (g_prepare_took_lock) g_prepare_took_lock = false;
     return;
   }
   l.Lock();
@@ -137,7 +140,7 @@ void AtforkParent() {
   }
 }
 void AtforkChild() {
-  g_prepare_took_lock = false;
+  if (g_prepare_took_lock) g_prepare_took_lock = false;
   ResetCachedTid();
   g_state.lock().ResetInChild();
 }
@@ -204,7 +207,11 @@ bool StateLock::HeldByThisThread() const {
   return owner_.load(std::memory_order_relaxed) == CurrentTid();
 }
 
-void StateLock::ResetInChild() { owner_.store(0, std::memory_order_release); }
+void StateLock::ResetInChild() {
+  if (owner_.load(std::memory_order_relaxed) != 0) owner_.store(0, std::memory_order_release);
+}
+
+bool StateLock::HeldByAnyone() const { return owner_.load(std::memory_order_relaxed) != 0; }
 
 void RdmaState::AddContext(uintptr_t handle, const char* device) {
   ContextRecord r;

@@ -100,6 +100,7 @@ class StateLock {
   void Lock();
   void Unlock();
   bool HeldByThisThread() const;
+  bool HeldByAnyone() const;
   void ResetInChild();
 
  private:

@@ -187,7 +187,21 @@ TEST(ProcFactsTest, FdTargetsAreClassified) {
   EXPECT_EQ(f.rdma_cm, 1);
 }
 
+TEST(ProcFactsTest, DeviceNumbersFromProcFiles) {
+  const char* devices =
+      "Character devices:\n  1 mem\n  4 /dev/vc/0\n 10 misc\n231 infiniband_verbs\n"
+      "\nBlock devices:\n  8 sd\n231 infiniband_verbs_blk\n";
+  EXPECT_EQ(FindNumberForName(devices, "Character devices:", "infiniband_verbs"), 231);
+  EXPECT_EQ(FindNumberForName(devices, "Character devices:", "sd"), -1);  // block section
+  EXPECT_EQ(FindNumberForName(devices, "Character devices:", "infiniband"), -1);
+  const char* misc = " 58 rdma_cm\n183 hw_random\n";
+  EXPECT_EQ(FindNumberForName(misc, nullptr, "rdma_cm"), 58);
+  EXPECT_EQ(FindNumberForName(misc, nullptr, "hw_random"), 183);
+  EXPECT_EQ(FindNumberForName(misc, nullptr, "fuse"), -1);
+}
+
 TEST(ProcFactsTest, BackstopSeesNoRdmaDescriptorsHere) {
+  LearnRdmaDeviceNumbers();
   RdmaFds f = ScanRdmaFds();
   EXPECT_EQ(f.uverbs, 0);
   EXPECT_EQ(f.rdma_cm, 0);
