@@ -5,6 +5,8 @@
 #   small records: uniform 1-4 KiB, 2 workers each, batch 64, 4 KiB output
 #                  tensor per sample, CRC32C verify + decode in both; samples/s
 #                  of each and refloader/PyTorch (target >= 3x)
+#                  (also shown: PyTorch with a BatchSampler handing whole
+#                  batches to __getitem__, the expert variant)
 #   1 MiB records: refloader's MB/s against single-core memcpy bandwidth
 #                  measured in the same run (target >= 0.5x); PyTorch shown too
 #
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
 		--small-records) small_records=$2; shift 2 ;;
 		--large-records) large_records=$2; shift 2 ;;
 		--workers) workers=$2; shift 2 ;;
-		-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+		-h|--help) sed -n "2,18p" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 		*) echo "bench/loader.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -51,16 +53,18 @@ echo "== refloader vs PyTorch DataLoader ($(nproc) cores, load $(cut -d' ' -f1-3
 "$BIN" make-dataset --out "$tmp/small" --records "$small_records" --size uniform:1K:4K --seed 3 | sed 's/^/   /'
 "$BIN" make-dataset --out "$tmp/large" --records "$large_records" --size fixed:1M --seed 4 | sed 's/^/   /'
 
-ref_s=() torch_s=() mem=() ref_l=() torch_l=()
+ref_s=() torch_s=() torchb_s=() mem=() ref_l=()
 for r in $(seq "$rounds"); do
 	ref_s+=("$("$BIN" run --data "$tmp/small" --workers "$workers" --batch-size 64 --sample-bytes 4K \
 		--sampler shuffle --epochs 3 --skip-first-epoch-in-total | field samples_per_s)")
 	torch_s+=("$($PY bench/loader_torch.py --data "$tmp/small" --workers "$workers" --batch-size 64 \
 		--sample-bytes 4096 --epochs 3 --skip-first-epoch-in-total | field samples_per_s)")
+	torchb_s+=("$($PY bench/loader_torch.py --data "$tmp/small" --workers "$workers" --batch-size 64 \
+		--sample-bytes 4096 --epochs 3 --skip-first-epoch-in-total --batched | field samples_per_s)")
 	mem+=("$("$BIN" memcpy-bandwidth --size 1M --seconds 0.5 | field MB_per_s)")
 	ref_l+=("$("$BIN" run --data "$tmp/large" --workers "$workers" --batch-size 8 --sample-bytes 1M \
 		--sampler shuffle --epochs 4 --skip-first-epoch-in-total | field MB_per_s)")
-	echo "   round $r: small refloader ${ref_s[-1]} / torch ${torch_s[-1]} samples/s;" \
+	echo "   round $r: small refloader ${ref_s[-1]} / torch ${torch_s[-1]} / torch batched ${torchb_s[-1]} samples/s;" \
 		"1 MiB refloader ${ref_l[-1]} MB/s, memcpy ${mem[-1]} MB/s"
 done
 torch_l=$($PY bench/loader_torch.py --data "$tmp/large" --workers "$workers" --batch-size 8 \
@@ -68,6 +72,7 @@ torch_l=$($PY bench/loader_torch.py --data "$tmp/large" --workers "$workers" --b
 
 rs=$(printf '%s\n' "${ref_s[@]}" | median)
 ts=$(printf '%s\n' "${torch_s[@]}" | median)
+tb=$(printf '%s\n' "${torchb_s[@]}" | median)
 rl=$(printf '%s\n' "${ref_l[@]}" | median)
 mm=$(printf '%s\n' "${mem[@]}" | median)
 small_ratio=$(ratio "$rs" "$ts")
@@ -75,5 +80,6 @@ large_ratio=$(ratio "$rl" "$mm")
 echo
 printf '%-44s %14s %14s %8s\n' "case ($workers workers)" refloader baseline ratio
 printf '%-44s %14.0f %14.0f %7sx   (target >= 3x)\n' "1-4 KiB records, samples/s vs PyTorch" "$rs" "$ts" "$small_ratio"
+printf '%-44s %14.0f %14.0f %7sx   (for reference)\n' "1-4 KiB records, vs PyTorch whole-batch" "$rs" "$tb" "$(ratio "$rs" "$tb")"
 printf '%-44s %14.0f %14.0f %7sx   (target >= 0.5x)\n' "1 MiB records, MB/s vs 1-core memcpy" "$rl" "$mm" "$large_ratio"
 printf '%-44s %14.0f %14.0f %7sx   (for reference)\n' "1 MiB records, MB/s vs PyTorch" "$rl" "$torch_l" "$(ratio "$rl" "$torch_l")"

@@ -12,6 +12,11 @@ TFRecord shards refloader reads, written the way a competent PyTorch user would.
   same batch size, prefetch_factor=2 (refloader's prefetch per worker), default
   collate (torch.stack into shared memory), shuffled with a seeded generator.
 
+--batched is the expert variant, for reference: the sampler yields whole
+batches (BatchSampler, batch_size=None), so each worker call builds one
+(B, sample_bytes) array in numpy instead of B Python-level __getitem__ calls and
+a collate.
+
 Prints one line per epoch and a summary line in refloader's format:
   summary: samples=N bytes=B seconds=T samples_per_s=X MB_per_s=Y
 """
@@ -24,7 +29,7 @@ import time
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler
 
 try:
     import crc32c as _crc32c
@@ -66,7 +71,7 @@ class TFRecordDataset(Dataset):
                     self._maps.append(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
         return self._maps[fi]
 
-    def __getitem__(self, i):
+    def _decode_into(self, i, out):
         fi, off, n = self.index[i]
         mm = self._map(fi)
         data = memoryview(mm)[off + 12: off + 12 + n]
@@ -74,10 +79,19 @@ class TFRecordDataset(Dataset):
             (stored,) = struct.unpack_from("<I", mm, off + 12 + n)
             if masked_crc(data) != stored:
                 raise ValueError(f"{self.files[fi]}: record at offset {off}: data CRC mismatch")
-        out = np.zeros(self.sample_bytes, dtype=np.uint8)
         m = min(n, self.sample_bytes)
         out[:m] = np.frombuffer(data, dtype=np.uint8, count=m)
+        out[m:] = 0
         del data
+
+    def __getitem__(self, i):
+        if isinstance(i, list):  # --batched: a whole batch per call
+            out = np.empty((len(i), self.sample_bytes), dtype=np.uint8)
+            for k, j in enumerate(i):
+                self._decode_into(j, out[k])
+            return torch.from_numpy(out)
+        out = np.empty(self.sample_bytes, dtype=np.uint8)
+        self._decode_into(i, out)
         return torch.from_numpy(out)
 
 
@@ -91,6 +105,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prefetch", type=int, default=2)
     ap.add_argument("--no-verify", action="store_true")
+    ap.add_argument("--batched", action="store_true", help="whole batches per worker call")
     ap.add_argument("--skip-first-epoch-in-total", action="store_true")
     a = ap.parse_args()
 
@@ -101,11 +116,16 @@ def main():
     ds = TFRecordDataset(files, a.sample_bytes, verify=not a.no_verify)
     g = torch.Generator()
     g.manual_seed(a.seed)
-    loader = DataLoader(ds, batch_size=a.batch_size, shuffle=True, generator=g,
-                        num_workers=a.workers, persistent_workers=a.workers > 0,
-                        pin_memory=False, prefetch_factor=a.prefetch if a.workers > 0 else None)
+    common = dict(num_workers=a.workers, persistent_workers=a.workers > 0, pin_memory=False,
+                  prefetch_factor=a.prefetch if a.workers > 0 else None)
+    if a.batched:
+        batches = BatchSampler(RandomSampler(ds, generator=g), a.batch_size, drop_last=False)
+        loader = DataLoader(ds, batch_size=None, sampler=batches, **common)
+    else:
+        loader = DataLoader(ds, batch_size=a.batch_size, shuffle=True, generator=g, **common)
     print(f"torch {torch.__version__}: {len(ds)} records in {len(files)} shard(s), "
-          f"{a.workers} workers, batch {a.batch_size} x {a.sample_bytes} B", flush=True)
+          f"{a.workers} workers, batch {a.batch_size} x {a.sample_bytes} B"
+          f"{', batched' if a.batched else ''}", flush=True)
     tot_s = tot_b = 0
     tot_t = 0.0
     for e in range(a.epochs):
