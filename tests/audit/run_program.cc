@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,8 +30,8 @@ std::string ReadAll(const std::string& path) {
 
 }  // namespace
 
-ProgramResult RunProgram(const std::vector<std::string>& argv,
-                         const std::vector<std::string>& env) {
+ProgramResult RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         int timeout_s) {
   ProgramResult result;
   std::map<std::string, std::string> vars;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -73,10 +74,20 @@ ProgramResult RunProgram(const std::vector<std::string>& argv,
     return result;
   }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
+  // Poll in 20 ms steps so that a hung program is killed after timeout_s.
+  for (long waited_ms = 0;; waited_ms += 20) {
+    pid_t got = waitpid(pid, &status, timeout_s > 0 ? WNOHANG : 0);
+    if (got == pid) break;
+    if (got < 0 && errno != EINTR) {
       ADD_FAILURE() << "waitpid: " << strerror(errno);
       return result;
+    }
+    if (timeout_s > 0 && got == 0) {
+      if (waited_ms >= timeout_s * 1000L && !result.timed_out) {
+        kill(pid, SIGKILL);
+        result.timed_out = true;
+      }
+      usleep(20 * 1000);
     }
   }
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -8,14 +8,17 @@
 namespace forkguard::testing {
 
 struct ProgramResult {
-  int status = -1;  // exit code, or 128 + signal number
-  std::string out;  // stdout
-  std::string err;  // stderr
+  int status = -1;         // exit code, or 128 + signal number
+  std::string out;         // stdout
+  std::string err;         // stderr
+  bool timed_out = false;  // killed (SIGKILL) after the timeout: a hang, never a pass
 };
 
 // argv[0] must be an absolute path. `env` entries ("NAME=value") are added to (or
 // replace) the test's own environment; "NAME=" with nothing after '=' removes NAME.
-ProgramResult RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+// timeout_s > 0 bounds the run (a guard against hangs, not a timing check).
+ProgramResult RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         int timeout_s = 0);
 
 // 1-based number of the first line of file `path` containing `marker`; fails the test
 // (returns 0) when absent. Lets tests check reported line numbers without hard-coding.
