@@ -1,0 +1,99 @@
+// Must-show (1) on the real device: `forkguard run --log D -- hazard_prog`
+// (open rxe0, register memory, fork) with the real libforkguard.so prints the
+// report of the run and keeps the program's exit status; with
+// --fail-on hazard it exits 3; a child killed touching registered memory
+// (RDMAV_FORK_SAFE=1) is in the report; --mode error makes the fork fail.
+#include <dirent.h>
+
+#include <string>
+
+#include "cli/testdata/run_cli.h"
+#include "gtest/gtest.h"
+#include "tests/support/rdma_device.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::cli {
+namespace {
+
+using testdata::CliResult;
+using testdata::RunCli;
+
+std::string Forkguard() { return forkguard::testing::Runfile("cli/forkguard"); }
+std::string Prog() { return forkguard::testing::Runfile("cli/testdata/hazard_prog"); }
+
+CliResult RunUnderForkguard(const std::string& dev, const std::vector<std::string>& opts,
+                            const std::vector<std::string>& prog_args,
+                            std::vector<std::string> env = {}) {
+  // The shim is found in the runfiles (no FORKGUARD_SHIM_DIR): the Bazel-tree layout.
+  std::vector<std::string> argv = {Forkguard(), "run"};
+  argv.insert(argv.end(), opts.begin(), opts.end());
+  argv.push_back("--");
+  argv.push_back(Prog());
+  argv.insert(argv.end(), prog_args.begin(), prog_args.end());
+  env.push_back("RXE_DEV=" + dev);
+  env.push_back("FORKGUARD_SHIM_DIR=");
+  return RunCli(argv, env);
+}
+
+int CountLogs(const std::string& dir) {
+  int n = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) n += std::string(e->d_name).find(".jsonl") != std::string::npos;
+    closedir(d);
+  }
+  return n;
+}
+
+TEST(RunRdma, ReportsTheHazardAndKeepsTheExitStatus) {
+  auto dev = forkguard::testing::RequireRdmaDevice();
+  std::string logs = forkguard::testing::MakeTempDir("fglogs");
+  CliResult r =
+      RunUnderForkguard(dev.name, {"--log", logs}, {"5"}, {"RDMAV_FORK_SAFE=", "IBV_FORK_SAFE="});
+  EXPECT_EQ(r.status, 5) << r.out << r.err;
+  EXPECT_NE(r.out.find("child: exit 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("forkguard: 1 process on 1 host, 1 fork: 1 hazardous at 1 call site"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("hazard_prog.cc:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": hazard: fork() after RDMA initialization"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("= inherited-rdma:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("RDMA was first initialized here, by ibv_open_device on " + dev.name),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("#0 main at cli/testdata/hazard_prog.cc:"), std::string::npos) << r.err;
+  EXPECT_GE(CountLogs(logs), 1);
+
+  // The kept logs give the same picture through `forkguard report`.
+  CliResult rep = RunCli({Forkguard(), "report", "--format", "json", "--fail-on", "hazard", logs});
+  EXPECT_EQ(rep.status, 3) << rep.err;
+  EXPECT_NE(rep.out.find("\"hazard_forks\": 1,"), std::string::npos) << rep.out;
+}
+
+TEST(RunRdma, FailOnHazardExits3) {
+  auto dev = forkguard::testing::RequireRdmaDevice();
+  CliResult r = RunUnderForkguard(dev.name, {"--fail-on", "hazard"}, {"5"});
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find(": hazard: fork() after RDMA initialization"), std::string::npos) << r.err;
+}
+
+TEST(RunRdma, ChildKilledTouchingRegisteredMemoryIsReported) {
+  auto dev = forkguard::testing::RequireRdmaDevice();
+  CliResult r = RunUnderForkguard(dev.name, {}, {"0", "--touch"}, {"RDMAV_FORK_SAFE=1"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("child: signal 11"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("= child-segv:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 child forked, 1 killed by SIGSEGV"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 child killed touching RDMA-registered memory"), std::string::npos)
+      << r.err;
+}
+
+TEST(RunRdma, ModeErrorFailsTheFork) {
+  auto dev = forkguard::testing::RequireRdmaDevice();
+  CliResult r = RunUnderForkguard(dev.name, {"--mode", "error"}, {"6"});
+  EXPECT_EQ(r.status, 6) << r.err;
+  EXPECT_NE(r.out.find("fork failed: "), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("action: 1 failed"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace forkguard::cli
