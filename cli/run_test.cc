@@ -160,6 +160,29 @@ TEST(Run, UsageErrorsAndHelp) {
   EXPECT_EQ(v.out.rfind("forkguard ", 0), 0u);
 }
 
+// Installed layout: PREFIX/bin/forkguard finds PREFIX/lib/libforkguard.so.
+TEST(Run, InstalledLayoutFindsTheShimInPrefixLib) {
+  std::string prefix = forkguard::testing::MakeTempDir("prefix");
+  ASSERT_EQ(0, mkdir((prefix + "/bin").c_str(), 0755));
+  ASSERT_EQ(0, mkdir((prefix + "/lib").c_str(), 0755));
+  auto copy = [](const std::string& from, const std::string& to, mode_t mode) {
+    std::string data = ReadFileOrEmpty(from);
+    FILE* f = fopen(to.c_str(), "wb");
+    if (!f) return false;
+    bool ok = fwrite(data.data(), 1, data.size(), f) == data.size();
+    ok = fclose(f) == 0 && ok;
+    return ok && chmod(to.c_str(), mode) == 0 && !data.empty();
+  };
+  ASSERT_TRUE(copy(Forkguard(), prefix + "/bin/forkguard", 0755));
+  ASSERT_TRUE(copy(FakeShim(), prefix + "/lib/libforkguard.so", 0644));
+  std::string out = prefix + "/preload.txt";
+  CliResult r = RunCli(
+      {prefix + "/bin/forkguard", "run", "--", "/bin/sh", "-c", "echo \"$LD_PRELOAD\" > " + out},
+      {"FORKGUARD_SHIM_DIR=", "LD_PRELOAD=", "RUNFILES_DIR=", "TEST_SRCDIR="});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(ReadFileOrEmpty(out), prefix + "/lib/libforkguard.so\n");
+}
+
 TEST(Run, MissingShimIs125) {
   CliResult r = RunCli({Forkguard(), "run", "--", "true"}, {"FORKGUARD_SHIM_DIR=/nonexistent"});
   EXPECT_EQ(r.status, 125);
