@@ -188,7 +188,6 @@ bool Active() {
   EnsureInit();
   if (g_config.mode == Mode::kOff) return false;
   LoadUnwinder();
-  LearnRdmaDeviceNumbers();  // the RDMA modules may have been loaded after we started
   return true;
 }
 
@@ -219,8 +218,10 @@ void NoteInit(RdmaCall call, const char* device) {
   PythonStack py;  // ~11 KiB on a normal thread stack (not the fork path)
   CapturePythonStack(&py, g_config.stack_depth);
   if (!st.NoteInit(call, device, stack, py, MonotonicNs())) return;
-  // Ask the kernel about copy-on-fork now, never later from an atfork handler.
+  // Ask the kernel about copy-on-fork now, never later from an atfork handler; and learn
+  // the RDMA device numbers again in case the modules were loaded after we started.
   KernelCopyOnFork();
+  LearnRdmaDeviceNumbers();
   EventLog& log = GlobalEventLog();
   EventLog::LargeLine line(log);
   if (!line.ok()) return;
@@ -593,7 +594,6 @@ void EnsureInit() { pthread_once(&g_once, Init); }
 void OnOpenDevice(const void* ctx, const char* device, int err) {
   if (!Active()) return;
   if (ctx != nullptr) {
-    CheckInheritedUse("ibv_open_device", nullptr);
     GlobalState().AddContext(reinterpret_cast<uintptr_t>(ctx), device);
     NoteInit(RdmaCall::kOpenDevice, device);
   }

@@ -8,7 +8,9 @@ namespace forkguard {
 namespace {
 
 // Exported so dladdr can name it (the test binary is linked with -rdynamic).
-extern "C" __attribute__((noinline, visibility("default"))) void forkguard_test_user_frame() {}
+extern "C" __attribute__((noinline, visibility("default"))) void forkguard_test_user_frame() {
+  __asm__ volatile("nop; nop; nop; nop; nop; nop; nop; nop");
+}
 
 std::string Format(ForkReport& r) {
   static char buf[65536];
