@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -30,6 +31,7 @@
 #include <rdma/rdma_cma.h>
 #endif
 
+#include <atomic>
 #include <barrier>
 #include <string>
 #include <thread>
@@ -56,6 +58,8 @@ void Usage() {
       "  --rdmacm-only         librdmacm only: create_id + resolve_addr to $RXE_IP\n"
       "  --rdmacm-ep           librdmacm only: rdma_getaddrinfo + rdma_create_ep to $RXE_IP\n"
       "  --child-uses-parent-pd the child registers memory on the parent's PD\n"
+      "  --churn               a thread registers/deregisters in a loop while the parent\n"
+      "                        forks (prints 'churn: iterations=N')\n"
       "  --dlopen-local        dlopen(libibverbs.so.1, RTLD_NOW|RTLD_LOCAL) + dlsym(handle)\n"
       "  --vfork               vfork + exec /bin/true instead of fork\n"
       "  --threads=N           N more threads each register a page at once and stay alive\n"
@@ -88,6 +92,7 @@ struct Options {
   int threads = 0;
   bool rdmacm_ep = false;
   bool child_uses_parent_pd = false;
+  bool churn = false;
 };
 
 [[noreturn]] void Die(const char* what) {
@@ -303,6 +308,7 @@ __attribute__((noinline)) pid_t fg_test_fork_worker(const Options& o, const Rdma
   fflush(stderr);
   pid_t pid = fork();
   if (pid == 0) {
+    alarm(60);  // a child that hangs (e.g. on a lock inherited held) dies of SIGALRM
     if (o.fork_exec) {
       char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
       execv("/bin/true", argv);
@@ -480,6 +486,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->rdmacm_ep = o->rdmacm_only = true;
     } else if (a == "--child-uses-parent-pd") {
       o->child_uses_parent_pd = true;
+    } else if (a == "--churn") {
+      o->churn = true;
     } else if (a == "--vfork") {
       o->vfork = true;
     } else if (a == "--reg-invalid") {
@@ -552,12 +560,37 @@ int main(int argc, char** argv) {
     registered.arrive_and_wait();
     printf("thread-registered: n=%d\n", o.threads);
   }
+  // --churn: another thread is inside the verbs wrappers while the parent forks.
+  std::atomic<bool> stop_churn{false};
+  std::atomic<long> churned{0};
+  std::thread churn;
+  if (o.churn) {
+    churn = std::thread([&] {
+      const long page = sysconf(_SC_PAGESIZE);
+      void* p = nullptr;
+      if (posix_memalign(&p, page, page) != 0) Die("posix_memalign");
+      // Capped so that the event log stays small.
+      while ((!stop_churn.load() || churned.load() == 0) && churned.load() < 5000) {
+        ibv_mr* mr = api.reg_mr(r.pd, p, page, IBV_ACCESS_LOCAL_WRITE);
+        if (!mr) Die("ibv_reg_mr (churn)");
+        if (int rc = api.dereg_mr(mr); rc != 0) DieRc("ibv_dereg_mr (churn)", rc);
+        churned.fetch_add(1);
+      }
+      free(p);
+    });
+    while (churned.load() == 0) sched_yield();  // the thread is running
+  }
   if (o.dereg_before_fork) {
     fg_test_release_rdma(api, &r);
     printf("released\n");
   }
   if (!o.fork_first) {
     ForkWorkers(o, r);
+  }
+  if (o.churn) {
+    stop_churn.store(true);
+    churn.join();
+    printf("churn: iterations=%ld\n", churned.load());
   }
   if (o.threads > 0) {
     forked.arrive_and_wait();

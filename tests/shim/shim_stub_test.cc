@@ -3,6 +3,9 @@
 // same behaviours on the real device are in shim_rdma_test.cc.
 #include <signal.h>
 
+#include <string.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <set>
 #include <string>
@@ -403,6 +406,108 @@ TEST(ShimStub, ChildUsingParentsPdFlagged) {
   EXPECT_EQ(1u, r.log.OfPid("note", r.report.children[0]).size()) << Ctx(r);
   ExpectWellFormedLog(r);
 }
+
+// Another thread is inside the shim's wrappers (registering and deregistering
+// in a loop) while the parent forks 20 times; every child then calls a
+// wrapped function itself. No deadlock (a hung child dies of SIGALRM after
+// 60 s), no lost or torn log lines, every registration logged.
+TEST(ShimStub, ForkWhileAnotherThreadIsInsideTheShim) {
+  ShimRun r = Stub({"--churn", "--forks=20", "--child-uses-parent-pd"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_EQ(20u, r.report.children.size()) << Ctx(r);
+  size_t exited = 0, pos = 0;
+  while ((pos = r.proc.out.find("child exited 0", pos)) != std::string::npos) ++exited, ++pos;
+  EXPECT_EQ(20u, exited) << Ctx(r);
+  EXPECT_EQ(std::string::npos, r.proc.out.find("killed by signal")) << Ctx(r);
+  long iterations = -1;
+  size_t at = r.proc.out.find("churn: iterations=");
+  ASSERT_NE(std::string::npos, at) << Ctx(r);
+  iterations = std::stol(r.proc.out.substr(at + strlen("churn: iterations=")));
+  ASSERT_GT(iterations, 0);
+  // Every registration and deregistration in the parent is in its log.
+  EXPECT_EQ(static_cast<size_t>(iterations) + 1, r.log.OfPid("mr_register", r.proc.pid).size())
+      << Ctx(r);
+  EXPECT_EQ(static_cast<size_t>(iterations) + 1, r.log.OfPid("mr_deregister", r.proc.pid).size())
+      << Ctx(r);
+  EXPECT_EQ(20u, r.log.OfPid("fork", r.proc.pid).size()) << Ctx(r);
+  for (pid_t child : r.report.children) {
+    EXPECT_EQ(1u, r.log.OfPid("note", child).size()) << "child " << child << "\n" << Ctx(r);
+  }
+  ExpectWellFormedLog(r);
+}
+
+TEST(ShimStubConfig, AllowListedCallSiteIsNeitherPrintedNorFailed) {
+  ShimRun r = Stub({"--fork-safe"}, "error", {"FORKGUARD_ALLOW=nomatch,fg_test_fork_worker"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ("", r.proc.err) << Ctx(r);
+  EXPECT_EQ(1u, r.report.children.size()) << "an allowed fork must not fail\n" << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ("hazard", forks[0].json.String("verdict")) << Ctx(r);
+  EXPECT_TRUE(forks[0].json["allowed"].boolean) << Ctx(r);
+  EXPECT_EQ("proceeded", forks[0].json.String("action")) << Ctx(r);
+}
+
+TEST(ShimStubConfig, AllowListThatMatchesNothingChangesNothing) {
+  ShimRun r = Stub({"--fork-safe"}, "error", {"FORKGUARD_ALLOW=no_such_function"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(r.report.children.empty()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("fork failed: errno=1")) << Ctx(r);
+}
+
+TEST(ShimStubConfig, ReportAlwaysPrintsEveryHazardousFork) {
+  ShimRun r = Stub({"--forks=3"}, "", {"FORKGUARD_REPORT=always"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ(3, ParseHazardMessage(r.proc.err).count) << Ctx(r);
+}
+
+TEST(ShimStubConfig, QuietPrintsNothingButStillLogs) {
+  ShimRun r = Stub({"--fork-safe", "--touch-buffer"}, "", {"FORKGUARD_QUIET=1"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ("", r.proc.err) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child killed by signal 11")) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ("hazard", forks[0].json.String("verdict")) << Ctx(r);
+  EXPECT_EQ(1u, r.log.OfPid("child_segv", r.report.children[0]).size()) << Ctx(r);
+}
+
+TEST(ShimStubConfig, SymlinkedLogDirRefusedWithOneWarning) {
+  std::string real = MakeTempDir("forkguard-real-log");
+  std::string link = MakeTempDir("forkguard-link") + "/log";
+  ASSERT_EQ(0, symlink(real.c_str(), link.c_str()));
+  ProgramRun p = RunProgram(
+      {Runfile(kProgram), "--order=fork-first"},
+      {"LD_PRELOAD=" + ShimLibrary(), "FORKGUARD_LOG=" + link,
+       "LD_LIBRARY_PATH=" +
+           Runfile("tests/stub_ibverbs/lib/libibverbs.so.1")
+               .substr(0, Runfile("tests/stub_ibverbs/lib/libibverbs.so.1").rfind('/'))});
+  EXPECT_TRUE(p.Exited(0)) << p.Describe();
+  EXPECT_EQ(1, std::count(p.err.begin(), p.err.end(), '\n')) << p.Describe();
+  EXPECT_NE(std::string::npos, p.err.find("FORKGUARD_LOG")) << p.Describe();
+  EXPECT_TRUE(ReadEventLog(real).files.empty()) << "logged through a symlink";
+}
+
+// Rank: RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK - the first set.
+class ShimStubRank : public ::testing::TestWithParam<std::pair<std::vector<std::string>, int>> {};
+
+TEST_P(ShimStubRank, FirstSetVariableWins) {
+  ShimRun r = Stub({"--order=fork-first"}, "", GetParam().first);
+  ExpectCleanRun(r);
+  ASSERT_FALSE(r.log.events.empty()) << Ctx(r);
+  for (const Event& e : r.log.events) {
+    EXPECT_EQ(GetParam().second, e.json.Int("rank")) << e.name() << Ctx(r);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variables, ShimStubRank,
+    ::testing::Values(
+        std::make_pair(std::vector<std::string>{"RANK=3"}, 3),
+        std::make_pair(std::vector<std::string>{"OMPI_COMM_WORLD_RANK=2", "SLURM_PROCID=5"}, 2),
+        std::make_pair(std::vector<std::string>{"SLURM_PROCID=5", "PMI_RANK=7"}, 5),
+        std::make_pair(std::vector<std::string>{"PMI_RANK=7"}, 7)));
 
 TEST(ShimStub, RankFromEnvironmentInEveryEvent) {
   ShimRun r = Stub({"--order=fork-first"}, "", {"RANK=3"});
