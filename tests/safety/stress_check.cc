@@ -1,0 +1,179 @@
+#include "tests/safety/stress_check.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace forkguard::safety {
+namespace {
+
+struct Rec {
+  std::string phase;
+  long tid = 0;
+  long child = 0;
+};
+
+const cli::JsonValue* Get(const cli::JsonValue& v, const char* key) {
+  const cli::JsonValue* p = v.Find(key);
+  static const cli::JsonValue kNull;
+  return p != nullptr ? p : &kNull;
+}
+
+bool HasString(const cli::JsonValue& arr, const std::string& s) {
+  for (const cli::JsonValue& v : arr.array()) {
+    if (v.is_string() && v.string_value() == s) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void CheckStress(int n, const std::string& dev, const std::vector<std::string>& extra_env,
+                 int watchdog_seconds) {
+  std::string log_dir = MakeDir("stress-log", false);
+  RunOptions opt;
+  opt.env = extra_env;
+  opt.env.push_back("LD_PRELOAD=" + Preload());
+  opt.env.push_back("FORKGUARD_LOG=" + log_dir);
+  opt.env.push_back("RDMAV_FORK_SAFE=1");  // registered ranges are MADV_DONTFORK: child-segv too
+  opt.watchdog_seconds = watchdog_seconds;
+  Run run =
+      RunProgram({Program("tests/safety/stress_prog"), "stress", std::to_string(n), dev}, opt);
+  ASSERT_FALSE(run.timed_out) << "deadlock or livelock: " << run.Describe();
+  ASSERT_TRUE(run.Exited(0)) << run.Describe();
+
+  // What the program did.
+  std::vector<Rec> recs;
+  uint64_t pinned_addr = 0, pinned_len = 0;
+  bool done = false;
+  {
+    std::istringstream in(run.out);
+    std::string word;
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream l(line);
+      l >> word;
+      if (word == "fork") {
+        Rec r;
+        l >> r.phase >> r.tid >> r.child;
+        recs.push_back(r);
+      } else if (word == "pinned") {
+        std::string a;
+        l >> a >> pinned_len;
+        pinned_addr = std::stoull(a, nullptr, 16);
+      } else if (word == "done") {
+        done = true;
+      }
+    }
+  }
+  ASSERT_TRUE(done) << run.Describe();
+  ASSERT_EQ(recs.size(), static_cast<size_t>(3 * 16 * n));
+  ASSERT_NE(pinned_addr, 0u);
+
+  // What the shim logged.
+  LogDir log = ReadLogDir(log_dir);
+  EXPECT_TRUE(log.problems.empty()) << "torn or invalid lines:\n"
+                                    << ::testing::PrintToString(log.problems);
+  std::map<std::string, std::vector<int64_t>> seqs;
+  for (const LogLine& l : log.lines) seqs[l.file].push_back(l.Int("seq"));
+  for (auto& [file, s] : seqs) {
+    std::sort(s.begin(), s.end());
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] != static_cast<int64_t>(i)) {
+        ADD_FAILURE() << file << ": seq not contiguous from 0 at index " << i << " (" << s[i]
+                      << ")";
+        break;
+      }
+    }
+  }
+  for (const auto& [name, mode] : log.file_modes) {
+    EXPECT_EQ(mode, 0600u) << name;
+  }
+
+  // Parent's fork / fork_child events per thread, in seq order.
+  std::map<long, std::vector<const LogLine*>> forks, children;
+  std::vector<LogLine> parent_lines;
+  for (const LogLine& l : log.lines) {
+    if (l.Int("pid") == run.pid) parent_lines.push_back(l);
+  }
+  std::sort(parent_lines.begin(), parent_lines.end(),
+            [](const LogLine& a, const LogLine& b) { return a.Int("seq") < b.Int("seq"); });
+  for (const LogLine& l : parent_lines) {
+    if (l.Event() == "fork") forks[l.Int("tid")].push_back(&l);
+    if (l.Event() == "fork_child") children[l.Int("tid")].push_back(&l);
+  }
+  size_t fork_events = 0;
+  for (auto& [tid, v] : forks) fork_events += v.size();
+  EXPECT_EQ(fork_events, recs.size()) << "every fork must be logged exactly once";
+
+  std::map<long, std::vector<Rec>> by_tid;
+  for (const Rec& r : recs) by_tid[r.tid].push_back(r);
+  std::set<long> child_pids_logged;
+  int bad = 0;
+  for (auto& [tid, rs] : by_tid) {
+    const auto& fv = forks[tid];
+    const auto& cv = children[tid];
+    if (fv.size() != rs.size() || cv.size() != rs.size()) {
+      ADD_FAILURE() << "thread " << tid << ": " << rs.size() << " forks made, " << fv.size()
+                    << " fork events, " << cv.size() << " fork_child events";
+      continue;
+    }
+    for (size_t k = 0; k < rs.size() && bad < 20; ++k) {
+      const cli::JsonValue& f = fv[k]->json;
+      const cli::JsonValue& c = cv[k]->json;
+      std::string where = "thread " + std::to_string(tid) + " fork #" + std::to_string(k) +
+                          " (phase " + rs[k].phase + ", child " + std::to_string(rs[k].child) +
+                          "): ";
+      if (c.GetInt("child_pid", -1) != rs[k].child) {
+        ADD_FAILURE() << where << "fork_child says " << c.GetInt("child_pid", -1);
+        ++bad;
+      }
+      if (!(fv[k]->Int("seq") < cv[k]->Int("seq")) ||
+          (k + 1 < rs.size() && !(cv[k]->Int("seq") < fv[k + 1]->Int("seq")))) {
+        ADD_FAILURE() << where << "fork / fork_child events out of order";
+        ++bad;
+      }
+      child_pids_logged.insert(c.GetInt("child_pid", -1));
+      std::string verdict = f.GetString("verdict");
+      const cli::JsonValue& live = *Get(f, "live");
+      if (rs[k].phase == "pinned") {
+        bool pinned_listed = false;
+        bool pinned_dontfork = false;
+        for (const cli::JsonValue& r : Get(f, "ranges")->array()) {
+          if (static_cast<uint64_t>(r.GetInt("addr", 0)) == pinned_addr &&
+              static_cast<uint64_t>(r.GetInt("len", 0)) == pinned_len) {
+            pinned_listed = true;
+            pinned_dontfork = r.GetBool("dontfork", false);
+          }
+        }
+        bool ok = verdict == "hazard" && pinned_listed && pinned_dontfork &&
+                  HasString(*Get(f, "reasons"), "child-segv") &&
+                  HasString(*Get(f, "reasons"), "inherited-rdma") &&
+                  live.GetInt("contexts", -1) == 1 && live.GetInt("pds", -1) >= 1 &&
+                  live.GetInt("mrs", -1) >= 1 && f.GetString("action") == "proceeded";
+        if (!ok) {
+          ADD_FAILURE() << where << "with the pinned MR live the verdict must be hazard "
+                        << "(child-segv, inherited-rdma) listing the pinned range as dontfork; got "
+                        << cli::WriteJson(f, -1).substr(0, 1500);
+          ++bad;
+        }
+      } else {
+        bool ok = verdict == "clean" && Get(f, "ranges")->array().empty() &&
+                  live.GetInt("contexts", -1) == 0 && live.GetInt("mrs", -1) == 0 &&
+                  f.GetString("action") == "proceeded";
+        if (!ok) {
+          ADD_FAILURE() << where << "no RDMA resource can be live: the verdict must be clean; got "
+                        << cli::WriteJson(f, -1).substr(0, 1500);
+          ++bad;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(child_pids_logged.size(), recs.size()) << "child pids logged more or less than once";
+  RemoveTree(log_dir);
+}
+
+}  // namespace forkguard::safety
