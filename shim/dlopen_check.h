@@ -5,18 +5,29 @@
 // that; it says so once and relies on the /dev/infiniband descriptor backstop at fork
 // time. Under the LD_AUDIT module (libforkguard_audit.so) those bindings are routed to
 // the shim anyway, so nothing is said.
+//
+// Two phases, because a dlopen wrapper must not call the real dlopen from a C frame of
+// its own: glibc searches the *caller's* DT_RUNPATH and $ORIGIN, so the wrapper has to
+// tail-jump to the real dlopen (like the shim's vfork) and cannot run code after it.
 #ifndef FORKGUARD_SHIM_DLOPEN_CHECK_H_
 #define FORKGUARD_SHIM_DLOPEN_CHECK_H_
 
 namespace forkguard {
 
-// Call from the shim's dlopen wrapper after the real dlopen succeeded (handle != nullptr).
-// When `flags` has RTLD_DEEPBIND, an RDMA library is loaded in the process and the audit
-// module is not active, writes once per process to stderr:
+// Phase 1, before the real dlopen: remembers the first file opened with RTLD_DEEPBIND.
+// No allocation, no locks, no output.
+void NoteDlopenFlags(const char* file, int flags);
+
+// Phase 2, outside the loader (e.g. in the parent when a fork is found hazardous; not in
+// an atfork handler): when a RTLD_DEEPBIND load was noted, libibverbs or librdmacm is
+// loaded, and the audit module is not active, writes once per process to stderr
 //   forkguard: <file> loaded with RTLD_DEEPBIND; its RDMA calls bypass interposition,
 //   relying on the /dev/infiniband descriptor backstop
-// and returns true (the caller may log a `note` event); false otherwise. Thread-safe;
-// takes the loader lock (dlopen RTLD_NOLOAD): not for the fork path.
+// and returns true (the caller may log a `note` event). Thread-safe. Takes the loader
+// lock (dlopen RTLD_NOLOAD).
+bool ReportDeepbindOnce();
+
+// Both phases at once, for a caller that runs after a successful dlopen.
 bool CheckDlopenFlags(const char* file, int flags);
 
 // True when LD_AUDIT names libforkguard_audit.so (the loader read it at startup).

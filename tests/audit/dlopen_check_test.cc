@@ -1,4 +1,5 @@
-// forkguard::CheckDlopenFlags: when a RTLD_DEEPBIND dlopen must be reported.
+// forkguard::NoteDlopenFlags / ReportDeepbindOnce: when a RTLD_DEEPBIND dlopen must be
+// reported. One process, so the order matters: the report is once per process.
 #include "shim/dlopen_check.h"
 
 #include <dlfcn.h>
@@ -8,25 +9,36 @@
 
 namespace {
 
-// One process, so the order matters: the warning is once per process.
-TEST(DlopenCheck, ReportsDeepbindOnceWhenRdmaIsLoadedAndNoAudit) {
+TEST(DlopenCheck, ReportsFirstDeepbindOnceWhenRdmaIsLoadedAndNoAudit) {
   ASSERT_EQ(unsetenv("LD_AUDIT"), 0);
-  // Nothing RDMA in this process yet: a DEEPBIND library is none of our business.
+  // Nothing noted yet.
+  EXPECT_FALSE(forkguard::ReportDeepbindOnce());
+  forkguard::NoteDlopenFlags("libplain.so", RTLD_NOW | RTLD_LOCAL);
+  EXPECT_FALSE(forkguard::ReportDeepbindOnce());
+
+  // Noted, but nothing RDMA in this process: none of our business.
   ASSERT_EQ(dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_NOLOAD), nullptr);
-  EXPECT_FALSE(forkguard::CheckDlopenFlags("libfoo.so", RTLD_NOW | RTLD_DEEPBIND));
+  forkguard::NoteDlopenFlags("libfirst.so", RTLD_NOW | RTLD_DEEPBIND);
+  forkguard::NoteDlopenFlags("libsecond.so", RTLD_NOW | RTLD_DEEPBIND);
+  EXPECT_FALSE(forkguard::ReportDeepbindOnce());
 
   void* verbs = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(verbs, nullptr) << dlerror();
-  EXPECT_FALSE(forkguard::CheckDlopenFlags("libfoo.so", RTLD_NOW | RTLD_LOCAL));
   // Under the audit module DEEPBIND'ed bindings are routed to the shim: nothing to say.
   ASSERT_EQ(setenv("LD_AUDIT", "/opt/x/libforkguard_audit.so", 1), 0);
   EXPECT_TRUE(forkguard::AuditModuleActive());
-  EXPECT_FALSE(forkguard::CheckDlopenFlags("libfoo.so", RTLD_NOW | RTLD_DEEPBIND));
+  EXPECT_FALSE(forkguard::ReportDeepbindOnce());
   ASSERT_EQ(unsetenv("LD_AUDIT"), 0);
   EXPECT_FALSE(forkguard::AuditModuleActive());
 
-  EXPECT_TRUE(forkguard::CheckDlopenFlags("libfoo.so", RTLD_NOW | RTLD_DEEPBIND));
-  EXPECT_FALSE(forkguard::CheckDlopenFlags("libbar.so", RTLD_NOW | RTLD_DEEPBIND));  // once
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(forkguard::ReportDeepbindOnce());
+  EXPECT_FALSE(forkguard::ReportDeepbindOnce());                                       // once
+  EXPECT_FALSE(forkguard::CheckDlopenFlags("libthird.so", RTLD_NOW | RTLD_DEEPBIND));  // once
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err,
+            "forkguard: libfirst.so loaded with RTLD_DEEPBIND; its RDMA calls bypass "
+            "interposition, relying on the /dev/infiniband descriptor backstop\n");
   dlclose(verbs);
 }
 
