@@ -635,7 +635,7 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   rec.len = len;
   rec.access = access;
   rec.call = call;
-  rec.owner = getpid();
+  rec.owner = CurrentPid();
   rec.mono_ns = MonotonicNs();
   CaptureStack(&rec.stack, g_config.stack_depth);
   GlobalState().AddMr(rec);
@@ -667,10 +667,13 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
 void OnDeregMr(const void* mr, int ret, int err) {
   if (!Active()) return;
   CheckInheritedUse("ibv_dereg_mr", mr);
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) {
+    if (ret == 0) GlobalState().RemoveMr(reinterpret_cast<uintptr_t>(mr), nullptr);
+    return;
+  }
   MrRecord rec;
   bool known = ret == 0 && GlobalState().RemoveMr(reinterpret_cast<uintptr_t>(mr), &rec);
-  EventLog& log = GlobalEventLog();
-  if (!log.enabled()) return;
   char buf[512];
   TextBuffer b(buf, sizeof(buf));
   if (ret != 0) {

@@ -75,7 +75,9 @@ void CaptureStack(RawStack* out, int max_depth) {
   // Room for the shim's own frames, which are dropped below.
   void* ips[RawStack::kCapacity + 16];
   UnwBacktraceFn unw = g_unw_backtrace.load(std::memory_order_acquire);
-  int n = unw != nullptr ? unw(ips, RawStack::kCapacity + 16) : 0;
+  // Only as deep as asked (plus the shim's own frames): unwinding costs per frame.
+  int want = max_depth + 16;
+  int n = unw != nullptr ? unw(ips, want) : 0;
   int first = 0;
   while (first < n && IsOwnCode(reinterpret_cast<uintptr_t>(ips[first]))) ++first;
   int depth = 0;

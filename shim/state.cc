@@ -15,6 +15,7 @@ namespace forkguard {
 namespace {
 
 __thread pid_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
+__thread pid_t t_pid __attribute__((tls_model("initial-exec"))) = 0;
 
 void* MapPages(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -190,7 +191,15 @@ pid_t CurrentTid() {
   return t_tid;
 }
 
-void ResetCachedTid() { t_tid = 0; }
+pid_t CurrentPid() {
+  if (t_pid == 0) t_pid = getpid();
+  return t_pid;
+}
+
+void ResetCachedTid() {
+  t_tid = 0;
+  t_pid = 0;
+}
 
 void StateLock::Lock() {
   pid_t me = CurrentTid();
@@ -215,7 +224,7 @@ bool StateLock::HeldByAnyone() const { return owner_.load(std::memory_order_rela
 
 void RdmaState::AddContext(uintptr_t handle, const char* device) {
   ContextRecord r;
-  r.owner = getpid();
+  r.owner = CurrentPid();
   CopyName(r.device, sizeof(r.device), device);
   Guard g(lock_);
   bool replaced = false;
@@ -233,7 +242,7 @@ bool RdmaState::RemoveContext(uintptr_t handle) {
 
 void RdmaState::AddPd(uintptr_t handle) {
   PdRecord r;
-  r.owner = getpid();
+  r.owner = CurrentPid();
   Guard g(lock_);
   bool replaced = false;
   if (g_tables.pds.Insert(handle, r, &replaced) && !replaced) live_.fetch_add(1);
@@ -268,7 +277,7 @@ bool RdmaState::RemoveMr(uintptr_t handle, MrRecord* removed) {
 void RdmaState::AddCm(uintptr_t handle, RdmaCall call) {
   CmRecord r;
   r.call = call;
-  r.owner = getpid();
+  r.owner = CurrentPid();
   Guard g(lock_);
   bool replaced = false;
   if (g_tables.cms.Insert(handle, r, &replaced) && !replaced) live_.fetch_add(1);

@@ -156,6 +156,8 @@ void InstallStateAtfork();
 int64_t MonotonicNs();
 int64_t RealtimeNs();
 pid_t CurrentTid();
+// getpid() cached per thread (reset with the tid in a forked child by the atfork handler).
+pid_t CurrentPid();
 // Forget the cached thread id (in a forked child).
 void ResetCachedTid();
 
