@@ -37,6 +37,7 @@ struct TableEntry {
 struct TableHeader {
   uint32_t magic;
   int count;
+  bool quiet;
   size_t bytes;
   TableEntry* entries;
   char* text;
@@ -95,14 +96,16 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
       const TableEntry& e = t->entries[i];
       if (addr < e.page_start || addr >= e.page_end) continue;
       ChildSegvRange r{e.start, e.end, e.page_start, e.page_end, e.call, nullptr, e.nips, e.ips};
-      char head[512];
-      size_t n = FormatChildSegv(head, sizeof(head), static_cast<long>(getpid()), addr, r);
-      WriteAll(STDERR_FILENO, head, n);
-      WriteAll(STDERR_FILENO, t->text + e.text_off, e.text_len);
-      static const char kTail[] =
-          "forkguard: the parent's fork support (ibv_fork_init/RDMAV_FORK_SAFE) marked these "
-          "pages MADV_DONTFORK, so they do not exist in this child\n";
-      WriteAll(STDERR_FILENO, kTail, sizeof(kTail) - 1);
+      if (!t->quiet) {
+        char head[512];
+        size_t n = FormatChildSegv(head, sizeof(head), static_cast<long>(getpid()), addr, r);
+        WriteAll(STDERR_FILENO, head, n);
+        WriteAll(STDERR_FILENO, t->text + e.text_off, e.text_len);
+        static const char kTail[] =
+            "forkguard: the parent's fork support (ibv_fork_init/RDMAV_FORK_SAFE) marked these "
+            "pages MADV_DONTFORK, so they do not exist in this child\n";
+        WriteAll(STDERR_FILENO, kTail, sizeof(kTail) - 1);
+      }
       EventLog& log = GlobalEventLog();
       int expected = 0;
       if (log.enabled() && t->scratch_busy.compare_exchange_strong(expected, 1)) {
@@ -144,7 +147,7 @@ size_t FormatChildSegv(char* buf, size_t cap, long pid, uintptr_t addr,
 }
 
 // ---- Parent side (not signal-safe: symbolizes with dladdr). ----
-bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork) {
+bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork, bool quiet) {
   int count = 0;
   for (int i = 0; i < snap.mr_count; ++i) count += mr_dontfork[i] ? 1 : 0;
   if (count > kMaxTableEntries) count = kMaxTableEntries;
@@ -185,6 +188,7 @@ bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork) {
     text_used += text.size();
   }
   t->count = n;
+  t->quiet = quiet;
   t->magic = kTableMagic;
   TableHeader* old = g_table.exchange(t, std::memory_order_acq_rel);
   // Unmap the previous table only when no other thread is preparing a fork with it.

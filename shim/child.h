@@ -15,8 +15,9 @@ namespace forkguard {
 
 // Parent, before a hazardous fork with MADV_DONTFORK ranges: builds the table the child's
 // SIGSEGV handler uses (symbolizes the registering stacks; may call dladdr). Returns false
-// when it could not be built (the child then just gets no explanation).
-bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork);
+// when it could not be built (the child then just gets no explanation). With `quiet`
+// (FORKGUARD_QUIET) the child prints nothing and only logs child_segv.
+bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork, bool quiet);
 // Parent, after the fork returned (or failed): the table is no longer needed in the parent.
 void ReleaseChildSegvTable();
 

@@ -557,7 +557,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
     d.fail = true;
     d.err = EPERM;
   } else if (v.dontfork_mrs > 0) {
-    d.explain_segv = PrepareChildSegvTable(snap, scratch.mr_dontfork);
+    d.explain_segv = PrepareChildSegvTable(snap, scratch.mr_dontfork, g_config.quiet);
   }
   RdmaState::FreeSnapshot(&snap);
   return d;
