@@ -58,6 +58,12 @@ void Usage() {
       "  --rdmacm-only         librdmacm only: create_id + resolve_addr to $RXE_IP\n"
       "  --rdmacm-ep           librdmacm only: rdma_getaddrinfo + rdma_create_ep to $RXE_IP\n"
       "  --child-uses-parent-pd the child registers memory on the parent's PD\n"
+      "  --exec-fn=F           with --fork-exec: execv (default), execve, execvp, execl,\n"
+      "                        execle, execlp, execvpe or fexecve\n"
+      "  --spawn-fn=F          with --spawn: posix_spawn (default) or posix_spawnp\n"
+      "  --system              system(\"true\") and popen(\"true\") instead of fork\n"
+      "  --open-uverbs=PATH    no libibverbs: open(PATH) (e.g. /dev/infiniband/uverbs0), fork\n"
+      "  --raw-dontfork        with --open-uverbs: an MADV_DONTFORK page the child touches\n"
       "  --churn               a thread registers/deregisters in a loop while the parent\n"
       "                        forks (prints 'churn: iterations=N')\n"
       "  --dlopen-local        dlopen(libibverbs.so.1, RTLD_NOW|RTLD_LOCAL) + dlsym(handle)\n"
@@ -93,6 +99,11 @@ struct Options {
   bool rdmacm_ep = false;
   bool child_uses_parent_pd = false;
   bool churn = false;
+  std::string exec_fn = "execv";
+  std::string spawn_fn = "posix_spawn";
+  bool system_call = false;
+  std::string open_uverbs;
+  bool raw_dontfork = false;
 };
 
 [[noreturn]] void Die(const char* what) {
@@ -311,7 +322,25 @@ __attribute__((noinline)) pid_t fg_test_fork_worker(const Options& o, const Rdma
     alarm(60);  // a child that hangs (e.g. on a lock inherited held) dies of SIGALRM
     if (o.fork_exec) {
       char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
-      execv("/bin/true", argv);
+      const std::string& f = o.exec_fn;
+      if (f == "execv") {
+        execv("/bin/true", argv);
+      } else if (f == "execve") {
+        execve("/bin/true", argv, environ);
+      } else if (f == "execvp") {
+        execvp("true", argv);
+      } else if (f == "execvpe") {
+        execvpe("true", argv, environ);
+      } else if (f == "execl") {
+        execl("/bin/true", "/bin/true", static_cast<char*>(nullptr));
+      } else if (f == "execle") {
+        execle("/bin/true", "/bin/true", static_cast<char*>(nullptr), environ);
+      } else if (f == "execlp") {
+        execlp("true", "true", static_cast<char*>(nullptr));
+      } else if (f == "fexecve") {
+        int fd = open("/bin/true", O_RDONLY);
+        if (fd >= 0) fexecve(fd, argv, environ);
+      }
       _exit(127);
     }
     if (o.touch_buffer && r.buf) {
@@ -346,11 +375,13 @@ __attribute__((noinline)) pid_t fg_test_vfork_worker() {
   return pid;
 }
 
-__attribute__((noinline)) pid_t fg_test_spawn_worker() {
+__attribute__((noinline)) pid_t fg_test_spawn_worker(const Options& o) {
   fflush(stdout);
   pid_t pid = -1;
   char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
-  int rc = posix_spawn(&pid, "/bin/true", nullptr, nullptr, argv, environ);
+  int rc = o.spawn_fn == "posix_spawnp"
+               ? posix_spawnp(&pid, "true", nullptr, nullptr, argv, environ)
+               : posix_spawn(&pid, "/bin/true", nullptr, nullptr, argv, environ);
   if (rc != 0) DieRc("posix_spawn", rc);
   return pid;
 }
@@ -370,8 +401,17 @@ void ForkWorkers(const Options& o, const Rdma& r) {
       PrintChildFate(pid);
       continue;
     }
+    if (o.system_call) {
+      fflush(stdout);
+      int st = system("true");
+      printf("system: status=%d\n", st);
+      FILE* f = popen("true", "r");
+      if (!f) Die("popen");
+      printf("popen: status=%d\n", pclose(f));
+      continue;
+    }
     if (o.spawn) {
-      pid_t pid = fg_test_spawn_worker();
+      pid_t pid = fg_test_spawn_worker(o);
       printf("spawn: child=%d\n", static_cast<int>(pid));
       PrintChildFate(pid);
       continue;
@@ -486,6 +526,18 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->rdmacm_ep = o->rdmacm_only = true;
     } else if (a == "--child-uses-parent-pd") {
       o->child_uses_parent_pd = true;
+    } else if (value("--exec-fn=", &v)) {
+      o->exec_fn = v;
+      o->fork_exec = true;
+    } else if (value("--spawn-fn=", &v)) {
+      o->spawn_fn = v;
+      o->spawn = true;
+    } else if (a == "--system") {
+      o->system_call = true;
+    } else if (value("--open-uverbs=", &v)) {
+      o->open_uverbs = v;
+    } else if (a == "--raw-dontfork") {
+      o->raw_dontfork = true;
     } else if (a == "--churn") {
       o->churn = true;
     } else if (a == "--vfork") {
@@ -519,6 +571,26 @@ int main(int argc, char** argv) {
 #endif
   }
   Rdma r;
+  if (!o.open_uverbs.empty()) {
+    // What a statically linked libibverbs (or mlx5dv_open_device) leaves behind:
+    // descriptors no interposed call explains, and maybe MADV_DONTFORK pages.
+    int fd = open(o.open_uverbs.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) Die(o.open_uverbs.c_str());
+    printf("opened: %s\n", o.open_uverbs.c_str());
+    if (o.raw_dontfork) {
+      const long page = sysconf(_SC_PAGESIZE);
+      void* p = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) Die("mmap");
+      memset(p, 'p', page);
+      if (madvise(p, page, MADV_DONTFORK) != 0) Die("madvise");
+      r.buf = static_cast<char*>(p);
+      printf("dontfork: addr=%p\n", p);
+    }
+    ForkWorkers(o, r);
+    close(fd);
+    printf("done\n");
+    return 0;
+  }
   if (o.fork_first) {
     ForkWorkers(o, r);
   }

@@ -221,5 +221,37 @@ TEST_F(ShimRdma, DlopenLocalCaughtByDescriptorBackstop) {
   ExpectWellFormedLog(r);
 }
 
+// The descriptor backstop alone: a program that opens the device files itself
+// (static libibverbs, mlx5dv_open_device) and calls nothing the shim wraps.
+TEST_F(ShimRdma, RawUverbsDescriptorCaughtByBackstop) {
+  ShimRun r = Real({"--open-uverbs=/dev/infiniband/uverbs0", "--raw-dontfork", "--touch-buffer"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_NE(std::string::npos, r.proc.out.find("opened: /dev/infiniband/uverbs0")) << Ctx(r);
+  HazardMessage m = ParseHazardMessage(r.proc.err);
+  ASSERT_TRUE(m.found) << Ctx(r);
+  EXPECT_TRUE(m.HasReason("inherited-rdma")) << Ctx(r);
+  // No intercepted call explains the descriptor: every MADV_DONTFORK mapping counts.
+  EXPECT_TRUE(m.HasReason("child-segv")) << Ctx(r);
+  EXPECT_NE(std::string::npos, m.fork_section.find("fg_test_fork_worker")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child killed by signal 11")) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("uverbs_fds")) << Ctx(r);
+  EXPECT_EQ(0, forks[0].json["live"].Int("contexts")) << Ctx(r);
+  ExpectWellFormedLog(r);
+}
+
+TEST_F(ShimRdma, RawRdmaCmDescriptorCaughtByBackstop) {
+  ShimRun r = Real({"--open-uverbs=/dev/infiniband/rdma_cm"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  HazardMessage m = ParseHazardMessage(r.proc.err);
+  ASSERT_TRUE(m.found) << Ctx(r);
+  EXPECT_TRUE(m.HasReason("inherited-rdma")) << Ctx(r);
+  EXPECT_FALSE(m.HasReason("child-segv")) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("rdma_cm_fds")) << Ctx(r);
+}
+
 }  // namespace
 }  // namespace forkguard::testing

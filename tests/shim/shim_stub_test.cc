@@ -509,6 +509,59 @@ INSTANTIATE_TEST_SUITE_P(
         std::make_pair(std::vector<std::string>{"SLURM_PROCID=5", "PMI_RANK=7"}, 5),
         std::make_pair(std::vector<std::string>{"PMI_RANK=7"}, 7)));
 
+// Every exec* entry point marks the child of a hazardous fork as exec'd.
+class ShimStubExec : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShimStubExec, ChildExecLogged) {
+  ShimRun r = Stub({"--fork-safe", "--exec-fn=" + GetParam()});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 0")) << Ctx(r);
+  std::vector<Event> ex = r.log.OfPid("child_exec", r.report.children[0]);
+  ASSERT_EQ(1u, ex.size()) << GetParam() << " not seen\n" << Ctx(r);
+  EXPECT_FALSE(ex[0].json.String("path").empty()) << Ctx(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Functions, ShimStubExec,
+                         ::testing::Values("execv", "execve", "execvp", "execvpe", "execl",
+                                           "execle", "execlp", "fexecve"));
+
+TEST(ShimStub, PosixSpawnpAfterInitIsNotAHazard) {
+  ShimRun r = Stub({"--fork-safe", "--spawn-fn=posix_spawnp"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ("", r.proc.err) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  std::vector<Event> spawns = r.log.OfPid("spawn", r.proc.pid);
+  ASSERT_EQ(1u, spawns.size()) << Ctx(r);
+  EXPECT_EQ("posix_spawnp", spawns[0].json.String("call")) << Ctx(r);
+  EXPECT_EQ(r.report.children[0], spawns[0].json.Int("child_pid")) << Ctx(r);
+}
+
+// glibc's system() and popen() create their child without fork().
+TEST(ShimStub, SystemAndPopenAfterInitAreSilent) {
+  ShimRun r = Stub({"--fork-safe", "--system"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("system: status=0")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("popen: status=0")) << Ctx(r);
+  EXPECT_EQ("", r.proc.err) << Ctx(r);
+  for (const Event& e : r.log.Of("fork")) {
+    EXPECT_NE("hazard", e.json.String("verdict")) << Ctx(r);
+  }
+}
+
+// MADV_DONTFORK and open descriptors that have nothing to do with RDMA: no
+// verdict, no message, and the child's SIGSEGV is not "explained".
+TEST(ShimStub, DontforkWithoutRdmaIsNotOurBusiness) {
+  ShimRun r = Stub({"--open-uverbs=/dev/null", "--raw-dontfork", "--touch-buffer"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child killed by signal 11")) << Ctx(r);
+  EXPECT_EQ("", r.proc.err) << Ctx(r);
+  for (const Event& e : r.log.Of("fork")) {
+    EXPECT_EQ("clean", e.json.String("verdict")) << Ctx(r);
+  }
+  EXPECT_TRUE(r.log.Of("child_segv").empty()) << Ctx(r);
+}
+
 TEST(ShimStub, RankFromEnvironmentInEveryEvent) {
   ShimRun r = Stub({"--order=fork-first"}, "", {"RANK=3"});
   ExpectCleanRun(r);
