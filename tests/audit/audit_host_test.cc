@@ -95,5 +95,29 @@ TEST(AuditModule, RoutesPltCallsOfADeepbindLibrary) {
   EXPECT_EQ(CountOf(without.err, "fake-shim: ibv_fork_init\n"), 0) << without.err;
 }
 
+TEST(AuditModule, WithTheRealShimTheForkGetsTheFullVerdict) {
+  // The same NCCL-style program under the real libforkguard.so and the stub libibverbs:
+  // the shim sees the device open and the registration, hence child-segv and the init stack.
+  Paths p;
+  std::string log_dir = MakeTempDir("fglog");
+  ProgramResult r =
+      RunProgram({p.program},
+                 {"LD_LIBRARY_PATH=" + p.stub_dir, "LD_PRELOAD=" + Runfile("shim/libforkguard.so"),
+                  "LD_AUDIT=" + p.audit, "FORKGUARD_LOG=" + log_dir, "FORKGUARD_MODE=warn",
+                  "RDMAV_FORK_SAFE=", "IBV_FORK_SAFE="});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("child exited 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("ibv_open_device(stub0) at:"), std::string::npos) << r.err;
+  std::vector<std::string> log = ReadLogLines(log_dir);
+  auto forks = LinesWith(log, {"\"event\":\"fork\"", "\"verdict\":\"hazard\""});
+  ASSERT_EQ(forks.size(), 1u) << ::testing::PrintToString(log);
+  EXPECT_NE(forks[0].find("\"child-segv\""), std::string::npos) << forks[0];
+  EXPECT_NE(forks[0].find("\"init\":{\"call\":\"ibv_open_device\",\"device\":\"stub0\""),
+            std::string::npos)
+      << forks[0];
+  EXPECT_EQ(LinesWith(log, {"\"event\":\"fork_init\"", "\"result\":0"}).size(), 1u)
+      << ::testing::PrintToString(log);
+}
+
 }  // namespace
 }  // namespace forkguard::testing
