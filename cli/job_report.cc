@@ -249,6 +249,7 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
           d.range_addr = ParseAddress(rg->Find("addr"));
           d.range_len = ParseAddress(rg->Find("len"));
         }
+        d.call = b.GetString("call");
         d.reg_stack = ParseStack(b.Find("reg_stack"));
         deaths.push_back(std::move(d));
       } else if (e.type == "note") {
@@ -285,17 +286,21 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
 
   // Which fork made each child: the fork_child record naming its pid, else
   // the parent's latest fork decision before the child's first event.
+  std::vector<std::map<int64_t, size_t>> by_child(r.processes.size());  // child pid -> record
+  for (size_t i = 0; i < fork_records.size(); ++i)
+    for (size_t k = 0; k < fork_records[i].size(); ++k)
+      if (fork_records[i][k].child_pid > 0) by_child[i].emplace(fork_records[i][k].child_pid, k);
   std::vector<const ForkRecord*> made_by(r.processes.size(), nullptr);
   for (int c = 0; c < static_cast<int>(r.processes.size()); ++c) {
     const ProcessNode& child = r.processes[c];
     if (child.parent < 0) continue;
     const ForkRecord* best = nullptr;
-    for (const auto& rec : fork_records[child.parent]) {
-      if (rec.child_pid == child.pid) {
-        best = &rec;
-        break;
-      }
-      if (rec.child_pid < 0 && (!child.start_ns || rec.ts_ns <= child.start_ns)) best = &rec;
+    const auto& recs = fork_records[child.parent];
+    if (auto it = by_child[child.parent].find(child.pid); it != by_child[child.parent].end()) {
+      best = &recs[it->second];
+    } else {
+      for (const auto& rec : recs)
+        if (rec.child_pid < 0 && (!child.start_ns || rec.ts_ns <= child.start_ns)) best = &rec;
     }
     made_by[c] = best;
     if (!best) continue;

@@ -89,6 +89,7 @@ struct ChildDeath {
   std::optional<uint64_t> addr;
   std::optional<uint64_t> range_addr;
   std::optional<uint64_t> range_len;
+  std::string call;  // the registering call, e.g. "ibv_reg_mr"
   Stack reg_stack;
 };
 

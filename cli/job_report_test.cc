@@ -4,6 +4,7 @@
 // children, deaths, the process tree and symbolization are checked too.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 #include <string>
@@ -137,6 +138,10 @@ TEST(JobReport, TextReadsLikeADiagnosticAndFits100Columns) {
       << text;
   EXPECT_NE(text.find("41 children forked, 3 killed by SIGSEGV"), std::string::npos) << text;
   EXPECT_NE(text.find("help: create the loader workers before RDMA init"), std::string::npos);
+  EXPECT_NE(text.find("note: the range was registered by ibv_reg_mr (in the parent) at:\n"
+                      "      #0 forkguard::cli::testdata::InitRdmaTransport() at "),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("StartWorkerPool() at "), std::string::npos) << text;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) EXPECT_LE(Columns(line), 100u) << line;
@@ -186,6 +191,23 @@ TEST(JobReport, JunkInTheLogsIsNotedAndEverythingElseCounted) {
   EXPECT_TRUE(truncated);
   EXPECT_TRUE(future);
   EXPECT_EQ(r.lines_skipped, 2);
+}
+
+TEST(JobReport, BigJobStaysOneFindingAndAShortText) {
+  JobSpec spec;
+  spec.ranks = 256;
+  spec.procs_per_rank = 3;
+  spec.hazard_ranks = 200;
+  Generated g = Generate(spec, /*symbolize=*/false);
+  ASSERT_EQ(static_cast<int>(g.report.processes.size()), g.truth.processes);
+  ASSERT_FALSE(g.report.hazard_groups.empty());
+  EXPECT_EQ(g.report.hazard_groups[0].count, g.truth.worker_site_hazard);
+  EXPECT_EQ(static_cast<int>(g.report.hazard_groups[0].processes.size()),
+            g.truth.worker_site_hazard_processes);
+  EXPECT_EQ(FormatRanks(g.report.hazard_groups[0].ranks), "ranks 0-199");
+  std::string text = RenderText(g.report);
+  EXPECT_NE(text.find("more process trees (--format json lists every process)"), std::string::npos);
+  EXPECT_LT(std::count(text.begin(), text.end(), '\n'), 200) << text;
 }
 
 TEST(JobReport, FormatRanksCompressesRuns) {

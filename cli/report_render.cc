@@ -462,19 +462,40 @@ std::string RenderText(const JobReport& r, int width_in) {
       out += Fit(l, width) + "\n";
     }
     if (r.deaths.size() > 10) out += "  … " + std::to_string(r.deaths.size() - 10) + " more\n";
+    // Where the memory they touched was registered (the first death's view).
+    for (const auto& d : r.deaths) {
+      if (d.reg_stack.empty()) continue;
+      out += Fit("  note: the range was registered" + (d.call.empty() ? "" : " by " + d.call) +
+                     " (in the parent) at:",
+                 width) +
+             "\n";
+      AppendStack(&out, d.reg_stack, "      ", width, 8);
+      break;
+    }
   }
 
   if (!r.processes.empty()) {
-    out += "\nprocess tree:\n";
+    // A big job's tree is in the JSON report; the text shows its beginning.
+    constexpr size_t kMaxTreeLines = 80;
+    std::string tree;
     std::string last_host;
+    int roots = 0, shown = 0;
     for (int i = 0; i < static_cast<int>(r.processes.size()); ++i) {
       if (r.processes[i].parent >= 0) continue;
+      ++roots;
+      if (static_cast<size_t>(std::count(tree.begin(), tree.end(), '\n')) >= kMaxTreeLines)
+        continue;
+      ++shown;
       if (r.processes[i].host != last_host) {
         last_host = r.processes[i].host;
-        out += "  host " + last_host + "\n";
+        tree += "  host " + last_host + "\n";
       }
-      AppendTree(&out, r, i, "    ", width, 0);
+      AppendTree(&tree, r, i, "    ", width, 0);
     }
+    out += "\nprocess tree:\n" + tree;
+    if (shown < roots)
+      out += "  … " + std::to_string(roots - shown) +
+             " more process trees (--format json lists every process)\n";
   }
 
   if (!r.shim_notes.empty()) {
@@ -549,6 +570,7 @@ JsonValue ReportToJson(const JobReport& r) {
       x.Set("range", JsonValue());
     }
     x.Set("finding", d.group >= 0 ? Int(d.group + 1) : JsonValue());
+    x.Set("call", d.call.empty() ? JsonValue() : Str(d.call));
     x.Set("reg_stack", StackJson(d.reg_stack));
     deaths.Push(std::move(x));
   }

@@ -257,7 +257,9 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
         rg.Set("len", JsonValue::Int(4 << 20));
         sv.Set("range", std::move(rg));
         JsonValue rs = JsonValue::Array();
-        rs.Push(JsonValue::String("0x7f0000011e30"));
+        rs.Push(FrameOf(&InitRdmaTransport, 1));
+        rs.Push(JsonValue::String("0x7f0000011e30"));  // a raw ip: kept as is
+        sv.Set("call", JsonValue::String("ibv_reg_mr"));
         sv.Set("reg_stack", std::move(rs));
         sv.Set("signal", JsonValue::Int(11));
         c.Write(sv);
