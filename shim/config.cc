@@ -14,13 +14,9 @@ void Warn(WarningSink warn, void* ctx, const char* name, const char* value, cons
   if (warn == nullptr) return;
   char buf[512];
   TextBuffer line(buf, sizeof(buf));
-  // Cap the echoed value so one bad variable cannot flood stderr.
-  char shown[96];
-  size_t n = strnlen(value, sizeof(shown) - 4);
-  memcpy(shown, value, n);
-  shown[n] = '\0';
-  if (value[n] != '\0') strcpy(shown + n, "...");
-  line.Str("forkguard: ignoring ").Str(name).Char('=').Str(shown).Str(": ").Str(why);
+  line.Str("forkguard: ignoring ").Str(name).Char('=');
+  AppendShownValue(line, value);
+  line.Str(": ").Str(why);
   line.Str("; using ").Str(fallback);
   warn(line.data(), ctx);
 }
@@ -141,6 +137,16 @@ Config ParseConfig(EnvLookup env, void* env_ctx, WarningSink warn, void* warn_ct
     }
   }
   return c;
+}
+
+void AppendShownValue(TextBuffer& out, const char* value) {
+  constexpr size_t kMaxShown = 92;
+  size_t i = 0;
+  for (; value[i] != '\0' && i < kMaxShown; ++i) {
+    auto c = static_cast<unsigned char>(value[i]);
+    out.Char(c < 0x20 || c == 0x7f ? '?' : static_cast<char>(c));
+  }
+  if (value[i] != '\0') out.Str("...");
 }
 
 bool AllowPatternMatches(const char* pattern, const char* text) {

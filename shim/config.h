@@ -7,6 +7,8 @@
 
 #include <cstddef>
 
+#include "shim/text_buffer.h"
+
 namespace forkguard {
 
 enum class Mode { kWarn, kError, kAbort, kOff };
@@ -38,6 +40,10 @@ using WarningSink = void (*)(const char* line, void* ctx);
 // "forkguard: ignoring FORKGUARD_X=...: <why>; using <default>" and the safe default.
 // With `secure` (AT_SECURE: setuid/setgid/capabilities) the environment is ignored.
 Config ParseConfig(EnvLookup env, void* env_ctx, WarningSink warn, void* warn_ctx, bool secure);
+
+// Appends `value` as a warning shows it: at most 92 bytes (then "..."), control
+// characters as '?', so a warning is always one bounded line.
+void AppendShownValue(TextBuffer& out, const char* value);
 
 // True when `text` contains `pattern` (plain substring; empty patterns never match).
 bool AllowPatternMatches(const char* pattern, const char* text);

@@ -116,6 +116,17 @@ TEST(ConfigTest, LongValueIsCutInTheWarning) {
   EXPECT_NE(env.warnings[0].find("..."), std::string::npos);
 }
 
+TEST(ConfigTest, ControlCharactersNeverSplitTheWarningLine) {
+  FakeEnv env;
+  env.vars["FORKGUARD_REPORT"] = "once\nforkguard: fake line\r\x1b[31m";
+  Parse(env);
+  ASSERT_EQ(env.warnings.size(), 1u);
+  EXPECT_EQ(env.warnings[0].find('\n'), std::string::npos);
+  EXPECT_EQ(env.warnings[0].find('\r'), std::string::npos);
+  EXPECT_EQ(env.warnings[0].find('\x1b'), std::string::npos);
+  EXPECT_NE(env.warnings[0].find("once?forkguard: fake line??[31m"), std::string::npos);
+}
+
 TEST(ConfigTest, TooManyAllowPatternsKeepsTheFirstSixteen) {
   FakeEnv env;
   std::string v;

@@ -81,7 +81,9 @@ void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink war
     if (warn != nullptr) {
       char buf[1200];
       TextBuffer line(buf, sizeof(buf));
-      line.Str("forkguard: ignoring FORKGUARD_LOG=").Str(dir).Str(": ").Str(why);
+      line.Str("forkguard: ignoring FORKGUARD_LOG=");
+      AppendShownValue(line, dir);
+      line.Str(": ").Str(why);
       line.Str("; using no event log");
       warn(line.data(), warn_ctx);
     }
