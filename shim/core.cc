@@ -12,6 +12,7 @@
 
 #include "shim/child.h"
 #include "shim/config.h"
+#include "shim/dlopen_check.h"
 #include "shim/event_log.h"
 #include "shim/message.h"
 #include "shim/proc_facts.h"
@@ -483,6 +484,11 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
     TextBuffer msg(scratch.fixed->message, Scratch::kMessageBytes);
     FormatHazardMessage(msg, r, /*demangle=*/true);
     WriteStderr(msg.data(), msg.size());
+  }
+  // A library loaded RTLD_DEEPBIND may be why RDMA was only found by the backstop: say so
+  // once (not from an atfork handler: it takes the loader lock).
+  if (via == ForkVia::kFork && !g_config.quiet && ReportDeepbindOnce()) {
+    LogNote("a library was loaded with RTLD_DEEPBIND: its RDMA calls bypass interposition");
   }
 
   const char* action = ActionName(g_config.mode, allowed, via);

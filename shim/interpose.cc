@@ -20,6 +20,7 @@
 #include <atomic>
 
 #include "shim/core.h"
+#include "shim/dlopen_check.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -420,6 +421,11 @@ FG_EXPORT int posix_spawnp(pid_t* pid, const char* file,
   return r;
 }
 
+extern "C" __attribute__((visibility("hidden"))) void* forkguard_dlopen_unavailable(const char*,
+                                                                                    int) {
+  return nullptr;
+}
+
 // vfork cannot be wrapped by a C function: the child would return through our frame and
 // then the parent would resume on a clobbered stack. The exported vfork is assembly that
 // calls the (ordinary) prologue, then tail-jumps to the real vfork with the caller's frame.
@@ -447,6 +453,48 @@ vfork:
   jmp *%rax
   .cfi_endproc
   .size vfork, .-vfork
+)");
+
+// dlopen: glibc searches the *caller's* DT_RUNPATH/$ORIGIN and picks its namespace from the
+// return address, so a C wrapper calling the real dlopen would change which library gets
+// loaded. Like vfork, the exported dlopen is assembly: it notes the flags (RTLD_DEEPBIND
+// defeats interposition; said once, later, outside the loader) and tail-jumps to the real
+// dlopen with the caller's return address still on the stack.
+extern "C" __attribute__((visibility("hidden"))) void* forkguard_dlopen_prologue(const char* file,
+                                                                                 int flags) {
+  static constinit RealFunction<void* (*)(const char*, int)> hook("dlopen", nullptr, kLibc);
+  {
+    ErrnoKeeper e;
+    forkguard::NoteDlopenFlags(file, flags);
+  }
+  auto real = hook.Get(reinterpret_cast<void* (*)(const char*, int)>(&dlopen));
+  // Without the real dlopen there is nothing sensible to jump to: fail like dlopen does.
+  return real != nullptr ? reinterpret_cast<void*>(real)
+                         : reinterpret_cast<void*>(&forkguard_dlopen_unavailable);
+}
+
+asm(R"(
+  .text
+  .globl dlopen
+  .type dlopen, @function
+dlopen:
+  .cfi_startproc
+  pushq %rdi
+  .cfi_adjust_cfa_offset 8
+  pushq %rsi
+  .cfi_adjust_cfa_offset 8
+  subq $8, %rsp
+  .cfi_adjust_cfa_offset 8
+  call forkguard_dlopen_prologue
+  addq $8, %rsp
+  .cfi_adjust_cfa_offset -8
+  popq %rsi
+  .cfi_adjust_cfa_offset -8
+  popq %rdi
+  .cfi_adjust_cfa_offset -8
+  jmp *%rax
+  .cfi_endproc
+  .size dlopen, .-dlopen
 )");
 
 // ---- exec: a hazardous child that execs is benign ----
