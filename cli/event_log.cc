@@ -153,13 +153,15 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
 }
 
 void ReadFile(const std::string& path, LogSet* out) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  bool is_stdin = path == "-";  // `forkguard report -`: a stream of lines
+  int fd = is_stdin ? dup(STDIN_FILENO)
+                    : open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) {
     out->notes.push_back({path, std::string("cannot open: ") + strerror(errno)});
     return;
   }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (!is_stdin && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
     out->notes.push_back({path, "not a regular file, skipped"});
     close(fd);
     return;
@@ -295,6 +297,10 @@ void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out
 
 void ReadLogs(const std::vector<std::string>& paths, LogSet* out) {
   for (const auto& p : paths) {
+    if (p == "-") {
+      ReadFile(p, out);
+      continue;
+    }
     struct stat st;
     if (stat(p.c_str(), &st) != 0) {
       out->notes.push_back({p, std::string("cannot read: ") + strerror(errno)});

@@ -77,7 +77,8 @@ struct LogSet {
 // Parses the text of one log file named `file_name` into `out`.
 void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out);
 
-// Reads files and directories (recursively, `*.jsonl` files) into `out`.
+// Reads files and directories (recursively, `*.jsonl` files) into `out`;
+// "-" is standard input.
 void ReadLogs(const std::vector<std::string>& paths, LogSet* out);
 
 // A stack from its JSON array (tolerant: bad frames are skipped).

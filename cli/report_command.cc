@@ -22,7 +22,7 @@ DESCRIPTION
     Reads event logs written by libforkguard.so (FORKGUARD_LOG=DIR; schema
     forkguard.event/1, one *.jsonl file per process) from any number of
     directories (searched recursively) and files, from any number of processes,
-    ranks and hosts, and prints one report:
+    ranks and hosts (- reads standard input), and prints one report:
 
       - each hazardous fork call site once, with how often it forked (x64 when 64
         ranks forked at the same line), in how many processes, ranks and hosts,

@@ -204,7 +204,8 @@ std::string InitPhrase(const ForkGroup& g) {
 
 std::string SummaryLine(const JobReport& r) {
   std::string s = Plural(static_cast<int64_t>(r.processes.size()), "process", "processes");
-  if (!r.ranks.empty()) s += " (" + std::to_string(r.ranks.size()) + " ranks)";
+  if (!r.ranks.empty())
+    s += " (" + Plural(static_cast<int64_t>(r.ranks.size()), "rank", "ranks") + ")";
   s += " on " + Plural(static_cast<int64_t>(r.hosts.size()), "host", "hosts") + ", " +
        Plural(r.forks, "fork", "forks") + ": " + std::to_string(r.hazard_forks) + " hazardous at " +
        Plural(static_cast<int64_t>(r.hazard_groups.size()), "call site", "call sites") + ", " +

@@ -117,7 +117,8 @@ bool Contains(const std::string& list, const std::string& path) {
 }
 
 int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
-  return remove(path) == 0 ? 0 : 0;  // best effort; keep going
+  remove(path);  // best effort: a file we cannot remove must not stop the rest
+  return 0;
 }
 
 std::set<std::string> ListDir(const std::string& dir) {

@@ -183,6 +183,15 @@ TEST(Run, InstalledLayoutFindsTheShimInPrefixLib) {
   EXPECT_EQ(ReadFileOrEmpty(out), prefix + "/lib/libforkguard.so\n");
 }
 
+TEST(Report, ReadsStandardInput) {
+  std::string f = forkguard::testing::Runfile("cli/testdata/corpus/valid.jsonl");
+  CliResult r = RunCli({"/bin/sh", "-c", "\"$0\" report - < \"$1\"", Forkguard(), f});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("forkguard: 1 process (1 rank) on 1 host, 1 fork: 1 hazardous"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(Run, MissingShimIs125) {
   CliResult r = RunCli({Forkguard(), "run", "--", "true"}, {"FORKGUARD_SHIM_DIR=/nonexistent"});
   EXPECT_EQ(r.status, 125);
