@@ -21,8 +21,9 @@
 
 namespace {
 
-// The shim, as seen in la_objopen (nullptr until then).
-struct link_map* g_shim = nullptr;
+// The shim, as seen in la_objopen (nullptr until then). Written under the loader lock;
+// read by la_symbind64, which lazy binding calls without it.
+struct link_map* g_shim = nullptr;  // only through __atomic builtins
 // Cookies are left at the loader's default, the link_map address, so refcook/defcook
 // identify objects directly.
 
@@ -110,8 +111,8 @@ bool IsDefaultVersion(const DynamicSymbols& d, unsigned int ndx) {
 
 // Address of the shim's exported, defined, default-version function `name`, or 0.
 // Standard DT_GNU_HASH lookup (bloom filter skipped: correctness does not need it).
-uintptr_t FindShimFunction(const char* name) {
-  const DynamicSymbols d = ReadDynamic(g_shim);
+uintptr_t FindShimFunction(const struct link_map* shim, const char* name) {
+  const DynamicSymbols d = ReadDynamic(shim);
   if (d.symtab == nullptr || d.strtab == nullptr || d.gnu_hash == nullptr) return 0;
   const uint32_t nbuckets = d.gnu_hash[0];
   const uint32_t symoffset = d.gnu_hash[1];
@@ -130,7 +131,7 @@ uintptr_t FindShimFunction(const char* name) {
       if (sym.st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym.st_info) == STT_FUNC &&
           ELF64_ST_BIND(sym.st_info) != STB_LOCAL && sym.st_value != 0 &&
           IsDefaultVersion(d, index) && strcmp(d.strtab + sym.st_name, name) == 0) {
-        return g_shim->l_addr + sym.st_value;
+        return shim->l_addr + sym.st_value;
       }
     }
     if ((chain_hash & 1) != 0) return 0;  // end of this bucket's chain
@@ -158,19 +159,22 @@ bool NeedsRdmaLibrary(const struct link_map* map) {
 
 }  // namespace
 
+#define FG_AUDIT_EXPORT __attribute__((visibility("default")))
+
 extern "C" {
 
 // The interface version: ours, or the loader's if older (la_symbind64 is in every one).
-unsigned int la_version(unsigned int version) {
+FG_AUDIT_EXPORT unsigned int la_version(unsigned int version) {
   return version < LAV_CURRENT ? version : LAV_CURRENT;
 }
 
-unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t* cookie) {
+FG_AUDIT_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t* cookie) {
   (void)cookie;
   // dlmopen'ed namespaces have no shim of their own: leave them untouched.
   if (lmid != LM_ID_BASE || map->l_name == nullptr) return 0;
   if (IsShim(map->l_name)) {
-    if (g_shim == nullptr) g_shim = map;
+    struct link_map* none = nullptr;
+    __atomic_compare_exchange_n(&g_shim, &none, map, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     return 0;
   }
   unsigned int flags = IsRdmaLibrary(map->l_name) ? LA_FLG_BINDTO : 0;
@@ -180,24 +184,26 @@ unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t* cookie) {
 
 // After the startup objects are loaded, before main: the one place to tell a user the
 // module is useless on its own.
-void la_preinit(uintptr_t* cookie) {
+FG_AUDIT_EXPORT void la_preinit(uintptr_t* cookie) {
   (void)cookie;
-  if (g_shim == nullptr) {
+  if (__atomic_load_n(&g_shim, __ATOMIC_ACQUIRE) == nullptr) {
     Say("forkguard: libforkguard_audit.so does nothing without the shim: set "
         "LD_PRELOAD=libforkguard.so too (or use `forkguard run`)\n");
   }
 }
 
-uintptr_t la_symbind64(ElfW(Sym) * sym, unsigned int ndx, uintptr_t* refcook, uintptr_t* defcook,
-                       unsigned int* flags, const char* symname) {
+FG_AUDIT_EXPORT uintptr_t la_symbind64(ElfW(Sym) * sym, unsigned int ndx, uintptr_t* refcook,
+                                       uintptr_t* defcook, unsigned int* flags,
+                                       const char* symname) {
   (void)flags;
   const uintptr_t unchanged = sym->st_value;
-  if (g_shim == nullptr || symname == nullptr || !IsWatchedName(symname)) return unchanged;
+  const struct link_map* shim = __atomic_load_n(&g_shim, __ATOMIC_ACQUIRE);
+  if (shim == nullptr || symname == nullptr || !IsWatchedName(symname)) return unchanged;
   // The shim finds the real functions with dlvsym/dlsym: those must get them.
-  if (*refcook == reinterpret_cast<uintptr_t>(g_shim)) return unchanged;
+  if (*refcook == reinterpret_cast<uintptr_t>(shim)) return unchanged;
   const auto* definer = reinterpret_cast<const struct link_map*>(*defcook);
-  if (definer == g_shim || !IsDefaultVersion(ReadDynamic(definer), ndx)) return unchanged;
-  const uintptr_t wrapper = FindShimFunction(symname);
+  if (definer == shim || !IsDefaultVersion(ReadDynamic(definer), ndx)) return unchanged;
+  const uintptr_t wrapper = FindShimFunction(shim, symname);
   return wrapper != 0 ? wrapper : unchanged;
 }
 
