@@ -138,8 +138,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Require(c.mode == forkguard::Mode::kWarn || c.mode == forkguard::Mode::kError ||
               c.mode == forkguard::Mode::kAbort || c.mode == forkguard::Mode::kOff,
           "mode out of range");
-  Require(c.report == forkguard::ReportPolicy::kOnce || c.report == forkguard::ReportPolicy::kAlways,
-          "report out of range");
+  Require(
+      c.report == forkguard::ReportPolicy::kOnce || c.report == forkguard::ReportPolicy::kAlways,
+      "report out of range");
   Require(c.stack_depth >= 1 && c.stack_depth <= forkguard::Config::kMaxStackDepth,
           "stack depth out of range", std::to_string(c.stack_depth));
   Require(Terminated(c.log_dir, sizeof(c.log_dir)), "log_dir unterminated");
@@ -164,7 +165,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<std::string> want = ExpectedPatterns(env.value[5]);
     Require(static_cast<int>(want.size()) == c.allow_count, "allow pattern count",
             std::to_string(want.size()) + " vs " + std::to_string(c.allow_count));
-    for (int k = 0; k < c.allow_count; ++k) Require(want[k] == c.allow[k], "allow pattern", want[k]);
+    for (int k = 0; k < c.allow_count; ++k)
+      Require(want[k] == c.allow[k], "allow pattern", want[k]);
   }
   if (env.set[3] && CountFor(warnings, kVars[3]) == 0) {
     Require(atoi(env.value[3].c_str()) == c.stack_depth, "stack depth changed without a warning",
@@ -174,8 +176,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (env.set[0]) {
     bool valid = false;
     for (const char* m : modes) valid |= strcasecmp(env.value[0].c_str(), m) == 0;
-    Require(valid == (CountFor(warnings, kVars[0]) == 0), "mode warning iff invalid",
-            env.value[0]);
+    Require(valid == (CountFor(warnings, kVars[0]) == 0), "mode warning iff invalid", env.value[0]);
     if (valid) {
       Require(strcasecmp(forkguard::ModeName(c.mode), env.value[0].c_str()) == 0, "mode parsed",
               env.value[0]);

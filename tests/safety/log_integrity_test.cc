@@ -32,13 +32,13 @@ TEST(LogIntegrity, SixtyFourProcessesThousandEventsEachNothingTornOrLost) {
   std::string prog = Program("tests/safety/stress_prog");
   std::vector<Started> started;
   for (int i = 0; i < kProcesses; ++i) {
-    started.push_back(Start({prog, "spam", std::to_string(kThreads), std::to_string(kIters), "0",
-                             "stub0"},
-                            opt, "p" + std::to_string(i), out_dir));
+    started.push_back(
+        Start({prog, "spam", std::to_string(kThreads), std::to_string(kIters), "0", "stub0"}, opt,
+              "p" + std::to_string(i), out_dir));
   }
   std::set<int64_t> pids;
   for (int i = 0; i < kProcesses; ++i) {
-    Run r = Wait(started[i], 300);
+    safety::Run r = Wait(started[i], 300);
     ASSERT_TRUE(r.Exited(0)) << "process " << i << ": " << r.Describe();
     EXPECT_EQ(r.err, "") << "process " << i;
     pids.insert(r.pid);

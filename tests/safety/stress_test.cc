@@ -2,6 +2,7 @@
 // libibverbs on the host). Thousands of forks: 3 phases x 16 threads x 70.
 #include <gtest/gtest.h>
 
+#include "tests/safety/safety_util.h"
 #include "tests/safety/stress_check.h"
 
 namespace forkguard::safety {
@@ -14,6 +15,11 @@ TEST(StressStub, SixteenForkersFourRegistrarsEveryForkLoggedOnceWithConsistentVe
 #if defined(FORKGUARD_TSAN) || defined(FORKGUARD_ASAN)
   n = 25;
   watchdog = 600;
+#endif
+#if defined(FORKGUARD_ASAN)
+  ASSERT_NE(Preload().find("libasan.so"), std::string::npos) << Preload();
+#elif defined(FORKGUARD_TSAN)
+  ASSERT_NE(Preload().find("libtsan.so"), std::string::npos) << Preload();
 #endif
   CheckStress(n, "stub0", {"LD_LIBRARY_PATH=" + StubLibDir()}, watchdog);
 }

@@ -1,0 +1,144 @@
+// Issue 8, behaviour preservation: programs with their own SIGSEGV handler, with
+// RTLD_DEEPBIND, forking from a signal handler, forking from many threads at once
+// behave exactly as without the shim: same exit status, same stdout, and the same
+// stderr once the shim's own messages are taken out. The shim runs with a log
+// (FORKGUARD_LOG), which must be valid JSON and hold exactly one `fork` event per fork.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tests/safety/safety_util.h"
+
+namespace forkguard::safety {
+namespace {
+
+// stderr without the shim's lines ("forkguard: ..." and their indented continuations).
+std::string ProgramStderr(const std::string& err) {
+  std::istringstream in(err);
+  std::string line, out;
+  bool in_shim = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("behave_prog: handler forks ", 0) == 0) continue;  // timing, not behaviour
+    if (line.rfind("forkguard: ", 0) == 0) {
+      in_shim = true;
+      continue;
+    }
+    if (in_shim && line.rfind("  ", 0) == 0) continue;
+    in_shim = false;
+    out += line + "\n";
+  }
+  return out;
+}
+
+struct Compared {
+  Run base, shim;
+  LogDir log;
+};
+
+Compared Compare(const std::vector<std::string>& args, std::vector<std::string> env,
+                 int watchdog = 120) {
+  std::string prog = Program("tests/safety/behave_prog");
+  std::vector<std::string> argv = {prog};
+  argv.insert(argv.end(), args.begin(), args.end());
+  env.push_back("LD_LIBRARY_PATH=" + StubLibDir());
+  RunOptions opt;
+  opt.env = env;
+  opt.watchdog_seconds = watchdog;
+  Compared c;
+  c.base = RunProgram(argv, opt);
+  std::string log = MakeDir("behave-log", false);
+  opt.env.push_back("LD_PRELOAD=" + Preload());
+  opt.env.push_back("FORKGUARD_LOG=" + log);
+  c.shim = RunProgram(argv, opt);
+  c.log = ReadLogDir(log);
+  RemoveTree(log);
+  EXPECT_FALSE(c.base.timed_out) << c.base.Describe();
+  EXPECT_FALSE(c.shim.timed_out) << "hang under the shim\n" << c.shim.Describe();
+  EXPECT_EQ(c.shim.status, c.base.status) << "base:\n"
+                                          << c.base.Describe() << "\nshim:\n"
+                                          << c.shim.Describe();
+  EXPECT_EQ(c.shim.out, c.base.out) << "shim stderr:\n" << c.shim.err;
+  EXPECT_EQ(ProgramStderr(c.shim.err), ProgramStderr(c.base.err));
+  EXPECT_TRUE(c.log.problems.empty()) << ::testing::PrintToString(c.log.problems);
+  return c;
+}
+
+int ForkEventsOf(const LogDir& log, int64_t pid) {
+  int n = 0;
+  for (const LogLine& l : log.Of("fork")) n += l.Int("pid") == pid;
+  return n;
+}
+
+TEST(Behaviour, OwnSigsegvHandlerNoRdma) {
+  Compared c = Compare({"segv", "-", "guard-first"}, {});
+  EXPECT_TRUE(c.base.Exited(0)) << c.base.Describe();
+  EXPECT_NE(c.base.out.find("child: faults caught 2"), std::string::npos) << c.base.out;
+}
+
+// The child of a hazardous fork touches a MADV_DONTFORK range: the shim explains the
+// fault, then the program's own handler must get it with the kernel's si_code/address.
+TEST(Behaviour, OwnSigsegvHandlerChildTouchesRegisteredRangeFirst) {
+  Compared c = Compare({"segv", "stub0", "range-first"}, {"RDMAV_FORK_SAFE=1"});
+  EXPECT_TRUE(c.base.Exited(0)) << c.base.Describe();
+  EXPECT_NE(c.base.out.find("child: faults caught 3"), std::string::npos) << c.base.out;
+  EXPECT_NE(c.shim.err.find("inside a range registered for RDMA"), std::string::npos) << c.shim.err;
+}
+
+// KNOWN FAILING (shim finding 4): the program's handler recovers from an unrelated
+// fault first; the shim's child handler uninstalls itself when it chains, so the later
+// fault in the registered range is not explained. Behaviour is preserved either way.
+TEST(Behaviour, OwnSigsegvHandlerChildTouchesRegisteredRangeAfterAnotherFault) {
+  Compared c = Compare({"segv", "stub0", "guard-first"}, {"RDMAV_FORK_SAFE=1"});
+  EXPECT_TRUE(c.base.Exited(0)) << c.base.Describe();
+  EXPECT_NE(c.base.out.find("child: faults caught 3"), std::string::npos) << c.base.out;
+  EXPECT_NE(c.shim.err.find("inside a range registered for RDMA"), std::string::npos)
+      << "the registered-range fault after a handled unrelated fault is not explained\n"
+      << c.shim.err;
+}
+
+TEST(Behaviour, RtldDeepbindLibrary) {
+  std::string lib = Program("tests/safety/libdeepbind_lib.so");
+  Compared c = Compare({"deepbind", lib}, {});
+  EXPECT_TRUE(c.base.Exited(0)) << c.base.Describe();
+  EXPECT_NE(c.base.out.find("deep: helper=deep"), std::string::npos) << c.base.out;
+  EXPECT_NE(c.base.out.find("main: helper=main"), std::string::npos) << c.base.out;
+}
+
+TEST(Behaviour, RtldDeepbindLibraryUsingRdma) {
+  std::string lib = Program("tests/safety/libdeepbind_lib.so");
+  Compared c = Compare({"deepbind", lib}, {"BEHAVE_DEEP_DEV=stub0"});
+  EXPECT_TRUE(c.base.Exited(0)) << c.base.Describe();
+  EXPECT_NE(c.base.out.find("deep: rdma registered"), std::string::npos) << c.base.out;
+}
+
+// Every fork (main's and the handler's) must be decided and logged exactly once, and a
+// fork from a handler that interrupted the shim must neither deadlock nor double-log;
+// afterwards a second thread registers memory (takes the shim's state lock).
+// KNOWN FAILING (shim findings 5 and 6): with RDMA live, a handler fork that interrupts
+// a fork between the atfork prepare and parent handlers leaks the shim's state lock (no
+// later fork is judged or logged; the second thread spins forever -> watchdog); without
+// RDMA, handler forks that interrupt a clean-fork log write are not logged.
+TEST(Behaviour, ForkFromSignalHandler) {
+  for (const char* dev : {"-", "stub0"}) {
+    SCOPED_TRACE(dev);
+    Compared c = Compare({"sigfork", dev, "300"}, {});
+    EXPECT_TRUE(c.base.Exited(0)) << c.base.Describe();
+    int handler_forks = 0;
+    sscanf(c.shim.err.c_str() + std::min(c.shim.err.size(), c.shim.err.find("handler forks ")),
+           "handler forks %d", &handler_forks);
+    EXPECT_EQ(ForkEventsOf(c.log, c.shim.pid), 300 + handler_forks)
+        << "each fork must have exactly one fork event";
+  }
+}
+
+TEST(Behaviour, ForkFromManyThreadsAtOnce) {
+  for (const char* dev : {"-", "stub0"}) {
+    SCOPED_TRACE(dev);
+    Compared c = Compare({"threads", dev, "32", "40"}, {});
+    EXPECT_TRUE(c.base.Exited(0)) << c.base.Describe();
+    EXPECT_EQ(ForkEventsOf(c.log, c.shim.pid), 32 * 40);
+  }
+}
+
+}  // namespace
+}  // namespace forkguard::safety

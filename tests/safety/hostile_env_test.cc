@@ -1,0 +1,208 @@
+// Issue 8, hostile environment: FORKGUARD_LOG pointing at a symlink, a file, a
+// directory owned by another uid, an unwritable directory (as an unprivileged
+// user: root may write anywhere), a full disk (a 32 KiB tmpfs mounted here; we are
+// root); log files 0600 whatever the umask; AT_SECURE ignores the environment.
+// In every case: at most one warning line about the log, the program's stdout and
+// exit status exactly as without the shim.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/safety/safety_util.h"
+
+namespace forkguard::safety {
+namespace {
+
+constexpr uid_t kNobody = 65534;
+
+struct Pair {
+  Run base, shim;
+};
+
+// behave_prog hazard stub0, without and with the shim (FORKGUARD_LOG=log).
+Pair RunHazard(const std::string& log, bool as_nobody = false) {
+  RunOptions opt;
+  opt.env = {"LD_LIBRARY_PATH=" + StubLibDir()};
+  opt.run_as = as_nobody;
+  opt.uid = kNobody;
+  opt.gid = kNobody;
+  std::string prog = Program("tests/safety/behave_prog");
+  Pair p;
+  p.base = RunProgram({prog, "hazard", "stub0"}, opt);
+  opt.env.push_back("LD_PRELOAD=" + Preload());
+  opt.env.push_back("FORKGUARD_LOG=" + log);
+  p.shim = RunProgram({prog, "hazard", "stub0"}, opt);
+  return p;
+}
+
+void ExpectUnchanged(const Pair& p) {
+  ASSERT_TRUE(p.base.Exited(0)) << p.base.Describe();
+  EXPECT_EQ(p.shim.status, p.base.status) << p.shim.Describe();
+  EXPECT_EQ(p.shim.out, p.base.out) << p.shim.Describe();
+  // The shim is really there: it saw the hazardous fork.
+  EXPECT_NE(p.shim.err.find("forkguard: fork after RDMA init"), std::string::npos)
+      << p.shim.Describe();
+}
+
+int LogWarnings(const Run& r) { return CountLines(r.err, "forkguard: ignoring FORKGUARD_LOG="); }
+
+bool Empty(const std::string& dir) {
+  LogDir d = ReadLogDir(dir);
+  return d.files.empty() && d.other_files.empty();
+}
+
+TEST(HostileLog, SymlinkOneWarningNothingWrittenThroughIt) {
+  std::string base = MakeDir("hostile", false);
+  std::string target = base + "/target";
+  ASSERT_EQ(mkdir(target.c_str(), 0700), 0);
+  std::string link = base + "/link";
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  Pair p = RunHazard(link);
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  EXPECT_TRUE(Empty(target)) << "written through the symlink";
+  RemoveTree(base);
+}
+
+TEST(HostileLog, RegularFileOneWarningFileUnchanged) {
+  std::string base = MakeDir("hostile", false);
+  std::string file = base + "/file";
+  int fd = open(file.c_str(), O_WRONLY | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "keep\n", 5), 5);
+  close(fd);
+  Pair p = RunHazard(file);
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  EXPECT_EQ(ReadFile(file), "keep\n");
+  RemoveTree(base);
+}
+
+TEST(HostileLog, DirectoryOwnedByAnotherUidOneWarningNothingWritten) {
+  std::string base = MakeDir("hostile", false);
+  std::string dir = base + "/theirs";
+  ASSERT_EQ(mkdir(dir.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
+  ASSERT_EQ(chown(dir.c_str(), kNobody, kNobody), 0) << "needs root";
+  Pair p = RunHazard(dir);
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  EXPECT_TRUE(Empty(dir));
+  RemoveTree(base);
+}
+
+TEST(HostileLog, UnwritableDirectoryAsUnprivilegedUserOneWarningNothingWritten) {
+  ASSERT_EQ(geteuid(), 0u) << "this test switches to uid 65534 and needs root";
+  std::string base = MakeDir("hostile-nobody", /*world_readable=*/true);
+  std::string dir = base + "/ro";
+  ASSERT_EQ(mkdir(dir.c_str(), 0555), 0);
+  ASSERT_EQ(chown(dir.c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0555), 0);
+  Pair p = RunHazard(dir, /*as_nobody=*/true);
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  EXPECT_TRUE(Empty(dir));
+  RemoveTree(base);
+}
+
+TEST(HostileLog, ValidDirectoryFilesAre0600EvenWithUmaskZero) {
+  std::string dir = MakeDir("hostile-ok", false);
+  mode_t old = umask(0);
+  Pair p = RunHazard(dir);
+  umask(old);
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim), 0) << p.shim.err;
+  LogDir d = ReadLogDir(dir);
+  EXPECT_TRUE(d.problems.empty()) << ::testing::PrintToString(d.problems);
+  ASSERT_FALSE(d.files.empty());
+  for (const auto& [name, mode] : d.file_modes) EXPECT_EQ(mode, 0600u) << name;
+  RemoveTree(dir);
+}
+
+// KNOWN FAILING (shim finding 2): on ENOSPC the shim drops lines silently - no
+// warning at all. The issue asks for one warning; the rest holds.
+TEST(HostileLog, FullDiskOneWarningProgramUnchangedNoTornLines) {
+  ASSERT_EQ(geteuid(), 0u) << "FULL-DISK CASE NOT RUN: mounting a tmpfs needs root";
+  std::string dir = MakeDir("hostile-full", false);
+  ASSERT_EQ(mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=32k,mode=0700"), 0)
+      << "FULL-DISK CASE NOT RUN: mount tmpfs failed: " << strerror(errno);
+  // Leave one free page: the first lines fit, a later one is cut, the rest fail.
+  {
+    int fd = open((dir + "/filler").c_str(), O_WRONLY | O_CREAT, 0600);
+    std::string almost(32 * 1024 - 6144, 'x');
+    ASSERT_EQ(write(fd, almost.data(), almost.size()), static_cast<ssize_t>(almost.size()));
+    close(fd);
+  }
+  Pair p = RunHazard(dir);
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim) + CountLines(p.shim.err, "forkguard: event log"), 1)
+      << "a full disk loses log lines: expected one warning saying so\n"
+      << p.shim.err;
+  LogDir d = ReadLogDir(dir, /*allow_truncated_last=*/true);
+  EXPECT_TRUE(d.problems.empty()) << ::testing::PrintToString(d.problems);
+  EXPECT_EQ(umount(dir.c_str()), 0);
+  RemoveTree(dir);
+}
+
+// AT_SECURE: a setuid-root copy of secure_prog run by uid 65534. FORKGUARD_MODE=error,
+// a valid FORKGUARD_LOG, FORKGUARD_QUIET=1 and a bad FORKGUARD_STACK_DEPTH must all be
+// ignored: the hazardous fork (decided by the shim's atfork handler) is reported in
+// warn mode, nothing is logged, no configuration warning. The same binary run by root
+// (not secure) obeys them.
+TEST(HostileEnv, AtSecureIgnoresTheEnvironment) {
+  ASSERT_EQ(geteuid(), 0u) << "needs root to install a setuid-root test program";
+  std::string base = MakeDir("secure", /*world_readable=*/true);
+  std::string prog = CopyInto(Program("tests/safety/secure_prog"), base);
+  ASSERT_EQ(chown(prog.c_str(), 0, 0), 0);
+  ASSERT_EQ(chmod(prog.c_str(), 04755), 0);
+  std::string log = base + "/log";
+  ASSERT_EQ(mkdir(log.c_str(), 0700), 0);  // owned by root = the secure program's euid
+  std::vector<std::string> env = {"FORKGUARD_MODE=error", "FORKGUARD_LOG=" + log,
+                                  "FORKGUARD_QUIET=1", "FORKGUARD_STACK_DEPTH=lots"};
+  std::vector<std::string> argv = {prog, Shim(), StubLibDir() + "/libibverbs.so.1"};
+
+  RunOptions secure;
+  secure.env = env;
+  secure.run_as = true;
+  secure.uid = kNobody;
+  secure.gid = kNobody;
+  safety::Run s = RunProgram(argv, secure);
+  ASSERT_TRUE(s.Exited(0)) << s.Describe();
+  EXPECT_NE(s.out.find("secure=1"), std::string::npos) << s.Describe();
+  EXPECT_NE(s.out.find("context open"), std::string::npos) << s.Describe();
+  EXPECT_NE(s.out.find("fork ok"), std::string::npos) << s.Describe();
+  EXPECT_NE(s.err.find("mode: warn"), std::string::npos) << "FORKGUARD_MODE=error obeyed?\n"
+                                                         << s.Describe();
+  EXPECT_NE(s.err.find("forkguard: fork after RDMA init"), std::string::npos)
+      << "FORKGUARD_QUIET obeyed (or the shim saw nothing)\n"
+      << s.Describe();
+  EXPECT_EQ(s.err.find("ignoring FORKGUARD_"), std::string::npos) << s.Describe();
+  EXPECT_TRUE(Empty(log)) << "FORKGUARD_LOG obeyed under AT_SECURE";
+
+  // Control: not secure, the same variables are obeyed.
+  RunOptions plain;
+  plain.env = env;
+  safety::Run c = RunProgram(argv, plain);
+  ASSERT_TRUE(c.Exited(0)) << c.Describe();
+  EXPECT_NE(c.out.find("secure=0"), std::string::npos) << c.Describe();
+  EXPECT_NE(c.out.find("fork ok"), std::string::npos) << c.Describe();
+  EXPECT_EQ(c.err.find("forkguard: fork after RDMA init"), std::string::npos)
+      << "FORKGUARD_QUIET=1 not obeyed\n"
+      << c.Describe();
+  LogDir d = ReadLogDir(log);
+  bool noted = false;
+  for (const LogLine& l : d.Of("note")) {
+    noted |= l.json.GetString("text").find("FORKGUARD_STACK_DEPTH=lots") != std::string::npos;
+  }
+  EXPECT_TRUE(noted) << "the bad FORKGUARD_STACK_DEPTH is logged as a note";
+  std::vector<LogLine> starts = d.Of("process_start");
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].json.GetString("mode"), "error");
+  EXPECT_EQ(d.Of("fork").size(), 1u);
+  RemoveTree(base);
+}
+
+}  // namespace
+}  // namespace forkguard::safety
