@@ -309,6 +309,21 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
       if (child.exec_after_fork) ++g->children_exec;
     }
   }
+  for (size_t i = 0; i < fork_records.size(); ++i) {
+    for (const auto& rec : fork_records[i]) {
+      ForkEntry f;
+      f.process = static_cast<int>(i);
+      f.ts_ns = rec.ts_ns;
+      f.verdict = rec.group_key.substr(0, rec.group_key.find('|'));
+      f.action = rec.action;
+      f.child_pid = rec.child_pid;
+      if (auto it = index.find(rec.group_key); it != index.end()) {
+        f.hazard = it->second.first;
+        f.group = it->second.second;
+      }
+      r.fork_list.push_back(std::move(f));
+    }
+  }
   for (auto& d : deaths) {
     if (const ForkRecord* rec = made_by[d.process]) {
       auto it = index.find(rec->group_key);

@@ -93,12 +93,24 @@ struct ChildDeath {
   Stack reg_stack;
 };
 
+// One fork decision, in log order per process.
+struct ForkEntry {
+  int process = -1;
+  int64_t ts_ns = 0;
+  std::string verdict;
+  std::string action;
+  int64_t child_pid = -1;  // from fork_child, -1 when unknown
+  bool hazard = false;     // group indexes hazard_groups when true, else clean_groups
+  int group = -1;
+};
+
 struct JobReport {
   std::vector<ProcessNode> processes;
   std::vector<ForkGroup> hazard_groups;  // most forks first
   std::vector<ForkGroup> clean_groups;
   std::vector<InitSite> inits;
   std::vector<ChildDeath> deaths;
+  std::vector<ForkEntry> fork_list;  // every fork, by process
   std::vector<Note> notes;
   std::vector<std::string> shim_notes;  // distinct `note` event texts
   std::set<std::string> hosts;

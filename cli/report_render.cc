@@ -554,6 +554,24 @@ JsonValue ReportToJson(const JobReport& r) {
   }
   o.Set("rdma_inits", std::move(inits));
 
+  // Every fork with its verdict; `site_id` is the id of its finding or clean site.
+  JsonValue forks = JsonValue::Array();
+  for (const auto& f : r.fork_list) {
+    JsonValue x = JsonValue::Object();
+    x.Set("host", Str(r.processes[f.process].host));
+    x.Set("pid", Int(r.processes[f.process].pid));
+    x.Set("ts_ns", Int(f.ts_ns));
+    x.Set("verdict", Str(f.verdict));
+    x.Set("action", Str(f.action));
+    x.Set("child_pid", f.child_pid > 0 ? Int(f.child_pid) : JsonValue());
+    int id = f.group < 0 ? -1
+             : f.hazard  ? f.group + 1
+                         : static_cast<int>(r.hazard_groups.size()) + f.group + 1;
+    x.Set("site_id", id > 0 ? Int(id) : JsonValue());
+    forks.Push(std::move(x));
+  }
+  o.Set("forks", std::move(forks));
+
   JsonValue deaths = JsonValue::Array();
   for (const auto& d : r.deaths) {
     JsonValue x = JsonValue::Object();

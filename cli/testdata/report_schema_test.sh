@@ -58,6 +58,14 @@ def check(doc, truth, label):
     print(f"ok: {label}: counts match the generated job ({t['processes']} processes, "
           f"x{got['worker_site_hazard']} at the worker site in {got['worker_site_hazard_processes']} processes)")
 check(job, "truth.json", "job")
+# Every fork is listed with its verdict and points at its site.
+forks = job["forks"]
+assert len(forks) == job["summary"]["forks"], len(forks)
+assert sum(f["verdict"] == "hazard" for f in forks) == job["summary"]["hazard_forks"]
+ids = {g["id"]: g for g in job["findings"] + job["clean_sites"]}
+for f in forks:
+    assert ids[f["site_id"]]["verdict"] == f["verdict"], f
+assert sum(f["site_id"] == 1 for f in forks) == job["findings"][0]["count"]
 check(junk, "junk_truth.json", "junk job")
 assert len(junk["notes"]) == 2 and junk["summary"]["lines_skipped"] == 2, junk["notes"]
 assert any("missing" in n["where"] for n in corpus["notes"]), corpus["notes"]
