@@ -12,6 +12,7 @@
 #include "cli/job_report.h"
 #include "cli/json.h"
 #include "cli/report_render.h"
+#include "cli/symbolizer.h"
 #include "gtest/gtest.h"
 #include "tests/support/runfiles.h"
 
@@ -126,6 +127,23 @@ TEST(LogParser, EmptyFileEmptyDirMissingPathAndFifo) {
   EXPECT_NE(text.find("/missing.jsonl: cannot read: No"), std::string::npos) << text;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) EXPECT_LE(line.size(), 102u) << line;
+}
+
+TEST(LogParser, SymbolizerIgnoresFifosAndMissingObjects) {
+  std::string dir = forkguard::testing::MakeTempDir("sym");
+  std::string fifo = dir + "/libfifo.so";
+  ASSERT_EQ(0, mkfifo(fifo.c_str(), 0600));
+  std::string text =
+      "{\"schema\":\"forkguard.event/1\",\"event\":\"fork\",\"pid\":5,\"verdict\":"
+      "\"hazard\",\"stack\":[{\"obj\":\"" +
+      fifo + "\",\"off\":\"0x10\",\"sym\":\"f\"},{\"obj\":\"/nonexistent.so\",\"off\":\"0x1\"}]}\n";
+  LogSet l;
+  ParseLogText("sym.jsonl", text, &l);
+  Symbolizer sym;  // would block forever opening the FIFO
+  JobReport r = BuildJobReport(l, &sym);
+  ASSERT_EQ(r.hazard_groups.size(), 1u);
+  EXPECT_EQ(r.hazard_groups[0].stack[0].sym, "f");
+  EXPECT_TRUE(r.hazard_groups[0].stack[0].src_file.empty());
 }
 
 TEST(LogParser, OverlongLineIsSkipped) {

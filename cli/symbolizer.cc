@@ -3,6 +3,7 @@
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cxxabi.h>
@@ -52,7 +53,10 @@ Symbolizer::Module* Symbolizer::Load(const std::string& obj) {
   auto m = std::make_unique<Module>();
   // Only absolute paths of regular files: a log names what it saw on its
   // host, which may not exist (or be something else) here.
-  if (!obj.empty() && obj[0] == '/' && access(obj.c_str(), R_OK) == 0) {
+  // A FIFO or device named by a hostile log must not block or be read.
+  struct stat st;
+  if (!obj.empty() && obj[0] == '/' && stat(obj.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+      access(obj.c_str(), R_OK) == 0) {
     m->dwfl = dwfl_begin(&kOfflineCallbacks);
     if (m->dwfl) {
       dwfl_report_begin(m->dwfl);
