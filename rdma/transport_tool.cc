@@ -110,7 +110,7 @@ int RunSend(const Args& a) {
   // A pool of page-aligned buffers, registered once; a buffer is refilled only
   // after the batch it held was acknowledged.
   size_t max_bytes = a.size ? a.size : (4u << 20);
-  const int kPool = 4;
+  const int kPool = 4;  // mixed sizes: up to 4 batches in flight while the next is filled
   std::vector<std::unique_ptr<PageBuffer>> pool;
   std::vector<int> free_list;
   for (int i = 0; i < kPool; ++i) {
@@ -129,12 +129,20 @@ int RunSend(const Args& a) {
   auto t0 = std::chrono::steady_clock::now();
   uint64_t bytes = 0;
   for (uint64_t seq = 0; a.count == 0 || seq < a.count; ++seq) {
+    if (a.size) {
+      // Fixed size (benchmark): the buffers never change, so they are sent
+      // again while earlier sends of them are in flight, like ib_write_bw;
+      // only credits limit the pipeline.
+      s.Send(pool[seq % kPool]->data(), a.size, seq);
+      bytes += a.size;
+      continue;
+    }
+    // Mixed: per-seq contents; a buffer is refilled only once acknowledged.
     if (free_list.empty()) s.Flush();
     int b = free_list.back();
     free_list.pop_back();
-    size_t n = a.size ? a.size : MixedBatchSize(a.seed, seq);
-    // Fixed sizes: the same bytes every time (benchmark); mixed: per-seq pattern.
-    if (!a.size) forkguard::rdma::FillPattern(pool[b]->data(), n, a.seed, seq);
+    size_t n = MixedBatchSize(a.seed, seq);
+    forkguard::rdma::FillPattern(pool[b]->data(), n, a.seed, seq);
     s.Send(pool[b]->data(), n, seq, [&free_list, b] { free_list.push_back(b); });
     bytes += n;
   }
