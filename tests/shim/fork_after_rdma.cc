@@ -41,7 +41,7 @@ extern char** environ;
 
 namespace {
 
-void Usage() {
+void Usage(FILE* out) {
   fputs(
       "usage: fork_after_rdma [options]\n"
       "  --order=rdma-first|fork-first  RDMA init then fork (default), or fork workers first\n"
@@ -76,7 +76,7 @@ void Usage() {
       "'fork_init_after: ret=N', 'fork: child=PID', 'child exited N',\n"
       "'child killed by signal N', 'fork failed: errno=N (TEXT)', 'spawn: child=PID',\n"
       "'rdmacm: addr resolved', 'parent continues: buffer intact', 'done'.\n",
-      stderr);
+      out);
 }
 
 struct Options {
@@ -557,8 +557,12 @@ bool ParseArgs(int argc, char** argv, Options* o) {
 
 int main(int argc, char** argv) {
   Options o;
+  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    Usage(stdout);
+    return 0;
+  }
   if (!ParseArgs(argc, argv, &o)) {
-    Usage();
+    Usage(stderr);
     return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
