@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -64,6 +65,11 @@ void Usage(FILE* out) {
       "  --system              system(\"true\") and popen(\"true\") instead of fork\n"
       "  --open-uverbs=PATH    no libibverbs: open(PATH) (e.g. /dev/infiniband/uverbs0), fork\n"
       "  --raw-dontfork        with --open-uverbs: an MADV_DONTFORK page the child touches\n"
+      "  --atfork-handlers     pthread_atfork handlers: prepare locks a mutex, parent/child\n"
+      "                        unlock it (prints 'atfork: prepare=N parent=N mutex=free|held')\n"
+      "  --segv-handler        the program's own SIGSEGV handler (child: prints\n"
+      "                        'program segv handler ran', _exit(42))\n"
+      "  --child-null-deref    the child writes to address 0x10 (not RDMA memory)\n"
       "  --churn               a thread registers/deregisters in a loop while the parent\n"
       "                        forks (prints 'churn: iterations=N')\n"
       "  --dlopen-local        dlopen(libibverbs.so.1, RTLD_NOW|RTLD_LOCAL) + dlsym(handle)\n"
@@ -104,6 +110,9 @@ struct Options {
   bool system_call = false;
   std::string open_uverbs;
   bool raw_dontfork = false;
+  bool atfork_handlers = false;
+  bool segv_handler = false;
+  bool child_null_deref = false;
 };
 
 [[noreturn]] void Die(const char* what) {
@@ -189,7 +198,28 @@ VerbsApi LoadVerbs(bool dlopen_local) {
 #endif
 }
 
-const VerbsApi* g_api = nullptr;  // for the forked child (--child-uses-parent-pd)
+const VerbsApi* g_api = nullptr;
+
+// --atfork-handlers: what a library with its own lock around fork does.
+pthread_mutex_t g_atfork_mutex = PTHREAD_MUTEX_INITIALIZER;
+std::atomic<int> g_atfork_prepare{0}, g_atfork_parent{0};
+void AtforkPrepare() {
+  pthread_mutex_lock(&g_atfork_mutex);
+  ++g_atfork_prepare;
+}
+void AtforkParent() {
+  ++g_atfork_parent;
+  pthread_mutex_unlock(&g_atfork_mutex);
+}
+void AtforkChild() { pthread_mutex_unlock(&g_atfork_mutex); }
+
+// --segv-handler: the program's own handler, which the shim must chain to.
+void ProgramSegvHandler(int) {
+  static const char kMsg[] = "program segv handler ran\n";
+  ssize_t n = write(1, kMsg, sizeof(kMsg) - 1);
+  (void)n;
+  _exit(42);
+}  // for the forked child (--child-uses-parent-pd)
 
 struct Rdma {
   ibv_context* ctx = nullptr;
@@ -353,6 +383,10 @@ __attribute__((noinline)) pid_t fg_test_fork_worker(const Options& o, const Rdma
       static char page[4096] __attribute__((aligned(4096)));
       ibv_mr* mr = g_api->reg_mr(r.pd, page, sizeof(page), IBV_ACCESS_LOCAL_WRITE);
       if (mr) g_api->dereg_mr(mr);
+    }
+    if (o.child_null_deref) {
+      volatile char* bad = reinterpret_cast<volatile char*>(0x10);
+      bad[0] = 'c';
     }
     if (o.touch_heap_neighbor && r.heap_neighbor) {
       volatile char* b = r.heap_neighbor;
@@ -538,6 +572,12 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->open_uverbs = v;
     } else if (a == "--raw-dontfork") {
       o->raw_dontfork = true;
+    } else if (a == "--atfork-handlers") {
+      o->atfork_handlers = true;
+    } else if (a == "--segv-handler") {
+      o->segv_handler = true;
+    } else if (a == "--child-null-deref") {
+      o->child_null_deref = true;
     } else if (a == "--churn") {
       o->churn = true;
     } else if (a == "--vfork") {
@@ -660,8 +700,23 @@ int main(int argc, char** argv) {
     fg_test_release_rdma(api, &r);
     printf("released\n");
   }
+  if (o.atfork_handlers) {
+    if (pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild) != 0) Die("pthread_atfork");
+  }
+  if (o.segv_handler) {
+    struct sigaction sa {};
+    sa.sa_handler = ProgramSegvHandler;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSEGV, &sa, nullptr) != 0) Die("sigaction");
+  }
   if (!o.fork_first) {
     ForkWorkers(o, r);
+  }
+  if (o.atfork_handlers) {
+    bool held = pthread_mutex_trylock(&g_atfork_mutex) != 0;
+    if (!held) pthread_mutex_unlock(&g_atfork_mutex);
+    printf("atfork: prepare=%d parent=%d mutex=%s\n", g_atfork_prepare.load(),
+           g_atfork_parent.load(), held ? "held" : "free");
   }
   if (o.churn) {
     stop_churn.store(true);

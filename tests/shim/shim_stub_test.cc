@@ -562,6 +562,56 @@ TEST(ShimStub, DontforkWithoutRdmaIsNotOurBusiness) {
   EXPECT_TRUE(r.log.Of("child_segv").empty()) << Ctx(r);
 }
 
+// "In error the fork fails ... and nothing else changes": the program's own
+// pthread_atfork handlers must not be left half-run (a prepare that locks
+// without the parent handler that unlocks would deadlock the program later).
+TEST(ShimStub, ErrorModeLeavesAtforkHandlersBalanced) {
+  ShimRun r = Stub({"--fork-safe", "--atfork-handlers"}, "error");
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("fork failed: errno=1")) << Ctx(r);
+  size_t at = r.proc.out.find("atfork: ");
+  ASSERT_NE(std::string::npos, at) << Ctx(r);
+  int prepare = -1, parent = -1;
+  char mutex[8] = {};
+  ASSERT_EQ(3, sscanf(r.proc.out.c_str() + at, "atfork: prepare=%d parent=%d mutex=%7s", &prepare,
+                      &parent, mutex))
+      << Ctx(r);
+  EXPECT_EQ(prepare, parent) << Ctx(r);
+  EXPECT_STREQ("free", mutex) << Ctx(r);
+}
+
+TEST(ShimStub, WarnModeRunsAtforkHandlersAsUsual) {
+  ShimRun r = Stub({"--fork-safe", "--atfork-handlers"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("atfork: prepare=1 parent=1 mutex=free")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 0")) << Ctx(r);
+}
+
+// The child's SIGSEGV in a registered range is explained, then the program's
+// own handler runs (chained), not the default action.
+TEST(ShimStub, ChildSegvChainsToTheProgramsHandler) {
+  ShimRun r = Stub({"--fork-safe", "--touch-buffer", "--segv-handler"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("program segv handler ran")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 42")) << Ctx(r);
+  EXPECT_TRUE(FindChildSegvMessage(r.proc.err, r.report.children[0]).found) << Ctx(r);
+  EXPECT_EQ(1u, r.log.OfPid("child_segv", r.report.children[0]).size()) << Ctx(r);
+}
+
+// A SIGSEGV elsewhere in a child forked after RDMA init is not blamed on RDMA
+// and still kills the child.
+TEST(ShimStub, UnrelatedChildSegvNotBlamedOnRdma) {
+  ShimRun r = Stub({"--fork-safe", "--child-null-deref"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child killed by signal 11")) << Ctx(r);
+  EXPECT_EQ(std::string::npos, r.proc.err.find("inside a range registered")) << Ctx(r);
+  EXPECT_TRUE(r.log.OfPid("child_segv", r.report.children[0]).empty() ||
+              r.log.OfPid("child_segv", r.report.children[0])[0].json["range"].IsNull())
+      << Ctx(r);
+}
+
 TEST(ShimStub, RankFromEnvironmentInEveryEvent) {
   ShimRun r = Stub({"--order=fork-first"}, "", {"RANK=3"});
   ExpectCleanRun(r);
