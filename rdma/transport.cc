@@ -70,7 +70,8 @@ std::string WcError(const ibv_wc& wc) {
       s += " (queue pair already in error: the connection broke earlier)";
       break;
     case IBV_WC_REM_ACCESS_ERR:
-      s += " (peer refused the RDMA write: slot address/rkey invalid)";
+      s += " (the peer refused the RDMA write: its registered memory is gone -- the peer closed, "
+           "died or lost its device -- or the slot address/rkey is invalid)";
       break;
     default:
       break;
