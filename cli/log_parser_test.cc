@@ -51,6 +51,35 @@ TEST(LogParser, ValidFile) {
   EXPECT_EQ(l.processes[0].events.size(), 3u);
 }
 
+// Logs the real libforkguard.so wrote on rxe0 (Soft-RoCE guest): hazard_prog
+// with RDMAV_FORK_SAFE=1, whose child touched the registered buffer.
+TEST(LogParser, RealShimLogsFromTheDevice) {
+  std::string dir = forkguard::testing::Runfile(
+      "cli/testdata/real_rxe/forkguard.rxe-vm.150.1796044305158156650.jsonl");
+  dir = dir.substr(0, dir.rfind('/'));
+  LogSet l;
+  ReadLogs({dir}, &l);
+  EXPECT_TRUE(l.notes.empty()) << l.notes[0].where << ": " << l.notes[0].text;
+  JobReport r = BuildJobReport(l, nullptr);
+  ASSERT_EQ(r.processes.size(), 2u);
+  EXPECT_EQ(r.processes[1].parent, 0);
+  ASSERT_EQ(r.hazard_groups.size(), 1u);
+  const ForkGroup& g = r.hazard_groups[0];
+  EXPECT_EQ(g.count, 1);
+  EXPECT_EQ(g.reasons.count("child-segv"), 1u);
+  EXPECT_EQ(g.reasons.count("inherited-rdma"), 1u);
+  EXPECT_EQ(g.init_call, "ibv_open_device");
+  EXPECT_EQ(g.init_device, "rxe0");
+  EXPECT_EQ(g.dontfork_ranges, 1);
+  EXPECT_EQ(g.children_segv, 1);
+  ASSERT_EQ(r.deaths.size(), 1u);
+  EXPECT_EQ(r.deaths[0].group, 0);
+  EXPECT_EQ(r.deaths[0].signal, 11);
+  EXPECT_EQ(r.deaths[0].call, "ibv_reg_mr");
+  EXPECT_TRUE(r.deaths[0].range_len.has_value());
+  ASSERT_EQ(r.inits.size(), 1u);
+}
+
 TEST(LogParser, TruncatedLastLineIsNotedGoodLinesKept) {
   LogSet l;
   ReadLogs({Corpus("truncated_last_line.jsonl")}, &l);
