@@ -46,7 +46,8 @@ void Usage(FILE* out) {
   fputs(
       "usage: fork_after_rdma [options]\n"
       "  --order=rdma-first|fork-first  RDMA init then fork (default), or fork workers first\n"
-      "  --reg=mr|iova|iova2|dmabuf|all registration entry point(s) (default mr)\n"
+      "  --reg=LIST            registration entry points, comma-separated: mr, iova, iova2,\n"
+      "                        dmabuf, or all (default mr)\n"
       "  --heap                also register a heap buffer sharing a page with other data\n"
       "  --fork-safe           ibv_fork_init() before registering\n"
       "  --fork-init-after     ibv_fork_init() after registering (prints its result)\n"
@@ -289,28 +290,33 @@ __attribute__((noinline)) void fg_test_register_buffers(const VerbsApi& api, con
     r->mrs.push_back(mr);
     printf("registered: call=%s addr=%p len=%zu\n", call, addr, len);
   };
-  // Each --reg choice registers its own page of the buffer.
-  const bool all = o.reg == "all";
+  // Each --reg choice registers its own page of the buffer. --reg is one
+  // name, "all", or a comma-separated list.
+  auto wants = [&o](const char* name) {
+    if (o.reg == "all") return true;
+    std::string list = "," + o.reg + ",";
+    return list.find(std::string(",") + name + ",") != std::string::npos;
+  };
   int used = 0;
-  if (all || o.reg == "mr") {
+  if (wants("mr")) {
     char* a = r->buf + page * used++;
     record("ibv_reg_mr", api.reg_mr(r->pd, a, page, access), a, page);
   }
-  if (all || o.reg == "iova") {
+  if (wants("iova")) {
     char* a = r->buf + page * used++;
     record("ibv_reg_mr_iova", api.reg_mr_iova(r->pd, a, page, 0x10000, access), a, page);
   }
-  if (all || o.reg == "iova2") {
+  if (wants("iova2")) {
     char* a = r->buf + page * used++;
     record("ibv_reg_mr_iova2", api.reg_mr_iova2(r->pd, a, page, 0x20000, access), a, page);
   }
-  if (all || o.reg == "dmabuf") {
+  if (wants("dmabuf")) {
     int fd = memfd_create("fork_after_rdma-dmabuf", MFD_CLOEXEC);
     if (fd < 0) Die("memfd_create");
     ibv_mr* mr = api.reg_dmabuf_mr(r->pd, 0, page, 0x30000, fd, access);
     record("ibv_reg_dmabuf_mr", mr, reinterpret_cast<void*>(0x30000), page);
   }
-  if (used == 0 && o.reg != "dmabuf") {
+  if (used == 0 && !wants("dmabuf")) {
     fprintf(stderr, "fork_after_rdma: error: bad --reg=%s\n", o.reg.c_str());
     exit(2);
   }

@@ -4,6 +4,7 @@
 // without a device every test fails.
 #include <signal.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -219,6 +220,35 @@ TEST_F(ShimRdma, DlopenLocalCaughtByDescriptorBackstop) {
   EXPECT_EQ("hazard", forks[0].json.String("verdict")) << Ctx(r);
   EXPECT_GE(forks[0].json["live"].Int("uverbs_fds"), 1) << Ctx(r);
   ExpectWellFormedLog(r);
+}
+
+// rdma-core's ibv_reg_mr and ibv_reg_mr_iova call ibv_reg_mr_iova2 through the
+// PLT: one mr_register per user call, named after the outermost entry point.
+TEST_F(ShimRdma, NestedRegistrationCountedOnce) {
+  ShimRun r = Real({"--reg=mr,iova,iova2"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_EQ(3u, r.report.registered.size()) << Ctx(r);
+  std::vector<Event> regs = r.log.OfPid("mr_register", r.proc.pid);
+  ASSERT_EQ(3u, regs.size()) << Ctx(r);
+  std::multiset<std::string> want, got;
+  for (auto& [call, addr] : r.report.registered) want.insert(call + "@" + ToHex(addr));
+  for (const Event& e : regs) {
+    got.insert(e.json.String("call") + "@" + ToHex(static_cast<uint64_t>(e.json.Int("addr"))));
+  }
+  EXPECT_EQ(want, got) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ(3, forks[0].json["live"].Int("mrs")) << Ctx(r);
+}
+
+// The child's SIGSEGV is explained, then the program's own handler runs.
+TEST_F(ShimRdma, ChildSegvChainsToTheProgramsHandler) {
+  ShimRun r = Real({"--touch-buffer", "--segv-handler"}, "", {"RDMAV_FORK_SAFE=1"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("program segv handler ran")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 42")) << Ctx(r);
+  EXPECT_TRUE(FindChildSegvMessage(r.proc.err, r.report.children[0]).found) << Ctx(r);
 }
 
 // The descriptor backstop alone: a program that opens the device files itself

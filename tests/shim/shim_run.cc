@@ -167,14 +167,14 @@ HazardMessage ParseHazardMessage(const std::string& err) {
   return m;
 }
 
-ChildSegvMessage FindChildSegvMessage(const std::string& err, long pid) {
+namespace {
+
+ChildSegvMessage FindChildLine(const std::string& err, long pid, const std::regex& re) {
   ChildSegvMessage c;
-  static const std::regex kChild(
-      R"(forkguard: child (\d+) SIGSEGV at (0x[0-9a-fA-F]+): inside a range registered for RDMA by the parent)");
   std::vector<std::string> lines = Lines(err);
   for (size_t i = 0; i < lines.size(); ++i) {
     std::smatch sm;
-    if (!std::regex_search(lines[i], sm, kChild) || std::stol(sm[1]) != pid) continue;
+    if (!std::regex_search(lines[i], sm, re) || std::stol(sm[1]) != pid) continue;
     c.found = true;
     c.pid = pid;
     c.addr = FromHex(sm[2]);
@@ -183,6 +183,19 @@ ChildSegvMessage FindChildSegvMessage(const std::string& err, long pid) {
     break;
   }
   return c;
+}
+
+}  // namespace
+
+ChildSegvMessage FindChildSegvMessage(const std::string& err, long pid) {
+  static const std::regex kChild(
+      R"(forkguard: child (\d+) SIGSEGV at (0x[0-9a-fA-F]+): inside a range registered for RDMA by the parent)");
+  return FindChildLine(err, pid, kChild);
+}
+
+ChildSegvMessage FindChildSegvLine(const std::string& err, long pid) {
+  static const std::regex kChild(R"(forkguard: child (\d+) SIGSEGV at (0x[0-9a-fA-F]+):)");
+  return FindChildLine(err, pid, kChild);
 }
 
 void ExpectWellFormedLog(const ShimRun& run) {

@@ -59,6 +59,9 @@ struct ChildSegvMessage {
   std::string rest;  // stderr after that line (the registering stack etc.)
 };
 ChildSegvMessage FindChildSegvMessage(const std::string& err, long pid);
+// Any "forkguard: child <pid> SIGSEGV at 0x...:" line (e.g. "in a page shared
+// with a range registered ..." for heap data next to a registered buffer).
+ChildSegvMessage FindChildSegvLine(const std::string& err, long pid);
 
 // gtest checks shared by the host and real-device tests. Each adds failures
 // with the run's output attached.

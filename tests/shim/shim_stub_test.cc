@@ -181,9 +181,12 @@ TEST(ShimStub, HeapNeighborOfRegisteredBufferExplained) {
             ToHex(FromHex(segv[0].json.String("addr").empty() ? ToHex(segv[0].json.Int("addr"))
                                                               : segv[0].json.String("addr"))))
       << Ctx(r);
+  ChildSegvMessage c = FindChildSegvLine(r.proc.err, r.report.children[0]);
+  ASSERT_TRUE(c.found) << Ctx(r);
+  EXPECT_EQ(ToHex(r.report.heap_neighbor), ToHex(c.addr)) << Ctx(r);
+  EXPECT_NE(std::string::npos, c.line.find("registered for RDMA by the parent")) << Ctx(r);
   EXPECT_NE(std::string::npos,
-            r.proc.err.find("forkguard: child " + std::to_string(r.report.children[0]) +
-                            " SIGSEGV at " + ToHex(r.report.heap_neighbor)))
+            c.rest.substr(0, c.rest.find("forkguard:")).find("fg_test_register_buffers"))
       << Ctx(r);
 }
 
