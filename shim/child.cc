@@ -2,6 +2,7 @@
 // Runs in a forked child (possibly of a multi-threaded parent) or in a SIGSEGV handler.
 #include "shim/child.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -69,22 +70,43 @@ uintptr_t PageSize() {
   return page;
 }
 
-// Reinstalls the previous disposition and lets the signal act as it would have without us.
+// Lets the signal act as it would have without us. A previous handler function is called
+// directly with its own mask (we stay installed, so a later fault in a registered range is
+// still explained after the program handled an unrelated one). Default/ignore: reinstall
+// it; a real fault then re-executes the instruction and faults again under it, a sent
+// signal (kill/raise) is re-sent.
 void ChainToPrevious(int sig, siginfo_t* info, void* uctx) {
   struct sigaction prev = g_prev_segv;
-  sigaction(SIGSEGV, &prev, nullptr);
-  g_handler_installed = 0;
-  if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
+  bool is_function = (prev.sa_flags & SA_SIGINFO) != 0
+                         ? prev.sa_sigaction != nullptr
+                         : (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN &&
+                            prev.sa_handler != nullptr);
+  if (!is_function) {
+    sigaction(SIGSEGV, &prev, nullptr);
+    g_handler_installed = 0;
+    if (info == nullptr || info->si_code <= 0) raise(sig);
+    return;
+  }
+  if ((prev.sa_flags & SA_RESETHAND) != 0) {
+    // One-shot handler: after this delivery the disposition is the default, as the kernel
+    // would have left it.
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGSEGV, &dfl, nullptr);
+    g_handler_installed = 0;
+  }
+  sigset_t old;
+  sigset_t mask = prev.sa_mask;
+  if ((prev.sa_flags & SA_NODEFER) == 0) sigaddset(&mask, sig);
+  pthread_sigmask(SIG_BLOCK, &mask, &old);
+  if ((prev.sa_flags & SA_SIGINFO) != 0) {
     prev.sa_sigaction(sig, info, uctx);
-    return;
-  }
-  if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
+  } else {
     prev.sa_handler(sig);
-    return;
   }
-  // SIG_DFL/SIG_IGN: a real fault re-executes the instruction and faults again under the
-  // restored disposition; a sent signal (kill/raise) must be re-sent.
-  if (info == nullptr || info->si_code <= 0) raise(sig);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void SegvHandler(int sig, siginfo_t* info, void* uctx) {

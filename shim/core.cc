@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -165,7 +166,7 @@ void Init() {
   lid.host = g_host;
   lid.prog = g_prog;
   lid.rank = g_rank;
-  GlobalEventLog().Configure(g_config.log_dir, lid, CollectWarning, nullptr);
+  GlobalEventLog().Configure(g_config.log_dir, lid, CollectWarning, nullptr, g_config.quiet);
   // Clean forks are logged with their stack; otherwise stacks are needed only once RDMA
   // is seen (see Active()).
   if (GlobalEventLog().enabled()) LoadUnwinder();
@@ -350,6 +351,7 @@ void LogCleanFork(ForkVia via) {
   if (!log.enabled()) return;
   RawStack stack;
   CaptureStack(&stack, g_config.stack_depth);
+  BeginSymbolizing();
   EventLog::LargeLine line(log);
   if (!line.ok()) return;
   // Guarded by the log line's lock.
@@ -369,6 +371,67 @@ void LogCleanFork(ForkVia via) {
   b.Str(",\"kernel_cof\":null,\"via\":\"").Str(via == ForkVia::kAtfork ? "atfork" : "fork");
   b.Char('"');
   log.End(b);
+}
+
+// The kernel's view of MADV_DONTFORK (smaps "dc"), cached while no MR was registered or
+// deregistered in this process: registration is what sets and clears the flag (rdma-core's
+// ibv_dontfork_range/ibv_dofork_range), and reading smaps walks every page table of the
+// process. Not cached when no MR is tracked (registrations we cannot see).
+struct DontforkCache {
+  StateLockLite lock;
+  pid_t pid = 0;
+  uint64_t generation = 0;
+  int stored = 0;
+  Vma* vmas = nullptr;  // mmap'd, kMaxDcVmas entries
+};
+constinit DontforkCache g_dc_cache;
+constexpr int kMaxDcVmas = 4096;
+
+void ReadDontforkView(const StateSnapshot& snap, Vma* out, int* stored, int* vma_count) {
+  *stored = 0;
+  *vma_count = -1;
+  bool cacheable = snap.mr_count > 0;
+  pid_t pid = CurrentPid();
+  if (cacheable && g_dc_cache.lock.TryLock()) {
+    bool hit = g_dc_cache.vmas != nullptr && g_dc_cache.pid == pid &&
+               g_dc_cache.generation == snap.mr_generation;
+    if (hit) {
+      memcpy(out, g_dc_cache.vmas, sizeof(Vma) * static_cast<size_t>(g_dc_cache.stored));
+      *stored = g_dc_cache.stored;
+    }
+    g_dc_cache.lock.Unlock();
+    if (hit) return;
+  }
+  int total = 0;
+  if (!ReadDontforkVmas(out, kMaxDcVmas, stored, &total, vma_count)) {
+    *stored = 0;
+    *vma_count = -1;
+    return;
+  }
+  if (!cacheable || !g_dc_cache.lock.TryLock()) return;
+  if (g_dc_cache.vmas == nullptr) {
+    void* p = mmap(nullptr, sizeof(Vma) * kMaxDcVmas, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) g_dc_cache.vmas = static_cast<Vma*>(p);
+  }
+  if (g_dc_cache.vmas != nullptr) {
+    memcpy(g_dc_cache.vmas, out, sizeof(Vma) * static_cast<size_t>(*stored));
+    g_dc_cache.stored = *stored;
+    g_dc_cache.pid = pid;
+    g_dc_cache.generation = snap.mr_generation;
+  }
+  g_dc_cache.lock.Unlock();
+}
+
+// vm.max_map_count: a sysctl, read once per process.
+long MaxMapCount() {
+  static std::atomic<long> cached{-2};
+  long v = cached.load(std::memory_order_relaxed);
+  if (v == -2) {
+    v = ReadMaxMapCount();
+    cached.store(v, std::memory_order_relaxed);
+  }
+  return v;
 }
 
 // Scratch for one hazardous decision (mmap'd: the fork path never calls malloc).
@@ -429,12 +492,9 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
 
   // The kernel's view of DONTFORK ranges, only when something may be registered.
   int dc_stored = 0;
-  int dc_total = 0;
   int vma_count = -1;
   if (snap.mr_count > 0 || (snap.counts.contexts == 0 && fds.uverbs > 0)) {
-    if (!ReadDontforkVmas(dc, Scratch::kMaxDcVmas, &dc_stored, &dc_total, &vma_count)) {
-      vma_count = -1;
-    }
+    ReadDontforkView(snap, dc, &dc_stored, &vma_count);
   }
   // Asked at the first RDMA init; never for the first time from an atfork handler.
   KernelCofFact cof = via == ForkVia::kAtfork ? CachedKernelCopyOnFork() : KernelCopyOnFork();
@@ -456,6 +516,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
 
   RawStack& fork_stack = scratch.fixed->fork_stack;
   CaptureStack(&fork_stack, g_config.stack_depth);
+  BeginSymbolizing();
   // os.fork() holds the GIL: the Python line that forked.
   PythonStack& fork_py = scratch.fixed->fork_py;
   CapturePythonStack(&fork_py, g_config.stack_depth);
@@ -477,7 +538,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   r.via = via;
   r.threads = ReadThreadCount();
   r.map_count = vma_count >= 0 ? vma_count : CountMaps();
-  r.max_map_count = ReadMaxMapCount();
+  r.max_map_count = MaxMapCount();
   r.cof = cof;
 
   if (report && !g_config.quiet) {
@@ -569,12 +630,65 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   return d;
 }
 
+// fork() from a signal handler that interrupted this thread inside the state lock: the
+// tables cannot be read (that would deadlock), but the lock-free live count and the
+// descriptor scan still tell clean from hazard, so the fork is still logged once and the
+// mode still applies; the message is one line.
+ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via) {
+  ForkDecision d;
+  if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {
+    LogCleanFork(via);
+    return d;
+  }
+  d.hazard = true;
+  const char* action = ActionName(g_config.mode, false, via);
+  static volatile sig_atomic_t said = 0;  // once per process: there is no call site to key on
+  if (!g_config.quiet && !said) {
+    said = 1;
+    char buf[768];
+    TextBuffer b(buf, sizeof(buf));
+    b.Str("forkguard: fork after RDMA init in pid ").Dec(getpid()).Str(" (").Str(g_prog);
+    if (g_rank >= 0) b.Str(", rank ").Dec(g_rank);
+    b.Str(" on ").Str(g_host).Str("): verdict: hazard (inherited-rdma); forked from a signal ");
+    b.Str("handler that interrupted forkguard, so no details; mode: ").Str(ModeName(g_config.mode));
+    b.Str(" - ").Str(action).Char('\n');
+    WriteStderr(b.data(), b.size());
+  }
+  EventLog& log = GlobalEventLog();
+  if (log.enabled()) {
+    char buf[1024];
+    TextBuffer b(buf, sizeof(buf));
+    log.Begin(b, "fork");
+    b.Str(",\"verdict\":\"hazard\",\"reasons\":[\"inherited-rdma\"],\"action\":\"");
+    b.Str(action).Char('"');
+    if (strcmp(action, "failed") == 0) b.Str(",\"errno\":").Dec(EPERM);
+    b.Str(",\"site\":null,\"reported\":").Str(g_config.quiet ? "false" : "true");
+    b.Str(",\"allowed\":false,\"stack\":[],\"init\":null,\"ranges\":[]");
+    LiveCounts c;
+    c.uverbs_fds = fds.uverbs;
+    c.rdma_cm_fds = fds.rdma_cm;
+    AppendLive(b, c);
+    b.Str(",\"threads\":null,\"max_map_count\":null,\"map_count\":null,\"kernel_cof\":null");
+    b.Str(",\"partial\":true,\"via\":\"").Str(via == ForkVia::kAtfork ? "atfork" : "fork");
+    b.Char('"');
+    log.End(b);
+  }
+  if (g_config.mode == Mode::kAbort) abort();
+  if (g_config.mode == Mode::kError && via == ForkVia::kFork) {
+    d.fail = true;
+    d.err = EPERM;
+  }
+  return d;
+}
+
 ForkDecision Decide(ForkVia via) {
-  // fork() from a signal handler that interrupted this thread inside the state lock:
-  // deciding would deadlock; let the fork proceed unjudged.
-  if (GlobalState().lock().HeldByThisThread()) return ForkDecision();
   // Fast path: nothing tracked and no RDMA descriptor open.
   RdmaFds fds = ScanRdmaFds();
+  // Held by this thread mid-update (a signal handler interrupted it): the tables cannot be
+  // read. Held by this thread's atfork prepare: they can.
+  if (GlobalState().lock().HeldByThisThread() && !HeldByOurAtfork()) {
+    return DecideWithoutState(fds, via);
+  }
   if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {
     LogCleanFork(via);
     return ForkDecision();
@@ -730,6 +844,9 @@ ForkDecision BeforeFork() {
   int saved = errno;
   ForkDecision d = Decide(ForkVia::kFork);
   errno = saved;
+  d.prev_in_wrapper = t_in_fork_wrapper;
+  d.prev_hazard = t_pending_hazard;
+  d.prev_explain = t_pending_explain;
   if (!d.fail) {
     t_in_fork_wrapper = true;
     t_pending_hazard = d.hazard;
@@ -738,10 +855,17 @@ ForkDecision BeforeFork() {
   return d;
 }
 
+void AfterForkChild(const ForkDecision& d) {
+  if (g_config.mode == Mode::kOff) return;
+  t_in_fork_wrapper = d.prev_in_wrapper;
+  t_pending_hazard = d.prev_hazard;
+  t_pending_explain = d.prev_explain;
+}
+
 void AfterForkParent(const ForkDecision& d, pid_t child) {
-  t_in_fork_wrapper = false;
-  t_pending_hazard = false;
-  t_pending_explain = false;
+  t_in_fork_wrapper = d.prev_in_wrapper;
+  t_pending_hazard = d.prev_hazard;
+  t_pending_explain = d.prev_explain;
   if (d.explain_segv) ReleaseChildSegvTable();
   if (g_config.mode == Mode::kOff || child <= 0) return;
   EventLog& log = GlobalEventLog();

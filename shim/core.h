@@ -32,11 +32,18 @@ struct ForkDecision {
   int err = 0;
   bool hazard = false;
   bool explain_segv = false;  // the child gets the SIGSEGV explanation
+  // This thread's fork bookkeeping before this fork: a fork from a signal handler can nest
+  // inside another fork's wrapper; AfterFork* put it back.
+  bool prev_in_wrapper = false;
+  bool prev_hazard = false;
+  bool prev_explain = false;
 };
 // In the parent, before the real fork. Clean forks: no allocation, no output.
 ForkDecision BeforeFork();
 // In the parent after the real fork returned (child > 0) or failed (child < 0).
 void AfterForkParent(const ForkDecision& d, pid_t child);
+// In the child, after the real fork returned 0 (the atfork child handler already ran).
+void AfterForkChild(const ForkDecision& d);
 void OnSpawn(const char* call, pid_t child, int ret);
 // vfork: logged before the call (the child pid is not known to us).
 void OnVfork();

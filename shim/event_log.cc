@@ -61,8 +61,10 @@ void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize, const
   b.Char(']');
 }
 
-void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink warn, void* warn_ctx) {
+void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink warn, void* warn_ctx,
+                         bool quiet) {
   id_ = id;
+  quiet_ = quiet;
   if (dir == nullptr || dir[0] == '\0') return;
   struct stat st;
   const char* why = nullptr;
@@ -95,6 +97,8 @@ void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink war
   void* p =
       mmap(nullptr, kLargeLineBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   large_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+  p = mmap(nullptr, kLargeLineBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  nested_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
   start_ns_ = RealtimeNs();
   enabled_ = true;
 }
@@ -130,23 +134,88 @@ void EventLog::Begin(TextBuffer& b, const char* event) {
   b.Str(",\"seq\":").Dec(seq_.fetch_add(1, std::memory_order_relaxed));
 }
 
+namespace {
+
+// strerror() may allocate (locale): the errors a log write can meet, by hand.
+const char* WriteErrorText(int err) {
+  switch (err) {
+    case ENOSPC:
+      return "No space left on device";
+    case EDQUOT:
+      return "Disk quota exceeded";
+    case EFBIG:
+      return "File too large";
+    case EIO:
+      return "Input/output error";
+    case EROFS:
+      return "Read-only file system";
+    case EACCES:
+      return "Permission denied";
+    case ENOENT:
+      return "No such file or directory";
+    case EMFILE:
+    case ENFILE:
+      return "Too many open files";
+    case EEXIST:
+    case ELOOP:
+      return "refusing a symlink or an existing non-file";
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+void EventLog::Fail(const char* what, int err) {
+  if (broken_) return;
+  broken_ = true;
+  if (quiet_) return;
+  char buf[1400];
+  TextBuffer line(buf, sizeof(buf));
+  line.Str("forkguard: event log: cannot ").Str(what).Str(" in ");
+  AppendShownValue(line, dir_);
+  line.Str(": ");
+  if (const char* text = WriteErrorText(err); text != nullptr) {
+    line.Str(text);
+  } else {
+    line.Str("errno ").Dec(err);
+  }
+  line.Str("; no more events are logged by pid ").Dec(getpid()).Char('\n');
+  WriteAll(STDERR_FILENO, line.data(), line.size());
+}
+
+bool EventLog::WriteLine(const char* p, size_t n) {
+  if (broken_) return false;
+  int fd = OpenOwnFile();
+  if (fd < 0) {
+    Fail("create this process's file", errno);
+    return false;
+  }
+  // One write(2): a line is never split between processes. A short or failed write (full
+  // disk) ends logging for this process, so no later line lands after a torn one.
+  for (;;) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w == static_cast<ssize_t>(n)) return true;
+    Fail("write", w < 0 ? errno : ENOSPC);
+    return false;
+  }
+}
+
 void EventLog::End(TextBuffer& b) {
-  if (!enabled_) return;
+  if (!enabled_ || broken_) return;
   b.Str("}\n");
   if (b.truncated()) {
     // Keep the line valid JSON: replace it with a note that says what was lost.
     char small[512];
     TextBuffer n(small, sizeof(small));
     Begin(n, "note");
-    n.Str(",\"text\":\"an event did not fit in ")
-        .UDec(kLargeLineBytes)
-        .Str(" bytes and was dropped\"}\n");
-    int fd = OpenOwnFile();
-    if (fd >= 0) WriteAll(fd, n.data(), n.size());
+    n.Str(",\"text\":\"an event did not fit in ").UDec(kLargeLineBytes);
+    n.Str(" bytes and was dropped\"}\n");
+    WriteLine(n.data(), n.size());
     return;
   }
-  int fd = OpenOwnFile();
-  if (fd >= 0) WriteAll(fd, b.data(), b.size());
+  WriteLine(b.data(), b.size());
 }
 
 void EventLog::ResetInChild(int64_t start_ns) {
@@ -155,6 +224,8 @@ void EventLog::ResetInChild(int64_t start_ns) {
     lock_.ResetInChild();
     return;
   }
+  nested_busy_.store(false, std::memory_order_relaxed);
+  broken_ = false;
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   fd_pid_ = 0;
@@ -164,14 +235,25 @@ void EventLog::ResetInChild(int64_t start_ns) {
 }
 
 EventLog::LargeLine::LargeLine(EventLog& log) : log_(log) {
-  if (!log.enabled_ || log.large_ == nullptr || log.lock_.HeldByThisThread()) return;
-  log.lock_.Lock();
-  buf_ = log.large_;
+  if (!log.enabled_ || log.large_ == nullptr) return;
+  if (log.lock_.HeldByThisThread()) {
+    if (log.nested_ == nullptr || log.nested_busy_.exchange(true)) return;
+    nested_ = true;
+    buf_ = log.nested_;
+  } else {
+    log.lock_.Lock();
+    buf_ = log.large_;
+  }
   text_ = TextBuffer(buf_, kLargeLineBytes);
 }
 
 EventLog::LargeLine::~LargeLine() {
-  if (buf_ != nullptr) log_.lock_.Unlock();
+  if (buf_ == nullptr) return;
+  if (nested_) {
+    log_.nested_busy_.store(false);
+  } else {
+    log_.lock_.Unlock();
+  }
 }
 
 }  // namespace forkguard

@@ -32,7 +32,8 @@ class EventLog {
  public:
   // Validates DIR (a real directory, not a symlink, owned by us, writable). On failure
   // `warn` gets one line and the log stays disabled.
-  void Configure(const char* dir, const LogIdentity& id, WarningSink warn, void* warn_ctx);
+  void Configure(const char* dir, const LogIdentity& id, WarningSink warn, void* warn_ctx,
+                 bool quiet = false);
   bool enabled() const { return enabled_; }
 
   // Common fields: `{"schema":..,"event":..,...,"seq":N` (no closing brace).
@@ -44,9 +45,10 @@ class EventLog {
   // In a forked child: the parent's descriptor and counter are not ours. Async-signal-safe.
   void ResetInChild(int64_t start_ns);
 
-  // A large preallocated buffer for events with stacks, guarded by a lock. `ok()` is false
-  // when the log is disabled, the buffer could not be mapped, or this thread already holds
-  // it (a fork from a signal handler that interrupted a log write).
+  // A large preallocated buffer for events with stacks, guarded by a lock. When this thread
+  // already holds it (a fork from a signal handler that interrupted a log write), a second
+  // buffer reserved for that case is used. `ok()` is false when the log is disabled, a
+  // buffer could not be mapped, or both are in use by this thread.
   class LargeLine {
    public:
     explicit LargeLine(EventLog& log);
@@ -56,6 +58,7 @@ class EventLog {
 
    private:
     EventLog& log_;
+    bool nested_ = false;
     char* buf_ = nullptr;
     TextBuffer text_{nullptr, 0};
   };
@@ -64,6 +67,8 @@ class EventLog {
 
  private:
   int OpenOwnFile();
+  bool WriteLine(const char* p, size_t n);
+  void Fail(const char* what, int err);
 
   bool enabled_ = false;
   char dir_[1024] = {};
@@ -74,6 +79,11 @@ class EventLog {
   std::atomic<long> seq_{0};
   StateLock lock_;
   char* large_ = nullptr;
+  char* nested_ = nullptr;
+  std::atomic<bool> nested_busy_{false};
+  // A write failed (full disk...): said once, nothing more is written by this process.
+  bool broken_ = false;
+  bool quiet_ = false;
 };
 
 constexpr size_t kLargeLineBytes = 256 * 1024;

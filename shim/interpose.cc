@@ -390,9 +390,11 @@ FG_EXPORT pid_t fork(void) noexcept {
     return -1;
   }
   pid_t pid = real();
+  ErrnoKeeper e;
   if (pid != 0) {
-    ErrnoKeeper e;
     core::AfterForkParent(d, pid);
+  } else {
+    core::AfterForkChild(d);
   }
   return pid;
 }

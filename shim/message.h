@@ -42,7 +42,7 @@ struct ForkReport {
   KernelCofFact cof;
 };
 
-// Formats the whole multi-line message (ends with '\n'). `demangle` allocates.
+// Formats the whole multi-line message (ends with '\n'). No malloc.
 void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle);
 
 // Appends the frames of `stack` as "    #i func+0xoff (obj+0xoff)\n" lines.

@@ -92,15 +92,19 @@ void SmapsScanner::Line(const char* s, size_t n) {
 }
 
 void SmapsScanner::Feed(const char* data, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    char c = data[i];
-    if (c == '\n') {
-      Line(line_, line_len_);
-      line_len_ = 0;
-    } else if (line_len_ < sizeof(line_)) {
-      // Longer lines (paths) are cut: only their beginning matters.
-      line_[line_len_++] = c;
-    }
+  // Line by line with memchr; only a line's beginning matters (long paths are cut).
+  while (n > 0) {
+    const char* nl = static_cast<const char*>(memchr(data, '\n', n));
+    size_t len = nl != nullptr ? static_cast<size_t>(nl - data) : n;
+    size_t room = sizeof(line_) - line_len_;
+    size_t take = len < room ? len : room;
+    memcpy(line_ + line_len_, data, take);
+    line_len_ += take;
+    if (nl == nullptr) return;
+    Line(line_, line_len_);
+    line_len_ = 0;
+    data = nl + 1;
+    n -= len + 1;
   }
 }
 

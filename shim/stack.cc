@@ -1,15 +1,41 @@
 #include "shim/stack.h"
 
-#include <cxxabi.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <sys/mman.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
+// libstdc++'s demangler with a callback: formats on the stack, never calls malloc (the
+// message may be formatted in a fork from a signal handler that interrupted malloc). Only
+// the static libstdc++.a has it: libforkguard.so pulls it in (-Wl,--undefined); elsewhere
+// (unit tests) the weak reference is null and names stay mangled.
+extern "C" int __gcclibcxx_demangle_callback(const char*, void (*)(const char*, size_t, void*),
+                                             void*) __attribute__((weak));
+
 namespace forkguard {
 namespace {
+
+void AppendDemangled(const char* piece, size_t n, void* ctx) {
+  static_cast<TextBuffer*>(ctx)->Mem(piece, n);
+}
+
+// Appends the demangled name of a C++ symbol, or the symbol itself.
+void AppendSymbol(TextBuffer& out, const char* sym, bool demangle) {
+  if (demangle && sym[0] == '_' && sym[1] == 'Z' && __gcclibcxx_demangle_callback != nullptr) {
+    char buf[1024];
+    TextBuffer tmp(buf, sizeof(buf));
+    if (__gcclibcxx_demangle_callback(sym, AppendDemangled, &tmp) == 0 && !tmp.truncated() &&
+        tmp.size() > 0) {
+      out.Str(tmp.data());
+      return;
+    }
+  }
+  out.Str(sym);
+}
 
 struct CodeRange {
   uintptr_t lo = 0;
@@ -87,10 +113,33 @@ void CaptureStack(RawStack* out, int max_depth) {
   out->depth = depth < 0 ? 0 : depth;
 }
 
-SymbolizedFrame Symbolize(uintptr_t ip, bool is_return_address) {
+namespace {
+
+// dladdr searches symbol tables linearly: results are cached by address. The strings point
+// into the loader's data, valid while the object stays loaded, so the cache is dropped
+// whenever objects were loaded or unloaded (dl_iterate_phdr's adds/subs counters).
+struct CachedFrame {
+  uintptr_t lookup;
+  SymbolizedFrame frame;
+};
+constexpr size_t kCacheSlots = 4096;
+CachedFrame* g_cache = nullptr;
+unsigned long long g_cache_adds = 0;
+unsigned long long g_cache_subs = 0;
+StateLockLite g_cache_lock;
+
+int ReadLoadCounters(struct dl_phdr_info* info, size_t size, void* data) {
+  auto* out = static_cast<unsigned long long*>(data);
+  if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+    out[0] = info->dlpi_adds;
+    out[1] = info->dlpi_subs;
+  }
+  return 1;  // the counters are global: the first object is enough
+}
+
+SymbolizedFrame SymbolizeUncached(uintptr_t ip, uintptr_t lookup) {
   SymbolizedFrame f;
   f.ip = ip;
-  uintptr_t lookup = is_return_address && ip > 0 ? ip - 1 : ip;
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(lookup), &info) != 0) {
     f.obj = info.dli_fname;
@@ -102,6 +151,44 @@ SymbolizedFrame Symbolize(uintptr_t ip, bool is_return_address) {
     // The main executable is reported by dladdr as "" on some loaders.
     if (f.obj != nullptr && f.obj[0] == '\0') f.obj = nullptr;
   }
+  return f;
+}
+
+}  // namespace
+
+void BeginSymbolizing() {
+  unsigned long long counters[2] = {0, 0};
+  dl_iterate_phdr(ReadLoadCounters, counters);
+  if (!g_cache_lock.TryLock()) return;
+  if (g_cache == nullptr) {
+    void* p = mmap(nullptr, sizeof(CachedFrame) * kCacheSlots, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) g_cache = static_cast<CachedFrame*>(p);
+  } else if (counters[0] != g_cache_adds || counters[1] != g_cache_subs) {
+    memset(static_cast<void*>(g_cache), 0, sizeof(CachedFrame) * kCacheSlots);
+  }
+  g_cache_adds = counters[0];
+  g_cache_subs = counters[1];
+  g_cache_lock.Unlock();
+}
+
+SymbolizedFrame Symbolize(uintptr_t ip, bool is_return_address) {
+  uintptr_t lookup = is_return_address && ip > 0 ? ip - 1 : ip;
+  // Another thread, or this one interrupted by a signal, holds the cache: go without it.
+  if (g_cache == nullptr || !g_cache_lock.TryLock()) return SymbolizeUncached(ip, lookup);
+  CachedFrame& slot = g_cache[(lookup * 0x9e3779b97f4a7c15ULL) >> 52 & (kCacheSlots - 1)];
+  SymbolizedFrame f;
+  if (slot.lookup == lookup && lookup != 0) {
+    f = slot.frame;
+    // The cached offsets were computed for the same lookup address; only ip may differ by
+    // the return-address adjustment, which is identical for the same lookup.
+    f.ip = ip;
+  } else {
+    f = SymbolizeUncached(ip, lookup);
+    slot.lookup = lookup;
+    slot.frame = f;
+  }
+  g_cache_lock.Unlock();
   return f;
 }
 
@@ -120,13 +207,7 @@ bool IsRdmaLibraryObject(const char* obj) {
 void FormatFrame(TextBuffer& out, int index, const SymbolizedFrame& f, bool demangle) {
   out.Char('#').Dec(index).Char(' ');
   if (f.sym != nullptr) {
-    char* demangled = nullptr;
-    if (demangle && f.sym[0] == '_' && f.sym[1] == 'Z') {
-      int status = 0;
-      demangled = abi::__cxa_demangle(f.sym, nullptr, nullptr, &status);
-    }
-    out.Str(demangled != nullptr ? demangled : f.sym);
-    free(demangled);
+    AppendSymbol(out, f.sym, demangle);
     out.Str("+0x").Hex(f.sym_off);
   } else {
     out.Str("??");
@@ -145,14 +226,8 @@ void FormatInnermostUserFrame(TextBuffer& out, const RawStack& stack, bool deman
     SymbolizedFrame f = Symbolize(stack.ips[i], i > 0);
     if (f.obj != nullptr && IsRdmaLibraryObject(f.obj)) continue;
     if (f.sym == nullptr && f.obj == nullptr) continue;
-    char* demangled = nullptr;
     if (f.sym != nullptr) {
-      if (demangle && f.sym[0] == '_' && f.sym[1] == 'Z') {
-        int status = 0;
-        demangled = abi::__cxa_demangle(f.sym, nullptr, nullptr, &status);
-      }
-      out.Str(demangled != nullptr ? demangled : f.sym);
-      free(demangled);
+      AppendSymbol(out, f.sym, demangle);
     } else {
       out.Str("??");
     }
@@ -168,6 +243,14 @@ void FormatInnermostUserFrame(TextBuffer& out, const RawStack& stack, bool deman
   out.Str("an unknown caller");
 }
 
+bool IsSignalTrampoline(uintptr_t ip) {
+  // glibc's __restore_rt on x86-64 (a local symbol dladdr cannot name):
+  // mov $SYS_rt_sigreturn, %rax; syscall. Read only within the IP's page.
+  static const unsigned char kCode[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  if (ip == 0 || (ip & 4095) > 4096 - sizeof(kCode)) return false;
+  return memcmp(reinterpret_cast<const void*>(ip), kCode, sizeof(kCode)) == 0;
+}
+
 uint64_t StackSiteHash(const RawStack& stack) {
   uint64_t h = 1469598103934665603ULL;  // FNV-1a
   auto mix = [&h](const void* p, size_t n) {
@@ -178,6 +261,9 @@ uint64_t StackSiteHash(const RawStack& stack) {
     }
   };
   for (int i = 0; i < stack.depth; ++i) {
+    // A fork from a signal handler: the frames past the signal trampoline are wherever the
+    // program happened to be interrupted, not part of the call site.
+    if (IsSignalTrampoline(stack.ips[i])) break;
     SymbolizedFrame f = Symbolize(stack.ips[i], i > 0);
     if (f.obj != nullptr) {
       const char* base = BaseName(f.obj);

@@ -6,12 +6,24 @@
 #ifndef FORKGUARD_SHIM_STACK_H_
 #define FORKGUARD_SHIM_STACK_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 #include "shim/text_buffer.h"
 
 namespace forkguard {
+
+// A try-lock for caches that can simply be skipped when busy (never waits: safe when a
+// signal handler interrupts the holder on the same thread).
+class StateLockLite {
+ public:
+  bool TryLock() { return !busy_.exchange(true, std::memory_order_acquire); }
+  void Unlock() { busy_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> busy_{false};
+};
 
 struct RawStack {
   static constexpr int kCapacity = 64;
@@ -40,6 +52,10 @@ struct SymbolizedFrame {
   uintptr_t sym_off = 0;
 };
 
+// Validates the symbolization cache against objects loaded/unloaded since the last call;
+// call once before symbolizing a batch of stacks (takes the loader lock briefly).
+void BeginSymbolizing();
+
 // dladdr on ip (ip - 1 for return addresses, i.e. every frame but the first, so that a call
 // at the end of a function is attributed to it). Takes the loader lock: not for signal
 // handlers.
@@ -52,12 +68,15 @@ const char* BaseName(const char* path);
 bool IsRdmaLibraryObject(const char* obj);
 
 // Appends "#<i> <func>+0x<off> (<obj>+0x<off>)" with a C++-demangled name when
-// `demangle` (allocates: never in the child or a signal handler).
+// `demangle` (no malloc: libstdc++'s callback demangler; still not for the child: dladdr).
 void FormatFrame(TextBuffer& out, int index, const SymbolizedFrame& f, bool demangle);
 
 // The name a user recognizes for the first frame outside the RDMA libraries and the shim:
 // "func (obj+0xoff)".
 void FormatInnermostUserFrame(TextBuffer& out, const RawStack& stack, bool demangle);
+
+// True when ip is the x86-64 signal return trampoline (the frame below it was interrupted).
+bool IsSignalTrampoline(uintptr_t ip);
 
 // Hash of the call site that stays equal across processes of the same program (object
 // basenames and offsets, not raw addresses, which differ under ASLR).

@@ -103,15 +103,6 @@ struct Tables {
 constinit Tables g_tables;
 constinit RdmaState g_state;
 
-class Guard {
- public:
-  explicit Guard(StateLock& l) : l_(l) { l_.Lock(); }
-  ~Guard() { l_.Unlock(); }
-
- private:
-  StateLock& l_;
-};
-
 void CopyName(char* dst, size_t cap, const char* src) {
   if (src == nullptr) src = "";
   size_t n = strnlen(src, cap - 1);
@@ -119,34 +110,70 @@ void CopyName(char* dst, size_t cap, const char* src) {
   dst[n] = '\0';
 }
 
-// Set by the prepare handler when it took the lock (and so the parent handler must drop it).
-bool g_prepare_took_lock = false;
+// The prepare handler's decisions, per thread, as a stack: a fork from a signal handler
+// can run inside another fork's prepare..parent window on the same thread (then the lock is
+// already ours and the inner fork must not release it).
+__thread uint32_t t_atfork_took __attribute__((tls_model("initial-exec"))) = 0;
+__thread int t_atfork_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 // After fork every page either process writes first is copied: a process that never
 // touched RDMA must not write the shim's pages around fork (no lock, no flag).
 void AtforkPrepare() {
   StateLock& l = g_state.lock();
   if (!g_state.AnyLive() && !g_state.EverInitialized() && !l.HeldByAnyone()) return;
-  if (l.HeldByThisThread()) {
-    if (g_prepare_took_lock) g_prepare_took_lock = false;
-    return;
+  bool take = !l.HeldByThisThread();
+  if (take) l.Lock();
+  if (t_atfork_depth < 32) {
+    t_atfork_took = (t_atfork_took & ~(1u << t_atfork_depth)) | (take ? 1u << t_atfork_depth : 0);
   }
-  l.Lock();
-  g_prepare_took_lock = true;
+  ++t_atfork_depth;
 }
+
+// Pops this fork's entry; true when its prepare took the lock.
+bool PopTook() {
+  if (t_atfork_depth == 0) return false;
+  --t_atfork_depth;
+  return t_atfork_depth < 32 && (t_atfork_took & (1u << t_atfork_depth)) != 0;
+}
+
 void AtforkParent() {
-  if (g_prepare_took_lock) {
-    g_prepare_took_lock = false;
-    g_state.lock().Unlock();
-  }
+  if (PopTook()) g_state.lock().Unlock();
 }
 void AtforkChild() {
-  if (g_prepare_took_lock) g_prepare_took_lock = false;
+  PopTook();
   ResetCachedTid();
   g_state.lock().ResetInChild();
 }
 
 }  // namespace
+
+namespace {
+
+// Takes the state lock, except when this thread's atfork prepare handler already holds it
+// (a fork from a signal handler delivered inside another fork's window): then no update is
+// in progress on this thread and other threads are blocked, so reading is safe as is.
+class Guard {
+ public:
+  explicit Guard(StateLock& l) : l_(l), take_(!(l.HeldByThisThread() && HeldByOurAtfork())) {
+    if (take_) l_.Lock();
+  }
+  ~Guard() {
+    if (take_) l_.Unlock();
+  }
+
+ private:
+  StateLock& l_;
+  bool take_;
+};
+
+}  // namespace
+
+bool HeldByOurAtfork() {
+  for (int i = 0; i < t_atfork_depth && i < 32; ++i) {
+    if ((t_atfork_took & (1u << i)) != 0) return true;
+  }
+  return false;
+}
 
 const char* RdmaCallName(RdmaCall call) {
   switch (call) {
@@ -260,6 +287,7 @@ bool RdmaState::RemovePd(uintptr_t handle) {
 void RdmaState::AddMr(const MrRecord& record) {
   Guard g(lock_);
   bool replaced = false;
+  ++mr_generation_;
   if (g_tables.mrs.Insert(record.handle, record, &replaced) && !replaced) live_.fetch_add(1);
 }
 
@@ -270,6 +298,7 @@ bool RdmaState::RemoveMr(uintptr_t handle, MrRecord* removed) {
   if (removed != nullptr)
     memcpy(static_cast<void*>(removed), &g_tables.mrs.at(i), sizeof(*removed));
   g_tables.mrs.RemoveAt(i);
+  ++mr_generation_;
   live_.fetch_sub(1);
   return true;
 }
@@ -358,6 +387,7 @@ bool RdmaState::TakeSnapshot(StateSnapshot* out) {
     used += n;
     out->devices[used] = '\0';
   }
+  out->mr_generation = mr_generation_;
   memcpy(static_cast<void*>(&out->init), &g_tables.init, sizeof(out->init));
   if (c.mrs > 0) {
     size_t bytes = sizeof(MrRecord) * static_cast<size_t>(c.mrs);

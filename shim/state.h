@@ -87,6 +87,7 @@ struct StateSnapshot {
   LiveCounts counts;
   char devices[128] = {};  // distinct device names of live contexts, comma separated
   InitRecord init;
+  uint64_t mr_generation = 0;  // changes with every MR registered or deregistered
   MrRecord* mrs = nullptr;
   int mr_count = 0;
   size_t mapped_bytes = 0;
@@ -145,9 +146,14 @@ class RdmaState {
   StateLock lock_;
   std::atomic<int> live_{0};
   std::atomic<bool> ever_init_{false};
+  uint64_t mr_generation_ = 0;  // under the lock
 };
 
 RdmaState& GlobalState();
+
+// True when this thread holds the state lock because its pthread_atfork prepare handler
+// took it (we are between a fork's prepare and parent/child handlers on this thread).
+bool HeldByOurAtfork();
 
 // Registers the atfork handlers of the state lock (idempotent).
 void InstallStateAtfork();

@@ -44,11 +44,21 @@ class TextBuffer {
   }
   TextBuffer& Str(const char* s) {
     if (s == nullptr) s = "(null)";
-    while (*s != '\0') Char(*s++);
-    return *this;
+    return Mem(s, __builtin_strlen(s));
   }
   TextBuffer& Mem(const char* s, size_t n) {
-    for (size_t i = 0; i < n; ++i) Char(s[i]);
+    if (cap_ == 0) {
+      truncated_ = true;
+      return *this;
+    }
+    size_t room = cap_ - 1 - len_;
+    if (n > room) {
+      n = room;
+      truncated_ = true;
+    }
+    __builtin_memcpy(buf_ + len_, s, n);
+    len_ += n;
+    buf_[len_] = '\0';
     return *this;
   }
   TextBuffer& Dec(int64_t v) {
