@@ -615,12 +615,5 @@ TEST(ShimStub, UnrelatedChildSegvNotBlamedOnRdma) {
       << Ctx(r);
 }
 
-TEST(ShimStub, RankFromEnvironmentInEveryEvent) {
-  ShimRun r = Stub({"--order=fork-first"}, "", {"RANK=3"});
-  ExpectCleanRun(r);
-  ASSERT_FALSE(r.log.events.empty()) << Ctx(r);
-  for (const Event& e : r.log.events) EXPECT_EQ(3, e.json.Int("rank")) << e.name() << Ctx(r);
-}
-
 }  // namespace
 }  // namespace forkguard::testing
