@@ -43,7 +43,8 @@ const CPythonApi& Api() {
     Lookup(&a.is_initialized, "Py_IsInitialized");
     if (a.is_initialized == nullptr) return a;  // not a Python process: stop early
     Lookup(&a.gil_check, "PyGILState_Check");
-    Lookup(&a.thread_state, "_PyThreadState_UncheckedGet");
+    Lookup(&a.thread_state, "_PyThreadState_UncheckedGet");  // 3.9 - 3.12
+    if (a.thread_state == nullptr) Lookup(&a.thread_state, "PyThreadState_GetUnchecked");  // 3.13
     Lookup(&a.get_frame, "PyEval_GetFrame");
     Lookup(&a.frame_back, "PyFrame_GetBack");
     Lookup(&a.frame_code, "PyFrame_GetCode");
@@ -55,7 +56,7 @@ const CPythonApi& Api() {
     Lookup(&a.err_fetch, "PyErr_Fetch");
     Lookup(&a.err_restore, "PyErr_Restore");
     // PyFrame_GetBack/GetCode exist since 3.9; older interpreters are not supported.
-    // _PyThreadState_UncheckedGet is optional (a private name that may disappear).
+    // The unchecked thread-state getter is optional (its name changed in 3.13).
     a.complete = a.gil_check && a.get_frame && a.frame_back && a.frame_code && a.frame_line &&
                  a.get_attr && a.as_utf8 && a.inc_ref && a.dec_ref && a.err_fetch && a.err_restore;
     return a;

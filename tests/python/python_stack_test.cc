@@ -3,6 +3,8 @@
 // frames at os.fork(). Line numbers come from markers in pystack_probe.py.
 #include "shim/python_stack.h"
 
+#include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -33,6 +35,29 @@ TEST(PythonStack, EmptyOutsidePython) {
   char buf[64] = "x";
   EXPECT_EQ(FormatPythonStack(stack, buf, sizeof buf), 0u);
   EXPECT_STREQ(buf, "");
+}
+
+TEST(PythonStack, FormatTruncatesSafely) {
+  PythonStack stack;
+  stack.depth = 2;
+  snprintf(stack.frames[0].file, PythonStack::kMaxFile, "%s", "inner.py");
+  snprintf(stack.frames[0].func, PythonStack::kMaxFunc, "%s", "f");
+  stack.frames[0].line = 7;
+  snprintf(stack.frames[1].file, PythonStack::kMaxFile, "%s", "outer.py");
+  snprintf(stack.frames[1].func, PythonStack::kMaxFunc, "%s", "<module>");
+  stack.frames[1].line = 3;
+  char full[256];
+  size_t n = FormatPythonStack(stack, full, sizeof full);
+  EXPECT_STREQ(full,
+               "Python stack (most recent call last):\n"
+               "  File \"outer.py\", line 3, in <module>\n"
+               "  File \"inner.py\", line 7, in f\n");
+  EXPECT_EQ(n, strlen(full));
+  char small[50];
+  n = FormatPythonStack(stack, small, sizeof small);
+  EXPECT_EQ(n, strlen(small));
+  EXPECT_EQ(n, sizeof small - 1);
+  EXPECT_EQ(std::string(full).substr(0, n), small);
 }
 
 TEST(PythonStack, FramesFromCPython) {
