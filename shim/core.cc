@@ -29,6 +29,13 @@ namespace forkguard::core {
 namespace {
 
 constinit Config g_config;
+
+// Whether the /proc/self/fd scan can find anything: an RDMA device node was opened through
+// open*() (which we see even when the RDMA calls themselves are not: static libibverbs,
+// handle lookups, mlx5dv), a library was loaded RTLD_DEEPBIND (its opens bypass us), or
+// the process started with RDMA descriptors (checked once at startup). Inherited by
+// forked children with the rest of our state.
+std::atomic<bool> g_backstop_armed{false};
 char g_host[256] = "?";
 char g_prog[256] = "?";
 long g_rank = -1;
@@ -40,6 +47,12 @@ __thread bool t_in_fork_wrapper __attribute__((tls_model("initial-exec"))) = fal
 __thread bool t_pending_hazard __attribute__((tls_model("initial-exec"))) = false;
 __thread bool t_pending_explain __attribute__((tls_model("initial-exec"))) = false;
 __thread bool t_atfork_decided __attribute__((tls_model("initial-exec"))) = false;
+
+// After fork, the first write to a page copies it: around fork only write what changes.
+template <typename T>
+inline void SetIfChanged(T& var, T value) {
+  if (var != value) var = value;
+}
 
 // Config warnings, kept until the log is configured (so they are also logged).
 constexpr int kMaxWarnings = 8;
@@ -128,14 +141,14 @@ void LogProcessStart() {
 void CoreAtforkPrepare();
 void CoreAtforkParent() {
   if (t_atfork_decided) {
-    t_atfork_decided = false;
+    SetIfChanged(t_atfork_decided, static_cast<bool>(false));
     ReleaseChildSegvTable();
   }
 }
 void CoreAtforkChild() {
   ChildAfterFork(t_pending_hazard, t_pending_explain);
-  t_in_fork_wrapper = false;
-  t_atfork_decided = false;
+  SetIfChanged(t_in_fork_wrapper, static_cast<bool>(false));
+  SetIfChanged(t_atfork_decided, static_cast<bool>(false));
 }
 
 void Init() {
@@ -162,6 +175,10 @@ void Init() {
   }
   InitOwnCodeRange();
   LearnRdmaDeviceNumbers();
+  // Descriptors inherited across exec (or opened before we were loaded) arm the backstop.
+  if (RdmaFds fds = ScanRdmaFds(); fds.uverbs > 0 || fds.rdma_cm > 0) {
+    g_backstop_armed.store(true, std::memory_order_relaxed);
+  }
   LogIdentity lid;
   lid.host = g_host;
   lid.prog = g_prog;
@@ -682,7 +699,11 @@ ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via) {
 }
 
 ForkDecision Decide(ForkVia via) {
-  // Fast path: nothing tracked and no RDMA descriptor open.
+  // Fast path: nothing tracked and no RDMA device ever opened: no scan, no allocation.
+  if (!GlobalState().AnyLive() && !g_backstop_armed.load(std::memory_order_relaxed)) {
+    LogCleanFork(via);
+    return ForkDecision();
+  }
   RdmaFds fds = ScanRdmaFds();
   // Held by this thread mid-update (a signal handler interrupted it): the tables cannot be
   // read. Held by this thread's atfork prepare: they can.
@@ -697,14 +718,19 @@ ForkDecision Decide(ForkVia via) {
 }
 
 void CoreAtforkPrepare() {
-  t_atfork_decided = false;
-  if (t_in_fork_wrapper) return;
+  SetIfChanged(t_atfork_decided, static_cast<bool>(false));
+  // Our fork() decided this one. Consumed here, before the address space is copied, so
+  // that nothing needs writing after the fork (a write then copies the page).
+  if (t_in_fork_wrapper) {
+    t_in_fork_wrapper = false;
+    return;
+  }
   // A fork that did not pass through our fork(): decide here (warn only).
   if (!g_ready || g_config.mode == Mode::kOff) return;
   ForkDecision d = Decide(ForkVia::kAtfork);
-  t_pending_hazard = d.hazard;
-  t_pending_explain = d.explain_segv;
-  t_atfork_decided = d.explain_segv;
+  SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
+  SetIfChanged(t_pending_explain, static_cast<bool>(d.explain_segv));
+  SetIfChanged(t_atfork_decided, static_cast<bool>(d.explain_segv));
 }
 
 }  // namespace
@@ -848,24 +874,24 @@ ForkDecision BeforeFork() {
   d.prev_hazard = t_pending_hazard;
   d.prev_explain = t_pending_explain;
   if (!d.fail) {
-    t_in_fork_wrapper = true;
-    t_pending_hazard = d.hazard;
-    t_pending_explain = d.explain_segv;
+    SetIfChanged(t_in_fork_wrapper, static_cast<bool>(true));
+    SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
+    SetIfChanged(t_pending_explain, static_cast<bool>(d.explain_segv));
   }
   return d;
 }
 
 void AfterForkChild(const ForkDecision& d) {
   if (g_config.mode == Mode::kOff) return;
-  t_in_fork_wrapper = d.prev_in_wrapper;
-  t_pending_hazard = d.prev_hazard;
-  t_pending_explain = d.prev_explain;
+  SetIfChanged(t_in_fork_wrapper, static_cast<bool>(d.prev_in_wrapper));
+  SetIfChanged(t_pending_hazard, static_cast<bool>(d.prev_hazard));
+  SetIfChanged(t_pending_explain, static_cast<bool>(d.prev_explain));
 }
 
 void AfterForkParent(const ForkDecision& d, pid_t child) {
-  t_in_fork_wrapper = d.prev_in_wrapper;
-  t_pending_hazard = d.prev_hazard;
-  t_pending_explain = d.prev_explain;
+  SetIfChanged(t_in_fork_wrapper, static_cast<bool>(d.prev_in_wrapper));
+  SetIfChanged(t_pending_hazard, static_cast<bool>(d.prev_hazard));
+  SetIfChanged(t_pending_explain, static_cast<bool>(d.prev_explain));
   if (d.explain_segv) ReleaseChildSegvTable();
   if (g_config.mode == Mode::kOff || child <= 0) return;
   EventLog& log = GlobalEventLog();
@@ -906,6 +932,18 @@ void OnExit() {
   b.Str(",\"status\":null");
   log.End(b);
 }
+
+void OnOpened(const char* path, int fd) {
+  if (fd < 0 || path == nullptr || g_backstop_armed.load(std::memory_order_relaxed)) return;
+  // /dev/infiniband/uverbsN, /dev/infiniband/rdma_cm, or rdma-core's fallback device node
+  // of the same name in a private directory (containers without /dev/infiniband).
+  const char* base = BaseName(path);
+  if (strncmp(base, "uverbs", 6) == 0 || strcmp(base, "rdma_cm") == 0) {
+    g_backstop_armed.store(true, std::memory_order_relaxed);
+  }
+}
+
+void OnDeepBind() { g_backstop_armed.store(true, std::memory_order_relaxed); }
 
 void OnExec(const char* path) {
   // Async-signal-safe: a child may exec right after fork.

@@ -51,6 +51,12 @@ void OnVfork();
 void OnExec(const char* path);
 // The process is exiting normally (shim destructor).
 void OnExit();
+// open*() returned `fd` for `path` (async-signal-safe). Opening an RDMA device node arms the
+// descriptor backstop; until then a clean fork skips the /proc/self/fd scan.
+void OnOpened(const char* path, int fd);
+// A library was dlopen'ed RTLD_DEEPBIND: its open() calls bypass us, so the backstop scans
+// at every fork from now on (async-signal-safe, no allocation).
+void OnDeepBind();
 
 }  // namespace forkguard::core
 

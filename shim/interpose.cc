@@ -11,6 +11,7 @@
 // wrappers; only the outermost per thread is reported to the core.
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <spawn.h>
@@ -89,7 +90,10 @@ class RealFunction {
 class ErrnoKeeper {
  public:
   ErrnoKeeper() : saved_(errno) {}
-  ~ErrnoKeeper() { errno = saved_; }
+  // Only if changed: after fork, a write would copy errno's page for nothing.
+  ~ErrnoKeeper() {
+    if (errno != saved_) errno = saved_;
+  }
   int value() const { return saved_; }
 
  private:
@@ -143,6 +147,18 @@ FG_HOOK(execvp, nullptr, kLibc);
 FG_HOOK(execvpe, nullptr, kLibc);
 FG_HOOK(fexecve, nullptr, kLibc);
 constinit RealFunction<pid_t (*)()> hook_vfork("vfork", nullptr, kLibc);
+using OpenFn = int (*)(const char*, int, ...);
+using OpenatFn = int (*)(int, const char*, int, ...);
+using Open2Fn = int (*)(const char*, int);
+using Openat2Fn = int (*)(int, const char*, int);
+constinit RealFunction<OpenFn> hook_open("open", nullptr, kLibc);
+constinit RealFunction<OpenFn> hook_open64("open64", nullptr, kLibc);
+constinit RealFunction<OpenatFn> hook_openat("openat", nullptr, kLibc);
+constinit RealFunction<OpenatFn> hook_openat64("openat64", nullptr, kLibc);
+constinit RealFunction<Open2Fn> hook___open_2("__open_2", nullptr, kLibc);
+constinit RealFunction<Open2Fn> hook___open64_2("__open64_2", nullptr, kLibc);
+constinit RealFunction<Openat2Fn> hook___openat_2("__openat_2", nullptr, kLibc);
+constinit RealFunction<Openat2Fn> hook___openat64_2("__openat64_2", nullptr, kLibc);
 }  // namespace
 
 // ---- libibverbs ----
@@ -468,6 +484,7 @@ extern "C" __attribute__((visibility("hidden"))) void* forkguard_dlopen_prologue
   {
     ErrnoKeeper e;
     forkguard::NoteDlopenFlags(file, flags);
+    if ((flags & RTLD_DEEPBIND) != 0) core::OnDeepBind();
   }
   auto real = hook.Get(reinterpret_cast<void* (*)(const char*, int)>(&dlopen));
   // Without the real dlopen there is nothing sensible to jump to: fail like dlopen does.
@@ -498,6 +515,120 @@ dlopen:
   .cfi_endproc
   .size dlopen, .-dlopen
 )");
+
+// ---- open*: an RDMA device node opened arms the descriptor backstop (core::OnOpened) ----
+// The mode argument is read only when the flags say it is there, and forwarded unchanged.
+namespace {
+
+mode_t ModeArg(int flags, va_list ap) {
+  return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE
+             ? static_cast<mode_t>(va_arg(ap, int))
+             : 0;
+}
+
+int Opened(const char* path, int fd) {
+  if (fd >= 0) {
+    ErrnoKeeper e;
+    core::OnOpened(path, fd);
+  }
+  return fd;
+}
+
+}  // namespace
+
+FG_EXPORT int open(const char* path, int flags, ...) {
+  va_list ap;
+  va_start(ap, flags);
+  mode_t mode = ModeArg(flags, ap);
+  va_end(ap);
+  OpenFn real = hook_open.Get(reinterpret_cast<OpenFn>(&::open));
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return Opened(path, real(path, flags, mode));
+}
+
+FG_EXPORT int open64(const char* path, int flags, ...) {
+  va_list ap;
+  va_start(ap, flags);
+  mode_t mode = ModeArg(flags, ap);
+  va_end(ap);
+  OpenFn real = hook_open64.Get(reinterpret_cast<OpenFn>(&::open64));
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return Opened(path, real(path, flags, mode));
+}
+
+FG_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
+  va_list ap;
+  va_start(ap, flags);
+  mode_t mode = ModeArg(flags, ap);
+  va_end(ap);
+  OpenatFn real = hook_openat.Get(reinterpret_cast<OpenatFn>(&::openat));
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return Opened(path, real(dirfd, path, flags, mode));
+}
+
+FG_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
+  va_list ap;
+  va_start(ap, flags);
+  mode_t mode = ModeArg(flags, ap);
+  va_end(ap);
+  OpenatFn real = hook_openat64.Get(reinterpret_cast<OpenatFn>(&::openat64));
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return Opened(path, real(dirfd, path, flags, mode));
+}
+
+// _FORTIFY_SOURCE callers.
+extern "C" int __open_2(const char*, int);
+extern "C" int __open64_2(const char*, int);
+extern "C" int __openat_2(int, const char*, int);
+extern "C" int __openat64_2(int, const char*, int);
+
+FG_EXPORT int __open_2(const char* path, int flags) {
+  Open2Fn real = hook___open_2.Get(&::__open_2);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return Opened(path, real(path, flags));
+}
+
+FG_EXPORT int __open64_2(const char* path, int flags) {
+  Open2Fn real = hook___open64_2.Get(&::__open64_2);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return Opened(path, real(path, flags));
+}
+
+FG_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
+  Openat2Fn real = hook___openat_2.Get(&::__openat_2);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return Opened(path, real(dirfd, path, flags));
+}
+
+FG_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
+  Openat2Fn real = hook___openat64_2.Get(&::__openat64_2);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return Opened(path, real(dirfd, path, flags));
+}
 
 // ---- exec: a hazardous child that execs is benign ----
 
@@ -632,6 +763,14 @@ __attribute__((constructor)) static void ForkguardConstructor() {
   hook_execvp.Get(&::execvp);
   hook_execvpe.Get(&::execvpe);
   hook_fexecve.Get(&::fexecve);
+  hook_open.Get(reinterpret_cast<OpenFn>(&::open));
+  hook_open64.Get(reinterpret_cast<OpenFn>(&::open64));
+  hook_openat.Get(reinterpret_cast<OpenatFn>(&::openat));
+  hook_openat64.Get(reinterpret_cast<OpenatFn>(&::openat64));
+  hook___open_2.Get(&::__open_2);
+  hook___open64_2.Get(&::__open64_2);
+  hook___openat_2.Get(&::__openat_2);
+  hook___openat64_2.Get(&::__openat64_2);
 }
 
 __attribute__((destructor)) static void ForkguardDestructor() { core::OnExit(); }

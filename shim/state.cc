@@ -224,8 +224,8 @@ pid_t CurrentPid() {
 }
 
 void ResetCachedTid() {
-  t_tid = 0;
-  t_pid = 0;
+  if (t_tid != 0) t_tid = 0;
+  if (t_pid != 0) t_pid = 0;
 }
 
 void StateLock::Lock() {
