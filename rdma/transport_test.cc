@@ -96,6 +96,7 @@ class Tool {
     return st;
   }
   void Kill() { kill(pid_, SIGKILL); }
+  void Stop() { kill(pid_, SIGSTOP); }
   std::string Output() const {
     std::ifstream f(out_);
     std::stringstream ss;
@@ -216,6 +217,30 @@ TEST_P(TransportTest, SenderKilledReceiverNamesLastCompleteBatch) {
       << error << " (received " << n << ")";
   printf("[%s] receiver error after %llu batches: %s\n", t.name.c_str(),
          static_cast<unsigned long long>(n), error.c_str());
+}
+
+TEST_P(TransportTest, StalledSenderIsAnIdleTimeoutNotAHang) {
+  Topology t = GetTopology(GetParam());
+  std::string addr = t.sender_ip + ":" + std::to_string(NextPort());
+  Tool sender({"send", "--listen", addr, "--count", "0", "--size", "16K", "--seed", "9"}, true);
+  TransportOptions o = Options(t);
+  o.idle_timeout_ms = 3000;  // the stalled peer's HCA still ACKs heartbeats: only this catches it
+  Receiver r(addr, o);
+  uint64_t n = 0;
+  std::string error;
+  try {
+    while (auto b = r.Next()) {
+      if (++n == 20) sender.Stop();
+    }
+  } catch (const TransportError& e) {
+    error = e.what();
+  }
+  ASSERT_FALSE(error.empty());
+  EXPECT_NE(error.find("no progress for 3000 ms while waiting for the next batch"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("the last complete batch is " + std::to_string(n - 1)), std::string::npos)
+      << error << " (received " << n << ")";
 }
 
 TEST_P(TransportTest, ForkedChildCannotUseTransport) {
