@@ -222,6 +222,21 @@ TEST_F(ShimRdma, DlopenLocalCaughtByDescriptorBackstop) {
   ExpectWellFormedLog(r);
 }
 
+// The same with fork support on: the registration seen through the nested
+// PLT call is enough to predict and explain the child's SIGSEGV.
+TEST_F(ShimRdma, DlopenLocalForkSafeChildSegvExplained) {
+  ShimRun r = Real({"--dlopen-local", "--fork-safe", "--touch-buffer"}, "", {}, kDlopenProgram);
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(r.report.done) << Ctx(r);
+  HazardMessage m = ParseHazardMessage(r.proc.err);
+  ASSERT_TRUE(m.found) << Ctx(r);
+  EXPECT_TRUE(m.HasReason("child-segv")) << Ctx(r);
+  EXPECT_TRUE(m.HasReason("inherited-rdma")) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  ASSERT_EQ(1u, r.report.registered.size()) << Ctx(r);
+  ExpectChildSegvExplained(r, r.report.children[0], r.report.registered[0].second);
+}
+
 // rdma-core's ibv_reg_mr and ibv_reg_mr_iova call ibv_reg_mr_iova2 through the
 // PLT: one mr_register per user call, named after the outermost entry point.
 TEST_F(ShimRdma, NestedRegistrationCountedOnce) {
