@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +66,10 @@ void Usage(FILE* out) {
       "  --spawn-fn=F          with --spawn: posix_spawn (default) or posix_spawnp\n"
       "  --system              system(\"true\") and popen(\"true\") instead of fork\n"
       "  --open-uverbs=PATH    no libibverbs: open(PATH) (e.g. /dev/infiniband/uverbs0), fork\n"
+      "  --open-uverbs-syscall=PATH  the same, opened with syscall(SYS_openat) (no libc open)\n"
+      "  --exec-keep-fd=PATH   open(PATH) without O_CLOEXEC, then exec this program with\n"
+      "                        --only-fork (the new image inherits the descriptor)\n"
+      "  --only-fork           no RDMA calls at all: just fork\n"
       "  --raw-dontfork        with --open-uverbs: an MADV_DONTFORK page the child touches\n"
       "  --atfork-handlers     pthread_atfork handlers: prepare locks a mutex, parent/child\n"
       "                        unlock it (prints 'atfork: prepare=N parent=N mutex=free|held')\n"
@@ -111,6 +116,9 @@ struct Options {
   bool system_call = false;
   std::string open_uverbs;
   bool raw_dontfork = false;
+  bool open_via_syscall = false;
+  std::string exec_keep_fd;
+  bool only_fork = false;
   bool atfork_handlers = false;
   bool segv_handler = false;
   bool child_null_deref = false;
@@ -576,6 +584,13 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->system_call = true;
     } else if (value("--open-uverbs=", &v)) {
       o->open_uverbs = v;
+    } else if (value("--open-uverbs-syscall=", &v)) {
+      o->open_uverbs = v;
+      o->open_via_syscall = true;
+    } else if (value("--exec-keep-fd=", &v)) {
+      o->exec_keep_fd = v;
+    } else if (a == "--only-fork") {
+      o->only_fork = true;
     } else if (a == "--raw-dontfork") {
       o->raw_dontfork = true;
     } else if (a == "--atfork-handlers") {
@@ -621,10 +636,27 @@ int main(int argc, char** argv) {
 #endif
   }
   Rdma r;
+  if (!o.exec_keep_fd.empty()) {
+    int fd = open(o.exec_keep_fd.c_str(), O_RDWR);  // no O_CLOEXEC on purpose
+    if (fd < 0) Die(o.exec_keep_fd.c_str());
+    printf("opened: %s fd=%d, exec\n", o.exec_keep_fd.c_str(), fd);
+    fflush(stdout);
+    char* const args[] = {argv[0], const_cast<char*>("--only-fork"), nullptr};
+    execv("/proc/self/exe", args);
+    Die("execv /proc/self/exe");
+  }
+  if (o.only_fork) {
+    ForkWorkers(o, r);
+    printf("done\n");
+    return 0;
+  }
   if (!o.open_uverbs.empty()) {
     // What a statically linked libibverbs (or mlx5dv_open_device) leaves behind:
     // descriptors no interposed call explains, and maybe MADV_DONTFORK pages.
-    int fd = open(o.open_uverbs.c_str(), O_RDWR | O_CLOEXEC);
+    int fd = o.open_via_syscall
+                 ? static_cast<int>(
+                       syscall(SYS_openat, AT_FDCWD, o.open_uverbs.c_str(), O_RDWR | O_CLOEXEC))
+                 : open(o.open_uverbs.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) Die(o.open_uverbs.c_str());
     printf("opened: %s\n", o.open_uverbs.c_str());
     if (o.raw_dontfork) {

@@ -286,6 +286,33 @@ TEST_F(ShimRdma, RawUverbsDescriptorCaughtByBackstop) {
   ExpectWellFormedLog(r);
 }
 
+// "A backstop that needs no symbol": descriptors opened without libc's open
+// (a raw syscall) ...
+TEST_F(ShimRdma, UverbsOpenedByRawSyscallCaughtByBackstop) {
+  ShimRun r = Real({"--open-uverbs-syscall=/dev/infiniband/uverbs0"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_NE(std::string::npos, r.proc.out.find("opened: /dev/infiniband/uverbs0")) << Ctx(r);
+  HazardMessage m = ParseHazardMessage(r.proc.err);
+  EXPECT_TRUE(m.found && m.HasReason("inherited-rdma")) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ("hazard", forks[0].json.String("verdict")) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("uverbs_fds")) << Ctx(r);
+}
+
+// ... or inherited across exec (a launcher that opened the device).
+TEST_F(ShimRdma, UverbsInheritedAcrossExecCaughtByBackstop) {
+  ShimRun r = Real({"--exec-keep-fd=/dev/infiniband/uverbs0"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  HazardMessage m = ParseHazardMessage(r.proc.err);
+  EXPECT_TRUE(m.found && m.HasReason("inherited-rdma")) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ("hazard", forks[0].json.String("verdict")) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("uverbs_fds")) << Ctx(r);
+}
+
 TEST_F(ShimRdma, RawRdmaCmDescriptorCaughtByBackstop) {
   ShimRun r = Real({"--open-uverbs=/dev/infiniband/rdma_cm"});
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
