@@ -782,7 +782,6 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   rec.access = access;
   rec.call = call;
   rec.owner = CurrentPid();
-  rec.mono_ns = MonotonicNs();
   CaptureStack(&rec.stack, g_config.stack_depth);
   GlobalState().AddMr(rec);
   NoteInit(call, nullptr);

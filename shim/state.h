@@ -52,7 +52,6 @@ struct MrRecord {
   RdmaCall call = RdmaCall::kRegMr;
   bool dontfork_at_register = false;
   pid_t owner = 0;
-  int64_t mono_ns = 0;
   RawStack stack;
 };
 
