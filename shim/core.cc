@@ -30,11 +30,11 @@ namespace {
 
 constinit Config g_config;
 
-// Whether the /proc/self/fd scan can find anything: an RDMA device node was opened through
-// open*() (which we see even when the RDMA calls themselves are not: static libibverbs,
-// handle lookups, mlx5dv), a library was loaded RTLD_DEEPBIND (its opens bypass us), or
-// the process started with RDMA descriptors (checked once at startup). Inherited by
-// forked children with the rest of our state.
+// Whether the /proc/self/fd scan can find anything. On a kernel with the RDMA user-space
+// devices it always can (a descriptor opened by a raw syscall needs no symbol we see), so
+// it always runs there. Elsewhere only if, after we looked at /proc/devices, an RDMA
+// device node was opened through open*(), a library was loaded RTLD_DEEPBIND (its opens
+// bypass us), or the process started with RDMA descriptors. Inherited by forked children.
 std::atomic<bool> g_backstop_armed{false};
 char g_host[256] = "?";
 char g_prog[256] = "?";
@@ -699,8 +699,9 @@ ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via) {
 }
 
 ForkDecision Decide(ForkVia via) {
-  // Fast path: nothing tracked and no RDMA device ever opened: no scan, no allocation.
-  if (!GlobalState().AnyLive() && !g_backstop_armed.load(std::memory_order_relaxed)) {
+  // Fast path: nothing tracked and no RDMA descriptor possible: no scan, no allocation.
+  if (!GlobalState().AnyLive() && !RdmaDevicesExist() &&
+      !g_backstop_armed.load(std::memory_order_relaxed)) {
     LogCleanFork(via);
     return ForkDecision();
   }

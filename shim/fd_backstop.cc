@@ -92,6 +92,11 @@ void LearnRdmaDeviceNumbers() {
   }
 }
 
+bool RdmaDevicesExist() {
+  return g_uverbs_major.load(std::memory_order_relaxed) >= 0 ||
+         g_rdma_cm_minor.load(std::memory_order_relaxed) >= 0;
+}
+
 void ClassifyFdTarget(const char* target, RdmaFds* fds) {
   static const char kPrefix[] = "/dev/infiniband/";
   if (strncmp(target, kPrefix, sizeof(kPrefix) - 1) != 0) return;

@@ -61,6 +61,9 @@ RdmaFds ScanRdmaFds();
 // minor (/proc/misc) so that the scan needs one fstat per descriptor and no readlink. Call
 // outside the fork path (constructor, first RDMA call); safe to call again.
 void LearnRdmaDeviceNumbers();
+// True when this kernel has the RDMA user-space devices (ib_uverbs or rdma_ucm loaded when
+// we looked): only then can a descriptor on them exist without any call we saw.
+bool RdmaDevicesExist();
 // "231 infiniband_verbs" -> 231: the number on the line naming `name`, within `section`
 // (up to the next line that does not start with a digit or space) when given; -1 if absent.
 int FindNumberForName(const char* text, const char* section, const char* name);
