@@ -84,9 +84,9 @@ TEST(Behaviour, OwnSigsegvHandlerChildTouchesRegisteredRangeFirst) {
   EXPECT_NE(c.shim.err.find("inside a range registered for RDMA"), std::string::npos) << c.shim.err;
 }
 
-// KNOWN FAILING (shim finding 4): the program's handler recovers from an unrelated
-// fault first; the shim's child handler uninstalls itself when it chains, so the later
-// fault in the registered range is not explained. Behaviour is preserved either way.
+// Regression test for shim finding 4 (failed before 055f140): the program's handler
+// recovers from an unrelated fault first; the shim's child handler used to uninstall
+// itself when it chained, so the later fault in the registered range went unexplained.
 TEST(Behaviour, OwnSigsegvHandlerChildTouchesRegisteredRangeAfterAnotherFault) {
   Compared c = Compare({"segv", "stub0", "guard-first"}, {"RDMAV_FORK_SAFE=1"});
   EXPECT_TRUE(c.base.Exited(0)) << c.base.Describe();
@@ -114,10 +114,11 @@ TEST(Behaviour, RtldDeepbindLibraryUsingRdma) {
 // Every fork (main's and the handler's) must be decided and logged exactly once, and a
 // fork from a handler that interrupted the shim must neither deadlock nor double-log;
 // afterwards a second thread registers memory (takes the shim's state lock).
-// KNOWN FAILING (shim findings 5 and 6): with RDMA live, a handler fork that interrupts
-// a fork between the atfork prepare and parent handlers leaks the shim's state lock (no
-// later fork is judged or logged; the second thread spins forever -> watchdog); without
-// RDMA, handler forks that interrupt a clean-fork log write are not logged.
+// Regression test for shim findings 5 and 6 (failed before 055f140): with RDMA live, a
+// handler fork that interrupted a fork between the atfork prepare and parent handlers
+// leaked the shim's state lock (no later fork judged or logged; the second thread spun
+// forever -> watchdog); without RDMA, handler forks that interrupted a clean-fork log
+// write were not logged.
 TEST(Behaviour, ForkFromSignalHandler) {
   for (const char* dev : {"-", "stub0"}) {
     SCOPED_TRACE(dev);

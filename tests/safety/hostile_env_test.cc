@@ -121,8 +121,8 @@ TEST(HostileLog, ValidDirectoryFilesAre0600EvenWithUmaskZero) {
   RemoveTree(dir);
 }
 
-// KNOWN FAILING (shim finding 2): on ENOSPC the shim drops lines silently - no
-// warning at all. The issue asks for one warning; the rest holds.
+// Regression test for shim finding 2 (failed before 055f140: on ENOSPC the shim dropped
+// lines silently, no warning).
 TEST(HostileLog, FullDiskOneWarningProgramUnchangedNoTornLines) {
   ASSERT_EQ(geteuid(), 0u) << "FULL-DISK CASE NOT RUN: mounting a tmpfs needs root";
   std::string dir = MakeDir("hostile-full", false);
