@@ -431,7 +431,9 @@ int Demo(int argc, char** argv) {
   bool ok = WIFEXITED(serve_st) && WEXITSTATUS(serve_st) == 0 && consume_st == 0;
   printf("demo: serve %s, consume %s -> %s\n", DescribeStatus(serve_st).c_str(),
          consume_st == -1 ? "not started" : DescribeStatus(consume_st).c_str(),
-         ok ? "OK: every batch arrived in order and verified" : "FAILED");
+         ok      ? "OK: every batch arrived in order and verified"
+         : wrong ? "FAILED, the consequence of --init-rdma-first (see above)"
+                 : "FAILED");
   return ok ? 0 : 1;
 }
 
