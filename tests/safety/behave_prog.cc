@@ -9,7 +9,9 @@
 //                                 the MADV_DONTFORK buffer (ORDER guard-first|range-first):
 //                                 the program's handler must see both faults with the
 //                                 kernel's si_code and address
-//   behave_prog sigfork DEV N     N forks from main while a 1 ms SIGALRM handler also forks
+//   behave_prog sigfork DEV N periodic|oneshot
+//                                 N forks from main while a SIGALRM handler also forks
+//                                 (a 1 ms periodic timer, or one timer per main fork)
 //                                 (single-threaded: fork from a handler is allowed here);
 //                                 then a second thread registers memory
 //   behave_prog threads DEV T N   T threads x N forks at once, children exit with codes
@@ -178,7 +180,7 @@ void OnAlarm(int) {
   errno = saved;
 }
 
-int SigFork(const char* dev, int n) {
+int SigFork(const char* dev, int n, bool oneshot) {
   void* buf = Pages(65536);
   Rdma(dev, buf, 65536);
   fflush(stdout);
@@ -188,10 +190,19 @@ int SigFork(const char* dev, int n) {
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGALRM, &sa, nullptr);
-  itimerval it{{0, 1000}, {0, 1000}};
-  setitimer(ITIMER_REAL, &it, nullptr);
+  if (!oneshot) {
+    itimerval it{{0, 1000}, {0, 1000}};
+    setitimer(ITIMER_REAL, &it, nullptr);
+  }
   int bad = 0;
   for (int i = 0; i < n; ++i) {
+    if (oneshot) {
+      // One timer per iteration, 50 us .. 1.5 ms: the handler's fork lands at varied
+      // points of this fork and can never starve the main loop (sanitizer builds, where
+      // one handler fork may take longer than 1 ms).
+      itimerval it{{0, 0}, {0, 50 + (i * 137) % 1500}};
+      setitimer(ITIMER_REAL, &it, nullptr);
+    }
     pid_t p = fork();
     if (p == 0) _exit(3);
     if (p < 0) {
@@ -275,7 +286,9 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "hazard" && argc == 3) return Hazard(argv[2]);
   if (mode == "segv" && argc == 4) return Segv(argv[2], strcmp(argv[3], "range-first") == 0);
-  if (mode == "sigfork" && argc == 4) return SigFork(argv[2], atoi(argv[3]));
+  if (mode == "sigfork" && argc == 5) {
+    return SigFork(argv[2], atoi(argv[3]), strcmp(argv[4], "oneshot") == 0);
+  }
   if (mode == "threads" && argc == 5) return Threads(argv[2], atoi(argv[3]), atoi(argv[4]));
   if (mode == "deepbind" && argc == 3) return DeepBind(argv[2]);
   fprintf(stderr, "usage: see the comment at the top of tests/safety/behave_prog.cc\n");
