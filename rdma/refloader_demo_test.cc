@@ -1,0 +1,59 @@
+// Real-device test (tag "rdma") of the main job: `refloader demo` streams the
+// loader's batches over RDMA to a second process and verifies every byte; with
+// --init-rdma-first (RDMA + fork support before the workers are forked) the
+// workers lose the registered slot region and die of SIGSEGV, and the demo
+// fails saying so.
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/support/rdma_device.h"
+#include "tests/support/runfiles.h"
+
+extern char** environ;
+
+namespace {
+
+// Runs refloader with `args`; returns {exit status, stdout+stderr}.
+std::pair<int, std::string> Refloader(std::vector<std::string> args) {
+  args.insert(args.begin(), forkguard::testing::Runfile("loader/refloader"));
+  std::string cmd;
+  for (const auto& a : args) cmd += "'" + a + "' ";
+  cmd += "2>&1";
+  // popen() spawns (posix_spawn) a shell; this process never opens RDMA.
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = p ? pclose(p) : -1;
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+}
+
+TEST(RefloaderDemo, RightOrderDeliversEveryBatchVerified) {
+  auto dev = forkguard::testing::RequireRdmaDevice();
+  auto [rc, out] = Refloader({"demo", "--ip", dev.ip, "--port", "7801", "--epochs", "3"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("before any RDMA init"), std::string::npos) << out;
+  EXPECT_NE(out.find("consume: received 192 batches (3 epochs)"), std::string::npos) << out;
+  EXPECT_NE(out.find("CRC32C verified on 192/192 batches, record order checked on 6144 samples"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("OK: every batch arrived in order and verified"), std::string::npos) << out;
+}
+
+TEST(RefloaderDemo, InitRdmaFirstKillsTheWorkersAndSaysWhy) {
+  auto dev = forkguard::testing::RequireRdmaDevice();
+  auto [rc, out] = Refloader({"demo", "--ip", dev.ip, "--port", "7802", "--init-rdma-first"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("AFTER RDMA init"), std::string::npos) << out;
+  EXPECT_NE(out.find("was killed by signal 11 (SIGSEGV)"), std::string::npos) << out;
+  EXPECT_NE(out.find("Registered memory is MADV_DONTFORK"), std::string::npos) << out;
+  EXPECT_NE(out.find("no batch was received"), std::string::npos) << out;
+}
+
+}  // namespace
