@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
@@ -137,6 +139,29 @@ int ReadLoadCounters(struct dl_phdr_info* info, size_t size, void* data) {
   return 1;  // the counters are global: the first object is enough
 }
 
+// Load base of the main executable (dladdr's dli_fbase for it); 0 when unknown.
+uintptr_t MainExecutableBase() {
+  static uintptr_t base = [] {
+    Dl_info info;
+    void* phdr = reinterpret_cast<void*>(getauxval(AT_PHDR));
+    return phdr != nullptr && dladdr(phdr, &info) != 0 ? reinterpret_cast<uintptr_t>(info.dli_fbase)
+                                                       : uintptr_t{0};
+  }();
+  return base;
+}
+
+// Absolute path of the main executable ("" if /proc is unavailable).
+const char* MainExecutablePath() {
+  static char path[4096];
+  static bool done = [] {
+    ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+    path[n > 0 ? n : 0] = '\0';
+    return true;
+  }();
+  (void)done;
+  return path;
+}
+
 SymbolizedFrame SymbolizeUncached(uintptr_t ip, uintptr_t lookup) {
   SymbolizedFrame f;
   f.ip = ip;
@@ -148,7 +173,13 @@ SymbolizedFrame SymbolizeUncached(uintptr_t ip, uintptr_t lookup) {
       f.sym = info.dli_sname;
       f.sym_off = ip - reinterpret_cast<uintptr_t>(info.dli_saddr);
     }
-    // The main executable is reported by dladdr as "" on some loaders.
+    // The main executable is reported by dladdr as "" on some loaders, and as argv[0]
+    // (often relative, e.g. "./train") by glibc: name it by its real path instead, so that
+    // `forkguard report` can open it later for symbols and lines.
+    if (f.obj != nullptr && f.obj[0] != '/' &&
+        reinterpret_cast<uintptr_t>(info.dli_fbase) == MainExecutableBase()) {
+      f.obj = MainExecutablePath();
+    }
     if (f.obj != nullptr && f.obj[0] == '\0') f.obj = nullptr;
   }
   return f;
