@@ -30,12 +30,17 @@ std::vector<std::string> BuildEnv(const RunOptions& opt) {
   if (opt.keep_env) {
     for (char** e = environ; *e; ++e) {
       std::string v = *e;
-      auto starts = [&v](const char* p) { return v.rfind(p, 0) == 0; };
+      auto starts = [&v](const std::string& p) { return v.rfind(p, 0) == 0; };
       if (starts("FORKGUARD_") || starts("LD_PRELOAD=") || starts("LD_LIBRARY_PATH=") ||
           starts("RDMAV_FORK_SAFE=") || starts("IBV_FORK_SAFE=")) {
         continue;
       }
-      envs.push_back(v);
+      // A variable given in opt.env replaces the inherited one (getenv takes the first).
+      bool overridden = false;
+      for (const std::string& o : opt.env) {
+        overridden |= starts(o.substr(0, o.find('=') + 1));
+      }
+      if (!overridden) envs.push_back(v);
     }
   }
   for (const std::string& e : opt.env) envs.push_back(e);
