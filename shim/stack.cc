@@ -1,9 +1,11 @@
 #include "shim/stack.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -162,6 +164,97 @@ const char* MainExecutablePath() {
   return path;
 }
 
+// Full symbol tables (.symtab) of loaded objects, for the functions dladdr cannot name:
+// static functions and every function of an executable linked without -rdynamic, i.e. the
+// user's own code in most trainers. Each file is mapped read-only once and never unmapped
+// (names point into it); only the section headers and the symbol table pages are touched.
+struct ElfSymbols {
+  const char* path = nullptr;  // the loader's string for the object (stable)
+  const ElfW(Sym) * syms = nullptr;
+  size_t count = 0;
+  const char* names = nullptr;
+  size_t names_size = 0;
+  uintptr_t first_load = 0;  // page-aligned vaddr of the first PT_LOAD (dli_fbase maps it)
+};
+constexpr int kMaxElfObjects = 64;
+ElfSymbols g_elf[kMaxElfObjects];
+int g_elf_count = 0;
+StateLockLite g_elf_lock;
+
+void LoadElfSymbols(const char* path, ElfSymbols* out) {
+  out->path = path;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  struct stat st;
+  void* map = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (off_t)sizeof(ElfW(Ehdr))) {
+    map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  }
+  close(fd);
+  if (map == MAP_FAILED) return;
+  const size_t size = st.st_size;
+  const char* base = static_cast<const char*>(map);
+  const auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(base);
+  auto fits = [size](uint64_t off, uint64_t len) { return off <= size && len <= size - off; };
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_phentsize != sizeof(ElfW(Phdr)) ||
+      !fits(eh->e_shoff, uint64_t{eh->e_shnum} * sizeof(ElfW(Shdr))) ||
+      !fits(eh->e_phoff, uint64_t{eh->e_phnum} * sizeof(ElfW(Phdr)))) {
+    munmap(map, size);
+    return;
+  }
+  const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(base + eh->e_phoff);
+  uintptr_t first_load = UINTPTR_MAX;
+  for (int i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load) {
+      first_load = ph[i].p_vaddr & ~(static_cast<uintptr_t>(getpagesize()) - 1);
+    }
+  }
+  const auto* sh = reinterpret_cast<const ElfW(Shdr)*>(base + eh->e_shoff);
+  for (int i = 0; i < eh->e_shnum; ++i) {
+    if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum) continue;
+    const ElfW(Shdr)& strs = sh[sh[i].sh_link];
+    if (!fits(sh[i].sh_offset, sh[i].sh_size) || !fits(strs.sh_offset, strs.sh_size)) break;
+    out->syms = reinterpret_cast<const ElfW(Sym)*>(base + sh[i].sh_offset);
+    out->count = sh[i].sh_size / sizeof(ElfW(Sym));
+    out->names = base + strs.sh_offset;
+    out->names_size = strs.sh_size;
+    out->first_load = first_load == UINTPTR_MAX ? 0 : first_load;
+    return;
+  }
+  munmap(map, size);  // stripped: nothing to keep
+}
+
+// Names the function containing `lookup` from the object's .symtab; false if unknown.
+bool SymtabLookup(const char* path, uintptr_t fbase, uintptr_t lookup, uintptr_t ip,
+                  SymbolizedFrame* f) {
+  if (path == nullptr || path[0] != '/' || !g_elf_lock.TryLock()) return false;
+  ElfSymbols* e = nullptr;
+  for (int i = 0; i < g_elf_count && e == nullptr; ++i) {
+    if (g_elf[i].path == path || strcmp(g_elf[i].path, path) == 0) e = &g_elf[i];
+  }
+  if (e == nullptr && g_elf_count < kMaxElfObjects) {
+    e = &g_elf[g_elf_count++];
+    LoadElfSymbols(path, e);
+  }
+  bool found = false;
+  if (e != nullptr && e->syms != nullptr) {
+    const uintptr_t vaddr = lookup - fbase + e->first_load;
+    for (size_t i = 0; i < e->count; ++i) {
+      const ElfW(Sym)& s = e->syms[i];
+      if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || s.st_shndx == SHN_UNDEF) continue;
+      if (vaddr < s.st_value || vaddr - s.st_value >= (s.st_size ? s.st_size : 1)) continue;
+      if (s.st_name >= e->names_size) break;
+      f->sym = e->names + s.st_name;
+      f->sym_off = ip - (fbase - e->first_load + s.st_value);
+      found = true;
+      break;
+    }
+  }
+  g_elf_lock.Unlock();
+  return found;
+}
+
 SymbolizedFrame SymbolizeUncached(uintptr_t ip, uintptr_t lookup) {
   SymbolizedFrame f;
   f.ip = ip;
@@ -181,6 +274,9 @@ SymbolizedFrame SymbolizeUncached(uintptr_t ip, uintptr_t lookup) {
       f.obj = MainExecutablePath();
     }
     if (f.obj != nullptr && f.obj[0] == '\0') f.obj = nullptr;
+    if (f.sym == nullptr) {
+      SymtabLookup(f.obj, reinterpret_cast<uintptr_t>(info.dli_fbase), lookup, ip, &f);
+    }
   }
   return f;
 }
