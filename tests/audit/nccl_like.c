@@ -25,6 +25,7 @@ typedef struct ibv_context* (*OpenDeviceFn)(struct ibv_device*);
 typedef struct ibv_pd* (*AllocPdFn)(struct ibv_context*);
 typedef struct ibv_mr* (*RegMrFn)(struct ibv_pd*, void*, size_t, int);
 typedef int (*ForkInitFn)(void);
+typedef void (*FreeDeviceListFn)(struct ibv_device**);
 
 static void* Bind(void* lib, const char* name, const char* version) {
   void* fn = dlvsym(lib, name, version);
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
   GetDeviceNameFn get_device_name =
       (GetDeviceNameFn)Bind(lib, "ibv_get_device_name", "IBVERBS_1.1");
   OpenDeviceFn open_device = (OpenDeviceFn)Bind(lib, "ibv_open_device", "IBVERBS_1.1");
+  FreeDeviceListFn free_device_list =
+      (FreeDeviceListFn)Bind(lib, "ibv_free_device_list", "IBVERBS_1.1");
   AllocPdFn alloc_pd = (AllocPdFn)Bind(lib, "ibv_alloc_pd", "IBVERBS_1.1");
   RegMrFn reg_mr = (RegMrFn)Bind(lib, "ibv_reg_mr", "IBVERBS_1.1");
   ForkInitFn fork_init = (ForkInitFn)Bind(lib, "ibv_fork_init", "IBVERBS_1.1");
@@ -109,6 +112,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "nccl_like: ibv_open_device: %s\n", strerror(errno));
     return 2;
   }
+  char device_name[64];
+  snprintf(device_name, sizeof device_name, "%s", get_device_name(device));
+  free_device_list(list);  // the open context keeps what it needs
   struct ibv_pd* pd = alloc_pd(ctx);
   if (pd == NULL) {
     fprintf(stderr, "nccl_like: ibv_alloc_pd: %s\n", strerror(errno));
@@ -123,7 +129,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "nccl_like: ibv_reg_mr: %s\n", strerror(errno));
     return 2;
   }
-  printf("registered %zu bytes on %s\n", len, get_device_name(device));
+  printf("registered %zu bytes on %s\n", len, device_name);
 
   pid_t pid = fork();
   if (pid == 0) _exit(0);  // the child does not touch the registered buffer
