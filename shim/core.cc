@@ -48,6 +48,16 @@ __thread bool t_pending_hazard __attribute__((tls_model("initial-exec"))) = fals
 __thread bool t_pending_explain __attribute__((tls_model("initial-exec"))) = false;
 __thread bool t_atfork_decided __attribute__((tls_model("initial-exec"))) = false;
 
+// What the RDMA library marked MADV_DONTFORK (madvise through our wrapper) during this
+// thread's outermost registration call: the hull of the marked ranges and their total size.
+// This is how mr_register's `dontfork` is known without reading /proc/self/smaps.
+struct DontforkMarks {
+  uintptr_t lo;
+  uintptr_t hi;
+  size_t bytes;
+};
+__thread DontforkMarks t_marks __attribute__((tls_model("initial-exec"))) = {0, 0, 0};
+
 // After fork, the first write to a page copies it: around fork only write what changes.
 template <typename T>
 inline void SetIfChanged(T& var, T value) {
@@ -768,6 +778,23 @@ void OnDeallocPd(const void* pd, int ret, int err) {
   LogRdmaCall("ibv_dealloc_pd", nullptr, pd, ret == 0, err);
 }
 
+void BeforeRegMr() {
+  if (t_marks.bytes != 0) t_marks = DontforkMarks{0, 0, 0};
+}
+
+void OnDontfork(const void* addr, size_t len) {
+  uintptr_t lo = reinterpret_cast<uintptr_t>(addr);
+  uintptr_t hi = lo + len;
+  if (len == 0 || hi < lo) return;
+  if (t_marks.bytes == 0) {
+    t_marks = DontforkMarks{lo, hi, len};
+    return;
+  }
+  if (lo < t_marks.lo) t_marks.lo = lo;
+  if (hi > t_marks.hi) t_marks.hi = hi;
+  t_marks.bytes += len;
+}
+
 void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, size_t len,
              int access, int err) {
   if (!Active()) return;
@@ -794,16 +821,21 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   log.Begin(b, "mr_register");
   b.Str(",\"call\":\"").Str(RdmaCallName(call)).Str("\",\"addr\":").UDec(rec.addr);
   b.Str(",\"len\":").UDec(len).Str(",\"access\":").Dec(access);
-  // The kernel's view at registration costs an smaps read: only when logging.
-  Vma dc[64];
-  int stored = 0;
-  int total = 0;
-  int vmas = 0;
-  bool dontfork = false;
-  if (ReadDontforkVmas(dc, 64, &stored, &total, &vmas)) {
-    dontfork = RangeOverlapsAny(rec.addr, len, dc, stored);
+  // No smaps read here (it made registration with a log tens of times slower): `dontfork`
+  // is true when the library's own madvise(MADV_DONTFORK) calls during this registration
+  // covered the range, null when none did (not marked now, or marked earlier: unknown
+  // without /proc). The kernel's view is read at fork time (fork event, ranges[].dontfork).
+  const char* dontfork = "null";
+  if (call != RdmaCall::kRegDmabufMr && len > 0 && t_marks.bytes > 0) {
+    uintptr_t page = static_cast<uintptr_t>(getpagesize());
+    uintptr_t lo = rec.addr & ~(page - 1);
+    uintptr_t hi = (rec.addr + len + page - 1) & ~(page - 1);
+    // Marks never overlap (each page is marked once), so bytes == hull means no hole.
+    if (t_marks.lo <= lo && t_marks.hi >= hi && t_marks.bytes >= t_marks.hi - t_marks.lo) {
+      dontfork = "true";
+    }
   }
-  b.Str(",\"dontfork\":").Str(dontfork ? "true" : "false").Str(",\"handle\":");
+  b.Str(",\"dontfork\":").Str(dontfork).Str(",\"handle\":");
   AppendJsonHex(b, rec.handle);
   b.Str(",\"stack\":");
   AppendJsonStack(b, rec.stack, true);

@@ -21,6 +21,11 @@ void OnAllocPd(const void* pd, const void* ctx, int err);
 void OnDeallocPd(const void* pd, int ret, int err);
 void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, size_t len,
              int access, int err);
+// Before the real call of the outermost ibv_reg_mr* on this thread.
+void BeforeRegMr();
+// madvise(addr, len, MADV_DONTFORK) succeeded inside a watched RDMA call on this thread
+// (the library marking a range it registers). Async-signal-safe, no allocation.
+void OnDontfork(const void* addr, size_t len);
 void OnDeregMr(const void* mr, int ret, int err);
 void OnForkInit(int ret, int err);
 void OnCmCreate(RdmaCall call, const void* handle, int err);

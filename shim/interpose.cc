@@ -16,6 +16,8 @@
 #include <rdma/rdma_cma.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -151,6 +153,7 @@ using OpenFn = int (*)(const char*, int, ...);
 using OpenatFn = int (*)(int, const char*, int, ...);
 using Open2Fn = int (*)(const char*, int);
 using Openat2Fn = int (*)(int, const char*, int);
+constinit RealFunction<int (*)(void*, size_t, int)> hook_madvise("madvise", nullptr, kLibc);
 constinit RealFunction<OpenFn> hook_open("open", nullptr, kLibc);
 constinit RealFunction<OpenFn> hook_open64("open64", nullptr, kLibc);
 constinit RealFunction<OpenatFn> hook_openat("openat", nullptr, kLibc);
@@ -224,6 +227,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length
     return nullptr;
   }
   Nesting n;
+  if (n.outermost()) core::BeforeRegMr();
   ibv_mr* r = real(pd, addr, length, access);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -240,6 +244,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_mr_iova(struct ibv_pd* pd, void* addr, size_t l
     return nullptr;
   }
   Nesting n;
+  if (n.outermost()) core::BeforeRegMr();
   ibv_mr* r = real(pd, addr, length, iova, access);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -256,6 +261,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t 
     return nullptr;
   }
   Nesting n;
+  if (n.outermost()) core::BeforeRegMr();
   ibv_mr* r = real(pd, addr, length, iova, access);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -272,6 +278,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, s
     return nullptr;
   }
   Nesting n;
+  if (n.outermost()) core::BeforeRegMr();
   ibv_mr* r = real(pd, offset, length, iova, fd, access);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -536,6 +543,22 @@ int Opened(const char* path, int fd) {
 
 }  // namespace
 
+// ---- madvise: how mr_register knows `dontfork` without reading /proc/self/smaps ----
+
+// Forwarded unchanged. Inside a watched RDMA call on this thread, a successful
+// MADV_DONTFORK (the library marking the range it registers) is noted; elsewhere the cost
+// is one TLS read.
+FG_EXPORT int madvise(void* addr, size_t len, int advice) noexcept {
+  auto real = hook_madvise.Get(reinterpret_cast<int (*)(void*, size_t, int)>(&::madvise));
+  int r = real != nullptr ? real(addr, len, advice)
+                          : static_cast<int>(syscall(SYS_madvise, addr, len, advice));
+  if (r == 0 && advice == MADV_DONTFORK && forkguard::t_rdma_depth > 0) {
+    ErrnoKeeper e;
+    core::OnDontfork(addr, len);
+  }
+  return r;
+}
+
 FG_EXPORT int open(const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
@@ -763,6 +786,7 @@ __attribute__((constructor)) static void ForkguardConstructor() {
   hook_execvp.Get(&::execvp);
   hook_execvpe.Get(&::execvpe);
   hook_fexecve.Get(&::fexecve);
+  hook_madvise.Get(reinterpret_cast<int (*)(void*, size_t, int)>(&::madvise));
   hook_open.Get(reinterpret_cast<OpenFn>(&::open));
   hook_open64.Get(reinterpret_cast<OpenFn>(&::open64));
   hook_openat.Get(reinterpret_cast<OpenatFn>(&::openat));
