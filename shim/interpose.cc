@@ -3,8 +3,8 @@
 //
 // Real functions: dlvsym(RTLD_NEXT, name, version) with the version the RDMA libraries
 // export today (objdump -T); when the library was loaded RTLD_LOCAL (Python extensions)
-// RTLD_NEXT cannot see it, so fall back to dlopen(lib, RTLD_NOLOAD) + dlvsym. Our own
-// address is rejected. A missing real function fails the call with ENOSYS.
+// RTLD_NEXT cannot see it, so fall back to dlopen(lib, RTLD_NOLOAD) + dlvsym. A definition
+// inside our own object is rejected (IsOurs). A missing real function fails the call with ENOSYS.
 //
 // Nesting: libibverbs calls its own exports through its PLT (ibv_reg_mr ->
 // ibv_reg_mr_iova2, librdmacm -> ibv_open_device), so one user call can pass several
@@ -56,6 +56,26 @@ void* LookUp(void* handle, const char* name, const char* version) {
   return version != nullptr ? dlvsym(handle, name, version) : dlsym(handle, name);
 }
 
+// Whether `p` is code of this very object (libforkguard.so). `&::sym` cannot tell: it
+// resolves through the GOT to the first definition in the process, which is libc's when
+// the shim is not first in the search order (dlopen'ed, or another interposer preloaded
+// before it) - comparing with it rejected the genuine libc function (ENOSYS). Our own
+// object is identified by the address of a hidden function, which binds locally.
+__attribute__((noinline)) void SelfAnchor() { asm volatile(""); }
+
+bool IsOurs(void* p) {
+  static std::atomic<void*> self_base{nullptr};
+  void* base = self_base.load(std::memory_order_acquire);
+  if (base == nullptr) {
+    Dl_info self;
+    if (dladdr(reinterpret_cast<void*>(&SelfAnchor), &self) == 0) return false;
+    base = self.dli_fbase;
+    self_base.store(base, std::memory_order_release);
+  }
+  Dl_info info;
+  return dladdr(p, &info) != 0 && info.dli_fbase == base;
+}
+
 // The real function behind one of our exported wrappers; resolved once, retried while the
 // library is not loaded yet.
 template <typename Fn>
@@ -64,18 +84,19 @@ class RealFunction {
   constexpr RealFunction(const char* name, const char* version, const char* library)
       : name_(name), version_(version), library_(library) {}
 
-  Fn Get(Fn self) {
+  // `self` (the wrapper as named by the caller) is not trusted to be ours; see IsOurs.
+  Fn Get(Fn /*self*/) {
     void* p = fn_.load(std::memory_order_acquire);
     if (p != nullptr) return reinterpret_cast<Fn>(p);
     p = LookUp(RTLD_NEXT, name_, version_);
-    if (p == nullptr || p == reinterpret_cast<void*>(self)) {
+    if (p == nullptr || IsOurs(p)) {
       p = nullptr;
       if (void* h = dlopen(library_, RTLD_NOW | RTLD_NOLOAD); h != nullptr) {
         p = LookUp(h, name_, version_);
         // A NOLOAD handle only adds a reference to an already loaded library.
         dlclose(h);
       }
-      if (p == reinterpret_cast<void*>(self)) p = nullptr;
+      if (p != nullptr && IsOurs(p)) p = nullptr;
     }
     if (p != nullptr) fn_.store(p, std::memory_order_release);
     return reinterpret_cast<Fn>(p);
