@@ -1,10 +1,13 @@
 // The descriptor backstop: finds RDMA device descriptors without any intercepted symbol
 // (static libibverbs, mlx5dv_open_device, handle lookups the audit module did not see).
-// Async-signal-safe: raw getdents64 and fstat into stack buffers, no malloc.
+// Async-signal-safe: raw getdents64 and fstatat into stack buffers, no malloc.
 //
 // Cost matters (it runs at every fork): /proc lookups cost microseconds each, so each
-// descriptor gets one fstat and is classified by device number; readlink is only used for
+// descriptor gets one stat and is classified by device number; readlink is only used for
 // character devices whose numbers we could not learn from /proc/devices and /proc/misc.
+// The descriptors themselves are never used: other threads own them and may close (and
+// reuse) a number while we look (a data race, and a misclassification), so each is stat'ed
+// through its /proc/self/fd entry, which the kernel resolves atomically (ENOENT: closed).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -128,7 +131,8 @@ RdmaFds ScanRdmaFds() {
       for (const char* c = name; *c >= '0' && *c <= '9'; ++c) fd = fd * 10 + (*c - '0');
       if (fd == dir) continue;
       struct stat st;
-      if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode)) continue;
+      // Follows the magic link to the open file; ENOENT when it was closed meanwhile.
+      if (fstatat(dir, name, &st, 0) != 0 || !S_ISCHR(st.st_mode)) continue;
       unsigned maj = major(st.st_rdev);
       unsigned min = minor(st.st_rdev);
       if (uverbs_major >= 0 && maj == static_cast<unsigned>(uverbs_major)) {
