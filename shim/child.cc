@@ -64,10 +64,16 @@ void WriteAll(int fd, const char* p, size_t n) {
   }
 }
 
+// Concurrent forks ask at once: an atomic (relaxed; every thread computes the same value),
+// async-signal-safe, no guard variable.
 uintptr_t PageSize() {
-  static uintptr_t page = 0;
-  if (page == 0) page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  return page;
+  static std::atomic<uintptr_t> page{0};
+  uintptr_t p = page.load(std::memory_order_relaxed);
+  if (p == 0) {
+    p = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    page.store(p, std::memory_order_relaxed);
+  }
+  return p;
 }
 
 // Lets the signal act as it would have without us. A previous handler function is called
