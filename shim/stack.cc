@@ -8,6 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifdef FORKGUARD_TSAN
+// Types only: the functions are looked up in the dlopen'ed libunwind.so.8.
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
+
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
@@ -75,6 +81,44 @@ using UnwBacktraceFn = int (*)(void**, int);
 std::atomic<UnwBacktraceFn> g_unw_backtrace{nullptr};
 std::atomic<bool> g_unw_tried{false};
 
+#ifdef FORKGUARD_TSAN
+// TSan builds: unw_backtrace's fast path keeps a per-thread trace cache whose pthread key
+// destructor runs after TSan finished the thread (its mutex lands in TSan's interceptor:
+// SIGSEGV at thread exit). UNW_CACHE_NONE does not avoid it (libunwind 1.6 creates the key
+// anyway); the unw_step loop uses no per-thread state, so TSan builds walk with it.
+using UnwGetContextFn = int (*)(unw_context_t*);
+using UnwInitLocalFn = int (*)(unw_cursor_t*, unw_context_t*);
+using UnwStepFn = int (*)(unw_cursor_t*);
+using UnwGetRegFn = int (*)(unw_cursor_t*, unw_regnum_t, unw_word_t*);
+std::atomic<UnwGetContextFn> g_unw_getcontext{nullptr};
+std::atomic<UnwInitLocalFn> g_unw_init_local{nullptr};
+std::atomic<UnwStepFn> g_unw_step{nullptr};
+std::atomic<UnwGetRegFn> g_unw_get_reg{nullptr};
+
+// Same contract as unw_backtrace: return addresses, starting with our caller's frame.
+__attribute__((noinline)) int StepBacktrace(void** ips, int want) {
+  UnwGetContextFn get_context = g_unw_getcontext.load(std::memory_order_acquire);
+  UnwInitLocalFn init_local = g_unw_init_local.load(std::memory_order_acquire);
+  UnwStepFn step = g_unw_step.load(std::memory_order_acquire);
+  UnwGetRegFn get_reg = g_unw_get_reg.load(std::memory_order_acquire);
+  if (get_context == nullptr || init_local == nullptr || step == nullptr || get_reg == nullptr) {
+    return 0;
+  }
+  unw_context_t uc;
+  unw_cursor_t cursor;
+  if (get_context(&uc) != 0 || init_local(&cursor, &uc) != 0) return 0;
+  int n = 0;
+  while (n < want && step(&cursor) > 0) {
+    unw_word_t ip = 0;
+    if (get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+    ips[n++] = reinterpret_cast<void*>(ip);
+  }
+  return n;
+}
+
+int UnwBacktraceNoCache(void** ips, int want) { return StepBacktrace(ips, want); }
+#endif
+
 }  // namespace
 
 void LoadUnwinder() {
@@ -82,7 +126,18 @@ void LoadUnwinder() {
   if (g_unw_tried.exchange(true)) return;
   void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) return;
+#ifdef FORKGUARD_TSAN
+  g_unw_getcontext.store(reinterpret_cast<UnwGetContextFn>(dlsym(h, "_Ux86_64_getcontext")));
+  g_unw_init_local.store(reinterpret_cast<UnwInitLocalFn>(dlsym(h, "_ULx86_64_init_local")));
+  g_unw_step.store(reinterpret_cast<UnwStepFn>(dlsym(h, "_ULx86_64_step")));
+  g_unw_get_reg.store(reinterpret_cast<UnwGetRegFn>(dlsym(h, "_ULx86_64_get_reg")));
+  // One walk before publishing: libunwind initializes its globals (signal mask, caches) on
+  // first use without synchronization TSan can see; every later walker acquires `fn` below.
+  void* warm[4];
+  UnwBacktraceFn fn = StepBacktrace(warm, 4) > 0 ? &UnwBacktraceNoCache : nullptr;
+#else
   auto fn = reinterpret_cast<UnwBacktraceFn>(dlsym(h, "unw_backtrace"));
+#endif
   g_unw_backtrace.store(fn, std::memory_order_release);
 }
 
@@ -302,7 +357,12 @@ void BeginSymbolizing() {
 SymbolizedFrame Symbolize(uintptr_t ip, bool is_return_address) {
   uintptr_t lookup = is_return_address && ip > 0 ? ip - 1 : ip;
   // Another thread, or this one interrupted by a signal, holds the cache: go without it.
-  if (g_cache == nullptr || !g_cache_lock.TryLock()) return SymbolizeUncached(ip, lookup);
+  // g_cache is read under the lock: BeginSymbolizing on another thread sets it.
+  if (!g_cache_lock.TryLock()) return SymbolizeUncached(ip, lookup);
+  if (g_cache == nullptr) {
+    g_cache_lock.Unlock();
+    return SymbolizeUncached(ip, lookup);
+  }
   CachedFrame& slot = g_cache[(lookup * 0x9e3779b97f4a7c15ULL) >> 52 & (kCacheSlots - 1)];
   SymbolizedFrame f;
   if (slot.lookup == lookup && lookup != 0) {
