@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/command_line.h"
 #include "loader/crc32c.h"
 #include "loader/loader.h"
 #include "rdma/refloader_commands.h"
@@ -74,47 +75,10 @@ double Now() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-// --name value / --flag parsing, kept deliberately small.
-struct Args {
-  std::map<std::string, std::string> values;
-  std::vector<std::string> flags;
-
-  static Args Parse(int argc, char** argv, const std::vector<std::string>& flag_names) {
-    Args a;
-    for (int i = 0; i < argc; i++) {
-      std::string k = argv[i];
-      if (k.rfind("--", 0) != 0) throw std::invalid_argument("unexpected argument '" + k + "'");
-      k = k.substr(2);
-      if (std::find(flag_names.begin(), flag_names.end(), k) != flag_names.end()) {
-        a.flags.push_back(k);
-        continue;
-      }
-      if (i + 1 >= argc) throw std::invalid_argument("--" + k + " needs a value");
-      a.values[k] = argv[++i];
-    }
-    return a;
-  }
-  bool Flag(const std::string& k) const {
-    return std::find(flags.begin(), flags.end(), k) != flags.end();
-  }
-  std::string Str(const std::string& k, const std::string& def) const {
-    auto it = values.find(k);
-    return it == values.end() ? def : it->second;
-  }
-  uint64_t Num(const std::string& k, uint64_t def) const {
-    auto it = values.find(k);
-    return it == values.end() ? def : fl::ParseSize(it->second);
-  }
-  void CheckKnown(const std::vector<std::string>& known) const {
-    for (const auto& [k, v] : values)
-      if (std::find(known.begin(), known.end(), k) == known.end())
-        throw std::invalid_argument("unknown option --" + k);
-  }
-};
+using Args = fl::CommandLine;
 
 int MakeDatasetCommand(int argc, char** argv) {
-  Args a = Args::Parse(argc, argv, {});
-  a.CheckKnown({"out", "records", "size", "seed", "shards"});
+  Args a = Args::Parse(argc, argv, 0, {}, {"out", "records", "size", "seed", "shards"});
   fl::DatasetSpec spec;
   spec.dir = a.Str("out", "");
   if (spec.dir.empty()) throw std::invalid_argument("make-dataset needs --out DIR");
@@ -234,9 +198,9 @@ int RunLoader(const RunConfig& cfg) {
 
 int RunCommand(int argc, char** argv) {
   Args a = Args::Parse(
-      argc, argv, {"no-shuffle", "drop-last", "no-verify", "check", "skip-first-epoch-in-total"});
-  a.CheckKnown({"data", "workers", "batch-size", "sample-bytes", "prefetch", "slots", "epochs",
-                "sampler", "seed", "rank", "world", "timeout-ms", "stop-after", "resume"});
+      argc, argv, 0, {"no-shuffle", "drop-last", "no-verify", "check", "skip-first-epoch-in-total"},
+      {"data", "workers", "batch-size", "sample-bytes", "prefetch", "slots", "epochs", "sampler",
+       "seed", "rank", "world", "timeout-ms", "stop-after", "resume"});
   RunConfig c;
   std::string data = a.Str("data", "");
   if (data.empty()) throw std::invalid_argument("run needs --data PATH");
@@ -263,8 +227,7 @@ int RunCommand(int argc, char** argv) {
 }
 
 int MemcpyCommand(int argc, char** argv) {
-  Args a = Args::Parse(argc, argv, {});
-  a.CheckKnown({"size", "seconds"});
+  Args a = Args::Parse(argc, argv, 0, {}, {"size", "seconds"});
   size_t size = a.Num("size", 1 << 20);
   double seconds = std::stod(a.Str("seconds", "1"));
   // Many buffers, so the copy streams from memory rather than from the cache,

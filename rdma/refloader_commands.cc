@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/command_line.h"
 #include "loader/loader.h"
 #include "loader/tfrecord.h"
 #include "rdma/transport.h"
@@ -75,39 +76,7 @@ double Now() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-struct Args {
-  std::map<std::string, std::string> values;
-  std::vector<std::string> flags;
-  static Args Parse(int argc, char** argv, const std::vector<std::string>& flag_names,
-                    const std::vector<std::string>& value_names) {
-    Args a;
-    for (int i = 1; i < argc; i++) {
-      std::string k = argv[i];
-      if (k.rfind("--", 0) != 0) throw std::invalid_argument("unexpected argument '" + k + "'");
-      k = k.substr(2);
-      if (std::find(flag_names.begin(), flag_names.end(), k) != flag_names.end()) {
-        a.flags.push_back(k);
-        continue;
-      }
-      if (std::find(value_names.begin(), value_names.end(), k) == value_names.end())
-        throw std::invalid_argument("unknown option --" + k);
-      if (i + 1 >= argc) throw std::invalid_argument("--" + k + " needs a value");
-      a.values[k] = argv[++i];
-    }
-    return a;
-  }
-  bool Flag(const std::string& k) const {
-    return std::find(flags.begin(), flags.end(), k) != flags.end();
-  }
-  std::string Str(const std::string& k, const std::string& def) const {
-    auto it = values.find(k);
-    return it == values.end() ? def : it->second;
-  }
-  uint64_t Num(const std::string& k, uint64_t def) const {
-    auto it = values.find(k);
-    return it == values.end() ? def : fl::ParseSize(it->second);
-  }
-};
+using Args = fl::CommandLine;
 
 const std::vector<std::string> kServeFlags = {"no-checksum", "init-rdma-first"};
 const std::vector<std::string> kServeValues = {
@@ -135,7 +104,7 @@ struct GeneratedData {
 };
 
 int Serve(int argc, char** argv) {
-  Args a = Args::Parse(argc, argv, kServeFlags, kServeValues);
+  Args a = Args::Parse(argc, argv, 1, kServeFlags, kServeValues);
   std::string listen = a.Str("listen", "");
   if (listen.empty()) throw std::invalid_argument("serve needs --listen IP:PORT");
   bool wrong_order = a.Flag("init-rdma-first");
@@ -254,7 +223,7 @@ int Serve(int argc, char** argv) {
 }
 
 int Consume(int argc, char** argv) {
-  Args a = Args::Parse(argc, argv, {"check-sequential"},
+  Args a = Args::Parse(argc, argv, 1, {"check-sequential"},
                        {"connect", "bind", "batch-size", "sample-bytes", "timeout-ms"});
   std::string connect = a.Str("connect", "");
   if (connect.empty()) throw std::invalid_argument("consume needs --connect IP:PORT");
@@ -381,7 +350,7 @@ std::string DescribeStatus(int st) {
 int Demo(int argc, char** argv) {
   std::vector<std::string> vals = kServeValues;
   vals.insert(vals.end(), {"ip", "port"});
-  Args a = Args::Parse(argc, argv, kServeFlags, vals);
+  Args a = Args::Parse(argc, argv, 1, kServeFlags, vals);
   std::string ip = a.Str("ip", "");
   if (ip.empty() && getenv("RXE_IP")) ip = getenv("RXE_IP");
   if (ip.empty()) ip = FirstRdmaAddress();
