@@ -1,5 +1,6 @@
 #!/bin/bash
-# Runs a libFuzzer target for a bounded time over its seed corpus.
+# Runs a libFuzzer target for a bounded time over its seed corpus (the fuzz tests
+# of cli/ and tests/safety/ share it).
 # Usage: run_fuzzer.sh FUZZER SEED_FILE_IN_CORPUS_DIR SECONDS
 # Fails when the fuzzer finds a crash, a sanitizer error, a contract breach
 # (abort) or a timeout; the reproducer lands in the test's undeclared outputs.
