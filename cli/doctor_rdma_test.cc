@@ -12,28 +12,8 @@
 namespace forkguard::cli {
 namespace {
 
-std::string Line(const std::string& out, const std::string& name) {
-  size_t p = out.find("  " + name + " ");
-  if (p == std::string::npos) return "";
-  size_t start = out.rfind('\n', p);
-  start = start == std::string::npos ? 0 : start + 1;
-  return out.substr(start, out.find('\n', p) - start);
-}
-
-// The check's line and its continuation lines, joined with single spaces.
-std::string Block(const std::string& out, const std::string& name) {
-  std::string first = Line(out, name);
-  if (first.empty()) return "";
-  std::string b = first;
-  size_t p = out.find(first) + first.size() + 1;
-  while (p < out.size() && out.compare(p, 24, std::string(24, ' ')) == 0) {
-    size_t e = out.find('\n', p);
-    std::string l = out.substr(p, e - p);
-    b += " " + l.substr(l.find_first_not_of(' '));
-    p = e == std::string::npos ? out.size() : e + 1;
-  }
-  return b;
-}
+using testdata::DoctorBlock;
+using testdata::DoctorLine;
 
 TEST(DoctorRdma, DeviceCopyOnForkAndLimitsAreOk) {
   auto dev = forkguard::testing::RequireRdmaDevice();
@@ -42,19 +22,19 @@ TEST(DoctorRdma, DeviceCopyOnForkAndLimitsAreOk) {
                             {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/')),
                              "RDMAV_FORK_SAFE=", "IBV_FORK_SAFE=", "LD_PRELOAD="});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
-  std::string devices = Line(r.out, "RDMA devices");
+  std::string devices = DoctorLine(r.out, "RDMA devices");
   EXPECT_EQ(devices.rfind("ok    RDMA devices      ", 0), 0u) << r.out;
   EXPECT_NE(devices.find(dev.name + " port 1 ACTIVE (Ethernet)"), std::string::npos) << r.out;
-  EXPECT_EQ(Line(r.out, "uverbs access").rfind("ok  ", 0), 0u) << r.out;
+  EXPECT_EQ(DoctorLine(r.out, "uverbs access").rfind("ok  ", 0), 0u) << r.out;
   // The guest kernel answers the RDMA netlink query (the host has no ib_core).
-  EXPECT_NE(Block(r.out, "copy-on-fork").find("reports COPY_ON_FORK=1 (RDMA netlink)"),
+  EXPECT_NE(DoctorBlock(r.out, "copy-on-fork").find("reports COPY_ON_FORK=1 (RDMA netlink)"),
             std::string::npos)
       << r.out;
   rlimit rl{};
   getrlimit(RLIMIT_MEMLOCK, &rl);
   ASSERT_EQ(rl.rlim_cur, RLIM_INFINITY) << "the guest runs with memlock unlimited";
-  EXPECT_EQ(Line(r.out, "memlock limit"), "ok    memlock limit     unlimited") << r.out;
-  EXPECT_EQ(Line(r.out, "shim").rfind("ok  ", 0), 0u) << r.out;
+  EXPECT_EQ(DoctorLine(r.out, "memlock limit"), "ok    memlock limit     unlimited") << r.out;
+  EXPECT_EQ(DoctorLine(r.out, "shim").rfind("ok  ", 0), 0u) << r.out;
   EXPECT_NE(r.out.find(" 0 fail"), std::string::npos) << r.out;
 }
 

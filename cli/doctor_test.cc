@@ -16,31 +16,9 @@ namespace forkguard::cli {
 namespace {
 
 using testdata::CliResult;
+using testdata::DoctorBlock;
+using testdata::DoctorLine;
 using testdata::RunCli;
-
-// The line of check `name`, e.g. "warn  RDMA devices      none ...".
-std::string Line(const std::string& out, const std::string& name) {
-  size_t p = out.find("  " + name + " ");
-  if (p == std::string::npos) return "";
-  size_t start = out.rfind('\n', p);
-  start = start == std::string::npos ? 0 : start + 1;
-  return out.substr(start, out.find('\n', p) - start);
-}
-
-// The check's line and its continuation lines, joined with single spaces.
-std::string Block(const std::string& out, const std::string& name) {
-  std::string first = Line(out, name);
-  if (first.empty()) return "";
-  std::string b = first;
-  size_t p = out.find(first) + first.size() + 1;
-  while (p < out.size() && out.compare(p, 24, std::string(24, ' ')) == 0) {
-    size_t e = out.find('\n', p);
-    std::string l = out.substr(p, e - p);
-    b += " " + l.substr(l.find_first_not_of(' '));
-    p = e == std::string::npos ? out.size() : e + 1;
-  }
-  return b;
-}
 
 bool HasDevices() {
   DIR* d = opendir("/sys/class/infiniband");
@@ -62,9 +40,9 @@ TEST(Doctor, VerdictsMatchThisMachine) {
                         "FORKGUARD_MODE=", "LD_PRELOAD="});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   if (HasDevices()) {
-    EXPECT_EQ(Line(r.out, "RDMA devices").rfind("ok    RDMA devices", 0), 0u) << r.out;
+    EXPECT_EQ(DoctorLine(r.out, "RDMA devices").rfind("ok    RDMA devices", 0), 0u) << r.out;
   } else {
-    EXPECT_EQ(Line(r.out, "RDMA devices"),
+    EXPECT_EQ(DoctorLine(r.out, "RDMA devices"),
               "warn  RDMA devices      none (no /sys/class/infiniband entries)")
         << r.out;
     EXPECT_NE(r.out.find("-> no RDMA device: nothing to guard here"), std::string::npos);
@@ -72,10 +50,10 @@ TEST(Doctor, VerdictsMatchThisMachine) {
   rlimit rl{};
   getrlimit(RLIMIT_MEMLOCK, &rl);
   if (rl.rlim_cur == RLIM_INFINITY) {
-    EXPECT_EQ(Line(r.out, "memlock limit"), "ok    memlock limit     unlimited") << r.out;
+    EXPECT_EQ(DoctorLine(r.out, "memlock limit"), "ok    memlock limit     unlimited") << r.out;
   } else if (rl.rlim_cur < (rlim_t{64} << 20)) {
     EXPECT_EQ(
-        Line(r.out, "memlock limit")
+        DoctorLine(r.out, "memlock limit")
             .rfind("warn  memlock limit     " + std::to_string(rl.rlim_cur / 1024) + " KiB", 0),
         0u)
         << r.out;
@@ -85,35 +63,38 @@ TEST(Doctor, VerdictsMatchThisMachine) {
   int major = 0, minor = 0;
   sscanf(u.release, "%d.%d", &major, &minor);
   bool cof = major > 5 || (major == 5 && minor >= 13);
-  EXPECT_EQ(Line(r.out, "copy-on-fork").rfind(cof ? "ok  " : "warn", 0), 0u) << r.out;
-  EXPECT_EQ(Line(r.out, "rdma-core").rfind("ok    rdma-core         rdma-core ", 0), 0u) << r.out;
-  EXPECT_EQ(Line(r.out, "fork env").rfind("ok  ", 0), 0u) << r.out;
-  EXPECT_EQ(Line(r.out, "shim").rfind("ok    shim              /", 0), 0u) << r.out;
-  EXPECT_NE(Block(r.out, "shim").find("libforkguard.so loads"), std::string::npos) << r.out;
-  EXPECT_EQ(Line(r.out, "audit module").rfind("ok  ", 0), 0u) << r.out;
+  EXPECT_EQ(DoctorLine(r.out, "copy-on-fork").rfind(cof ? "ok  " : "warn", 0), 0u) << r.out;
+  EXPECT_EQ(DoctorLine(r.out, "rdma-core").rfind("ok    rdma-core         rdma-core ", 0), 0u)
+      << r.out;
+  EXPECT_EQ(DoctorLine(r.out, "fork env").rfind("ok  ", 0), 0u) << r.out;
+  EXPECT_EQ(DoctorLine(r.out, "shim").rfind("ok    shim              /", 0), 0u) << r.out;
+  EXPECT_NE(DoctorBlock(r.out, "shim").find("libforkguard.so loads"), std::string::npos) << r.out;
+  EXPECT_EQ(DoctorLine(r.out, "audit module").rfind("ok  ", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("summary: "), std::string::npos);
 }
 
 TEST(Doctor, ForkSafeEnvAndBadModeWarn) {
   CliResult r = Doctor({"RDMAV_FORK_SAFE=1", "FORKGUARD_MODE=loud"});
   EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_EQ(Line(r.out, "fork env"), "warn  fork env          RDMAV_FORK_SAFE=1") << r.out;
+  EXPECT_EQ(DoctorLine(r.out, "fork env"), "warn  fork env          RDMAV_FORK_SAFE=1") << r.out;
   EXPECT_NE(r.out.find("MADV_DONTFORK"), std::string::npos);
-  EXPECT_EQ(Line(r.out, "FORKGUARD_MODE").rfind("warn", 0), 0u) << r.out;
+  EXPECT_EQ(DoctorLine(r.out, "FORKGUARD_MODE").rfind("warn", 0), 0u) << r.out;
 }
 
 TEST(Doctor, MissingShimFails) {
   CliResult r = RunCli({forkguard::testing::Runfile("cli/forkguard"), "doctor"},
                        {"FORKGUARD_SHIM_DIR=/nonexistent"});
   EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_EQ(Line(r.out, "shim"), "FAIL  shim              libforkguard.so not found") << r.out;
+  EXPECT_EQ(DoctorLine(r.out, "shim"), "FAIL  shim              libforkguard.so not found")
+      << r.out;
   EXPECT_NE(r.out.find("1 fail"), std::string::npos);
 }
 
 TEST(Doctor, ActiveWhenPreloaded) {
   std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
   CliResult r = Doctor({"LD_PRELOAD=" + shim});
-  EXPECT_NE(Block(r.out, "active").find("libforkguard.so is in LD_PRELOAD here"), std::string::npos)
+  EXPECT_NE(DoctorBlock(r.out, "active").find("libforkguard.so is in LD_PRELOAD here"),
+            std::string::npos)
       << r.out;
 }
 

@@ -25,4 +25,11 @@ pid_t StartCli(const std::vector<std::string>& argv, const std::vector<std::stri
 
 std::string ReadFileOrEmpty(const std::string& path);
 
+// `forkguard doctor` output: the line of check `name` (e.g. "warn  RDMA devices ..."),
+// or "" when absent.
+std::string DoctorLine(const std::string& out, const std::string& name);
+
+// The check's line and its continuation lines, joined with single spaces.
+std::string DoctorBlock(const std::string& out, const std::string& name);
+
 }  // namespace forkguard::cli::testdata
