@@ -732,66 +732,53 @@ namespace {
 
 constexpr int kMaxExeclArgs = 4096;
 
-// Collects `arg0, ...` up to the terminating NULL into argv; returns false if too many.
-bool CollectArgs(const char* arg0, va_list ap, const char** argv, int cap, va_list* rest) {
+// Collects `arg0, ...` up to the terminating NULL into argv (and, for execle, the envp
+// that follows it), then calls exec(argv, envp). Too many arguments: E2BIG, nothing called.
+template <typename Exec>
+int ForwardExecl(const char* arg0, va_list ap, bool has_envp, Exec exec) {
+  const char* argv[kMaxExeclArgs];
   int n = 0;
   argv[n++] = arg0;
-  const char* a = arg0;
-  while (a != nullptr) {
-    if (n >= cap) return false;
+  for (const char* a = arg0; a != nullptr;) {
+    if (n >= kMaxExeclArgs) {
+      errno = E2BIG;
+      return -1;
+    }
     a = va_arg(ap, const char*);
     argv[n++] = a;
   }
-  va_copy(*rest, ap);
-  return true;
+  char* const* envp = has_envp ? va_arg(ap, char* const*) : nullptr;
+  return exec(const_cast<char* const*>(argv), envp);
 }
 
 }  // namespace
 
 FG_EXPORT int execl(const char* path, const char* arg, ...) noexcept {
-  const char* argv[kMaxExeclArgs];
   va_list ap;
-  va_list rest;
   va_start(ap, arg);
-  bool ok = CollectArgs(arg, ap, argv, kMaxExeclArgs, &rest);
+  int rc = ForwardExecl(arg, ap, false,
+                        [path](char* const* argv, char* const*) { return execv(path, argv); });
   va_end(ap);
-  if (!ok) {
-    errno = E2BIG;
-    return -1;
-  }
-  va_end(rest);
-  return execv(path, const_cast<char* const*>(argv));
+  return rc;
 }
 
 FG_EXPORT int execlp(const char* file, const char* arg, ...) noexcept {
-  const char* argv[kMaxExeclArgs];
   va_list ap;
-  va_list rest;
   va_start(ap, arg);
-  bool ok = CollectArgs(arg, ap, argv, kMaxExeclArgs, &rest);
+  int rc = ForwardExecl(arg, ap, false,
+                        [file](char* const* argv, char* const*) { return execvp(file, argv); });
   va_end(ap);
-  if (!ok) {
-    errno = E2BIG;
-    return -1;
-  }
-  va_end(rest);
-  return execvp(file, const_cast<char* const*>(argv));
+  return rc;
 }
 
 FG_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
-  const char* argv[kMaxExeclArgs];
   va_list ap;
-  va_list rest;
   va_start(ap, arg);
-  bool ok = CollectArgs(arg, ap, argv, kMaxExeclArgs, &rest);
+  int rc = ForwardExecl(arg, ap, true, [path](char* const* argv, char* const* envp) {
+    return execve(path, argv, envp);
+  });
   va_end(ap);
-  if (!ok) {
-    errno = E2BIG;
-    return -1;
-  }
-  char* const* envp = va_arg(rest, char* const*);
-  va_end(rest);
-  return execve(path, const_cast<char* const*>(argv), envp);
+  return rc;
 }
 
 // ---- lifetime ----
