@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -112,8 +113,12 @@ void CopyName(char* dst, size_t cap, const char* src) {
 
 // The prepare handler's decisions, per thread, as a stack: a fork from a signal handler
 // can run inside another fork's prepare..parent window on the same thread (then the lock is
-// already ours and the inner fork must not release it).
-__thread uint32_t t_atfork_took __attribute__((tls_model("initial-exec"))) = 0;
+// already ours and the inner fork must not release it). A slot is true while its prepare
+// holds the lock and false otherwise; push and pop order their steps (signal fences) so
+// that a handler's fork landing between any two of them neither overwrites the outer
+// fork's slot nor sees a slot claim the lock that the lock does not back.
+constexpr int kAtforkSlots = 32;
+__thread bool t_atfork_took[kAtforkSlots] __attribute__((tls_model("initial-exec"))) = {};
 __thread int t_atfork_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 // After fork every page either process writes first is copied: a process that never
@@ -121,19 +126,29 @@ __thread int t_atfork_depth __attribute__((tls_model("initial-exec"))) = 0;
 void AtforkPrepare() {
   StateLock& l = g_state.lock();
   if (!g_state.AnyLive() && !g_state.EverInitialized() && !l.HeldByAnyone()) return;
-  bool take = !l.HeldByThisThread();
+  // Beyond the slots (32 nested handler forks) the lock is not taken: never leaked.
+  bool take = !l.HeldByThisThread() && t_atfork_depth < kAtforkSlots;
   if (take) l.Lock();
-  if (t_atfork_depth < 32) {
-    t_atfork_took = (t_atfork_took & ~(1u << t_atfork_depth)) | (take ? 1u << t_atfork_depth : 0);
-  }
-  ++t_atfork_depth;
+  // Depth first, then the slot: a handler's fork before the increment pushes and pops the
+  // same slot and leaves it false; one after it sees the slot still false (the lock is then
+  // held "not by our atfork": it decides without the tables) and pushes above it.
+  int slot = t_atfork_depth;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_atfork_depth = slot + 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (take) t_atfork_took[slot] = true;
 }
 
-// Pops this fork's entry; true when its prepare took the lock.
+// Pops this fork's entry; true when its prepare took the lock. The slot is read and cleared
+// before the depth drops, so a handler's fork after the drop cannot change what we read.
 bool PopTook() {
-  if (t_atfork_depth == 0) return false;
-  --t_atfork_depth;
-  return t_atfork_depth < 32 && (t_atfork_took & (1u << t_atfork_depth)) != 0;
+  int slot = t_atfork_depth - 1;
+  if (slot < 0) return false;
+  bool took = slot < kAtforkSlots && t_atfork_took[slot];
+  if (took) t_atfork_took[slot] = false;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_atfork_depth = slot;
+  return took;
 }
 
 void AtforkParent() {
@@ -169,8 +184,8 @@ class Guard {
 }  // namespace
 
 bool HeldByOurAtfork() {
-  for (int i = 0; i < t_atfork_depth && i < 32; ++i) {
-    if ((t_atfork_took & (1u << i)) != 0) return true;
+  for (int i = 0; i < t_atfork_depth && i < kAtforkSlots; ++i) {
+    if (t_atfork_took[i]) return true;
   }
   return false;
 }
