@@ -26,6 +26,9 @@
 #endif
 
 namespace forkguard::core {
+
+__thread int t_busy __attribute__((tls_model("initial-exec"))) = 0;
+
 namespace {
 
 constinit Config g_config;
@@ -657,10 +660,11 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   return d;
 }
 
-// fork() from a signal handler that interrupted this thread inside the state lock: the
-// tables cannot be read (that would deadlock), but the lock-free live count and the
-// descriptor scan still tell clean from hazard, so the fork is still logged once and the
-// mode still applies; the message is one line.
+// fork() from a signal handler that interrupted this thread inside forkguard (t_busy, or
+// the state lock held outside our atfork window): the tables cannot be read and the loader
+// not entered (either could deadlock), but the lock-free live count and the descriptor scan
+// still tell clean from hazard, so the fork is still logged once and the mode still
+// applies; the message is one line.
 ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via) {
   ForkDecision d;
   if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {
@@ -708,7 +712,7 @@ ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via) {
   return d;
 }
 
-ForkDecision Decide(ForkVia via) {
+ForkDecision Decide(ForkVia via, bool interrupted_forkguard) {
   // Fast path: nothing tracked and no RDMA descriptor possible: no scan, no allocation.
   if (!GlobalState().AnyLive() && !RdmaDevicesExist() &&
       !g_backstop_armed.load(std::memory_order_relaxed)) {
@@ -718,7 +722,7 @@ ForkDecision Decide(ForkVia via) {
   RdmaFds fds = ScanRdmaFds();
   // Held by this thread mid-update (a signal handler interrupted it): the tables cannot be
   // read. Held by this thread's atfork prepare: they can.
-  if (GlobalState().lock().HeldByThisThread() && !HeldByOurAtfork()) {
+  if (interrupted_forkguard || (GlobalState().lock().HeldByThisThread() && !HeldByOurAtfork())) {
     return DecideWithoutState(fds, via);
   }
   if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {
@@ -738,7 +742,9 @@ void CoreAtforkPrepare() {
   }
   // A fork that did not pass through our fork(): decide here (warn only).
   if (!g_ready || g_config.mode == Mode::kOff) return;
-  ForkDecision d = Decide(ForkVia::kAtfork);
+  bool interrupted = t_busy != 0;
+  BusyScope busy;
+  ForkDecision d = Decide(ForkVia::kAtfork, interrupted);
   SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
   SetIfChanged(t_pending_explain, static_cast<bool>(d.explain_segv));
   SetIfChanged(t_atfork_decided, static_cast<bool>(d.explain_segv));
@@ -749,6 +755,7 @@ void CoreAtforkPrepare() {
 void EnsureInit() { pthread_once(&g_once, Init); }
 
 void OnOpenDevice(const void* ctx, const char* device, int err) {
+  BusyScope busy;
   if (!Active()) return;
   if (ctx != nullptr) {
     GlobalState().AddContext(reinterpret_cast<uintptr_t>(ctx), device);
@@ -758,6 +765,7 @@ void OnOpenDevice(const void* ctx, const char* device, int err) {
 }
 
 void OnCloseDevice(const void* ctx, int ret, int err) {
+  BusyScope busy;
   if (!Active()) return;
   CheckInheritedUse("ibv_close_device", ctx);
   if (ret == 0) GlobalState().RemoveContext(reinterpret_cast<uintptr_t>(ctx));
@@ -765,6 +773,7 @@ void OnCloseDevice(const void* ctx, int ret, int err) {
 }
 
 void OnAllocPd(const void* pd, const void* ctx, int err) {
+  BusyScope busy;
   if (!Active()) return;
   CheckInheritedUse("ibv_alloc_pd", ctx);
   if (pd != nullptr) GlobalState().AddPd(reinterpret_cast<uintptr_t>(pd));
@@ -772,6 +781,7 @@ void OnAllocPd(const void* pd, const void* ctx, int err) {
 }
 
 void OnDeallocPd(const void* pd, int ret, int err) {
+  BusyScope busy;
   if (!Active()) return;
   CheckInheritedUse("ibv_dealloc_pd", pd);
   if (ret == 0) GlobalState().RemovePd(reinterpret_cast<uintptr_t>(pd));
@@ -797,6 +807,7 @@ void OnDontfork(const void* addr, size_t len) {
 
 void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, size_t len,
              int access, int err) {
+  BusyScope busy;
   if (!Active()) return;
   CheckInheritedUse(RdmaCallName(call), pd);
   if (mr == nullptr) {
@@ -843,6 +854,7 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
 }
 
 void OnDeregMr(const void* mr, int ret, int err) {
+  BusyScope busy;
   if (!Active()) return;
   CheckInheritedUse("ibv_dereg_mr", mr);
   EventLog& log = GlobalEventLog();
@@ -870,6 +882,7 @@ void OnDeregMr(const void* mr, int ret, int err) {
 }
 
 void OnForkInit(int ret, int err) {
+  BusyScope busy;
   if (!Active()) return;
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;
@@ -881,6 +894,7 @@ void OnForkInit(int ret, int err) {
 }
 
 void OnCmCreate(RdmaCall call, const void* handle, int err) {
+  BusyScope busy;
   if (!Active()) return;
   if (handle != nullptr) {
     GlobalState().AddCm(reinterpret_cast<uintptr_t>(handle), call);
@@ -890,6 +904,7 @@ void OnCmCreate(RdmaCall call, const void* handle, int err) {
 }
 
 void OnCmDestroy(const char* call, const void* handle, int ret, int err) {
+  BusyScope busy;
   if (!Active()) return;
   CheckInheritedUse(call, handle);
   if (ret == 0) GlobalState().RemoveCm(reinterpret_cast<uintptr_t>(handle));
@@ -900,7 +915,12 @@ ForkDecision BeforeFork() {
   EnsureInit();
   if (g_config.mode == Mode::kOff) return ForkDecision();
   int saved = errno;
-  ForkDecision d = Decide(ForkVia::kFork);
+  ForkDecision d;
+  {
+    bool interrupted = t_busy != 0;
+    BusyScope busy;
+    d = Decide(ForkVia::kFork, interrupted);
+  }
   errno = saved;
   d.prev_in_wrapper = t_in_fork_wrapper;
   d.prev_hazard = t_pending_hazard;
@@ -936,6 +956,7 @@ void AfterForkParent(const ForkDecision& d, pid_t child) {
 }
 
 void OnSpawn(const char* call, pid_t child, int ret) {
+  BusyScope busy;
   if (!Active()) return;
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;
@@ -955,6 +976,7 @@ void OnSpawn(const char* call, pid_t child, int ret) {
 void OnVfork() { OnSpawn("vfork", 0, 0); }
 
 void OnExit() {
+  BusyScope busy;
   if (!g_ready || g_config.mode == Mode::kOff) return;
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;

@@ -14,6 +14,26 @@ namespace forkguard::core {
 // Idempotent; every entry point calls it (wrappers may run before our constructor).
 void EnsureInit();
 
+// How deep this thread is in forkguard's own work: a hook's bookkeeping (stack capture,
+// tables, log), a fork decision, a lazy symbol lookup. A fork that finds it nonzero comes
+// from a signal handler that interrupted that work; the dynamic loader's locks (which
+// stack capture and symbolizing take and which are not reentrant) and the tables may be
+// mid-use on this very thread, so that fork is decided without them: one line, no stacks.
+extern __thread int t_busy __attribute__((tls_model("initial-exec")));
+class BusyScope {
+ public:
+  BusyScope() {
+    ++t_busy;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  }
+  ~BusyScope() {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    --t_busy;
+  }
+  BusyScope(const BusyScope&) = delete;
+  BusyScope& operator=(const BusyScope&) = delete;
+};
+
 // RDMA resources. `err` is errno after the real call. Handles are the returned pointers.
 void OnOpenDevice(const void* ctx, const char* device, int err);
 void OnCloseDevice(const void* ctx, int ret, int err);

@@ -88,6 +88,7 @@ class RealFunction {
   Fn Get(Fn /*self*/) {
     void* p = fn_.load(std::memory_order_acquire);
     if (p != nullptr) return reinterpret_cast<Fn>(p);
+    core::BusyScope busy;  // dlsym/dlopen take the loader's locks
     p = LookUp(RTLD_NEXT, name_, version_);
     if (p == nullptr || IsOurs(p)) {
       p = nullptr;
