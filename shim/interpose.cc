@@ -6,9 +6,12 @@
 // RTLD_NEXT cannot see it, so fall back to dlopen(lib, RTLD_NOLOAD) + dlvsym. A definition
 // inside our own object is rejected (IsOurs). A missing real function fails the call with ENOSYS.
 //
-// Nesting: libibverbs calls its own exports through its PLT (ibv_reg_mr ->
-// ibv_reg_mr_iova2, librdmacm -> ibv_open_device), so one user call can pass several
-// wrappers; only the outermost per thread is reported to the core.
+// Nesting: libibverbs and librdmacm call their own exports through their PLTs (ibv_reg_mr
+// -> ibv_reg_mr_iova2, rdma_create_ep -> rdma_create_id), so one user call can pass
+// several wrappers of one kind; only the outermost of each kind (device, PD, MR, rdma_cm)
+// per thread is reported to the core. A resource of another kind made inside a call
+// (the context and PD librdmacm opens inside rdma_create_ep) is a resource of its own and
+// is reported.
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,16 +42,30 @@ constexpr const char* kVerbs = "libibverbs.so.1";
 constexpr const char* kRdmacm = "librdmacm.so.1";
 constexpr const char* kLibc = "libc.so.6";
 
-__thread int t_rdma_depth __attribute__((tls_model("initial-exec"))) = 0;
+// The kinds of watched RDMA calls; a call is reported only when it is the outermost
+// watched call of its kind on this thread.
+enum class Kind { kDevice, kPd, kMr, kCm, kOther, kCount };
 
-// Counts nesting of RDMA wrappers on this thread.
+// Any watched RDMA call in progress on this thread (the madvise wrapper asks).
+__thread int t_rdma_depth __attribute__((tls_model("initial-exec"))) = 0;
+__thread int t_kind_depth[static_cast<int>(Kind::kCount)]
+    __attribute__((tls_model("initial-exec"))) = {};
+
+// Counts nesting of RDMA wrappers on this thread, per kind.
 class Nesting {
  public:
-  Nesting() : outermost_(t_rdma_depth++ == 0) {}
-  ~Nesting() { --t_rdma_depth; }
+  explicit Nesting(Kind kind)
+      : depth_(t_kind_depth[static_cast<int>(kind)]), outermost_(depth_++ == 0) {
+    ++t_rdma_depth;
+  }
+  ~Nesting() {
+    --depth_;
+    --t_rdma_depth;
+  }
   bool outermost() const { return outermost_; }
 
  private:
+  int& depth_;
   bool outermost_;
 };
 
@@ -128,6 +145,7 @@ class ErrnoKeeper {
 }  // namespace forkguard
 
 using forkguard::ErrnoKeeper;
+using forkguard::Kind;
 using forkguard::kLibc;
 using forkguard::kRdmacm;
 using forkguard::kVerbs;
@@ -194,7 +212,7 @@ FG_EXPORT struct ibv_context* ibv_open_device(struct ibv_device* device) {
     errno = ENOSYS;
     return nullptr;
   }
-  Nesting n;
+  Nesting n(Kind::kDevice);
   ibv_context* r = real(device);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -206,7 +224,7 @@ FG_EXPORT struct ibv_context* ibv_open_device(struct ibv_device* device) {
 FG_EXPORT int ibv_close_device(struct ibv_context* context) {
   FG_REAL(ibv_close_device);
   if (real == nullptr) return ENOSYS;
-  Nesting n;
+  Nesting n(Kind::kDevice);
   int r = real(context);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -221,7 +239,7 @@ FG_EXPORT struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
     errno = ENOSYS;
     return nullptr;
   }
-  Nesting n;
+  Nesting n(Kind::kPd);
   ibv_pd* r = real(context);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -233,7 +251,7 @@ FG_EXPORT struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
 FG_EXPORT int ibv_dealloc_pd(struct ibv_pd* pd) {
   FG_REAL(ibv_dealloc_pd);
   if (real == nullptr) return ENOSYS;
-  Nesting n;
+  Nesting n(Kind::kPd);
   int r = real(pd);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -248,7 +266,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length
     errno = ENOSYS;
     return nullptr;
   }
-  Nesting n;
+  Nesting n(Kind::kMr);
   if (n.outermost()) core::BeforeRegMr();
   ibv_mr* r = real(pd, addr, length, access);
   if (n.outermost()) {
@@ -265,7 +283,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_mr_iova(struct ibv_pd* pd, void* addr, size_t l
     errno = ENOSYS;
     return nullptr;
   }
-  Nesting n;
+  Nesting n(Kind::kMr);
   if (n.outermost()) core::BeforeRegMr();
   ibv_mr* r = real(pd, addr, length, iova, access);
   if (n.outermost()) {
@@ -282,7 +300,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t 
     errno = ENOSYS;
     return nullptr;
   }
-  Nesting n;
+  Nesting n(Kind::kMr);
   if (n.outermost()) core::BeforeRegMr();
   ibv_mr* r = real(pd, addr, length, iova, access);
   if (n.outermost()) {
@@ -299,7 +317,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, s
     errno = ENOSYS;
     return nullptr;
   }
-  Nesting n;
+  Nesting n(Kind::kMr);
   if (n.outermost()) core::BeforeRegMr();
   ibv_mr* r = real(pd, offset, length, iova, fd, access);
   if (n.outermost()) {
@@ -314,7 +332,7 @@ FG_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, s
 FG_EXPORT int ibv_dereg_mr(struct ibv_mr* mr) {
   FG_REAL(ibv_dereg_mr);
   if (real == nullptr) return ENOSYS;
-  Nesting n;
+  Nesting n(Kind::kMr);
   int r = real(mr);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -326,7 +344,7 @@ FG_EXPORT int ibv_dereg_mr(struct ibv_mr* mr) {
 FG_EXPORT int ibv_fork_init(void) {
   FG_REAL(ibv_fork_init);
   if (real == nullptr) return ENOSYS;
-  Nesting n;
+  Nesting n(Kind::kOther);
   int r = real();
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -343,7 +361,7 @@ FG_EXPORT struct rdma_event_channel* rdma_create_event_channel(void) {
     errno = ENOSYS;
     return nullptr;
   }
-  Nesting n;
+  Nesting n(Kind::kCm);
   rdma_event_channel* r = real();
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -355,7 +373,7 @@ FG_EXPORT struct rdma_event_channel* rdma_create_event_channel(void) {
 FG_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel* channel) {
   FG_REAL(rdma_destroy_event_channel);
   if (real == nullptr) return;
-  Nesting n;
+  Nesting n(Kind::kCm);
   real(channel);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -370,7 +388,7 @@ FG_EXPORT int rdma_create_id(struct rdma_event_channel* channel, struct rdma_cm_
     errno = ENOSYS;
     return -1;
   }
-  Nesting n;
+  Nesting n(Kind::kCm);
   int r = real(channel, id, context, ps);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -385,7 +403,7 @@ FG_EXPORT int rdma_destroy_id(struct rdma_cm_id* id) {
     errno = ENOSYS;
     return -1;
   }
-  Nesting n;
+  Nesting n(Kind::kCm);
   int r = real(id);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -401,7 +419,7 @@ FG_EXPORT int rdma_create_ep(struct rdma_cm_id** id, struct rdma_addrinfo* res, 
     errno = ENOSYS;
     return -1;
   }
-  Nesting n;
+  Nesting n(Kind::kCm);
   int r = real(id, res, pd, qp_init_attr);
   if (n.outermost()) {
     ErrnoKeeper e;
@@ -413,7 +431,7 @@ FG_EXPORT int rdma_create_ep(struct rdma_cm_id** id, struct rdma_addrinfo* res, 
 FG_EXPORT void rdma_destroy_ep(struct rdma_cm_id* id) {
   FG_REAL(rdma_destroy_ep);
   if (real == nullptr) return;
-  Nesting n;
+  Nesting n(Kind::kCm);
   real(id);
   if (n.outermost()) {
     ErrnoKeeper e;

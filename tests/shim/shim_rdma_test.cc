@@ -165,12 +165,19 @@ TEST_F(ShimRdma, RdmacmCreateEpCaught) {
   ASSERT_EQ(1u, forks.size()) << Ctx(r);
   EXPECT_EQ(1, forks[0].json["live"].Int("cm_ids")) << Ctx(r);
   EXPECT_GE(forks[0].json["live"].Int("rdma_cm_fds"), 1) << Ctx(r);
+  // The device context librdmacm opens inside rdma_create_ep is the child's inheritance
+  // too: counted, and named in the message.
+  EXPECT_GE(forks[0].json["live"].Int("contexts"), 1) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.err.find("1 device context (" + dev_.name + ")")) << Ctx(r);
   std::vector<Event> init = r.log.OfPid("rdma_init", r.proc.pid);
   ASSERT_EQ(1u, init.size()) << Ctx(r);
   // rdma-core's rdma_getaddrinfo already creates (and destroys) an id to probe
-  // AF_IB support, so that may be the first initialization.
+  // AF_IB support, so that may be the first initialization; otherwise the context
+  // rdma_create_ep opens, or the ep itself.
   const std::string call = init[0].json.String("call");
-  EXPECT_TRUE(call == "rdma_create_ep" || call == "rdma_create_id") << call << "\n" << Ctx(r);
+  EXPECT_TRUE(call == "rdma_create_ep" || call == "rdma_create_id" || call == "ibv_open_device")
+      << call << "\n"
+      << Ctx(r);
 }
 
 // 5. posix_spawn after init is not a hazard; fork + exec is logged as exec'd.

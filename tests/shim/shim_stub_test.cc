@@ -378,7 +378,8 @@ TEST(ShimStub, NonRdmaProgramUntouched) {
 }
 
 // rdma_create_ep calls rdma_create_id (and its private channel) through the
-// library's PLT: one user-visible id.
+// library's PLT: one user-visible id. The device context it opens inside is a resource
+// of another kind: counted, and it is the first initialization, made inside the ep.
 TEST(ShimStub, RdmacmCreateEpCaughtAndCountedOnce) {
   ShimRun r = Stub({"--rdmacm-ep"});
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
@@ -388,10 +389,13 @@ TEST(ShimStub, RdmacmCreateEpCaughtAndCountedOnce) {
   EXPECT_TRUE(m.HasReason("inherited-rdma")) << Ctx(r);
   std::vector<Event> init = r.log.OfPid("rdma_init", r.proc.pid);
   ASSERT_EQ(1u, init.size()) << Ctx(r);
-  EXPECT_EQ("rdma_create_ep", init[0].json.String("call")) << Ctx(r);
+  EXPECT_EQ("ibv_open_device", init[0].json.String("call")) << Ctx(r);
+  std::vector<std::string> syms = StackSymbols(init[0].json["stack"]);
+  EXPECT_NE(syms.end(), std::find(syms.begin(), syms.end(), "rdma_create_ep")) << Ctx(r);
   std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
   ASSERT_EQ(1u, forks.size()) << Ctx(r);
   EXPECT_EQ(1, forks[0].json["live"].Int("cm_ids")) << Ctx(r);
+  EXPECT_EQ(1, forks[0].json["live"].Int("contexts")) << Ctx(r);
   ExpectWellFormedLog(r);
 }
 
