@@ -501,6 +501,8 @@ struct Scratch {
   }
 };
 
+ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via);
+
 // The decision for a fork with RDMA state. `via` atfork: the fork cannot be failed and the
 // kernel is not asked anything new.
 ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
@@ -510,7 +512,8 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   Scratch scratch;
   if (!scratch.MapFixed()) return d;
   StateSnapshot& snap = scratch.fixed->snap;
-  if (!st.TakeSnapshot(&snap)) return d;
+  // No tables (their lock was given up on, or no memory for the copy): still a verdict.
+  if (!st.TakeSnapshot(&snap)) return DecideWithoutState(fds, via);
   snap.counts.uverbs_fds = fds.uverbs;
   snap.counts.rdma_cm_fds = fds.rdma_cm;
   if (!scratch.MapFlags(snap.mr_count)) {
@@ -712,7 +715,30 @@ ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via) {
   return d;
 }
 
+// Says once per process that a lock's bounded wait gave up (StateLock): from then on
+// records may be missing and forks may get partial verdicts. That is a bug of ours.
+void SayIfLockGaveUp() {
+  static std::atomic<bool> said{false};
+  StateLock& state = GlobalState().lock();
+  StateLock& log = GlobalEventLog().lock();
+  if (!state.GaveUp() && !log.GaveUp()) return;
+  if (said.exchange(true)) return;
+  pid_t owner = state.GaveUp() ? state.StuckOwner() : log.StuckOwner();
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str("forkguard: internal lock held for over ").Dec(LockBoundNs() / 1000000000);
+  b.Str(" s by thread ").Dec(owner).Str(" in pid ").Dec(getpid());
+  b.Str(": not waiting any longer; RDMA records may be missing and forks may get partial ");
+  b.Str("verdicts from now on (a forkguard bug: please report it)");
+  LogNote(b.data());
+  if (!g_config.quiet) {
+    b.Char('\n');
+    WriteStderr(b.data(), b.size());
+  }
+}
+
 ForkDecision Decide(ForkVia via, bool interrupted_forkguard) {
+  SayIfLockGaveUp();
   // Fast path: nothing tracked and no RDMA descriptor possible: no scan, no allocation.
   if (!GlobalState().AnyLive() && !RdmaDevicesExist() &&
       !g_backstop_armed.load(std::memory_order_relaxed)) {

@@ -241,7 +241,7 @@ EventLog::LargeLine::LargeLine(EventLog& log) : log_(log) {
     nested_ = true;
     buf_ = log.nested_;
   } else {
-    log.lock_.Lock();
+    if (!log.lock_.Lock()) return;  // given up on (a leak of ours): drop this event
     buf_ = log.large_;
   }
   text_ = TextBuffer(buf_, kLargeLineBytes);

@@ -128,7 +128,7 @@ void AtforkPrepare() {
   if (!g_state.AnyLive() && !g_state.EverInitialized() && !l.HeldByAnyone()) return;
   // Beyond the slots (32 nested handler forks) the lock is not taken: never leaked.
   bool take = !l.HeldByThisThread() && t_atfork_depth < kAtforkSlots;
-  if (take) l.Lock();
+  if (take) take = l.Lock();  // a lock given up on: the fork goes on without it
   // Depth first, then the slot: a handler's fork before the increment pushes and pops the
   // same slot and leaves it false; one after it sees the slot still false (the lock is then
   // held "not by our atfork": it decides without the tables) and pushes above it.
@@ -167,18 +167,21 @@ namespace {
 // Takes the state lock, except when this thread's atfork prepare handler already holds it
 // (a fork from a signal handler delivered inside another fork's window): then no update is
 // in progress on this thread and other threads are blocked, so reading is safe as is.
+// ok() is false when the lock's bounded wait gave up: the caller must not touch the tables.
 class Guard {
  public:
   explicit Guard(StateLock& l) : l_(l), take_(!(l.HeldByThisThread() && HeldByOurAtfork())) {
-    if (take_) l_.Lock();
+    if (take_) ok_ = take_ = l_.Lock();
   }
   ~Guard() {
     if (take_) l_.Unlock();
   }
+  bool ok() const { return ok_; }
 
  private:
   StateLock& l_;
   bool take_;
+  bool ok_ = true;
 };
 
 }  // namespace
@@ -243,12 +246,35 @@ void ResetCachedTid() {
   if (t_pid != 0) t_pid = 0;
 }
 
-void StateLock::Lock() {
+namespace {
+std::atomic<int64_t> g_lock_bound_ns{30LL * 1000 * 1000 * 1000};
+}  // namespace
+
+int64_t LockBoundNs() { return g_lock_bound_ns.load(std::memory_order_relaxed); }
+void SetLockBoundNsForTesting(int64_t ns) { g_lock_bound_ns.store(ns); }
+
+bool StateLock::Lock() {
   pid_t me = CurrentTid();
+  int64_t start = 0;
   for (int spins = 0;; ++spins) {
     pid_t expected = 0;
-    if (owner_.compare_exchange_weak(expected, me, std::memory_order_acquire)) return;
-    if (spins > 64) sched_yield();
+    if (owner_.compare_exchange_weak(expected, me, std::memory_order_acquire)) return true;
+    if (spins < 64) continue;
+    if (gave_up_.load(std::memory_order_relaxed)) {
+      // Once given up, never wait again; a second attempt covers a spurious CAS failure.
+      expected = 0;
+      return owner_.compare_exchange_strong(expected, me, std::memory_order_acquire);
+    }
+    sched_yield();
+    if ((spins & 255) != 0) continue;
+    int64_t now = MonotonicNs();
+    if (start == 0) {
+      start = now;
+    } else if (now - start > LockBoundNs()) {
+      stuck_owner_.store(owner_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      gave_up_.store(true, std::memory_order_relaxed);
+      return false;
+    }
   }
 }
 
@@ -269,12 +295,14 @@ void RdmaState::AddContext(uintptr_t handle, const char* device) {
   r.owner = CurrentPid();
   CopyName(r.device, sizeof(r.device), device);
   Guard g(lock_);
+  if (!g.ok()) return;
   bool replaced = false;
   if (g_tables.contexts.Insert(handle, r, &replaced) && !replaced) live_.fetch_add(1);
 }
 
 bool RdmaState::RemoveContext(uintptr_t handle) {
   Guard g(lock_);
+  if (!g.ok()) return false;
   int i = g_tables.contexts.Find(handle);
   if (i < 0) return false;
   g_tables.contexts.RemoveAt(i);
@@ -286,12 +314,14 @@ void RdmaState::AddPd(uintptr_t handle) {
   PdRecord r;
   r.owner = CurrentPid();
   Guard g(lock_);
+  if (!g.ok()) return;
   bool replaced = false;
   if (g_tables.pds.Insert(handle, r, &replaced) && !replaced) live_.fetch_add(1);
 }
 
 bool RdmaState::RemovePd(uintptr_t handle) {
   Guard g(lock_);
+  if (!g.ok()) return false;
   int i = g_tables.pds.Find(handle);
   if (i < 0) return false;
   g_tables.pds.RemoveAt(i);
@@ -301,6 +331,7 @@ bool RdmaState::RemovePd(uintptr_t handle) {
 
 void RdmaState::AddMr(const MrRecord& record) {
   Guard g(lock_);
+  if (!g.ok()) return;
   bool replaced = false;
   ++mr_generation_;
   if (g_tables.mrs.Insert(record.handle, record, &replaced) && !replaced) live_.fetch_add(1);
@@ -308,6 +339,7 @@ void RdmaState::AddMr(const MrRecord& record) {
 
 bool RdmaState::RemoveMr(uintptr_t handle, MrRecord* removed) {
   Guard g(lock_);
+  if (!g.ok()) return false;
   int i = g_tables.mrs.Find(handle);
   if (i < 0) return false;
   if (removed != nullptr)
@@ -323,12 +355,14 @@ void RdmaState::AddCm(uintptr_t handle, RdmaCall call) {
   r.call = call;
   r.owner = CurrentPid();
   Guard g(lock_);
+  if (!g.ok()) return;
   bool replaced = false;
   if (g_tables.cms.Insert(handle, r, &replaced) && !replaced) live_.fetch_add(1);
 }
 
 bool RdmaState::RemoveCm(uintptr_t handle) {
   Guard g(lock_);
+  if (!g.ok()) return false;
   int i = g_tables.cms.Find(handle);
   if (i < 0) return false;
   g_tables.cms.RemoveAt(i);
@@ -339,6 +373,7 @@ bool RdmaState::RemoveCm(uintptr_t handle) {
 bool RdmaState::IsInheritedHandle(uintptr_t handle, pid_t self) {
   if (!AnyLive()) return false;
   Guard g(lock_);
+  if (!g.ok()) return false;
   int i = g_tables.contexts.Find(handle);
   if (i >= 0) return g_tables.contexts.at(i).owner != self;
   i = g_tables.pds.Find(handle);
@@ -354,6 +389,7 @@ bool RdmaState::NoteInit(RdmaCall call, const char* device, const RawStack& stac
                          const PythonStack& py, int64_t mono_ns) {
   if (ever_init_.load(std::memory_order_acquire)) return false;
   Guard g(lock_);
+  if (!g.ok()) return false;
   if (g_tables.init.set) return false;
   g_tables.init.set = true;
   g_tables.init.call = call;
@@ -373,6 +409,7 @@ bool RdmaState::TakeSnapshot(StateSnapshot* out) {
   out->mr_count = 0;
   out->mapped_bytes = 0;
   Guard g(lock_);
+  if (!g.ok()) return false;
   LiveCounts& c = out->counts;
   c.contexts = g_tables.contexts.size();
   c.pds = g_tables.pds.size();
@@ -427,6 +464,7 @@ void RdmaState::FreeSnapshot(StateSnapshot* snap) {
 
 bool RdmaState::FirstTimeForSite(uint64_t site) {
   Guard g(lock_);
+  if (!g.ok()) return true;
   for (int i = 0; i < g_tables.site_count; ++i) {
     if (g_tables.sites[i] == site) return false;
   }

@@ -95,17 +95,33 @@ struct StateSnapshot {
 // Lock held by the atfork prepare handler and by every table update. Reentrant for the
 // owning thread only in the sense that the prepare handler skips it when the forking thread
 // already holds it (fork from a signal handler that interrupted an update).
+//
+// The wait is bounded: a lock held for longer than LockBoundNs() (30 s; a fork of the
+// largest process holds it for a few seconds at most) can only be a leak of ours, and
+// forkguard must never hang its host. Lock() then returns false without the lock, GaveUp()
+// turns true, and every later Lock() tries once and never waits: the caller goes on without
+// the tables (a record is lost, a fork is decided from the live count and the descriptor
+// scan) and the program goes on.
 class StateLock {
  public:
-  void Lock();
+  [[nodiscard]] bool Lock();
   void Unlock();
   bool HeldByThisThread() const;
   bool HeldByAnyone() const;
   void ResetInChild();
+  bool GaveUp() const { return gave_up_.load(std::memory_order_relaxed); }
+  // The thread that held the lock when the wait gave up (0 if it never did).
+  pid_t StuckOwner() const { return stuck_owner_.load(std::memory_order_relaxed); }
 
  private:
   std::atomic<pid_t> owner_{0};
+  std::atomic<bool> gave_up_{false};
+  std::atomic<pid_t> stuck_owner_{0};
 };
+
+// The bound of StateLock::Lock's wait; tests shorten it.
+int64_t LockBoundNs();
+void SetLockBoundNsForTesting(int64_t ns);
 
 // All functions are safe to call before the constructor ran. Handles are opaque addresses.
 class RdmaState {

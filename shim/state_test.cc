@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -149,6 +151,51 @@ TEST(RdmaStateTest, ForkDuringUpdatesGivesTheChildAUsableState) {
   stop = true;
   writer.join();
   EXPECT_TRUE(st.RemoveContext(0x70));
+}
+
+// A state lock that is never released (a leak of ours, like the one a handler fork once
+// caused) must not hang the program: the bounded wait gives up, the update is dropped
+// (the tables are not touched without the lock), later calls try once and never wait,
+// a fork still goes through the prepare handler, and tracking resumes once the lock is
+// free. Run in a child: the given-up state is process-wide. A regression hangs here and
+// the test's Bazel timeout fails it.
+std::string LeakedLockScenario() {
+  std::string failures;
+  auto check = [&failures](bool ok, const char* what) {
+    if (!ok) failures += std::string(what) + "; ";
+  };
+  InstallStateAtfork();
+  RdmaState& st = GlobalState();
+  SetLockBoundNsForTesting(200LL * 1000 * 1000);
+  std::thread holder([&] { check(st.lock().Lock(), "holder took the lock"); });
+  holder.join();  // the holder is gone; the lock stays taken
+  check(st.lock().HeldByAnyone(), "lock held after the holder exited");
+  st.AddMr(Mr(0x900, 0x900, 4096));  // waits for the bound, then gives up
+  check(st.lock().GaveUp(), "GaveUp() after the bounded wait");
+  check(st.lock().StuckOwner() != 0, "StuckOwner() names the holder");
+  check(!st.AnyLive(), "nothing recorded without the lock");
+  StateSnapshot snap;
+  check(!st.TakeSnapshot(&snap), "no snapshot without the lock");
+  check(st.FirstTimeForSite(0x42), "unknown site reported");
+  pid_t p = fork();  // the prepare handler tries once and lets the fork go on
+  if (p == 0) _exit(0);
+  int status = -1;
+  check(p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status), "fork went through");
+  st.lock().Unlock();  // the lock comes free: tracking resumes at once
+  st.AddMr(Mr(0x901, 0x901, 4096));
+  check(st.AnyLive(), "recorded once the lock is free");
+  check(st.RemoveMr(0x901, nullptr), "removed once the lock is free");
+  return failures;
+}
+
+TEST(RdmaStateTest, LeakedLockIsGivenUpOnNotWaitedForever) {
+  EXPECT_EXIT(
+      {
+        std::string f = LeakedLockScenario();
+        fprintf(stderr, "%s", f.empty() ? "scenario ok\n" : f.c_str());
+        _exit(f.empty() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "scenario ok");
 }
 
 }  // namespace
