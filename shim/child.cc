@@ -1,6 +1,7 @@
 // ASYNC-SIGNAL-SAFE ONLY below this line, except PrepareChildSegvTable (parent side, marked).
 // Runs in a forked child (possibly of a multi-threaded parent) or in a SIGSEGV handler.
 #include "shim/child.h"
+#include "shim/child_path.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -227,7 +228,7 @@ bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork, b
 void ReleaseChildSegvTable() { g_preparing.fetch_sub(1); }
 
 // ---- Child side: async-signal-safe. ----
-void ChildAfterFork(bool hazardous, bool explain_segv) {
+FORKGUARD_CHILD_PATH void ChildAfterFork(bool hazardous, bool explain_segv) {
   EventLog& log = GlobalEventLog();
   log.ResetInChild(log.enabled() ? RealtimeNs() : 0);
   // Only write what changes: untouched pages stay shared with the parent.

@@ -1,4 +1,5 @@
 #include "shim/core.h"
+#include "shim/child_path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -158,7 +159,7 @@ void CoreAtforkParent() {
     ReleaseChildSegvTable();
   }
 }
-void CoreAtforkChild() {
+FORKGUARD_CHILD_PATH void CoreAtforkChild() {
   ChildAfterFork(t_pending_hazard, t_pending_explain);
   SetIfChanged(t_in_fork_wrapper, static_cast<bool>(false));
   SetIfChanged(t_atfork_decided, static_cast<bool>(false));
@@ -375,10 +376,26 @@ void AppendCof(TextBuffer& b, const KernelCofFact& cof) {
   b.Str(",\"kernel_cof_source\":\"").Str(cof.source).Char('"');
 }
 
-// Clean fork: only logged (when a log is configured). No allocation.
-void LogCleanFork(ForkVia via) {
+// Clean fork: only logged (when a log is configured). No allocation. `interrupted`: a fork
+// from a signal handler that interrupted forkguard on this thread - no stack (the loader's
+// locks and this function's buffers may be mid-use), a small `partial` event.
+__attribute__((noinline)) void WriteCleanForkEvent(ForkVia via, bool interrupted) {
   EventLog& log = GlobalEventLog();
-  if (!log.enabled()) return;
+  const char* via_name = via == ForkVia::kAtfork ? "atfork" : "fork";
+  if (interrupted) {
+    char buf[1024];
+    TextBuffer b(buf, sizeof(buf));
+    log.Begin(b, "fork");
+    b.Str(",\"verdict\":\"clean\",\"reasons\":[],\"action\":\"")
+        .Str(g_config.mode == Mode::kOff ? "off" : "proceeded")
+        .Str("\",\"site\":null,\"reported\":false,\"stack\":[],\"init\":null,\"ranges\":[]");
+    AppendLive(b, LiveCounts());
+    b.Str(",\"threads\":null,\"max_map_count\":null,\"map_count\":null,\"kernel_cof\":null");
+    b.Str(",\"partial\":true,\"via\":\"").Str(via_name).Char('"');
+    log.End(b);
+    return;
+  }
+  BusyScope busy;
   RawStack stack;
   CaptureStack(&stack, g_config.stack_depth);
   BeginSymbolizing();
@@ -398,9 +415,14 @@ void LogCleanFork(ForkVia via) {
   b.Str(",\"init\":null,\"ranges\":[]");
   AppendLive(b, LiveCounts());
   b.Str(",\"threads\":null,\"max_map_count\":null,\"map_count\":null");
-  b.Str(",\"kernel_cof\":null,\"via\":\"").Str(via == ForkVia::kAtfork ? "atfork" : "fork");
-  b.Char('"');
+  b.Str(",\"kernel_cof\":null,\"via\":\"").Str(via_name).Char('"');
   log.End(b);
+}
+
+// Without a log this must not even set up WriteCleanForkEvent's large frame: on the clean
+// path after a fork, touching a deeper stack page is a copy-on-write fault per fork.
+inline void LogCleanFork(ForkVia via, bool interrupted) {
+  if (GlobalEventLog().enabled()) WriteCleanForkEvent(via, interrupted);
 }
 
 // The kernel's view of MADV_DONTFORK (smaps "dc"), cached while no MR was registered or
@@ -542,7 +564,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   ForkVerdict v = DecideVerdict(in, scratch.mr_dontfork);
   if (!v.hazard()) {
     RdmaState::FreeSnapshot(&snap);
-    LogCleanFork(via);
+    LogCleanFork(via, false);
     return d;
   }
   d.hazard = true;
@@ -671,7 +693,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
 ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via) {
   ForkDecision d;
   if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {
-    LogCleanFork(via);
+    LogCleanFork(via, true);
     return d;
   }
   d.hazard = true;
@@ -737,14 +759,22 @@ void SayIfLockGaveUp() {
   }
 }
 
+// Nothing tracked and no RDMA descriptor possible: clean without looking. Lock-free, reads
+// only.
+bool CleanWithoutLooking() {
+  return !GlobalState().AnyLive() && !RdmaDevicesExist() &&
+         !g_backstop_armed.load(std::memory_order_relaxed);
+}
+
+// `interrupted_forkguard`: t_busy was nonzero when the caller was entered.
 ForkDecision Decide(ForkVia via, bool interrupted_forkguard) {
   SayIfLockGaveUp();
-  // Fast path: nothing tracked and no RDMA descriptor possible: no scan, no allocation.
-  if (!GlobalState().AnyLive() && !RdmaDevicesExist() &&
-      !g_backstop_armed.load(std::memory_order_relaxed)) {
-    LogCleanFork(via);
+  // Fast path: no scan, no allocation, no write but the log's.
+  if (CleanWithoutLooking()) {
+    LogCleanFork(via, interrupted_forkguard);
     return ForkDecision();
   }
+  BusyScope busy;
   RdmaFds fds = ScanRdmaFds();
   // Held by this thread mid-update (a signal handler interrupted it): the tables cannot be
   // read. Held by this thread's atfork prepare: they can.
@@ -752,7 +782,7 @@ ForkDecision Decide(ForkVia via, bool interrupted_forkguard) {
     return DecideWithoutState(fds, via);
   }
   if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {
-    LogCleanFork(via);
+    LogCleanFork(via, interrupted_forkguard);
     return ForkDecision();
   }
   return DecideHazardousFork(fds, via);
@@ -768,9 +798,7 @@ void CoreAtforkPrepare() {
   }
   // A fork that did not pass through our fork(): decide here (warn only).
   if (!g_ready || g_config.mode == Mode::kOff) return;
-  bool interrupted = t_busy != 0;
-  BusyScope busy;
-  ForkDecision d = Decide(ForkVia::kAtfork, interrupted);
+  ForkDecision d = Decide(ForkVia::kAtfork, t_busy != 0);
   SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
   SetIfChanged(t_pending_explain, static_cast<bool>(d.explain_segv));
   SetIfChanged(t_atfork_decided, static_cast<bool>(d.explain_segv));
@@ -943,17 +971,26 @@ void OnCmDestroy(const char* call, const void* handle, int ret, int err) {
 ForkDecision BeforeFork() {
   EnsureInit();
   if (g_config.mode == Mode::kOff) return ForkDecision();
-  int saved = errno;
-  ForkDecision d;
-  {
-    bool interrupted = t_busy != 0;
-    BusyScope busy;
-    d = Decide(ForkVia::kFork, interrupted);
+  bool prev_in_wrapper = t_in_fork_wrapper;
+  bool prev_hazard = t_pending_hazard;
+  bool prev_explain = t_pending_explain;
+  // A clean fork without a log writes nothing at all here: after every fork the parent's
+  // first write to any page faults (copy-on-write), and this is most forks of most
+  // programs. No marker either: the atfork prepare handler re-checks the same lock-free
+  // fast path and finds nothing to do.
+  if (CleanWithoutLooking() && !GlobalEventLog().enabled()) {
+    ForkDecision d;
+    d.prev_in_wrapper = prev_in_wrapper;
+    d.prev_hazard = prev_hazard;
+    d.prev_explain = prev_explain;
+    return d;
   }
-  errno = saved;
-  d.prev_in_wrapper = t_in_fork_wrapper;
-  d.prev_hazard = t_pending_hazard;
-  d.prev_explain = t_pending_explain;
+  int saved = errno;
+  ForkDecision d = Decide(ForkVia::kFork, t_busy != 0);
+  if (errno != saved) errno = saved;
+  d.prev_in_wrapper = prev_in_wrapper;
+  d.prev_hazard = prev_hazard;
+  d.prev_explain = prev_explain;
   if (!d.fail) {
     SetIfChanged(t_in_fork_wrapper, static_cast<bool>(true));
     SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
@@ -962,7 +999,7 @@ ForkDecision BeforeFork() {
   return d;
 }
 
-void AfterForkChild(const ForkDecision& d) {
+FORKGUARD_CHILD_PATH void AfterForkChild(const ForkDecision& d) {
   if (g_config.mode == Mode::kOff) return;
   SetIfChanged(t_in_fork_wrapper, static_cast<bool>(d.prev_in_wrapper));
   SetIfChanged(t_pending_hazard, static_cast<bool>(d.prev_hazard));

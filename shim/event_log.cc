@@ -1,4 +1,5 @@
 #include "shim/event_log.h"
+#include "shim/child_path.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -27,7 +28,7 @@ void WriteAll(int fd, const char* p, size_t n) {
 
 }  // namespace
 
-EventLog& GlobalEventLog() { return g_log; }
+FORKGUARD_CHILD_PATH EventLog& GlobalEventLog() { return g_log; }
 
 void AppendJsonHex(TextBuffer& b, uint64_t v) { b.Char('"').Ptr(v).Char('"'); }
 
@@ -218,7 +219,7 @@ void EventLog::End(TextBuffer& b) {
   WriteLine(b.data(), b.size());
 }
 
-void EventLog::ResetInChild(int64_t start_ns) {
+FORKGUARD_CHILD_PATH void EventLog::ResetInChild(int64_t start_ns) {
   // Without a log nothing here is used: do not dirty the page (copy-on-write after fork).
   if (!enabled_) {
     lock_.ResetInChild();

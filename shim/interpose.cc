@@ -25,6 +25,7 @@
 
 #include <atomic>
 
+#include "shim/child_path.h"
 #include "shim/core.h"
 #include "shim/dlopen_check.h"
 
@@ -441,7 +442,7 @@ FG_EXPORT void rdma_destroy_ep(struct rdma_cm_id* id) {
 
 // ---- process creation ----
 
-FG_EXPORT pid_t fork(void) noexcept {
+FG_EXPORT FORKGUARD_CHILD_PATH_FIRST pid_t fork(void) noexcept {
   FG_REAL(fork);
   if (real == nullptr) {
     errno = ENOSYS;
@@ -453,11 +454,11 @@ FG_EXPORT pid_t fork(void) noexcept {
     return -1;
   }
   pid_t pid = real();
-  ErrnoKeeper e;
   if (pid != 0) {
+    ErrnoKeeper e;
     core::AfterForkParent(d, pid);
   } else {
-    core::AfterForkChild(d);
+    core::AfterForkChild(d);  // writes nothing it need not, errno included
   }
   return pid;
 }

@@ -1,4 +1,5 @@
 #include "shim/state.h"
+#include "shim/child_path.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -141,7 +142,7 @@ void AtforkPrepare() {
 
 // Pops this fork's entry; true when its prepare took the lock. The slot is read and cleared
 // before the depth drops, so a handler's fork after the drop cannot change what we read.
-bool PopTook() {
+FORKGUARD_CHILD_PATH bool PopTook() {
   int slot = t_atfork_depth - 1;
   if (slot < 0) return false;
   bool took = slot < kAtforkSlots && t_atfork_took[slot];
@@ -154,7 +155,7 @@ bool PopTook() {
 void AtforkParent() {
   if (PopTook()) g_state.lock().Unlock();
 }
-void AtforkChild() {
+FORKGUARD_CHILD_PATH void AtforkChild() {
   PopTook();
   ResetCachedTid();
   g_state.lock().ResetInChild();
@@ -241,7 +242,7 @@ pid_t CurrentPid() {
   return t_pid;
 }
 
-void ResetCachedTid() {
+FORKGUARD_CHILD_PATH void ResetCachedTid() {
   if (t_tid != 0) t_tid = 0;
   if (t_pid != 0) t_pid = 0;
 }
@@ -284,7 +285,7 @@ bool StateLock::HeldByThisThread() const {
   return owner_.load(std::memory_order_relaxed) == CurrentTid();
 }
 
-void StateLock::ResetInChild() {
+FORKGUARD_CHILD_PATH void StateLock::ResetInChild() {
   if (owner_.load(std::memory_order_relaxed) != 0) owner_.store(0, std::memory_order_release);
 }
 
