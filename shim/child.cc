@@ -1,7 +1,6 @@
 // ASYNC-SIGNAL-SAFE ONLY below this line, except PrepareChildSegvTable (parent side, marked).
 // Runs in a forked child (possibly of a multi-threaded parent) or in a SIGSEGV handler.
 #include "shim/child.h"
-#include "shim/child_path.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -12,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "shim/child_path.h"
 #include "shim/event_log.h"
 #include "shim/message.h"
 #include "shim/text_buffer.h"

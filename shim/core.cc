@@ -1,5 +1,4 @@
 #include "shim/core.h"
-#include "shim/child_path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +12,7 @@
 #include <cstring>
 
 #include "shim/child.h"
+#include "shim/child_path.h"
 #include "shim/config.h"
 #include "shim/dlopen_check.h"
 #include "shim/event_log.h"

@@ -1,5 +1,4 @@
 #include "shim/event_log.h"
-#include "shim/child_path.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -8,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+
+#include "shim/child_path.h"
 
 namespace forkguard {
 namespace {

@@ -1,5 +1,4 @@
 #include "shim/state.h"
-#include "shim/child_path.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -12,6 +11,8 @@
 #include <cstring>
 #include <new>
 #include <type_traits>
+
+#include "shim/child_path.h"
 
 namespace forkguard {
 namespace {
