@@ -11,7 +11,8 @@
 //                                 kernel's si_code and address
 //   behave_prog sigfork DEV N periodic|oneshot
 //                                 N forks from main while a SIGALRM handler also forks
-//                                 (a 1 ms periodic timer, or one timer per main fork)
+//                                 (a 1 ms periodic timer, or one timer per main fork;
+//                                 at most one handler fork per main fork)
 //                                 (single-threaded: fork from a handler is allowed here);
 //                                 then a second thread registers memory
 //   behave_prog threads DEV T N   T threads x N forks at once, children exit with codes
@@ -160,8 +161,15 @@ int Segv(const char* dev, bool range_first) {
 
 // --- sigfork ---
 volatile sig_atomic_t g_handler_forks, g_handler_bad, g_in_handler;
+// The main loop's iteration, and the last iteration a handler forked in. A tick in an
+// iteration that already had its handler fork returns at once: on a loaded machine a
+// handler fork can outlast the 1 ms period, and a handler that forked on every tick would
+// then starve the main loop forever (a livelock of the test, with or without the shim).
+volatile sig_atomic_t g_iteration = 0, g_forked_in = -1;
 
 void OnAlarm(int) {
+  if (g_forked_in == g_iteration) return;
+  g_forked_in = g_iteration;
   int saved = errno;
   pid_t p = fork();
   if (p == 0) _exit(7);
@@ -196,6 +204,7 @@ int SigFork(const char* dev, int n, bool oneshot) {
   }
   int bad = 0;
   for (int i = 0; i < n; ++i) {
+    g_iteration = i;
     if (oneshot) {
       // One timer per iteration, 50 us .. 1.5 ms: the handler's fork lands at varied
       // points of this fork and can never starve the main loop (sanitizer builds, where

@@ -6,11 +6,11 @@
 # its bound is attached with gdb (all threads' stacks) and its log tail is printed.
 #
 # Usage: tests/safety/hunt_sigfork.sh [--runs N] [--jobs J] [--device stub0|-] [--forks F]
-#   defaults: 150 runs per job, 3 jobs, device stub0 (a live MR), 300 forks per run.
+#   defaults: 150 runs per job, 3 jobs, device stub0 (a live MR), 1000 forks per run.
 # Exit: 0 no hang; 1 a hang was found (stacks above).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-RUNS=150 JOBS=3 DEV=stub0 FORKS=300
+RUNS=150 JOBS=3 DEV=stub0 FORKS=1000
 while [ $# -gt 0 ]; do
 	case "$1" in
 		--runs) RUNS=$2; shift ;;
