@@ -804,6 +804,17 @@ void CoreAtforkPrepare() {
   SetIfChanged(t_atfork_decided, static_cast<bool>(d.explain_segv));
 }
 
+// A watched release (close device, dealloc PD, destroy channel/id/ep): flagged when a
+// forked child releases its parent's object, forgotten when the call succeeded, logged.
+void OnRelease(const char* call, const void* handle, bool (RdmaState::*remove)(uintptr_t), int ret,
+               int err) {
+  BusyScope busy;
+  if (!Active()) return;
+  CheckInheritedUse(call, handle);
+  if (ret == 0) (GlobalState().*remove)(reinterpret_cast<uintptr_t>(handle));
+  LogRdmaCall(call, nullptr, handle, ret == 0, err);
+}
+
 }  // namespace
 
 void EnsureInit() { pthread_once(&g_once, Init); }
@@ -819,11 +830,7 @@ void OnOpenDevice(const void* ctx, const char* device, int err) {
 }
 
 void OnCloseDevice(const void* ctx, int ret, int err) {
-  BusyScope busy;
-  if (!Active()) return;
-  CheckInheritedUse("ibv_close_device", ctx);
-  if (ret == 0) GlobalState().RemoveContext(reinterpret_cast<uintptr_t>(ctx));
-  LogRdmaCall("ibv_close_device", nullptr, ctx, ret == 0, err);
+  OnRelease("ibv_close_device", ctx, &RdmaState::RemoveContext, ret, err);
 }
 
 void OnAllocPd(const void* pd, const void* ctx, int err) {
@@ -835,11 +842,7 @@ void OnAllocPd(const void* pd, const void* ctx, int err) {
 }
 
 void OnDeallocPd(const void* pd, int ret, int err) {
-  BusyScope busy;
-  if (!Active()) return;
-  CheckInheritedUse("ibv_dealloc_pd", pd);
-  if (ret == 0) GlobalState().RemovePd(reinterpret_cast<uintptr_t>(pd));
-  LogRdmaCall("ibv_dealloc_pd", nullptr, pd, ret == 0, err);
+  OnRelease("ibv_dealloc_pd", pd, &RdmaState::RemovePd, ret, err);
 }
 
 void BeforeRegMr() {
@@ -961,11 +964,7 @@ void OnCmCreate(RdmaCall call, const void* handle, int err) {
 }
 
 void OnCmDestroy(const char* call, const void* handle, int ret, int err) {
-  BusyScope busy;
-  if (!Active()) return;
-  CheckInheritedUse(call, handle);
-  if (ret == 0) GlobalState().RemoveCm(reinterpret_cast<uintptr_t>(handle));
-  LogRdmaCall(call, nullptr, handle, ret == 0, err);
+  OnRelease(call, handle, &RdmaState::RemoveCm, ret, err);
 }
 
 ForkDecision BeforeFork() {
