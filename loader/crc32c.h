@@ -1,4 +1,6 @@
-// CRC32C (Castagnoli), the checksum of the TFRecord framing.
+// CRC32C (Castagnoli), the checksum of the TFRecord framing and of the
+// transport's batches. Backed by ISA-L (crc32_iscsi), which picks the fastest
+// kernel for this CPU at run time.
 #pragma once
 
 #include <cstddef>
@@ -6,15 +8,9 @@
 
 namespace forkguard::loader {
 
-// CRC32C of `n` bytes, continuing from `crc` (0 to start). Uses SSE4.2's crc32
-// instruction when the CPU has it (checked once at run time), a table otherwise.
+// CRC32C of `n` bytes, continuing from `crc` (0 to start): the standard,
+// finalized value, so Crc32c(b, m, Crc32c(a, n)) == CRC of a ++ b.
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
-
-// The table implementation, always available (tests compare the two).
-uint32_t Crc32cPortable(const void* data, size_t n, uint32_t crc = 0);
-
-// True when Crc32c() uses the SSE4.2 instruction.
-bool Crc32cIsHardware();
 
 // TFRecord stores CRCs "masked" so that a CRC of data containing CRCs stays
 // well distributed: rotate right by 15 and add a constant.

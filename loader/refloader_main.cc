@@ -123,12 +123,11 @@ int RunLoader(const RunConfig& cfg) {
   if (!cfg.quiet)
     printf(
         "refloader: %llu records (%.1f MiB) in %zu shard(s); sampler %s, %u worker(s), "
-        "batch %u x %zu B, %llu batches/epoch, CRC32C %s\n",
+        "batch %u x %zu B, %llu batches/epoch, CRC32C (ISA-L)\n",
         static_cast<unsigned long long>(ds.size()),
         static_cast<double>(ds.total_bytes()) / (1 << 20), ds.files().size(),
         fl::SamplerKindName(cfg.opts.sampler.kind), cfg.opts.num_workers, cfg.opts.batch_size,
-        cfg.opts.sample_bytes, static_cast<unsigned long long>(loader.batches_per_epoch()),
-        fl::Crc32cIsHardware() ? "sse4.2" : "table");
+        cfg.opts.sample_bytes, static_cast<unsigned long long>(loader.batches_per_epoch()));
   uint64_t total_samples = 0, total_bytes = 0, batches_seen = 0;
   double total_secs = 0;
   bool check_failed = false;
