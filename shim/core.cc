@@ -73,7 +73,7 @@ inline void SetIfChanged(T& var, T value) {
 
 // Config warnings, kept until the log is configured (so they are also logged).
 constexpr int kMaxWarnings = 8;
-char g_warnings[kMaxWarnings][256];
+char g_warnings[kMaxWarnings][1280];  // a FORKGUARD_LOG warning names a path (up to 1 KiB)
 int g_warning_count = 0;
 
 // Each line prefixed "[host rN pid] " and written whole (shim/stderr_line.h).
@@ -101,7 +101,7 @@ ProcessIdentity Identity() {
 void LogNote(const char* text) {
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;
-  char buf[1024];
+  char buf[2048];  // a config warning can name a 1 KiB path
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, "note");
   b.Str(",\"text\":").JsonStr(text);
