@@ -253,6 +253,12 @@ TEST_F(ShimJob, ReportKeepsTheJobsApart) {
         << l.job;
   }
 
+  Output md = RunCli({fg, "report", "--no-symbolize", "--format", "markdown", *log_});
+  ASSERT_EQ(md.status, 0) << md.err;
+  for (const Launcher& l : kLaunchers) {
+    EXPECT_NE(md.out.find(std::string("\n## job ") + l.job + "\n"), std::string::npos) << l.job;
+  }
+
   Output one = RunCli({fg, "report", "--no-symbolize", "--job", "9001", *log_});
   ASSERT_EQ(one.status, 0) << one.err;
   EXPECT_NE(one.out.find("forkguard: job 9001: "), std::string::npos) << one.out;
