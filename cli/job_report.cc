@@ -99,6 +99,22 @@ LogSet SelectJob(const LogSet& logs, const std::string& job, bool with_notes) {
   return out;
 }
 
+std::vector<LogSet> SplitByJob(LogSet logs) {
+  std::map<std::string, LogSet> parts;
+  for (auto& p : logs.processes) {
+    LogSet& part = parts[p.job];
+    part.lines_used += static_cast<int64_t>(p.events.size());
+    part.processes.push_back(std::move(p));
+  }
+  std::vector<LogSet> out;
+  for (auto& [job, part] : parts) out.push_back(std::move(part));
+  if (out.empty()) out.emplace_back();
+  out[0].notes = std::move(logs.notes);
+  out[0].files_read = logs.files_read;
+  out[0].lines_skipped = logs.lines_skipped;
+  return out;
+}
+
 JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
   JobReport r;
   r.notes = logs.notes;

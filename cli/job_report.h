@@ -157,4 +157,8 @@ std::vector<std::string> JobIds(const LogSet& logs);
 // selects those without an id.
 LogSet SelectJob(const LogSet& logs, const std::string& job, bool with_notes = true);
 
+// Every job's processes, moved out of `logs` (no copy of the events), in JobIds order; the
+// reader's notes and counts go with the first.
+std::vector<LogSet> SplitByJob(LogSet logs);
+
 }  // namespace forkguard::cli

@@ -273,6 +273,13 @@ TEST(JobReport, TwoJobsInOneDirectoryStayApart) {
     }
   }
 
+  std::vector<LogSet> parts = SplitByJob(logs);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(static_cast<int>(parts[0].processes.size()), ta.processes);
+  EXPECT_EQ(static_cast<int>(parts[1].processes.size()), tb.processes);
+  EXPECT_EQ(parts[0].lines_used + parts[1].lines_used, logs.lines_used);
+  EXPECT_TRUE(parts[1].notes.empty());
+
   JobReport only = BuildJobReport(SelectJob(logs, "tr-1"), nullptr);
   EXPECT_EQ(static_cast<int>(only.processes.size()), tb.processes);
   ASSERT_EQ(only.jobs.size(), 1u);

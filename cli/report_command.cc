@@ -104,20 +104,23 @@ std::string JobName(const std::string& job) { return job.empty() ? "(no job id)"
 
 // Text and Markdown for logs of several jobs: a line naming them, then one whole report per
 // job (the reader's notes with the first). JSON stays one document: summary.jobs and the
-// job of each finding keep them apart.
-std::string RenderJobSections(const LogSet& logs, const std::vector<std::string>& ids,
-                              const std::string& format, Symbolizer* sym, int64_t* hazards) {
-  std::string head = "forkguard: " + std::to_string(ids.size()) + " jobs in the logs:";
+// job of each finding keep them apart. `parts` from SplitByJob: each job's events are
+// analysed and dropped in turn.
+std::string RenderJobSections(std::vector<LogSet> parts, const std::string& format, Symbolizer* sym,
+                              int64_t* hazards) {
+  std::string head = "forkguard: " + std::to_string(parts.size()) + " jobs in the logs:";
   std::string body;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    JobReport r = BuildJobReport(SelectJob(logs, ids[i], /*with_notes=*/i == 0), sym);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::string id = parts[i].processes.empty() ? "" : parts[i].processes[0].job;
+    JobReport r = BuildJobReport(parts[i], sym);
+    parts[i] = LogSet();
     *hazards += r.hazard_forks;
     const JobSummary& j = r.jobs.at(0);
-    head += std::string(i == 0 ? " " : "; ") + JobName(ids[i]) + " (" +
-            std::to_string(j.processes) + (j.processes == 1 ? " process" : " processes");
+    head += std::string(i == 0 ? " " : "; ") + JobName(id) + " (" + std::to_string(j.processes) +
+            (j.processes == 1 ? " process" : " processes");
     if (!j.ranks.empty()) head += ", " + FormatRanks(j.ranks, 2);
     head += ")";
-    std::string title = "job " + JobName(ids[i]);
+    std::string title = "job " + JobName(id);
     body += format == "markdown" ? "\n---\n\n## " + title + "\n\n" : "\n=== " + title + " ===\n";
     body += RenderReportAs(r, format);
   }
@@ -195,7 +198,15 @@ int ReportMain(const std::vector<std::string>& args) {
               JobName(*job).c_str(), known.empty() ? "none" : known.c_str());
       return kExitUsage;
     }
-    logs = SelectJob(logs, *job);
+    std::vector<LogSet> parts = SplitByJob(std::move(logs));
+    size_t at = static_cast<size_t>(std::find(ids.begin(), ids.end(), *job) - ids.begin());
+    LogSet selected = std::move(parts[at]);
+    if (at != 0) {  // the reader's notes are about the input, whichever job is shown
+      selected.notes = std::move(parts[0].notes);
+      selected.files_read = parts[0].files_read;
+      selected.lines_skipped = parts[0].lines_skipped;
+    }
+    logs = std::move(selected);
     ids = {*job};
   }
   Symbolizer sym;
@@ -203,7 +214,7 @@ int ReportMain(const std::vector<std::string>& args) {
   std::string out;
   int64_t hazards = 0;
   if (ids.size() > 1 && format != "json") {
-    out = RenderJobSections(logs, ids, format, symbolizer, &hazards);
+    out = RenderJobSections(SplitByJob(std::move(logs)), format, symbolizer, &hazards);
   } else {
     JobReport r = BuildJobReport(logs, symbolizer);
     hazards = r.hazard_forks;
