@@ -123,7 +123,8 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
     return;
   }
   std::string host = v.GetString("host", "?");
-  auto key = std::make_pair(host, pid);
+  // Two jobs' processes on one host may have the same pid: never one process.
+  auto key = std::make_pair(host + '\x1f' + v.GetString("job"), pid);
   auto it = by_proc->find(key);
   if (it == by_proc->end()) {
     ProcessLog p;
@@ -146,6 +147,11 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
     const JsonValue* r = v.Find("rank");
     if (r && r->is_int()) p.rank = r->int_value();
   }
+  if (!p.local_rank) {
+    const JsonValue* r = v.Find("local_rank");
+    if (r && r->is_int()) p.local_rank = r->int_value();
+  }
+  if (p.job.empty()) p.job = v.GetString("job");
   if (e.ts_ns > 0 && (p.first_ts_ns == 0 || e.ts_ns < p.first_ts_ns)) p.first_ts_ns = e.ts_ns;
   e.body = std::move(v);
   p.events.push_back(std::move(e));

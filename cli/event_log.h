@@ -62,6 +62,8 @@ struct ProcessLog {
   int64_t ppid = -1;
   std::string prog;
   std::optional<int64_t> rank;
+  std::optional<int64_t> local_rank;
+  std::string job;  // "" when the launcher gave none (logs before the field: also "")
   int64_t first_ts_ns = 0;
   std::vector<Event> events;
 };

@@ -54,24 +54,64 @@ std::string ExplainReason(const std::string& reason) {
   return reason;
 }
 
-std::string FormatRanks(const std::set<int64_t>& ranks) {
+std::string FormatRanks(const std::set<int64_t>& ranks, int max_runs) {
   if (ranks.empty()) return "";
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  std::string list;
+  size_t named = 0;
+  int runs = 0;
   auto it = ranks.begin();
-  bool first = true;
-  while (it != ranks.end()) {
+  while (it != ranks.end() && runs < std::max(1, max_runs)) {
     int64_t lo = *it, hi = lo;
     auto next = std::next(it);
     while (next != ranks.end() && *next == hi + 1) {
       hi = *next;
       ++next;
     }
-    if (!first) out += ", ";
-    first = false;
-    out += std::to_string(lo);
-    if (hi > lo) out += (hi == lo + 1 ? ", " : "-") + std::to_string(hi);
+    if (runs++ > 0) list += ", ";
+    list += std::to_string(lo);
+    if (hi > lo) list += (hi == lo + 1 ? ", " : "-") + std::to_string(hi);
+    named += static_cast<size_t>(hi - lo + 1);
     it = next;
   }
+  std::string out = (named == 1 ? "rank " : "ranks ") + list;
+  if (named < ranks.size()) out += " and " + std::to_string(ranks.size() - named) + " more";
+  return out;
+}
+
+std::vector<std::string> JobIds(const LogSet& logs) {
+  std::set<std::string> ids;
+  for (const auto& p : logs.processes) ids.insert(p.job);
+  return {ids.begin(), ids.end()};
+}
+
+LogSet SelectJob(const LogSet& logs, const std::string& job, bool with_notes) {
+  LogSet out;
+  if (with_notes) {
+    out.notes = logs.notes;
+    out.files_read = logs.files_read;
+    out.lines_skipped = logs.lines_skipped;
+  }
+  for (const auto& p : logs.processes) {
+    if (p.job != job) continue;
+    out.processes.push_back(p);
+    out.lines_used += static_cast<int64_t>(p.events.size());
+  }
+  return out;
+}
+
+std::vector<LogSet> SplitByJob(LogSet logs) {
+  std::map<std::string, LogSet> parts;
+  for (auto& p : logs.processes) {
+    LogSet& part = parts[p.job];
+    part.lines_used += static_cast<int64_t>(p.events.size());
+    part.processes.push_back(std::move(p));
+  }
+  std::vector<LogSet> out;
+  for (auto& [job, part] : parts) out.push_back(std::move(part));
+  if (out.empty()) out.emplace_back();
+  out[0].notes = std::move(logs.notes);
+  out[0].files_read = logs.files_read;
+  out[0].lines_skipped = logs.lines_skipped;
   return out;
 }
 
@@ -98,6 +138,8 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     n.ppid = p->ppid;
     n.prog = p->prog;
     n.rank = p->rank;
+    n.local_rank = p->local_rank;
+    n.job = p->job;
     n.file = p->file;
     n.start_ns = p->first_ts_ns;
     r.hosts.insert(n.host);
@@ -150,8 +192,9 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
         Stack st = ParseStack(b.Find("stack"));
         std::string call = b.GetString("call", "?");
         std::string device = b.GetString("device");
-        InitSite& s = inits[call + "|" + device + "|" + StackKey(st)];
+        InitSite& s = inits[n.job + "|" + call + "|" + device + "|" + StackKey(st)];
         if (s.count == 0) {
+          s.job = n.job;
           s.call = call;
           s.device = device;
           s.stack = std::move(st);
@@ -165,10 +208,12 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
         std::string verdict = b.GetString("verdict", "unknown");
         Stack st = ParseStack(b.Find("stack"));
         std::string site = b.GetString("site");
-        std::string key = verdict + "|" + (site.empty() ? StackKey(st) : site);
+        // The verdict first (ForkEntry reads it back); the job last: jobs stay apart.
+        std::string key = verdict + "|" + (site.empty() ? StackKey(st) : site) + "|" + n.job;
         ForkGroup& g = groups[key];
         if (g.count == 0) {
           g.key = key;
+          g.job = n.job;
           g.site = site;
           g.verdict = verdict;
           g.stack = std::move(st);
@@ -336,6 +381,19 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
   std::stable_sort(r.inits.begin(), r.inits.end(),
                    [](const InitSite& a, const InitSite& b) { return a.count > b.count; });
   r.shim_notes.assign(shim_notes.begin(), shim_notes.end());
+
+  std::map<std::string, JobSummary> jobs;
+  for (const auto& p : r.processes) {
+    JobSummary& j = jobs[p.job];
+    j.job = p.job;
+    ++j.processes;
+    j.hosts.insert(p.host);
+    if (p.rank) j.ranks.insert(*p.rank);
+    j.forks += p.forks;
+    j.hazard_forks += p.hazard_forks;
+  }
+  for (const auto& g : r.hazard_groups) ++jobs[g.job].hazard_sites;
+  for (auto& [id, j] : jobs) r.jobs.push_back(std::move(j));
 
   if (symbolizer) {
     for (auto& g : r.hazard_groups) {

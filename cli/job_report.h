@@ -25,6 +25,8 @@ struct ProcessNode {
   std::string exe;
   std::vector<std::string> argv;
   std::optional<int64_t> rank;
+  std::optional<int64_t> local_rank;
+  std::string job;  // "" when unknown
   std::string mode;
   std::string file;
   int64_t start_ns = 0;
@@ -43,6 +45,7 @@ struct ProcessNode {
 // absent) with the same verdict, merged over all processes.
 struct ForkGroup {
   std::string key;
+  std::string job;  // groups never merge across jobs
   std::string site;
   std::string verdict;                 // "hazard" / "clean"
   std::map<std::string, int> reasons;  // reason -> forks with it
@@ -73,6 +76,7 @@ struct ForkGroup {
 
 // Identical RDMA initialization sites (same call + device + stack).
 struct InitSite {
+  std::string job;
   std::string call;
   std::string device;
   Stack stack;
@@ -104,8 +108,20 @@ struct ForkEntry {
   int group = -1;
 };
 
+// One job's part of the logs (processes with the same `job` field; "" for none).
+struct JobSummary {
+  std::string job;
+  int processes = 0;
+  std::set<std::string> hosts;
+  std::set<int64_t> ranks;
+  int64_t forks = 0;
+  int64_t hazard_forks = 0;
+  int hazard_sites = 0;
+};
+
 struct JobReport {
   std::vector<ProcessNode> processes;
+  std::vector<JobSummary> jobs;          // by job id; "" (no id) first
   std::vector<ForkGroup> hazard_groups;  // most forks first
   std::vector<ForkGroup> clean_groups;
   std::vector<InitSite> inits;
@@ -129,7 +145,20 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer);
 // A short human name of a reason ("child-segv" -> what it means).
 std::string ExplainReason(const std::string& reason);
 
-// "rank 3", "ranks 0-7", "ranks 0-3, 8, 10-11".
-std::string FormatRanks(const std::set<int64_t>& ranks);
+// "rank 3", "ranks 0-7", "ranks 0-3, 8, 10-11": runs of consecutive ranks, two in a row as
+// "4, 5". Past `max_runs` runs the rest is counted: "ranks 0-3, 8 and 1000 more", and with
+// max_runs 1, "rank 7 and 1023 more". "rank" when one rank is named, else "ranks".
+std::string FormatRanks(const std::set<int64_t>& ranks, int max_runs = 6);
+
+// The job ids in the logs, sorted ("" for processes without one, first).
+std::vector<std::string> JobIds(const LogSet& logs);
+
+// The processes of one job (with the reader's notes and counts when `with_notes`). `job` ""
+// selects those without an id.
+LogSet SelectJob(const LogSet& logs, const std::string& job, bool with_notes = true);
+
+// Every job's processes, moved out of `logs` (no copy of the events), in JobIds order; the
+// reader's notes and counts go with the first.
+std::vector<LogSet> SplitByJob(LogSet logs);
 
 }  // namespace forkguard::cli

@@ -213,7 +213,97 @@ TEST(JobReport, BigJobStaysOneFindingAndAShortText) {
 TEST(JobReport, FormatRanksCompressesRuns) {
   EXPECT_EQ(FormatRanks({3}), "rank 3");
   EXPECT_EQ(FormatRanks({0, 1, 2, 3, 8, 10, 11}), "ranks 0-3, 8, 10, 11");
+  EXPECT_EQ(FormatRanks({0, 1, 2, 3, 4, 5, 8, 10, 11, 12}), "ranks 0-5, 8, 10-12");
   EXPECT_EQ(FormatRanks({}), "");
+  std::set<int64_t> all;
+  for (int64_t i = 0; i < 1024; ++i) all.insert(i);
+  EXPECT_EQ(FormatRanks(all), "ranks 0-1023");
+  // Past the runs it names, the rest is counted.
+  std::set<int64_t> odd;
+  for (int64_t i = 7; i < 7 + 2 * 1024; i += 2) odd.insert(i);
+  EXPECT_EQ(FormatRanks(odd, 1), "rank 7 and 1023 more");
+  EXPECT_EQ(FormatRanks(odd), "ranks 7, 9, 11, 13, 15, 17 and 1018 more");
+  EXPECT_EQ(FormatRanks({0, 1, 2, 9, 20, 21, 22}, 2), "ranks 0-2, 9 and 3 more");
+}
+
+// Two jobs on the same hosts with the same pids, logs in one directory: reported apart.
+TEST(JobReport, TwoJobsInOneDirectoryStayApart) {
+  std::string dir = forkguard::testing::MakeTempDir("twojobs");
+  JobSpec a;
+  a.job = "4242";
+  JobSpec b;
+  b.job = "tr-1";
+  b.ranks = 4;
+  b.procs_per_rank = 3;
+  b.hazard_ranks = 4;
+  b.segv_children = 0;
+  b.helper_fork = false;
+  b.start_offset_ns = 3600LL * 1000000000;  // an hour later
+  JobTruth ta = WriteJob(dir, a);
+  JobTruth tb = WriteJob(dir, b);
+  LogSet logs;
+  ReadLogs({dir}, &logs);
+  EXPECT_EQ(JobIds(logs), (std::vector<std::string>{"4242", "tr-1"}));
+  EXPECT_EQ(static_cast<int>(logs.processes.size()), ta.processes + tb.processes)
+      << "same host and pid in two jobs merged into one process";
+
+  JobReport r = BuildJobReport(logs, nullptr);
+  ASSERT_EQ(r.jobs.size(), 2u);
+  EXPECT_EQ(r.jobs[0].job, "4242");
+  EXPECT_EQ(r.jobs[0].processes, ta.processes);
+  EXPECT_EQ(r.jobs[0].hazard_forks, ta.hazard_forks);
+  EXPECT_EQ(r.jobs[0].hazard_sites, ta.hazard_sites);
+  EXPECT_EQ(FormatRanks(r.jobs[0].ranks), "ranks 0-7");
+  EXPECT_EQ(r.jobs[1].job, "tr-1");
+  EXPECT_EQ(r.jobs[1].processes, tb.processes);
+  EXPECT_EQ(r.jobs[1].hazard_forks, tb.hazard_forks);
+  EXPECT_EQ(FormatRanks(r.jobs[1].ranks), "ranks 0-3");
+  // The same call site in both jobs: two findings, one per job, never one of both.
+  EXPECT_EQ(static_cast<int>(r.hazard_groups.size()), ta.hazard_sites + tb.hazard_sites);
+  for (const ForkGroup& g : r.hazard_groups) {
+    for (int p : g.processes) EXPECT_EQ(r.processes[p].job, g.job) << g.key;
+  }
+  for (const InitSite& s : r.inits) {
+    for (int p : s.processes) EXPECT_EQ(r.processes[p].job, s.job);
+  }
+  // Every child hangs under its own job's parent.
+  for (const ProcessNode& p : r.processes) {
+    if (p.parent >= 0) {
+      EXPECT_EQ(r.processes[p.parent].job, p.job) << p.pid;
+    }
+  }
+
+  std::vector<LogSet> parts = SplitByJob(logs);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(static_cast<int>(parts[0].processes.size()), ta.processes);
+  EXPECT_EQ(static_cast<int>(parts[1].processes.size()), tb.processes);
+  EXPECT_EQ(parts[0].lines_used + parts[1].lines_used, logs.lines_used);
+  EXPECT_TRUE(parts[1].notes.empty());
+
+  JobReport only = BuildJobReport(SelectJob(logs, "tr-1"), nullptr);
+  EXPECT_EQ(static_cast<int>(only.processes.size()), tb.processes);
+  ASSERT_EQ(only.jobs.size(), 1u);
+  ASSERT_FALSE(only.hazard_groups.empty());
+  EXPECT_EQ(only.hazard_groups[0].count, tb.worker_site_hazard);
+  EXPECT_NE(RenderText(only).find("forkguard: job tr-1: " + std::to_string(tb.processes) +
+                                  " processes (4 ranks) on 2 hosts"),
+            std::string::npos)
+      << RenderText(only);
+  JsonValue j = ReportToJson(r);
+  const JsonValue* jobs = j.Find("summary")->Find("jobs");
+  ASSERT_TRUE(jobs != nullptr && jobs->is_array());
+  ASSERT_EQ(jobs->array().size(), 2u);
+  EXPECT_EQ(jobs->array()[1].GetString("job"), "tr-1");
+  EXPECT_EQ(jobs->array()[1].GetString("ranks_text"), "ranks 0-3");
+  EXPECT_EQ(j.Find("findings")->array()[0].GetString("job"), "4242");
+}
+
+// Logs written before the job field: one job without an id, as before.
+TEST(JobReport, LogsWithoutJobFieldAreOneJob) {
+  Generated g = Generate(JobSpec(), /*symbolize=*/false);
+  ASSERT_EQ(g.report.jobs.size(), 1u);
+  EXPECT_EQ(g.report.jobs[0].job, "");
+  EXPECT_EQ(RenderText(g.report).find("job "), std::string::npos);
 }
 
 }  // namespace

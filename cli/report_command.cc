@@ -1,7 +1,9 @@
 // `forkguard report LOGS... [--format text|json|markdown] [--fail-on hazard|never]`
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/event_log.h"
@@ -16,7 +18,7 @@ const char kReportHelp[] = R"(NAME
 
 SYNOPSIS
     forkguard report [--format text|json|markdown] [--fail-on hazard|never]
-                     [--no-symbolize] LOG_DIR_OR_FILE...
+                     [--job ID] [--no-symbolize] LOG_DIR_OR_FILE...
 
 DESCRIPTION
     Reads event logs written by libforkguard.so (FORKGUARD_LOG=DIR; schema
@@ -37,6 +39,14 @@ DESCRIPTION
         lines, garbage, binary data, unknown schema major versions (skipped),
         empty directories, unreadable files. Everything else is still reported.
 
+    Jobs stay apart. Every event names its job (the shim reads SLURM_JOB_ID,
+    TORCHELASTIC_RUN_ID, PBS_JOBID, LSB_JOBID, PMIX_NAMESPACE), so two jobs'
+    logs in one directory are never merged: the text and Markdown reports get
+    one section per job after a line naming the jobs, and in the JSON report
+    summary.jobs has one entry per job and every finding names its job. Ranks
+    are named compactly: "ranks 0-1023", "ranks 0-5, 8, 10-12", and past six
+    runs "ranks 0-3, 8 and 1000 more".
+
     Native frames that carry "obj" and "off" are symbolized to function and
     file:line with elfutils libdw when the object exists on this machine (with
     debug info for file:line). Symbolize on the machine that ran the job, or one
@@ -51,6 +61,9 @@ OPTIONS
     --fail-on hazard|never
         hazard: exit 3 when any hazardous fork is in the logs (for CI).
         never (default): exit 0 whatever the logs say.
+    --job ID
+        Report only job ID ("" for the processes without a job id). A job not
+        in the logs is an error (exit 2) that lists the jobs there are.
     --no-symbolize
         Do not open the binaries named in the logs.
     -h, --help
@@ -66,6 +79,7 @@ EXAMPLES
     forkguard report /tmp/fg-logs
     forkguard report --format markdown node*/fg-logs > issue.md
     forkguard report --format json --fail-on hazard logs/ > report.json
+    forkguard report --job 4242 /shared/fg
 )";
 
 namespace {
@@ -84,10 +98,43 @@ std::string RenderReportAs(const JobReport& r, const std::string& format) {
   return RenderText(r);
 }
 
+namespace {
+
+std::string JobName(const std::string& job) { return job.empty() ? "(no job id)" : job; }
+
+// Text and Markdown for logs of several jobs: a line naming them, then one whole report per
+// job (the reader's notes with the first). JSON stays one document: summary.jobs and the
+// job of each finding keep them apart. `parts` from SplitByJob: each job's events are
+// analysed and dropped in turn.
+std::string RenderJobSections(std::vector<LogSet> parts, const std::string& format, Symbolizer* sym,
+                              int64_t* hazards) {
+  std::string head = "forkguard: " + std::to_string(parts.size()) + " jobs in the logs:";
+  std::string body;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::string id = parts[i].processes.empty() ? "" : parts[i].processes[0].job;
+    JobReport r = BuildJobReport(parts[i], sym);
+    parts[i] = LogSet();
+    *hazards += r.hazard_forks;
+    const JobSummary& j = r.jobs.at(0);
+    head += std::string(i == 0 ? " " : "; ") + JobName(id) + " (" + std::to_string(j.processes) +
+            (j.processes == 1 ? " process" : " processes");
+    if (!j.ranks.empty()) head += ", " + FormatRanks(j.ranks, 2);
+    head += ")";
+    std::string title = "job " + JobName(id);
+    body += format == "markdown" ? "\n---\n\n## " + title + "\n\n" : "\n=== " + title + " ===\n";
+    body += RenderReportAs(r, format);
+  }
+  head += "; --job ID reports one\n";
+  return (format == "markdown" ? head + "\n" : head) + body;
+}
+
+}  // namespace
+
 int ReportMain(const std::vector<std::string>& args) {
   std::string format = "text";
   bool fail_on_hazard = false;
   bool symbolize = true;
+  std::optional<std::string> job;
   std::vector<std::string> paths;
   bool options_done = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -120,6 +167,12 @@ int ReportMain(const std::vector<std::string>& args) {
         return kExitUsage;
       }
       fail_on_hazard = v == "hazard";
+    } else if (a == "--job" || a.rfind("--job=", 0) == 0) {
+      if (!value("--job", &v)) {
+        fprintf(stderr, "forkguard report: --job takes a job id\n");
+        return kExitUsage;
+      }
+      job = v;
     } else if (a == "--no-symbolize") {
       symbolize = false;
     } else {
@@ -136,14 +189,42 @@ int ReportMain(const std::vector<std::string>& args) {
   }
   LogSet logs;
   ReadLogs(paths, &logs);
+  std::vector<std::string> ids = JobIds(logs);
+  if (job) {
+    if (std::find(ids.begin(), ids.end(), *job) == ids.end()) {
+      std::string known;
+      for (const auto& id : ids) known += (known.empty() ? "" : ", ") + JobName(id);
+      fprintf(stderr, "forkguard report: no job %s in the logs (jobs there: %s)\n",
+              JobName(*job).c_str(), known.empty() ? "none" : known.c_str());
+      return kExitUsage;
+    }
+    std::vector<LogSet> parts = SplitByJob(std::move(logs));
+    size_t at = static_cast<size_t>(std::find(ids.begin(), ids.end(), *job) - ids.begin());
+    LogSet selected = std::move(parts[at]);
+    if (at != 0) {  // the reader's notes are about the input, whichever job is shown
+      selected.notes = std::move(parts[0].notes);
+      selected.files_read = parts[0].files_read;
+      selected.lines_skipped = parts[0].lines_skipped;
+    }
+    logs = std::move(selected);
+    ids = {*job};
+  }
   Symbolizer sym;
-  JobReport r = BuildJobReport(logs, symbolize ? &sym : nullptr);
-  std::string out = RenderReportAs(r, format);
+  Symbolizer* symbolizer = symbolize ? &sym : nullptr;
+  std::string out;
+  int64_t hazards = 0;
+  if (ids.size() > 1 && format != "json") {
+    out = RenderJobSections(SplitByJob(std::move(logs)), format, symbolizer, &hazards);
+  } else {
+    JobReport r = BuildJobReport(logs, symbolizer);
+    hazards = r.hazard_forks;
+    out = RenderReportAs(r, format);
+  }
   if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0) {
     perror("forkguard report: writing the report");
     return kExitInternal;
   }
-  return fail_on_hazard && r.hazard_forks > 0 ? kExitHazard : kExitOk;
+  return fail_on_hazard && hazards > 0 ? kExitHazard : kExitOk;
 }
 
 }  // namespace forkguard::cli

@@ -203,7 +203,9 @@ std::string InitPhrase(const ForkGroup& g) {
 }
 
 std::string SummaryLine(const JobReport& r) {
-  std::string s = Plural(static_cast<int64_t>(r.processes.size()), "process", "processes");
+  std::string s;
+  if (r.jobs.size() == 1 && !r.jobs[0].job.empty()) s = "job " + r.jobs[0].job + ": ";
+  s += Plural(static_cast<int64_t>(r.processes.size()), "process", "processes");
   if (!r.ranks.empty())
     s += " (" + Plural(static_cast<int64_t>(r.ranks.size()), "rank", "ranks") + ")";
   s += " on " + Plural(static_cast<int64_t>(r.hosts.size()), "host", "hosts") + ", " +
@@ -289,9 +291,30 @@ JsonValue RankArray(const std::set<int64_t>& ranks) {
   return a;
 }
 
+// summary.jobs: one entry per job id in the logs (null: processes without one).
+JsonValue JobsJson(const JobReport& r) {
+  JsonValue a = JsonValue::Array();
+  for (const JobSummary& j : r.jobs) {
+    JsonValue x = JsonValue::Object();
+    x.Set("job", j.job.empty() ? JsonValue() : Str(j.job));
+    x.Set("processes", Int(j.processes));
+    JsonValue hosts = JsonValue::Array();
+    for (const auto& h : j.hosts) hosts.Push(Str(h));
+    x.Set("hosts", std::move(hosts));
+    x.Set("ranks", RankArray(j.ranks));
+    x.Set("ranks_text", Str(FormatRanks(j.ranks)));
+    x.Set("forks", Int(j.forks));
+    x.Set("hazard_forks", Int(j.hazard_forks));
+    x.Set("hazard_sites", Int(j.hazard_sites));
+    a.Push(std::move(x));
+  }
+  return a;
+}
+
 JsonValue GroupJson(const JobReport& r, const ForkGroup& g, int id) {
   JsonValue o = JsonValue::Object();
   o.Set("id", Int(id));
+  o.Set("job", g.job.empty() ? JsonValue() : Str(g.job));
   o.Set("verdict", Str(g.verdict));
   o.Set("site", Str(g.site));
   o.Set("location", Str(SiteLabel(g.stack)));
@@ -531,6 +554,7 @@ JsonValue ReportToJson(const JobReport& r) {
   s.Set("files_read", Int(r.files_read));
   s.Set("lines_used", Int(r.lines_used));
   s.Set("lines_skipped", Int(r.lines_skipped));
+  s.Set("jobs", JobsJson(r));
   o.Set("summary", std::move(s));
 
   JsonValue findings = JsonValue::Array();
@@ -544,6 +568,7 @@ JsonValue ReportToJson(const JobReport& r) {
   JsonValue inits = JsonValue::Array();
   for (const auto& in : r.inits) {
     JsonValue x = JsonValue::Object();
+    x.Set("job", in.job.empty() ? JsonValue() : Str(in.job));
     x.Set("call", Str(in.call));
     x.Set("device", in.device.empty() ? JsonValue() : Str(in.device));
     x.Set("count", Int(in.count));
@@ -604,6 +629,8 @@ JsonValue ReportToJson(const JobReport& r) {
     x.Set("parent_pid", p.parent >= 0 ? Int(r.processes[p.parent].pid) : JsonValue());
     x.Set("prog", Str(p.prog));
     x.Set("rank", p.rank ? Int(*p.rank) : JsonValue());
+    x.Set("local_rank", p.local_rank ? Int(*p.local_rank) : JsonValue());
+    x.Set("job", p.job.empty() ? JsonValue() : Str(p.job));
     x.Set("start_ns", Int(p.start_ns));
     x.Set("forks", Int(p.forks));
     x.Set("hazard_forks", Int(p.hazard_forks));

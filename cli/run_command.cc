@@ -62,6 +62,8 @@ OPTIONS
     --log DIR
         Write the event logs to DIR (created if missing) and keep them. Without
         it a private temporary directory is used and removed after the report.
+        A plain directory: FORKGUARD_LOG's templates (%h %p %r %j) are refused
+        here, as the report is read back from DIR.
     --keep-log
         Keep the temporary log directory and print its path.
     --audit, --no-audit
@@ -173,6 +175,13 @@ int ParseRunArgs(const std::vector<std::string>& args, RunOptions* o) {
     } else if (is("--log")) {
       if (!value("--log", &v) || v.empty()) {
         fprintf(stderr, "forkguard run: --log needs a directory\n");
+        return kExitUsage;
+      }
+      // run reads back the directory it created; FORKGUARD_LOG templates would log elsewhere.
+      if (v.find('%') != std::string::npos) {
+        fprintf(stderr,
+                "forkguard run: --log takes a plain directory, not a FORKGUARD_LOG template "
+                "(%%h %%p %%r %%j); use e.g. --log /shared/fg/$SLURM_JOB_ID\n");
         return kExitUsage;
       }
       o->log_dir = v;

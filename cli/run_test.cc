@@ -122,6 +122,14 @@ TEST(Run, LogDirIsKeptAndTheCliItselfIsNotWatched) {
       << again.err;
 }
 
+TEST(Run, LogTemplateRefusedWithAHint) {
+  CliResult r = RunForkguard({"--log", "/tmp/fg/%j", "--", "/bin/true"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--log takes a plain directory, not a FORKGUARD_LOG template (%h %p %r %j)"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(Run, ForwardsSigtermToTheProgram) {
   std::string err = forkguard::testing::MakeTempDir("sig") + "/stderr";
   int out_fd = -1;

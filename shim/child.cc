@@ -14,6 +14,7 @@
 #include "shim/child_path.h"
 #include "shim/event_log.h"
 #include "shim/message.h"
+#include "shim/stderr_line.h"
 #include "shim/text_buffer.h"
 
 namespace forkguard {
@@ -52,18 +53,6 @@ std::atomic<int> g_preparing{0};
 volatile sig_atomic_t g_hazard_child = 0;
 struct sigaction g_prev_segv;
 volatile sig_atomic_t g_handler_installed = 0;
-
-void WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
 
 // Concurrent forks ask at once: an atomic (relaxed; every thread computes the same value),
 // async-signal-safe, no guard variable.
@@ -128,12 +117,13 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
       if (!t->quiet) {
         char head[512];
         size_t n = FormatChildSegv(head, sizeof(head), static_cast<long>(getpid()), addr, r);
-        WriteAll(STDERR_FILENO, head, n);
-        WriteAll(STDERR_FILENO, t->text + e.text_off, e.text_len);
+        // Line by line, each prefixed and in one write (shim/stderr_line.h).
+        WriteStderrLines(head, n);
+        WriteStderrLines(t->text + e.text_off, e.text_len);
         static const char kTail[] =
             "forkguard: the parent's fork support (ibv_fork_init/RDMAV_FORK_SAFE) marked these "
             "pages MADV_DONTFORK, so they do not exist in this child\n";
-        WriteAll(STDERR_FILENO, kTail, sizeof(kTail) - 1);
+        WriteStderrLines(kTail, sizeof(kTail) - 1);
       }
       EventLog& log = GlobalEventLog();
       int expected = 0;

@@ -16,10 +16,12 @@
 #include "shim/config.h"
 #include "shim/dlopen_check.h"
 #include "shim/event_log.h"
+#include "shim/job_identity.h"
 #include "shim/message.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
 #include "shim/stack.h"
+#include "shim/stderr_line.h"
 #include "shim/verdict.h"
 
 #ifndef FORKGUARD_VERSION
@@ -43,6 +45,7 @@ std::atomic<bool> g_backstop_armed{false};
 char g_host[256] = "?";
 char g_prog[256] = "?";
 long g_rank = -1;
+JobIdentity g_job;
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
 bool g_ready = false;
 
@@ -70,20 +73,11 @@ inline void SetIfChanged(T& var, T value) {
 
 // Config warnings, kept until the log is configured (so they are also logged).
 constexpr int kMaxWarnings = 8;
-char g_warnings[kMaxWarnings][256];
+char g_warnings[kMaxWarnings][1280];  // a FORKGUARD_LOG warning names a path (up to 1 KiB)
 int g_warning_count = 0;
 
-void WriteStderr(const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(STDERR_FILENO, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
+// Each line prefixed "[host rN pid] " and written whole (shim/stderr_line.h).
+void WriteStderr(const char* p, size_t n) { WriteStderrLines(p, n); }
 
 void CollectWarning(const char* line, void*) {
   if (g_warning_count >= kMaxWarnings) return;
@@ -107,7 +101,7 @@ ProcessIdentity Identity() {
 void LogNote(const char* text) {
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;
-  char buf[1024];
+  char buf[2048];  // a config warning can name a 1 KiB path
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, "note");
   b.Str(",\"text\":").JsonStr(text);
@@ -169,23 +163,18 @@ void Init() {
   // Under AT_SECURE (setuid, capabilities) the environment is not ours to trust.
   bool secure = getauxval(AT_SECURE) != 0;
   g_config = ParseConfig(Getenv, nullptr, CollectWarning, nullptr, secure);
-  if (gethostname(g_host, sizeof(g_host) - 1) != 0) strcpy(g_host, "?");
-  g_host[sizeof(g_host) - 1] = '\0';
+  // The job's view of this process (rank, local rank, job id), not trusted under AT_SECURE.
+  g_job = ReadJobIdentity(secure ? nullptr : Getenv, nullptr);
+  char host[256];
+  if (gethostname(host, sizeof(host) - 1) != 0) strcpy(host, "?");
+  host[sizeof(host) - 1] = '\0';
+  SetIdentityHost(g_job, host);
+  strcpy(g_host, g_job.host);
+  g_rank = g_job.rank;
+  SetStderrIdentity(g_job.short_host, g_job.rank);
   const char* prog = program_invocation_short_name;
   if (prog != nullptr && prog[0] != '\0') {
     strncpy(g_prog, prog, sizeof(g_prog) - 1);
-  }
-  if (!secure) {
-    for (const char* var : {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"}) {
-      const char* v = getenv(var);
-      if (v == nullptr || v[0] == '\0') continue;
-      char* end = nullptr;
-      long r = strtol(v, &end, 10);
-      if (end != nullptr && *end == '\0' && r >= 0) {
-        g_rank = r;
-        break;
-      }
-    }
   }
   InitOwnCodeRange();
   LearnRdmaDeviceNumbers();
@@ -197,6 +186,8 @@ void Init() {
   lid.host = g_host;
   lid.prog = g_prog;
   lid.rank = g_rank;
+  lid.local_rank = g_job.local_rank;
+  lid.job = g_job.job;
   GlobalEventLog().Configure(g_config.log_dir, lid, CollectWarning, nullptr, g_config.quiet);
   // Clean forks are logged with their stack; otherwise stacks are needed only once RDMA
   // is seen (see Active()).
@@ -204,7 +195,6 @@ void Init() {
   for (int i = 0; i < g_warning_count; ++i) {
     if (!g_config.quiet) {
       WriteStderr(g_warnings[i], strlen(g_warnings[i]));
-      WriteStderr("\n", 1);
     }
   }
   if (g_config.mode != Mode::kOff) {
@@ -304,7 +294,6 @@ void CheckInheritedUse(const char* call, const void* handle) {
   b.Str(") created before fork; RDMA objects are not usable in a forked child");
   if (!g_config.quiet) {
     WriteStderr(b.data(), b.size());
-    WriteStderr("\n", 1);
   }
   LogNote(b.data());
 }

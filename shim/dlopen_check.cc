@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shim/stderr_line.h"
+
 namespace forkguard {
 namespace {
 
@@ -54,8 +56,7 @@ bool ReportDeepbindOnce() {
                    g_deepbind_file);
   if (n > 0) {
     size_t len = static_cast<size_t>(n) < sizeof line ? static_cast<size_t>(n) : sizeof line - 1;
-    ssize_t ignored = write(STDERR_FILENO, line, len);
-    (void)ignored;
+    WriteStderrLines(line, len);
   }
   return true;
 }

@@ -9,23 +9,13 @@
 #include <cstring>
 
 #include "shim/child_path.h"
+#include "shim/log_dir.h"
+#include "shim/stderr_line.h"
 
 namespace forkguard {
 namespace {
 
 constinit EventLog g_log;
-
-void WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
 
 }  // namespace
 
@@ -68,31 +58,29 @@ void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink war
   id_ = id;
   quiet_ = quiet;
   if (dir == nullptr || dir[0] == '\0') return;
-  struct stat st;
-  const char* why = nullptr;
-  if (lstat(dir, &st) != 0) {
-    why = "cannot stat it";
-  } else if (S_ISLNK(st.st_mode)) {
-    why = "it is a symlink";
-  } else if (!S_ISDIR(st.st_mode)) {
-    why = "not a directory";
-  } else if (st.st_uid != geteuid()) {
-    why = "not owned by this user";
-  } else if (access(dir, W_OK | X_OK) != 0) {
-    why = "not writable";
-  }
-  if (why != nullptr) {
+  // Expanded here, once per process: a forked child keeps its parent's directory.
+  char path[sizeof(dir_)];
+  TextBuffer expanded(path, sizeof(path));
+  char why_buf[600];
+  TextBuffer why(why_buf, sizeof(why_buf));
+  LogPathFields fields;
+  fields.host = id.host;
+  fields.pid = getpid();
+  fields.rank = id.rank;
+  fields.job = id.job;
+  if (!ExpandLogPath(dir, fields, expanded, why) || !MakeLogDir(path, why)) {
     if (warn != nullptr) {
       char buf[1200];
       TextBuffer line(buf, sizeof(buf));
       line.Str("forkguard: ignoring FORKGUARD_LOG=");
       AppendShownValue(line, dir);
-      line.Str(": ").Str(why);
+      line.Str(": ").Str(why.data());
       line.Str("; using no event log");
       warn(line.data(), warn_ctx);
     }
     return;
   }
+  dir = path;
   size_t n = strnlen(dir, sizeof(dir_) - 1);
   memcpy(dir_, dir, n);
   dir_[n] = '\0';
@@ -130,6 +118,18 @@ void EventLog::Begin(TextBuffer& b, const char* event) {
   b.Str(",\"rank\":");
   if (id_.rank >= 0) {
     b.Dec(id_.rank);
+  } else {
+    b.Str("null");
+  }
+  b.Str(",\"local_rank\":");
+  if (id_.local_rank >= 0) {
+    b.Dec(id_.local_rank);
+  } else {
+    b.Str("null");
+  }
+  b.Str(",\"job\":");
+  if (id_.job != nullptr && id_.job[0] != '\0') {
+    b.JsonStr(id_.job);
   } else {
     b.Str("null");
   }
@@ -182,8 +182,8 @@ void EventLog::Fail(const char* what, int err) {
   } else {
     line.Str("errno ").Dec(err);
   }
-  line.Str("; no more events are logged by pid ").Dec(getpid()).Char('\n');
-  WriteAll(STDERR_FILENO, line.data(), line.size());
+  line.Str("; no more events are logged by pid ").Dec(getpid());
+  WriteStderrLines(line.data(), line.size());
 }
 
 bool EventLog::WriteLine(const char* p, size_t n) {

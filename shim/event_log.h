@@ -26,12 +26,15 @@ struct LogIdentity {
   const char* host = "";
   const char* prog = "";
   long rank = -1;
+  long local_rank = -1;
+  const char* job = "";  // "" when unknown
 };
 
 class EventLog {
  public:
-  // Validates DIR (a real directory, not a symlink, owned by us, writable). On failure
-  // `warn` gets one line and the log stays disabled.
+  // Expands DIR's templates (%h %p %r %j %%) and makes it a directory we can log into,
+  // creating what is missing (shim/log_dir.h). On failure `warn` gets one line and the log
+  // stays disabled.
   void Configure(const char* dir, const LogIdentity& id, WarningSink warn, void* warn_ctx,
                  bool quiet = false);
   bool enabled() const { return enabled_; }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -208,7 +209,7 @@ TEST_F(EventLogTest, WritesValidLinesWithCommonFields) {
   while (std::getline(in, line)) {
     EXPECT_TRUE(IsValidJson(line)) << line;
     EXPECT_NE(line.find("\"schema\":\"forkguard.event/1\""), std::string::npos);
-    EXPECT_NE(line.find("\"rank\":3"), std::string::npos);
+    EXPECT_NE(line.find("\"rank\":3,\"local_rank\":null,\"job\":null"), std::string::npos) << line;
     EXPECT_NE(line.find("\"seq\":" + std::to_string(n)), std::string::npos) << line;
     EXPECT_NE(line.find("\"pid\":" + std::to_string(getpid())), std::string::npos);
     ++n;
@@ -233,7 +234,7 @@ TEST_F(EventLogTest, OversizedLineBecomesANote) {
   EXPECT_NE(line.find("\"event\":\"note\""), std::string::npos);
 }
 
-TEST_F(EventLogTest, RejectsSymlinkAndMissingDirectories) {
+TEST_F(EventLogTest, RejectsSymlinkCreatesMissingDirectories) {
   std::string link = dir_ + "/link";
   ASSERT_EQ(symlink(dir_.c_str(), link.c_str()), 0);
   std::vector<std::string> warnings;
@@ -244,11 +245,60 @@ TEST_F(EventLogTest, RejectsSymlinkAndMissingDirectories) {
   a.Configure(link.c_str(), LogIdentity(), sink, &warnings);
   EXPECT_FALSE(a.enabled());
   EventLog b;
-  b.Configure((dir_ + "/missing").c_str(), LogIdentity(), sink, &warnings);
-  EXPECT_FALSE(b.enabled());
+  b.Configure((dir_ + "/missing/nested").c_str(), LogIdentity(), sink, &warnings);
+  EXPECT_TRUE(b.enabled());
+  EventLog c;
+  c.Configure((dir_ + "/%q").c_str(), LogIdentity(), sink, &warnings);
+  EXPECT_FALSE(c.enabled());
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_NE(warnings[0].find("symlink"), std::string::npos);
   EXPECT_EQ(warnings[1].rfind("forkguard: ignoring FORKGUARD_LOG=", 0), 0u);
+  EXPECT_NE(warnings[1].find("unknown template %q"), std::string::npos) << warnings[1];
+  struct stat st;
+  ASSERT_EQ(stat((dir_ + "/missing/nested").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+// Templates are expanded once, at Configure: a forked child logs into its parent's directory
+// (%p is the parent's pid there), in a file of its own named with its own pid.
+TEST_F(EventLogTest, TemplatesExpandedOnceForkedChildKeepsTheDirectory) {
+  EventLog log;
+  LogIdentity id;
+  id.host = "node3";
+  id.rank = 5;
+  id.local_rank = 1;
+  id.job = "77";
+  std::string tmpl = dir_ + "/%j/%h/r%r.%p";
+  log.Configure(tmpl.c_str(), id, nullptr, nullptr);
+  ASSERT_TRUE(log.enabled());
+  std::string expect_dir = dir_ + "/77/node3/r5." + std::to_string(getpid());
+  char buf[1024];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "note");
+  log.End(b);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    log.ResetInChild(123);
+    TextBuffer c(buf, sizeof(buf));
+    log.Begin(c, "note");
+    log.End(c);
+    _exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  std::string child_file = expect_dir + "/forkguard.node3." + std::to_string(child) + ".123.jsonl";
+  std::ifstream cin(child_file);
+  std::string line;
+  ASSERT_TRUE(std::getline(cin, line)) << child_file;
+  EXPECT_NE(line.find("\"rank\":5,\"local_rank\":1,\"job\":\"77\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"pid\":" + std::to_string(child)), std::string::npos) << line;
+  FILE* p = popen(("ls " + expect_dir).c_str(), "r");
+  char name[512];
+  int files = 0;
+  while (p != nullptr && fgets(name, sizeof(name), p) != nullptr) ++files;
+  if (p != nullptr) pclose(p);
+  EXPECT_EQ(files, 2) << "parent and child, one file each, in " << expect_dir;
 }
 
 TEST(ChildSegvTest, MessageNamesTheRange) {

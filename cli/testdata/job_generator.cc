@@ -87,8 +87,13 @@ JsonValue PyFrame(const char* file, int line, const char* func) {
 class ProcessWriter {
  public:
   ProcessWriter(const std::string& dir, std::string host, int64_t pid, int64_t ppid, int64_t rank,
-                int64_t start_ns, std::string prog)
-      : host_(std::move(host)), pid_(pid), ppid_(ppid), rank_(rank), prog_(std::move(prog)) {
+                int64_t start_ns, std::string prog, std::string job)
+      : host_(std::move(host)),
+        pid_(pid),
+        ppid_(ppid),
+        rank_(rank),
+        prog_(std::move(prog)),
+        job_(std::move(job)) {
     path_ = dir + "/forkguard." + host_ + "." + std::to_string(pid) + "." +
             std::to_string(start_ns) + ".jsonl";
     fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -107,6 +112,7 @@ class ProcessWriter {
     v.Set("host", JsonValue::String(host_));
     v.Set("prog", JsonValue::String(prog_));
     v.Set("rank", JsonValue::Int(rank_));
+    if (!job_.empty()) v.Set("job", JsonValue::String(job_));
     v.Set("seq", JsonValue::Int(seq_++));
     return v;
   }
@@ -120,6 +126,7 @@ class ProcessWriter {
   std::string host_;
   int64_t pid_, ppid_, rank_;
   std::string prog_;
+  std::string job_;
   std::string path_;
   int fd_ = -1;
   int64_t seq_ = 0;
@@ -153,11 +160,11 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
   for (int r = 0; r < spec.ranks; ++r) {
     std::string host = (r < (spec.ranks + 1) / 2) ? "node-a" : "node-b";
     int64_t pid = 1000 + 100 * r;
-    int64_t start = kBaseNs + r * 1000000LL;
+    int64_t start = kBaseNs + spec.start_offset_ns + r * 1000000LL;
     bool hazard = r < spec.hazard_ranks;
     int64_t init_ts = start + 50000000;  // 50 ms in
     int64_t fork_ts = hazard ? start + 150000000 : start + 20000000;
-    ProcessWriter w(dir, host, pid, 1, r, start, "python3");
+    ProcessWriter w(dir, host, pid, 1, r, start, "python3", spec.job);
     ++t.processes;
 
     JsonValue ps = w.Base("process_start", start);
@@ -244,7 +251,7 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       } else {
         ++t.worker_site_clean;
       }
-      ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3");
+      ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3", spec.job);
       ++t.processes;
       JsonValue cs = c.Base("process_start", ts + 100000);
       cs.Set("mode", JsonValue::String("warn"));
@@ -279,7 +286,7 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       write_fork(ts, true, child);
       ++t.hazard_forks;
       ++t.helper_hazard;
-      ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3");
+      ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3", spec.job);
       ++t.processes;
       JsonValue ce = c.Base("child_exec", ts + 200000);
       ce.Set("path", JsonValue::String("/usr/bin/nvidia-smi"));

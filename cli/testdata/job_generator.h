@@ -5,17 +5,20 @@
 // the running binary so that symbolization to file:line can be checked.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace forkguard::cli::testdata {
 
 struct JobSpec {
-  int ranks = 8;            // rank processes, spread over two hosts
-  int procs_per_rank = 8;   // the rank itself + (procs_per_rank - 1) forked workers
-  int hazard_ranks = 6;     // ranks 0..hazard_ranks-1 fork their workers after RDMA init
-  int segv_children = 3;    // workers of rank 0 killed by SIGSEGV (child_segv)
-  bool helper_fork = true;  // rank 1 also fork+execs a helper from another call site
-  bool junk = false;        // add a truncated last line and a future-schema line
+  int ranks = 8;                // rank processes, spread over two hosts
+  int procs_per_rank = 8;       // the rank itself + (procs_per_rank - 1) forked workers
+  int hazard_ranks = 6;         // ranks 0..hazard_ranks-1 fork their workers after RDMA init
+  int segv_children = 3;        // workers of rank 0 killed by SIGSEGV (child_segv)
+  bool helper_fork = true;      // rank 1 also fork+execs a helper from another call site
+  bool junk = false;            // add a truncated last line and a future-schema line
+  std::string job;              // the `job` field of every line ("": none, as before it existed)
+  int64_t start_offset_ns = 0;  // a second job on the same hosts and pids starts later
 };
 
 // What the job contains, computed from the spec (the report must agree).

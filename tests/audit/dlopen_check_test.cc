@@ -4,8 +4,10 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "gtest/gtest.h"
+#include "shim/stderr_line.h"
 
 namespace {
 
@@ -36,9 +38,11 @@ TEST(DlopenCheck, ReportsFirstDeepbindOnceWhenRdmaIsLoadedAndNoAudit) {
   EXPECT_FALSE(forkguard::ReportDeepbindOnce());                                       // once
   EXPECT_FALSE(forkguard::CheckDlopenFlags("libthird.so", RTLD_NOW | RTLD_DEEPBIND));  // once
   std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(err,
-            "forkguard: libfirst.so loaded with RTLD_DEEPBIND; its RDMA calls bypass "
-            "interposition, relying on the /dev/infiniband descriptor backstop\n");
+  char prefix[96];
+  forkguard::FormatStderrPrefix(prefix, sizeof(prefix), getpid());
+  EXPECT_EQ(err, std::string(prefix) +
+                     "forkguard: libfirst.so loaded with RTLD_DEEPBIND; its RDMA calls bypass "
+                     "interposition, relying on the /dev/infiniband descriptor backstop\n");
   dlclose(verbs);
 }
 

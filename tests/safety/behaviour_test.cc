@@ -18,6 +18,7 @@ std::string ProgramStderr(const std::string& err) {
   std::string line, out;
   bool in_shim = false;
   while (std::getline(in, line)) {
+    line = testing_support::StripShimLinePrefix(line);
     if (line.rfind("behave_prog: handler forks ", 0) == 0) continue;  // timing, not behaviour
     if (line.rfind("forkguard: ", 0) == 0) {
       in_shim = true;

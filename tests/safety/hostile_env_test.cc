@@ -4,11 +4,14 @@
 // root); log files 0600 whatever the umask; AT_SECURE ignores the environment.
 // In every case: at most one warning line about the log, the program's stdout and
 // exit status exactly as without the shim.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <set>
 
 #include "tests/safety/safety_util.h"
 
@@ -22,9 +25,11 @@ struct Pair {
 };
 
 // behave_prog hazard stub0, without and with the shim (FORKGUARD_LOG=log).
-Pair RunHazard(const std::string& log, bool as_nobody = false) {
+Pair RunHazard(const std::string& log, bool as_nobody = false,
+               const std::vector<std::string>& extra_env = {}) {
   RunOptions opt;
   opt.env = {"LD_LIBRARY_PATH=" + StubLibDir()};
+  opt.env.insert(opt.env.end(), extra_env.begin(), extra_env.end());
   opt.run_as = as_nobody;
   opt.uid = kNobody;
   opt.gid = kNobody;
@@ -119,6 +124,104 @@ TEST(HostileLog, ValidDirectoryFilesAre0600EvenWithUmaskZero) {
   ASSERT_FALSE(d.files.empty());
   for (const auto& [name, mode] : d.file_modes) EXPECT_EQ(mode, 0600u) << name;
   RemoveTree(dir);
+}
+
+// Issue 12: FORKGUARD_LOG directories are created (every missing component, 0700) and
+// templated; what cannot be made ready is one warning and no log.
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0 ? st.st_mode : 0;
+}
+
+TEST(HostileLog, MissingNestedDirectoryCreated0700AndUsed) {
+  std::string base = MakeDir("hostile-create", false);
+  Pair p = RunHazard(base + "/job/host/run");
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim), 0) << p.shim.err;
+  for (const char* d : {"/job", "/job/host", "/job/host/run"}) {
+    EXPECT_TRUE(S_ISDIR(ModeOf(base + d))) << d;
+    EXPECT_EQ(ModeOf(base + d) & 07777, 0700u) << d;
+  }
+  LogDir d = ReadLogDir(base + "/job/host/run");
+  EXPECT_TRUE(d.problems.empty()) << ::testing::PrintToString(d.problems);
+  EXPECT_FALSE(d.files.empty());
+  RemoveTree(base);
+}
+
+TEST(HostileLog, EachTemplateExpanded) {
+  std::string base = MakeDir("hostile-template", false);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  Pair p = RunHazard(base + "/%j/%h/r%r/p%p/100%%", false, {"SLURM_JOB_ID=77", "RANK=3"});
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim), 0) << p.shim.err;
+  std::string rank_dir = base + "/77/" + host + "/r3";
+  ASSERT_TRUE(S_ISDIR(ModeOf(rank_dir))) << rank_dir;
+  // One p<pid> directory: the process that started the shim; its forked child logs there too.
+  std::vector<std::string> pids;
+  if (DIR* dir = opendir(rank_dir.c_str())) {
+    while (dirent* e = readdir(dir))
+      if (e->d_name[0] == 'p') pids.push_back(e->d_name);
+    closedir(dir);
+  }
+  ASSERT_EQ(pids.size(), 1u) << ::testing::PrintToString(pids);
+  LogDir d = ReadLogDir(rank_dir + "/" + pids[0] + "/100%");
+  EXPECT_TRUE(d.problems.empty()) << ::testing::PrintToString(d.problems);
+  std::set<int64_t> logged;
+  for (const LogLine& l : d.lines) {
+    logged.insert(l.Int("pid"));
+    EXPECT_EQ(l.json.GetString("job"), "77");
+    EXPECT_EQ(l.Int("rank"), 3);
+  }
+  // %p is the pid of the process the shim started in (a forked child logs beside it:
+  // shim/event_log_test TemplatesExpandedOnceForkedChildKeepsTheDirectory).
+  EXPECT_TRUE(logged.count(std::stoll(pids[0].substr(1)))) << "the parent's pid names the dir";
+  RemoveTree(base);
+}
+
+TEST(HostileLog, SymlinkedComponentOwnedByAnotherUserOneWarningNothingCreated) {
+  std::string base = MakeDir("hostile-theirs", false);
+  std::string target = base + "/target";
+  ASSERT_EQ(mkdir(target.c_str(), 0777), 0);
+  ASSERT_EQ(symlink(target.c_str(), (base + "/theirs").c_str()), 0);
+  ASSERT_EQ(lchown((base + "/theirs").c_str(), kNobody, kNobody), 0) << "needs root";
+  Pair p = RunHazard(base + "/theirs/job");
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  EXPECT_NE(p.shim.err.find("is a symlink owned by uid 65534"), std::string::npos) << p.shim.err;
+  EXPECT_EQ(ModeOf(target + "/job"), 0u) << "created through another user's symlink";
+  RemoveTree(base);
+}
+
+TEST(HostileLog, UnwritableParentAsUnprivilegedUserOneWarningNothingCreated) {
+  ASSERT_EQ(geteuid(), 0u) << "this test switches to uid 65534 and needs root";
+  std::string base = MakeDir("hostile-ro-parent", /*world_readable=*/true);
+  std::string ro = base + "/ro";
+  ASSERT_EQ(mkdir(ro.c_str(), 0555), 0);
+  ASSERT_EQ(chown(ro.c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(chmod(ro.c_str(), 0555), 0);
+  Pair p = RunHazard(ro + "/job/host", /*as_nobody=*/true);
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  EXPECT_NE(p.shim.err.find("cannot create " + ro + "/job: Permission denied"), std::string::npos)
+      << p.shim.err;
+  EXPECT_EQ(ModeOf(ro + "/job"), 0u);
+  RemoveTree(base);
+}
+
+TEST(HostileLog, RegularFileInThePathOneWarningFileUnchanged) {
+  std::string base = MakeDir("hostile-file-on-way", false);
+  std::string file = base + "/file";
+  int fd = open(file.c_str(), O_WRONLY | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "keep\n", 5), 5);
+  close(fd);
+  Pair p = RunHazard(file + "/job/host");
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  EXPECT_NE(p.shim.err.find(file + " is not a directory"), std::string::npos) << p.shim.err;
+  EXPECT_EQ(ReadFile(file), "keep\n");
+  RemoveTree(base);
 }
 
 // Regression test for shim finding 2 (failed before 055f140: on ENOSPC the shim dropped

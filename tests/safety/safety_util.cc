@@ -303,7 +303,7 @@ int CountLines(const std::string& text, const std::string& prefix) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) == 0) ++n;
+    if (testing_support::StripShimLinePrefix(line).rfind(prefix, 0) == 0) ++n;
   }
   return n;
 }

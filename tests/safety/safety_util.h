@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/json.h"
+#include "tests/support/shim_lines.h"
 
 namespace forkguard::safety {
 

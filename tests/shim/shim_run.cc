@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/support/runfiles.h"
+#include "tests/support/shim_lines.h"
 
 namespace forkguard::testing {
 namespace {
@@ -126,7 +127,7 @@ HazardMessage ParseHazardMessage(const std::string& err) {
   enum class Section { kNone, kInit, kFork };
   Section section = Section::kNone;
   for (const std::string& raw : Lines(err)) {
-    std::string line = Trim(raw);
+    std::string line = Trim(testing_support::StripShimLinePrefix(raw));
     std::smatch sm;
     if (std::regex_search(line, sm, kHeader)) {
       if (m.count++ == 0) {

@@ -1,0 +1,104 @@
+#include "shim/stderr_line.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "shim/text_buffer.h"
+
+namespace forkguard {
+namespace {
+
+char g_host[64] = "?";
+long g_rank = -1;
+
+// Writes what is left after a short writev (a signal, a full disk): best effort.
+void FinishWrite(int fd, const struct iovec* iov, int iovcnt, size_t done) {
+  for (int i = 0; i < iovcnt; ++i) {
+    const char* p = static_cast<const char*>(iov[i].iov_base);
+    size_t n = iov[i].iov_len;
+    if (done >= n) {
+      done -= n;
+      continue;
+    }
+    p += done;
+    n -= done;
+    done = 0;
+    while (n > 0) {
+      ssize_t w = write(fd, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+}
+
+// Cuts at most `room` bytes of `line` without splitting a UTF-8 sequence.
+size_t CutLength(const char* line, size_t len, size_t room) {
+  if (len <= room) return len;
+  size_t n = room;
+  while (n > 0 && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
+}  // namespace
+
+void SetStderrIdentity(const char* short_host, long rank) {
+  if (short_host == nullptr || short_host[0] == '\0') short_host = "?";
+  size_t n = strnlen(short_host, sizeof(g_host) - 1);
+  memcpy(g_host, short_host, n);
+  g_host[n] = '\0';
+  g_rank = rank;
+}
+
+size_t FormatStderrPrefix(char* buf, size_t cap, pid_t pid) {
+  TextBuffer b(buf, cap);
+  b.Char('[').Str(g_host);
+  if (g_rank >= 0) b.Str(" r").Dec(g_rank);
+  b.Char(' ').Dec(pid).Str("] ");
+  return b.size();
+}
+
+void WriteLinesTo(int fd, const char* text, size_t n) {
+  if (text == nullptr || n == 0) return;
+  int saved_errno = errno;  // printing never changes what the program sees
+  char prefix[96];
+  size_t plen = FormatStderrPrefix(prefix, sizeof(prefix), getpid());
+  const size_t room = kMaxStderrLine - plen - 1;  // the '\n'
+  const size_t cut_room = room - (sizeof(kCutMarker) - 1);
+  const char* end = text + n;
+  for (const char* line = text; line < end;) {
+    const char* nl = static_cast<const char*>(memchr(line, '\n', static_cast<size_t>(end - line)));
+    size_t len = static_cast<size_t>((nl != nullptr ? nl : end) - line);
+    struct iovec iov[4];
+    int cnt = 0;
+    iov[cnt++] = {prefix, plen};
+    size_t take = len <= room ? len : CutLength(line, len, cut_room);
+    iov[cnt++] = {const_cast<char*>(line), take};
+    if (take < len) iov[cnt++] = {const_cast<char*>(kCutMarker), sizeof(kCutMarker) - 1};
+    iov[cnt++] = {const_cast<char*>("\n"), 1};
+    size_t total = 0;
+    for (int i = 0; i < cnt; ++i) total += iov[i].iov_len;
+    ssize_t w;
+    do {
+      w = writev(fd, iov, cnt);
+    } while (w < 0 && errno == EINTR);
+    if (w < 0) break;  // stderr closed or broken: nothing more to say
+    if (static_cast<size_t>(w) < total) FinishWrite(fd, iov, cnt, static_cast<size_t>(w));
+    line += len + 1;
+  }
+  errno = saved_errno;
+}
+
+void WriteStderrLines(const char* text, size_t n) { WriteLinesTo(STDERR_FILENO, text, n); }
+
+void WriteStderrLines(const char* text) {
+  if (text != nullptr) WriteStderrLines(text, strlen(text));
+}
+
+}  // namespace forkguard
