@@ -46,6 +46,14 @@ struct StubMr {
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+// A fork while another thread holds g_lock would leave it locked forever in the
+// child (tests fork from one thread while another registers: --churn). The
+// child gets a fresh lock; the lists it guards change by single stores.
+static void StubChildReinitLock(void) { pthread_mutex_init(&g_lock, NULL); }
+__attribute__((constructor)) static void StubRegisterAtfork(void) {
+  pthread_atfork(NULL, NULL, StubChildReinitLock);
+}
 static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
 static int g_fork_enabled;
 static int g_registered_once;  // rdma-core's "too_late"
