@@ -47,9 +47,14 @@ check_grep "A: forkguard run's own report on $ME" 'hazard: fork\(\) after RDMA i
 
 # ---- B: LD_PRELOAD + FORKGUARD_LOG exported into the launcher, error mode ----------
 cluster-barrier torch-b 300
-LOGB=$WORK/fglog-error; mkdir -p "$LOGB" "$WORK/torch-error-$ME"
+LOGB=$WORK/fglog-error; mkdir -p "$WORK/torch-error-$ME"
+# issue 12 part 3: FORKGUARD_LOG templates (%j job id, %h host), directories created.
+# Probe the shim under test; without the feature the directory is made here instead.
+probe_dir=$TEST_TMPDIR/probe.$$
+LD_PRELOAD=$SHIM FORKGUARD_LOG="$probe_dir/%h" /bin/sh -c 'true & wait' 2>/dev/null
+if [ -d "$probe_dir/$(hostname)" ]; then FGLOG_B="$LOGB/%j/%h"; else FGLOG_B=$LOGB; mkdir -p "$LOGB"; fi
 t0=$SECONDS
-LD_PRELOAD=$SHIM FORKGUARD_LOG=$LOGB FORKGUARD_MODE=error TORCH_JOB=error timeout 300 \
+LD_PRELOAD=$SHIM FORKGUARD_LOG=$FGLOG_B FORKGUARD_MODE=error TORCH_JOB=error timeout 300 \
 	/usr/bin/python3 -m torch.distributed.run $(torchrun_args fg-error 29501 "$WORK/torch-error-$ME") \
 	> "$WORK/error.$ME.out" 2> "$WORK/error.$ME.err"
 rc=$?
@@ -64,6 +69,12 @@ for lr in 0 1; do
 	check_grep "B: rank $r explanation: the fix" "persistent_workers=True|spawn" "${f:-/dev/null}"
 	check_grep "B: rank $r explanation: the fork failed" "mode: error" "${f:-/dev/null}"
 done
+
+if [ "$FGLOG_B" != "$LOGB" ]; then
+	check "B: FORKGUARD_LOG=.../%j/%h created per job and host" test -d "$LOGB/fg-error/$ME"
+else
+	skip "B: FORKGUARD_LOG template %j/%h, missing directories created" "needs issue 12 part 3 (log directory creation, templates)"
+fi
 
 # ---- the merged report over the shared directory (node0, once both nodes are done) --
 cluster-barrier torch-report 300
