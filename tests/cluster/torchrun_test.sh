@@ -7,9 +7,9 @@
 #   B: LD_PRELOAD/FORKGUARD_LOG/FORKGUARD_MODE=error exported into the launcher:
 #      every rank's DataLoader start fails with the explanation.
 # Then one `forkguard report` over the shared directory: one site x8 in 4
-# processes, ranks 0-3, 2 hosts. Checks that need issue 12 part 3 (job identity,
-# the host/rank/pid line prefix) are recorded as skipped when the shim/CLI under
-# test do not have it yet, never as passed.
+# processes, ranks 0-3, 2 hosts; the two launches' logs stay apart as two jobs
+# (TORCHELASTIC_RUN_ID), B's log directory comes from a %j/%h template, and every
+# line the shim prints carries the host/rank/pid prefix.
 . "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
 JOB_PY=$(readlink -f "$HERE/torch_job.py")
 N=$CLUSTER_NODE
@@ -48,11 +48,8 @@ check_grep "A: forkguard run's own report on $ME" 'hazard: fork\(\) after RDMA i
 # ---- B: LD_PRELOAD + FORKGUARD_LOG exported into the launcher, error mode ----------
 cluster-barrier torch-b 300
 LOGB=$WORK/fglog-error; mkdir -p "$WORK/torch-error-$ME"
-# issue 12 part 3: FORKGUARD_LOG templates (%j job id, %h host), directories created.
-# Probe the shim under test; without the feature the directory is made here instead.
-probe_dir=$TEST_TMPDIR/probe.$$
-LD_PRELOAD=$SHIM FORKGUARD_LOG="$probe_dir/%h" /bin/sh -c 'true & wait' 2>/dev/null
-if [ -d "$probe_dir/$(hostname)" ]; then FGLOG_B="$LOGB/%j/%h"; else FGLOG_B=$LOGB; mkdir -p "$LOGB"; fi
+# FORKGUARD_LOG templates (%j job id, %h host): the shim creates the directories.
+FGLOG_B="$LOGB/%j/%h"
 t0=$SECONDS
 LD_PRELOAD=$SHIM FORKGUARD_LOG=$FGLOG_B FORKGUARD_MODE=error TORCH_JOB=error timeout 300 \
 	/usr/bin/python3 -m torch.distributed.run $(torchrun_args fg-error 29501 "$WORK/torch-error-$ME") \
@@ -70,11 +67,7 @@ for lr in 0 1; do
 	check_grep "B: rank $r explanation: the fork failed" "mode: error" "${f:-/dev/null}"
 done
 
-if [ "$FGLOG_B" != "$LOGB" ]; then
-	check "B: FORKGUARD_LOG=.../%j/%h created per job and host" test -d "$LOGB/fg-error/$ME"
-else
-	skip "B: FORKGUARD_LOG template %j/%h, missing directories created" "needs issue 12 part 3 (log directory creation, templates)"
-fi
+check "B: FORKGUARD_LOG=.../%j/%h created per job and host" test -d "$LOGB/fg-error/$ME"
 
 # ---- the merged report over the shared directory (node0, once both nodes are done) --
 cluster-barrier torch-report 300
@@ -94,23 +87,17 @@ if [ "$N" = 0 ]; then
 	check_eq "B report: every rank's fork failed" "{'failed': 4}" \
 		"$(json_get "$WORK/report-error.json" 'd["findings"][0]["actions"] if len(d["findings"]) == 1 else d["findings"]')"
 	check_eq "B report: ranks 0-3" "[0, 1, 2, 3]" "$(json_get "$WORK/report-error.json" 'sorted(d["findings"][0]["ranks"])')"
-	# issue 12 part 3 (job identity from TORCHELASTIC_RUN_ID, report grouped by job, --job)
-	if "$FG" report --help 2>&1 | grep -q -- '--job'; then
-		"$FG" report --format json "$LOGA" "$LOGB" > "$WORK/report-both.json" 2>/dev/null
-		"$FG" report --job fg-orders --format json "$LOGA" "$LOGB" > "$WORK/report-job.json" 2>/dev/null
-		check_eq "both jobs in one report stay apart (--job fg-orders: its 8 forks only)" 8 \
-			"$(json_get "$WORK/report-job.json" 'd["summary"]["hazard_forks"]')"
-	else
-		skip "report grouped by job (--job, TORCHELASTIC_RUN_ID)" "needs issue 12 part 3 (forkguard report --job)"
-	fi
+	# Job identity from TORCHELASTIC_RUN_ID: both jobs' logs in one report stay apart.
+	"$FG" report --format json "$LOGA" "$LOGB" > "$WORK/report-both.json" 2>/dev/null
+	check_eq "both jobs in one report stay apart" "['fg-error', 'fg-orders']" \
+		"$(json_get "$WORK/report-both.json" 'sorted(j["job"] for j in d["summary"]["jobs"])')"
+	"$FG" report --job fg-orders --format json "$LOGA" "$LOGB" > "$WORK/report-job.json" 2>/dev/null
+	check_eq "--job fg-orders: its 8 forks only" 8 \
+		"$(json_get "$WORK/report-job.json" 'd["summary"]["hazard_forks"]')"
 fi
-# issue 12 part 3: every line the shim prints starts with a host/rank/pid prefix
-probe=$(LD_PRELOAD=$SHIM FORKGUARD_MODE=probe-bad-value RANK=7 /bin/true 2>&1 | head -1)
-if [ -n "$probe" ] && [ "${probe#forkguard:}" = "$probe" ]; then
-	f=$(rank_stderr "$WORK/torch-orders-$ME" 0)
-	check_eq "every hazard line of rank $((N * 2)) carries the host/rank prefix" 0 \
-		"$(sed -n '/forkguard: fork after RDMA init/,/  mode:/p' "${f:-/dev/null}" | grep -vc "$ME.*$((N * 2))")"
-else
-	skip "shim stderr lines prefixed with host, rank and pid" "needs issue 12 part 3 (line prefix); today: '$probe'"
-fi
+# Every line the shim prints starts with the host/rank/pid prefix.
+f=$(rank_stderr "$WORK/torch-orders-$ME" 0)
+check_eq "every hazard line of rank $((N * 2)) carries the host/rank prefix" 0 \
+	"$(sed -n '/forkguard: fork after RDMA init/,/  mode:/p' "${f:-/dev/null}" | grep -vc "^\[$ME r$((N * 2)) [0-9]*\] ")"
+check_grep "rank $((N * 2))'s hazard lines exist" "^\[$ME r$((N * 2)) [0-9]+\] forkguard: fork after RDMA init" "${f:-/dev/null}"
 finish
