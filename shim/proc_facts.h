@@ -86,6 +86,11 @@ KernelCofFact CachedKernelCopyOnFork();
 // Kernel release "5.13.0-..." >= 5.13 ?
 KernelCof CofFromRelease(const char* release);
 
+// rdma-core's version from libibverbs' real file name ("libibverbs.so.1.14.44.0" -> 44), or -1.
+int RdmaCoreFromLibName(const char* name);
+// The same for the libibverbs mapped in this process (/proc/self/maps), or -1.
+int RdmaCoreVersionFromMaps();
+
 }  // namespace forkguard
 
 #endif  // FORKGUARD_SHIM_PROC_FACTS_H_
