@@ -678,6 +678,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   facts.child_segv = (v.reasons & kChildSegv) != 0;
   facts.kernel_cof = cof.value;
   facts.library_cache_only = v.library_cache_only;
+  facts.child_execs = v.child_execs;
   facts.fork_init_by_ucx =
       r.fork_support.on && r.fork_support.env == nullptr && IsUcxObject(r.fork_support.caller);
   FixRule fix = ChooseFix(facts);

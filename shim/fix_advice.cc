@@ -10,6 +10,8 @@ const char* FixRuleName(FixRule rule) {
       return "library-cache";
     case FixRule::kUcxForkInit:
       return "ucx-fork-init";
+    case FixRule::kPreexecFn:
+      return "preexec-fn";
     case FixRule::kDataLoader:
       return "dataloader";
     case FixRule::kMultiprocessingFork:
@@ -41,6 +43,7 @@ FixRule ChooseFix(const FixFacts& f) {
     return FixRule::kUcxForkInit;
   }
   bool python = f.fork_py != nullptr && f.fork_py->depth > 0;
+  if (f.child_execs && python) return FixRule::kPreexecFn;
   if (python && PythonStackHas(f.fork_py, "torch/utils/data/", nullptr)) {
     return FixRule::kDataLoader;
   }
@@ -70,6 +73,13 @@ void FormatFix(TextBuffer& out, FixRule rule, const char* library) {
           ") and this kernel copies pinned pages on fork, so it is not needed: run with "
           "UCX_IB_FORK_INIT=n (registrations are then not MADV_DONTFORK and the child can "
           "touch them)\n");
+      return;
+    case FixRule::kPreexecFn:
+      out.Str(
+          "preexec_fn makes CPython fork for real (without it subprocess uses vfork, which "
+          "shares nothing): drop it - start_new_session=True instead of preexec_fn=os.setsid, "
+          "process_group=0 instead of os.setpgrp - or keep the preexec_fn from touching "
+          "registered memory\n");
       return;
     case FixRule::kDataLoader:
       out.Str(

@@ -14,6 +14,7 @@ namespace forkguard {
 enum class FixRule {
   kLibraryCache,         // only what a library keeps (librdmacm's device context) is live
   kUcxForkInit,          // UCX called ibv_fork_init on a copy-on-fork kernel: UCX_IB_FORK_INIT=n
+  kPreexecFn,            // subprocess with preexec_fn: a real fork although the child execs
   kDataLoader,           // torch DataLoader in the Python fork stack
   kMultiprocessingFork,  // multiprocessing's 'fork' start method
   kMpiInit,              // RDMA initialized inside MPI_Init
@@ -31,6 +32,7 @@ struct FixFacts {
   bool child_segv = false;
   KernelCof kernel_cof = KernelCof::kUnknown;
   bool library_cache_only = false;  // see ForkVerdict::library_cache_only
+  bool child_execs = false;         // see ForkVerdict::child_execs
 };
 
 // True when `py` (innermost first) has a frame whose file path contains `file_part` (and,

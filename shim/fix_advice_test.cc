@@ -116,6 +116,20 @@ TEST(FixAdviceTest, LibraryCacheOnly) {
   EXPECT_NE(std::string::npos, t.find("librdmacm keeps its device context")) << t;
 }
 
+TEST(FixAdviceTest, PreexecFnSubprocessWithDontforkRanges) {
+  PythonStack py = Py({{"/usr/lib/python3.11/subprocess.py", "_execute_child"},
+                       {"/usr/lib/python3.11/subprocess.py", "__init__"},
+                       {"train.py", "main"}});
+  FixFacts f;
+  f.fork_py = &py;
+  f.child_execs = true;
+  f.child_segv = true;
+  EXPECT_EQ(FixRule::kPreexecFn, ChooseFix(f));
+  std::string t = Text(FixRule::kPreexecFn);
+  EXPECT_NE(std::string::npos, t.find("start_new_session=True instead of preexec_fn=os.setsid"))
+      << t;
+}
+
 TEST(FixAdviceTest, RuleNamesAreDistinct) {
   EXPECT_STREQ("dataloader", FixRuleName(FixRule::kDataLoader));
   EXPECT_STREQ("multiprocessing-fork", FixRuleName(FixRule::kMultiprocessingFork));
@@ -124,6 +138,7 @@ TEST(FixAdviceTest, RuleNamesAreDistinct) {
   EXPECT_STREQ("ucx-fork-init", FixRuleName(FixRule::kUcxForkInit));
   EXPECT_STREQ("c-program", FixRuleName(FixRule::kCProgram));
   EXPECT_STREQ("library-cache", FixRuleName(FixRule::kLibraryCache));
+  EXPECT_STREQ("preexec-fn", FixRuleName(FixRule::kPreexecFn));
 }
 
 }  // namespace
