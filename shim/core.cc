@@ -52,6 +52,9 @@ __thread bool t_in_fork_wrapper __attribute__((tls_model("initial-exec"))) = fal
 __thread bool t_pending_hazard __attribute__((tls_model("initial-exec"))) = false;
 __thread bool t_pending_explain __attribute__((tls_model("initial-exec"))) = false;
 __thread bool t_atfork_decided __attribute__((tls_model("initial-exec"))) = false;
+// The pid of the process this thread vforked from (our vfork prologue): a vfork child
+// shares our memory, so the unseen-child check must neither fire nor write in it.
+__thread pid_t t_vfork_from __attribute__((tls_model("initial-exec"))) = 0;
 
 // What the RDMA library marked MADV_DONTFORK (madvise through our wrapper) during this
 // thread's outermost registration call: the hull of the marked ranges and their total size.
@@ -232,6 +235,38 @@ void Init() {
   g_ready = true;
   LogProcessStart();
   for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
+}
+
+// A process created by a raw clone()/clone3() syscall (Go's runtime, sandboxes) runs no
+// atfork handler and none of our fork wrappers: the first watched call it makes (exec*, an
+// device open/PD/rdma_cm call, fork) finds this thread's cached pid still the parent's (not
+// on registration: one getpid() per ibv_reg_mr is measurable there). Say once, then treat it
+// as a hazardous child. Async-signal-safe (getpid, write); writes nothing in a vfork child.
+void CheckUnseenChild() {
+  pid_t cached = CachedPid();
+  if (cached == 0 || !GlobalState().EverInitialized()) return;
+  pid_t now = getpid();
+  if (now == cached) {
+    if (t_vfork_from != 0) t_vfork_from = 0;  // back in the parent after a vfork
+    return;
+  }
+  if (t_vfork_from == cached) return;
+  ResetCachedTid();
+  bool live = GlobalState().AnyLive();
+  ChildAfterFork(live, false);
+  if (g_config.quiet || g_config.mode == Mode::kOff) return;
+  char buf[768];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str("forkguard: pid ").Dec(now).Str(" (").Str(g_prog).Str(") was created from pid ");
+  b.Dec(cached).Str(
+      " by a raw clone()/clone3() system call (no fork(), no atfork handlers), after RDMA init "
+      "there: forkguard could not decide or stop it. It inherited the parent's descriptors "
+      "(including /dev/infiniband) and, ");
+  b.Str(live ? "if fork support was on, none of the MADV_DONTFORK pages the parent registered: "
+               "a SIGSEGV in them is not explained in this process"
+             : "since the parent had released its RDMA resources, nothing else");
+  b.Char('\n');
+  WriteStderr(b.data(), b.size());
 }
 
 // Entry of every RDMA hook.
@@ -942,6 +977,7 @@ void EnsureInit() { pthread_once(&g_once, Init); }
 void OnOpenDevice(const void* ctx, const char* device, int err, const void* caller) {
   BusyScope busy;
   if (!Active()) return;
+  CheckUnseenChild();
   if (ctx != nullptr) {
     GlobalState().AddContext(reinterpret_cast<uintptr_t>(ctx), device, CalledFromRdmacm(caller));
     NoteInit(RdmaCall::kOpenDevice, device);
@@ -956,6 +992,7 @@ void OnCloseDevice(const void* ctx, int ret, int err) {
 void OnAllocPd(const void* pd, const void* ctx, int err, const void* caller) {
   BusyScope busy;
   if (!Active()) return;
+  CheckUnseenChild();
   CheckInheritedUse("ibv_alloc_pd", ctx);
   if (pd != nullptr) GlobalState().AddPd(reinterpret_cast<uintptr_t>(pd), CalledFromRdmacm(caller));
   LogRdmaCall("ibv_alloc_pd", nullptr, pd, pd != nullptr, err);
@@ -1093,6 +1130,7 @@ void OnForkInit(int ret, int err, const void* caller) {
 void OnCmCreate(RdmaCall call, const void* handle, int err) {
   BusyScope busy;
   if (!Active()) return;
+  CheckUnseenChild();
   if (handle != nullptr) {
     GlobalState().AddCm(reinterpret_cast<uintptr_t>(handle), call);
     NoteInit(call, nullptr);
@@ -1122,6 +1160,7 @@ ForkDecision BeforeFork(ForkVia via) {
     return d;
   }
   int saved = errno;
+  CheckUnseenChild();
   ForkDecision d = Decide(via, t_busy != 0);
   if (errno != saved) errno = saved;
   d.prev_in_wrapper = prev_in_wrapper;
@@ -1186,7 +1225,10 @@ void OnSpawn(const char* call, pid_t child, int ret) {
   log.End(b);
 }
 
-void OnVfork() { OnSpawn("vfork", 0, 0); }
+void OnVfork() {
+  t_vfork_from = CurrentPid();
+  OnSpawn("vfork", 0, 0);
+}
 
 void OnExit() {
   BusyScope busy;
@@ -1214,6 +1256,7 @@ void OnDeepBind() { g_backstop_armed.store(true, std::memory_order_relaxed); }
 
 void OnExec(const char* path) {
   // Async-signal-safe: a child may exec right after fork.
+  if (g_ready && g_config.mode != Mode::kOff) CheckUnseenChild();
   if (IsHazardousChild()) ChildNoteExec(path);
 }
 

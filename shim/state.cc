@@ -243,6 +243,8 @@ pid_t CurrentPid() {
   return t_pid;
 }
 
+pid_t CachedPid() { return t_pid; }
+
 FORKGUARD_CHILD_PATH void ResetCachedTid() {
   if (t_tid != 0) t_tid = 0;
   if (t_pid != 0) t_pid = 0;

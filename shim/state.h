@@ -189,6 +189,9 @@ pid_t CurrentTid();
 pid_t CurrentPid();
 // Forget the cached thread id (in a forked child).
 void ResetCachedTid();
+// The pid CurrentPid() cached on this thread, 0 when none yet (no syscall, no write). In a
+// process created by a raw clone()/clone3() it is still the parent's.
+pid_t CachedPid();
 
 }  // namespace forkguard
 

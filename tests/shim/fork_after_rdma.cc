@@ -61,6 +61,7 @@ void Usage(FILE* out) {
       "  --fork-fn=F           how to fork: fork (default), _Fork, daemon (daemon(1, 1): the\n"
       "                        original process exits 0 inside it; the daemon prints\n"
       "                        'daemon: pid=N' and goes on as the child) or forkpty\n"
+      "  --raw-clone           fork with syscall(SYS_clone, SIGCHLD) instead (no libc fork)\n"
       "  --rdmacm-release-first with --rdmacm-only: rdma_destroy_id + rdma_destroy_event_channel\n"
       "                        before forking (prints 'rdmacm: released')\n"
       "  --forks=N             fork N times from the same call site (default 1)\n"
@@ -370,7 +371,9 @@ __attribute__((noinline)) pid_t fg_test_fork_worker(const Options& o, const Rdma
   fflush(stdout);
   fflush(stderr);
   pid_t pid = -1;
-  if (o.fork_fn == "_Fork") {
+  if (o.fork_fn == "raw-clone") {
+    pid = static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+  } else if (o.fork_fn == "_Fork") {
     pid = _Fork();
   } else if (o.fork_fn == "forkpty") {
     int master = -1;
@@ -599,6 +602,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     } else if (value("--fork-fn=", &v)) {
       if (v != "fork" && v != "_Fork" && v != "daemon" && v != "forkpty") return false;
       o->fork_fn = v;
+    } else if (a == "--raw-clone") {
+      o->fork_fn = "raw-clone";
     } else if (a == "--rdmacm-release-first") {
       o->rdmacm_release_first = o->rdmacm_only = true;
     } else if (a == "--rdmacm-only") {

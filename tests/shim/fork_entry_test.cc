@@ -181,6 +181,21 @@ TEST_F(ForkEntry, ForkSupportOffSaysSo) {
   EXPECT_FALSE(ForkEvent(r)["fork_support"]["on"].boolean) << Ctx(r);
 }
 
+// A raw clone syscall runs none of our code in the parent; the child is named at its
+// first watched call (here execv) - and the fork itself is unchanged, error mode included.
+TEST_F(ForkEntry, RawCloneChildIsNamedWhenItExecs) {
+  ShimRun r = Run({"--raw-clone", "--fork-exec"}, "error");
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "child exited 0")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "forkguard: pid " + std::to_string(r.report.children[0]) +
+                                  " (fork_after_rdma) was created from pid " +
+                                  std::to_string(r.proc.pid) +
+                                  " by a raw clone()/clone3() system call"))
+      << Ctx(r);
+  EXPECT_TRUE(r.log.OfPid("fork", r.proc.pid).empty()) << "no fork was seen\n" << Ctx(r);
+}
+
 #ifdef FORKGUARD_TEST_REAL
 // After rdma_destroy_id + rdma_destroy_event_channel librdmacm keeps its device context:
 // said to be librdmacm's, a warning in every mode (the program has nothing to release).
