@@ -29,6 +29,7 @@
 #include "shim/child_path.h"
 #include "shim/core.h"
 #include "shim/dlopen_check.h"
+#include "shim/stack.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -79,20 +80,12 @@ void* LookUp(void* handle, const char* name, const char* version) {
 // resolves through the GOT to the first definition in the process, which is libc's when
 // the shim is not first in the search order (dlopen'ed, or another interposer preloaded
 // before it) - comparing with it rejected the genuine libc function (ENOSYS). Our own
-// object is identified by the address of a hidden function, which binds locally.
-__attribute__((noinline)) void SelfAnchor() { asm volatile(""); }
-
+// object is known by the address ranges of its executable segments (stack.h's
+// IsOwnCode, from dl_iterate_phdr once). Not dladdr: it scans the whole symbol table of
+// the object it finds (libc's), which was most of what every process start paid the shim.
 bool IsOurs(void* p) {
-  static std::atomic<void*> self_base{nullptr};
-  void* base = self_base.load(std::memory_order_acquire);
-  if (base == nullptr) {
-    Dl_info self;
-    if (dladdr(reinterpret_cast<void*>(&SelfAnchor), &self) == 0) return false;
-    base = self.dli_fbase;
-    self_base.store(base, std::memory_order_release);
-  }
-  Dl_info info;
-  return dladdr(p, &info) != 0 && info.dli_fbase == base;
+  forkguard::InitOwnCodeRange();
+  return forkguard::IsOwnCode(reinterpret_cast<uintptr_t>(p));
 }
 
 // The real function behind one of our exported wrappers; resolved once, retried while the

@@ -61,6 +61,8 @@ RdmaFds ScanRdmaFds();
 // minor (/proc/misc) so that the scan needs one fstat per descriptor and no readlink. Call
 // outside the fork path (constructor, first RDMA call); safe to call again.
 void LearnRdmaDeviceNumbers();
+// The same with the caller's buffer (async-signal-safe: open/read/close only).
+void LearnRdmaDeviceNumbers(char* buf, size_t cap);
 // True when this kernel has the RDMA user-space devices (ib_uverbs or rdma_ucm loaded when
 // we looked): only then can a descriptor on them exist without any call we saw.
 bool RdmaDevicesExist();
