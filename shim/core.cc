@@ -45,6 +45,7 @@ char g_host[256] = "?";
 char g_prog[256] = "?";
 long g_rank = -1;
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
+std::atomic<bool> g_fork_facts{false};
 bool g_ready = false;
 
 // Per forking thread; copied into the child with the thread.
@@ -78,6 +79,27 @@ char g_fork_env[64] = "";                 // "RDMAV_FORK_SAFE=1" when the enviro
 std::atomic<bool> g_fork_init_ok{false};  // an ibv_fork_init() returned 0
 char g_fork_init_caller[128] = "";        // basename of the object that called it
 std::atomic<int> g_rdma_core{-1};         // rdma-core version, from /proc/self/maps
+
+// What a fork decision needs to know about the machine: the RDMA device numbers
+// (/proc/devices, /proc/misc) and whether the process started with RDMA descriptors
+// (inherited across exec, or opened before we were loaded: they arm the backstop).
+// Learned at the first fork or RDMA call, not at start: most processes a preloaded job
+// creates exec and exit without forking, and six /proc reads were a fifth of what each
+// paid for the shim. Async-signal-safe (a first fork may come from a signal handler, on a
+// small signal stack: the buffer is mmap'd); idempotent, so a race only repeats the work.
+void EnsureForkFacts() {
+  if (g_fork_facts.load(std::memory_order_acquire)) return;
+  constexpr size_t kBytes = 8192;
+  void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p != MAP_FAILED) {
+    LearnRdmaDeviceNumbers(static_cast<char*>(p), kBytes);
+    munmap(p, kBytes);
+  }
+  if (RdmaFds fds = ScanRdmaFds(); fds.uverbs > 0 || fds.rdma_cm > 0) {
+    g_backstop_armed.store(true, std::memory_order_relaxed);
+  }
+  g_fork_facts.store(true, std::memory_order_release);
+}
 
 // Config warnings, kept until the log is configured (so they are also logged).
 constexpr int kMaxWarnings = 8;
@@ -209,11 +231,8 @@ void Init() {
     }
   }
   InitOwnCodeRange();
-  LearnRdmaDeviceNumbers();
-  // Descriptors inherited across exec (or opened before we were loaded) arm the backstop.
-  if (RdmaFds fds = ScanRdmaFds(); fds.uverbs > 0 || fds.rdma_cm > 0) {
-    g_backstop_armed.store(true, std::memory_order_relaxed);
-  }
+  // The RDMA device numbers and the descriptors the process started with are learned at
+  // its first fork or RDMA call (EnsureForkFacts), not here.
   LogIdentity lid;
   lid.host = g_host;
   lid.prog = g_prog;
@@ -272,6 +291,7 @@ void CheckUnseenChild() {
 // Entry of every RDMA hook.
 bool Active() {
   EnsureInit();
+  EnsureForkFacts();
   if (g_config.mode == Mode::kOff) return false;
   LoadUnwinder();
   return true;
@@ -885,11 +905,12 @@ ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via) {
 
 // Says once per process that a lock's bounded wait gave up (StateLock): from then on
 // records may be missing and forks may get partial verdicts. That is a bug of ours.
-void SayIfLockGaveUp() {
+// The message is out of line: its buffer would deepen every caller's frame, and a write to
+// a stack page the previous fork write-protected is a page fault per fork.
+__attribute__((noinline, cold)) void SayLockGaveUp() {
   static std::atomic<bool> said{false};
   StateLock& state = GlobalState().lock();
   StateLock& log = GlobalEventLog().lock();
-  if (!state.GaveUp() && !log.GaveUp()) return;
   if (said.exchange(true)) return;
   pid_t owner = state.GaveUp() ? state.StuckOwner() : log.StuckOwner();
   char buf[512];
@@ -903,6 +924,10 @@ void SayIfLockGaveUp() {
     b.Char('\n');
     WriteStderr(b.data(), b.size());
   }
+}
+
+inline void SayIfLockGaveUp() {
+  if (GlobalState().lock().GaveUp() || GlobalEventLog().lock().GaveUp()) SayLockGaveUp();
 }
 
 // Nothing tracked and no RDMA descriptor possible: clean without looking. Lock-free, reads
@@ -944,6 +969,10 @@ void CoreAtforkPrepare() {
   }
   // A fork that did not pass through our fork(): decide here (warn only).
   if (!g_ready || g_config.mode == Mode::kOff) return;
+  EnsureForkFacts();
+  // The fast path first, here: Decide's frame reaches a deeper stack page, and after a
+  // fork every first write to a page faults (one more fault per clean fork).
+  if (CleanWithoutLooking() && !GlobalEventLog().enabled()) return;
   ForkDecision d = Decide(ForkVia::kAtfork, t_busy != 0);
   SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
   SetIfChanged(t_pending_explain, static_cast<bool>(d.explain_segv));
@@ -1035,7 +1064,15 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   rec.access = access;
   rec.call = call;
   rec.owner = CurrentPid();
-  CaptureStack(&rec.stack, g_config.stack_depth);
+  // Unwinding is most of what a registration costs (libunwind, per frame): without a log
+  // the stack is only shown in a hazard message (its innermost user frame) and in a child's
+  // SIGSEGV explanation, for which the innermost frames say where; the log keeps them all.
+  constexpr int kUnloggedRegistrationDepth = 12;
+  int depth = g_config.stack_depth;
+  if (!GlobalEventLog().enabled() && depth > kUnloggedRegistrationDepth) {
+    depth = kUnloggedRegistrationDepth;
+  }
+  CaptureStack(&rec.stack, depth);
   GlobalState().AddMr(rec);
   NoteInit(call, nullptr);
   EventLog& log = GlobalEventLog();
@@ -1145,6 +1182,7 @@ void OnCmDestroy(const char* call, const void* handle, int ret, int err) {
 ForkDecision BeforeFork(ForkVia via) {
   EnsureInit();
   if (g_config.mode == Mode::kOff) return ForkDecision();
+  EnsureForkFacts();
   bool prev_in_wrapper = t_in_fork_wrapper;
   bool prev_hazard = t_pending_hazard;
   bool prev_explain = t_pending_explain;
