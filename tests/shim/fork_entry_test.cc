@@ -217,6 +217,35 @@ TEST_F(ForkEntry, LibrdmacmsOwnContextIsNamedAndNotFailedInErrorMode) {
   EXPECT_EQ("library-cache", f.String("fix")) << Ctx(r);
 }
 
+// UCX turns fork support on (ibv_fork_init from libuct_ib, UCX_IB_FORK_INIT=try) on a
+// copy-on-fork kernel where rdma-core 44 then marks registrations DONTFORK: the fix line
+// is UCX_IB_FORK_INIT=n, and the fork support line names UCX's library.
+TEST_F(ForkEntry, UcxForkInitGetsTheUcxFix) {
+  ShimRun r = RunUnderShim("tests/shim/ucx_fork", {}, "warn",
+                           {"RXE_DEV=" + dev_.name, "UCX_IB_FORK_INIT=", "UCX_TLS=rc_verbs,self",
+                            "UCX_NET_DEVICES=" + dev_.name + ":1"},
+                           Verbs::kReal);
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_TRUE(Has(r.proc.out, "ucp_init: ok")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "child killed by signal 11")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err,
+                  "  fork support: on, turned on by ibv_fork_init() called from "
+                  "libuct_ib.so"))
+      << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "  fix: UCX turned fork support on (ibv_fork_init from libuct_ib"))
+      << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "UCX_IB_FORK_INIT=n")) << Ctx(r);
+  EXPECT_EQ("ucx-fork-init", ForkEvent(r).String("fix")) << Ctx(r);
+  // With UCX_IB_FORK_INIT=n nothing is DONTFORK and the child lives.
+  ShimRun n = RunUnderShim("tests/shim/ucx_fork", {}, "warn",
+                           {"RXE_DEV=" + dev_.name, "UCX_IB_FORK_INIT=n", "UCX_TLS=rc_verbs,self",
+                            "UCX_NET_DEVICES=" + dev_.name + ":1"},
+                           Verbs::kReal);
+  ASSERT_TRUE(n.proc.Exited(0)) << Ctx(n);
+  EXPECT_TRUE(Has(n.proc.out, "child exited 0")) << Ctx(n);
+  EXPECT_TRUE(Has(n.proc.err, "  fork support: off")) << Ctx(n);
+}
+
 // The same program with its id still alive: an ordinary hazard, failed in error mode.
 TEST_F(ForkEntry, LiveRdmaCmIdIsStillFailedInErrorMode) {
   ShimRun r = Run({"--rdmacm-only"}, "error");
