@@ -6,9 +6,14 @@
 //   shim_bench fork-256m N           the same with 256 MiB of touched memory
 //   shim_bench fork-rdma N DEV       the same with a live context, PD and 4 MiB MR on DEV
 //   shim_bench reg SIZE N DEV        ibv_reg_mr + ibv_dereg_mr of SIZE bytes on DEV
-//   shim_bench libc N                a libc path the shim does not watch (open/read/close, malloc/free)
+//   shim_bench libc N                a libc path the shim does not watch (open/read/close,
+//   malloc/free) shim_bench exec-loop N           N times: bash running a loop of 300 fork+exec of
+//   /bin/true
+//                                    (every process it starts inherits LD_PRELOAD: process
+//                                    start with the shim preloaded, what `forkguard run` costs)
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +25,8 @@
 #include <algorithm>
 #include <string>
 #include <vector>
+
+extern char** environ;
 
 namespace {
 
@@ -112,6 +119,21 @@ int main(int argc, char** argv) {
       t.push_back(NowNs() - t0);
     }
     Report(("reg-" + std::string(argv[2])).c_str(), t);
+  } else if (mode == "exec-loop") {
+    int n = atoi(argv[2]);
+    std::vector<long long> t;
+    char* const args[] = {const_cast<char*>("bash"), const_cast<char*>("-c"),
+                          const_cast<char*>("for ((i = 0; i < 300; i++)); do /bin/true; done"),
+                          nullptr};
+    for (int i = 0; i < n; ++i) {
+      long long t0 = NowNs();
+      pid_t pid = 0;
+      if (posix_spawn(&pid, "/bin/bash", nullptr, nullptr, args, environ) != 0) Die("posix_spawn");
+      int st = 0;
+      if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) Die("bash");
+      t.push_back(NowNs() - t0);
+    }
+    Report("exec-loop", t);
   } else if (mode == "libc") {
     int n = atoi(argv[2]);
     std::vector<long long> t;

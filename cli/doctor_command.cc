@@ -45,6 +45,14 @@ DESCRIPTION
       fork env          RDMAV_FORK_SAFE / IBV_FORK_SAFE / RDMAV_HUGEPAGES_SAFE:
                         with fork support on, registered memory is
                         MADV_DONTFORK and a forked child that touches it dies
+      fork support      the case this machine is in: rdma-core version x kernel
+                        copy-on-fork x who turns fork support on. On a
+                        copy-on-fork kernel rdma-core < 51 still marks every
+                        registration MADV_DONTFORK once fork support is on
+                        (RDMAV_FORK_SAFE/IBV_FORK_SAFE set to any value, or
+                        ibv_fork_init() called by a library: UCX unless
+                        UCX_IB_FORK_INIT=n, NCCL always); from 51 on it does
+                        nothing there. The shim's message names the caller.
       memlock limit     RLIMIT_MEMLOCK (registration pins memory)
       vm.max_map_count  against this process's map count (MADV_DONTFORK splits
                         mappings; each registration can add two)
@@ -235,7 +243,7 @@ Check CheckCopyOnFork(std::optional<bool>* cof_out) {
           "init"};
 }
 
-Check CheckRdmaCore() {
+Check CheckRdmaCore(int* version_out) {
   const char* candidates[] = {"/usr/lib/x86_64-linux-gnu/libibverbs.so.1",
                               "/usr/lib64/libibverbs.so.1", "/usr/lib/libibverbs.so.1",
                               "/usr/local/lib/libibverbs.so.1"};
@@ -247,6 +255,7 @@ Check CheckRdmaCore() {
     std::string base = r.substr(r.rfind('/') + 1);  // libibverbs.so.1.14.44.0
     int a = 0, b = 0, v = 0;
     if (sscanf(base.c_str(), "libibverbs.so.%d.%d.%d", &a, &b, &v) == 3) {
+      *version_out = v;
       std::string d = "rdma-core " + std::to_string(v) + " (" + r + ")";
       if (v < 35)
         return {"rdma-core", Verdict::kWarn, d,
@@ -282,6 +291,52 @@ Check CheckForkEnv(std::optional<bool> cof) {
             "parent's buffers silently; fork workers before RDMA init"};
   return {"fork env", Verdict::kOk,
           set.empty() ? "RDMAV_FORK_SAFE, IBV_FORK_SAFE, RDMAV_HUGEPAGES_SAFE unset" : set, ""};
+}
+
+// The rdma-core x kernel copy-on-fork x who-turned-it-on matrix (issue 13).
+Check CheckForkSupport(std::optional<bool> cof, int rdma_core) {
+  std::string env;
+  for (const char* v : {"RDMAV_FORK_SAFE", "IBV_FORK_SAFE"}) {
+    // rdma-core turns fork support on when the variable is set at all, whatever its value.
+    if (const char* x = getenv(v); x != nullptr && env.empty()) env = std::string(v) + "=" + x;
+  }
+  std::string rc = rdma_core >= 0 ? "rdma-core " + std::to_string(rdma_core) : "rdma-core ?";
+  std::string kernel = !cof   ? "copy-on-fork unknown"
+                       : *cof ? "copy-on-fork kernel"
+                              : "kernel without copy-on-fork";
+  const char* ucx = getenv("UCX_IB_FORK_INIT");
+  std::string ucx_state = ucx != nullptr
+                              ? std::string("UCX_IB_FORK_INIT=") + ucx
+                              : std::string("UCX_IB_FORK_INIT unset (UCX's default: try)");
+  bool ucx_off = ucx != nullptr && (std::string(ucx) == "n" || std::string(ucx) == "no" ||
+                                    std::string(ucx) == "0" || std::string(ucx) == "off");
+  bool old = rdma_core >= 0 && rdma_core < 51;
+  if (!env.empty()) {
+    std::string d = "on, turned on by the environment (" + env + "); " + rc + ", " + kernel;
+    if (cof && *cof && old) {
+      return {"fork support", Verdict::kWarn,
+              d + ": rdma-core < 51 marks every registration MADV_DONTFORK although this kernel "
+                  "does not need it, so a forked child that touches registered memory (or heap "
+                  "sharing its pages) dies with SIGSEGV",
+              "unset " + env.substr(0, env.find('=')) +
+                  ": this kernel copies pinned pages on fork (rdma-core >= 51 ignores it here)"};
+    }
+    if (cof && *cof)
+      return {"fork support", Verdict::kOk, d + ": rdma-core >= 51 does nothing here", ""};
+    return {"fork support", Verdict::kOk,
+            d + ": needed for a fork after registration on this kernel; registered ranges are "
+                "MADV_DONTFORK and a child must not touch them",
+            ""};
+  }
+  std::string d = "not turned on by the environment; " + rc + ", " + kernel + "; " + ucx_state;
+  if (cof && *cof && old && !ucx_off) {
+    return {"fork support", Verdict::kOk,
+            d + ". A library can still call ibv_fork_init() itself - UCX does (set "
+                "UCX_IB_FORK_INIT=n, not needed on this kernel), NCCL always - and then rdma-core "
+                "< 51 marks its registrations MADV_DONTFORK; the shim's message names the caller",
+            ""};
+  }
+  return {"fork support", Verdict::kOk, d, ""};
 }
 
 Check CheckMemlock() {
@@ -444,8 +499,10 @@ int DoctorMain(const std::vector<std::string>& args, const char* argv0) {
   checks.push_back(CheckUverbs(have_active));
   std::optional<bool> cof;
   checks.push_back(CheckCopyOnFork(&cof));
-  checks.push_back(CheckRdmaCore());
+  int rdma_core = -1;
+  checks.push_back(CheckRdmaCore(&rdma_core));
   checks.push_back(CheckForkEnv(cof));
+  checks.push_back(CheckForkSupport(cof, rdma_core));
   checks.push_back(CheckMemlock());
   checks.push_back(CheckMapCount());
   CheckShim(argv0, &checks);

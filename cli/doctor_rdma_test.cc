@@ -38,5 +38,21 @@ TEST(DoctorRdma, DeviceCopyOnForkAndLimitsAreOk) {
   EXPECT_NE(r.out.find(" 0 fail"), std::string::npos) << r.out;
 }
 
+// Issue 13: rdma-core 44 x the guest's copy-on-fork kernel (netlink) x RDMAV_FORK_SAFE=1.
+TEST(DoctorRdma, ForkSupportFromTheEnvironmentOnRdmaCore44IsAWarning) {
+  forkguard::testing::RequireRdmaDevice();
+  std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
+  auto r = testdata::RunCli({forkguard::testing::Runfile("cli/forkguard"), "doctor"},
+                            {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/')),
+                             "RDMAV_FORK_SAFE=1", "IBV_FORK_SAFE=", "LD_PRELOAD="});
+  std::string b = DoctorBlock(r.out, "fork support");
+  EXPECT_EQ(b.rfind("warn  fork support      on, turned on by the environment (RDMAV_FORK_SAFE=1); "
+                    "rdma-core 44, copy-on-fork kernel",
+                    0),
+            0u)
+      << r.out;
+  EXPECT_NE(r.out.find("-> unset RDMAV_FORK_SAFE"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace forkguard::cli

@@ -6,6 +6,9 @@
 #include <sys/resource.h>
 #include <sys/utsname.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "cli/testdata/run_cli.h"
@@ -96,6 +99,43 @@ TEST(Doctor, ActiveWhenPreloaded) {
   EXPECT_NE(DoctorBlock(r.out, "active").find("libforkguard.so is in LD_PRELOAD here"),
             std::string::npos)
       << r.out;
+}
+
+// Issue 13: the rdma-core x kernel x who case, with fork support from the environment.
+TEST(Doctor, ForkSupportSaysWhichCaseThisMachineIsIn) {
+  CliResult r = Doctor({"RDMAV_FORK_SAFE=1", "IBV_FORK_SAFE=", "LD_PRELOAD=", "FORKGUARD_MODE="});
+  std::string block = DoctorBlock(r.out, "fork support");
+  ASSERT_FALSE(block.empty()) << r.out;
+  EXPECT_NE(block.find("on, turned on by the environment (RDMAV_FORK_SAFE=1)"), std::string::npos)
+      << r.out;
+  // This machine's kernel and rdma-core, read independently.
+  utsname u{};
+  uname(&u);
+  int major = 0, minor = 0;
+  sscanf(u.release, "%d.%d", &major, &minor);
+  bool cof_by_release = major > 5 || (major == 5 && minor >= 13);
+  char* real = realpath("/usr/lib/x86_64-linux-gnu/libibverbs.so.1", nullptr);
+  int a = 0, b = 0, v = -1;
+  if (real != nullptr) {
+    sscanf(strrchr(real, '/') + 1, "libibverbs.so.%d.%d.%d", &a, &b, &v);
+    free(real);
+  }
+  if (v >= 0) {
+    EXPECT_NE(block.find("rdma-core " + std::to_string(v)), std::string::npos) << r.out;
+  }
+  if (cof_by_release && v >= 0 && v < 51) {
+    EXPECT_EQ(block.rfind("warn", 0), 0u) << r.out;
+    EXPECT_NE(block.find("rdma-core < 51 marks every registration MADV_DONTFORK although this "
+                         "kernel does not need it"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("-> unset RDMAV_FORK_SAFE"), std::string::npos) << r.out;
+  }
+  CliResult off =
+      Doctor({"RDMAV_FORK_SAFE=", "IBV_FORK_SAFE=", "UCX_IB_FORK_INIT=", "LD_PRELOAD="});
+  std::string b2 = DoctorBlock(off.out, "fork support");
+  EXPECT_NE(b2.find("not turned on by the environment"), std::string::npos) << off.out;
+  EXPECT_NE(b2.find("UCX_IB_FORK_INIT unset"), std::string::npos) << off.out;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "shim/dlopen_check.h"
 #include "shim/event_log.h"
 #include "shim/job_identity.h"
+#include "shim/fix_advice.h"
 #include "shim/message.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
@@ -47,6 +48,7 @@ char g_prog[256] = "?";
 long g_rank = -1;
 JobIdentity g_job;
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
+std::atomic<bool> g_fork_facts{false};
 bool g_ready = false;
 
 // Per forking thread; copied into the child with the thread.
@@ -54,6 +56,9 @@ __thread bool t_in_fork_wrapper __attribute__((tls_model("initial-exec"))) = fal
 __thread bool t_pending_hazard __attribute__((tls_model("initial-exec"))) = false;
 __thread bool t_pending_explain __attribute__((tls_model("initial-exec"))) = false;
 __thread bool t_atfork_decided __attribute__((tls_model("initial-exec"))) = false;
+// The pid of the process this thread vforked from (our vfork prologue): a vfork child
+// shares our memory, so the unseen-child check must neither fire nor write in it.
+__thread pid_t t_vfork_from __attribute__((tls_model("initial-exec"))) = 0;
 
 // What the RDMA library marked MADV_DONTFORK (madvise through our wrapper) during this
 // thread's outermost registration call: the hull of the marked ranges and their total size.
@@ -69,6 +74,34 @@ __thread DontforkMarks t_marks __attribute__((tls_model("initial-exec"))) = {0, 
 template <typename T>
 inline void SetIfChanged(T& var, T value) {
   if (var != value) var = value;
+}
+
+// Fork support (issue 13's rdma-core x kernel x who matrix). Written outside the fork path
+// (Init, ibv_fork_init, the first RDMA init); read when a hazardous fork is explained.
+char g_fork_env[64] = "";                 // "RDMAV_FORK_SAFE=1" when the environment asks for it
+std::atomic<bool> g_fork_init_ok{false};  // an ibv_fork_init() returned 0
+char g_fork_init_caller[128] = "";        // basename of the object that called it
+std::atomic<int> g_rdma_core{-1};         // rdma-core version, from /proc/self/maps
+
+// What a fork decision needs to know about the machine: the RDMA device numbers
+// (/proc/devices, /proc/misc) and whether the process started with RDMA descriptors
+// (inherited across exec, or opened before we were loaded: they arm the backstop).
+// Learned at the first fork or RDMA call, not at start: most processes a preloaded job
+// creates exec and exit without forking, and six /proc reads were a fifth of what each
+// paid for the shim. Async-signal-safe (a first fork may come from a signal handler, on a
+// small signal stack: the buffer is mmap'd); idempotent, so a race only repeats the work.
+void EnsureForkFacts() {
+  if (g_fork_facts.load(std::memory_order_acquire)) return;
+  constexpr size_t kBytes = 8192;
+  void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p != MAP_FAILED) {
+    LearnRdmaDeviceNumbers(static_cast<char*>(p), kBytes);
+    munmap(p, kBytes);
+  }
+  if (RdmaFds fds = ScanRdmaFds(); fds.uverbs > 0 || fds.rdma_cm > 0) {
+    g_backstop_armed.store(true, std::memory_order_relaxed);
+  }
+  g_fork_facts.store(true, std::memory_order_release);
 }
 
 // Config warnings, kept until the log is configured (so they are also logged).
@@ -176,12 +209,19 @@ void Init() {
   if (prog != nullptr && prog[0] != '\0') {
     strncpy(g_prog, prog, sizeof(g_prog) - 1);
   }
-  InitOwnCodeRange();
-  LearnRdmaDeviceNumbers();
-  // Descriptors inherited across exec (or opened before we were loaded) arm the backstop.
-  if (RdmaFds fds = ScanRdmaFds(); fds.uverbs > 0 || fds.rdma_cm > 0) {
-    g_backstop_armed.store(true, std::memory_order_relaxed);
+  if (!secure) {
+    // rdma-core turns fork support on when either is set at all (any value).
+    for (const char* var : {"RDMAV_FORK_SAFE", "IBV_FORK_SAFE"}) {
+      const char* v = getenv(var);
+      if (v == nullptr) continue;
+      TextBuffer b(g_fork_env, sizeof(g_fork_env));
+      b.Str(var).Char('=').Str(v);
+      break;
+    }
   }
+  InitOwnCodeRange();
+  // The RDMA device numbers and the descriptors the process started with are learned at
+  // its first fork or RDMA call (EnsureForkFacts), not here.
   LogIdentity lid;
   lid.host = g_host;
   lid.prog = g_prog;
@@ -206,9 +246,42 @@ void Init() {
   for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
 }
 
+// A process created by a raw clone()/clone3() syscall (Go's runtime, sandboxes) runs no
+// atfork handler and none of our fork wrappers: the first watched call it makes (exec*, an
+// device open/PD/rdma_cm call, fork) finds this thread's cached pid still the parent's (not
+// on registration: one getpid() per ibv_reg_mr is measurable there). Say once, then treat it
+// as a hazardous child. Async-signal-safe (getpid, write); writes nothing in a vfork child.
+void CheckUnseenChild() {
+  pid_t cached = CachedPid();
+  if (cached == 0 || !GlobalState().EverInitialized()) return;
+  pid_t now = getpid();
+  if (now == cached) {
+    if (t_vfork_from != 0) t_vfork_from = 0;  // back in the parent after a vfork
+    return;
+  }
+  if (t_vfork_from == cached) return;
+  ResetCachedTid();
+  bool live = GlobalState().AnyLive();
+  ChildAfterFork(live, false);
+  if (g_config.quiet || g_config.mode == Mode::kOff) return;
+  char buf[768];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str("forkguard: pid ").Dec(now).Str(" (").Str(g_prog).Str(") was created from pid ");
+  b.Dec(cached).Str(
+      " by a raw clone()/clone3() system call (no fork(), no atfork handlers), after RDMA init "
+      "there: forkguard could not decide or stop it. It inherited the parent's descriptors "
+      "(including /dev/infiniband) and, ");
+  b.Str(live ? "if fork support was on, none of the MADV_DONTFORK pages the parent registered: "
+               "a SIGSEGV in them is not explained in this process"
+             : "since the parent had released its RDMA resources, nothing else");
+  b.Char('\n');
+  WriteStderr(b.data(), b.size());
+}
+
 // Entry of every RDMA hook.
 bool Active() {
   EnsureInit();
+  EnsureForkFacts();
   if (g_config.mode == Mode::kOff) return false;
   LoadUnwinder();
   return true;
@@ -245,6 +318,7 @@ void NoteInit(RdmaCall call, const char* device) {
   // the RDMA device numbers again in case the modules were loaded after we started.
   KernelCopyOnFork();
   LearnRdmaDeviceNumbers();
+  g_rdma_core.store(RdmaCoreVersionFromMaps(), std::memory_order_relaxed);
   EventLog& log = GlobalEventLog();
   EventLog::LargeLine line(log);
   if (!line.ok()) return;
@@ -368,9 +442,10 @@ void AppendCof(TextBuffer& b, const KernelCofFact& cof) {
 // Clean fork: only logged (when a log is configured). No allocation. `interrupted`: a fork
 // from a signal handler that interrupted forkguard on this thread - no stack (the loader's
 // locks and this function's buffers may be mid-use), a small `partial` event.
-__attribute__((noinline)) void WriteCleanForkEvent(ForkVia via, bool interrupted) {
+__attribute__((noinline)) void WriteCleanForkEvent(ForkVia via, bool interrupted,
+                                                   bool child_execs = false) {
   EventLog& log = GlobalEventLog();
-  const char* via_name = via == ForkVia::kAtfork ? "atfork" : "fork";
+  const char* via_name = ForkViaName(via);
   if (interrupted) {
     char buf[1024];
     TextBuffer b(buf, sizeof(buf));
@@ -405,6 +480,7 @@ __attribute__((noinline)) void WriteCleanForkEvent(ForkVia via, bool interrupted
   AppendLive(b, LiveCounts());
   b.Str(",\"threads\":null,\"max_map_count\":null,\"map_count\":null");
   b.Str(",\"kernel_cof\":null,\"via\":\"").Str(via_name).Char('"');
+  if (child_execs) b.Str(",\"child_execs\":true");
   log.End(b);
 }
 
@@ -514,6 +590,49 @@ struct Scratch {
 
 ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via);
 
+// A fork whose child execs right away: CPython's _posixsubprocess.fork_exec, called from
+// subprocess.Popen._execute_child or multiprocessing.util.spawnv_passfds (with preexec_fn,
+// or when vfork cannot be used, it is a real fork with the GIL held). The innermost Python
+// frame says so; null when it is not such a fork.
+const char* ChildExecSite(const PythonStack& py) {
+  if (py.depth <= 0) return nullptr;
+  const PythonStack::Frame& f = py.frames[0];
+  const char* base = BaseName(f.file);
+  if (strcmp(base, "subprocess.py") == 0 && strcmp(f.func, "_execute_child") == 0) {
+    return "subprocess: _posixsubprocess.fork_exec";
+  }
+  if (strcmp(base, "util.py") == 0 && strstr(f.file, "multiprocessing") != nullptr &&
+      strcmp(f.func, "spawnv_passfds") == 0) {
+    return "multiprocessing.util.spawnv_passfds: _posixsubprocess.fork_exec";
+  }
+  return nullptr;
+}
+
+bool IsUcxObject(const char* base) {
+  return base != nullptr && (strncmp(base, "libuct", 6) == 0 || strncmp(base, "libucs", 6) == 0 ||
+                             strncmp(base, "libucp", 6) == 0);
+}
+
+// MPI_Init / MPI_Init_thread (or their PMPI_ names) on the stack of the first RDMA init.
+bool InitInMpi(const InitRecord& init) {
+  if (!init.set) return false;
+  for (int i = 0; i < init.stack.depth; ++i) {
+    SymbolizedFrame f = Symbolize(init.stack.ips[i], i > 0);
+    if (f.sym == nullptr) continue;
+    if (strncmp(f.sym, "MPI_Init", 8) == 0 || strncmp(f.sym, "PMPI_Init", 9) == 0) return true;
+  }
+  return false;
+}
+
+ForkSupportFact CurrentForkSupport() {
+  ForkSupportFact f;
+  f.env = g_fork_env[0] != '\0' ? g_fork_env : nullptr;
+  f.on = f.env != nullptr || g_fork_init_ok.load(std::memory_order_relaxed);
+  f.caller = g_fork_init_caller;
+  f.rdma_core = g_rdma_core.load(std::memory_order_relaxed);
+  return f;
+}
+
 // The decision for a fork with RDMA state. `via` atfork: the fork cannot be failed and the
 // kernel is not asked anything new.
 ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
@@ -556,7 +675,6 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
     LogCleanFork(via, false);
     return d;
   }
-  d.hazard = true;
 
   RawStack& fork_stack = scratch.fixed->fork_stack;
   CaptureStack(&fork_stack, g_config.stack_depth);
@@ -564,6 +682,18 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   // os.fork() holds the GIL: the Python line that forked.
   PythonStack& fork_py = scratch.fixed->fork_py;
   CapturePythonStack(&fork_py, g_config.stack_depth);
+  // A child known to exec right away is judged by what it can touch before exec.
+  const char* exec_site = ChildExecSite(fork_py);
+  if (exec_site != nullptr) {
+    in.child_execs = true;
+    v = DecideVerdict(in, scratch.mr_dontfork);
+    if (!v.hazard()) {
+      RdmaState::FreeSnapshot(&snap);
+      if (GlobalEventLog().enabled()) WriteCleanForkEvent(via, false, /*child_execs=*/true);
+      return d;
+    }
+  }
+  d.hazard = true;
   uint64_t site = SiteOf(fork_stack, &fork_py);
   bool allowed = MatchesAllowList(fork_stack, fork_py);
   bool report = !allowed && (g_config.report == ReportPolicy::kAlways || st.FirstTimeForSite(site));
@@ -584,6 +714,21 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   r.map_count = vma_count >= 0 ? vma_count : CountMaps();
   r.max_map_count = MaxMapCount();
   r.cof = cof;
+  r.child_exec_site = exec_site;
+  r.fork_support = CurrentForkSupport();
+  FixFacts facts;
+  facts.fork_py = &fork_py;
+  facts.init_in_mpi = InitInMpi(snap.init);
+  facts.child_segv = (v.reasons & kChildSegv) != 0;
+  facts.kernel_cof = cof.value;
+  facts.library_cache_only = v.library_cache_only;
+  facts.child_execs = v.child_execs;
+  facts.fork_init_by_ucx =
+      r.fork_support.on && r.fork_support.env == nullptr && IsUcxObject(r.fork_support.caller);
+  FixRule fix = ChooseFix(facts);
+  r.fix_rule = static_cast<int>(fix);
+  r.fix_text_library = fix == FixRule::kUcxForkInit ? r.fork_support.caller : "librdmacm";
+  bool enforce = !allowed && v.enforceable();
 
   if (report && !g_config.quiet) {
     TextBuffer msg(scratch.fixed->message, Scratch::kMessageBytes);
@@ -592,11 +737,11 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   }
   // A library loaded RTLD_DEEPBIND may be why RDMA was only found by the backstop: say so
   // once (not from an atfork handler: it takes the loader lock).
-  if (via == ForkVia::kFork && !g_config.quiet && ReportDeepbindOnce()) {
+  if (via != ForkVia::kAtfork && !g_config.quiet && ReportDeepbindOnce()) {
     LogNote("a library was loaded with RTLD_DEEPBIND: its RDMA calls bypass interposition");
   }
 
-  const char* action = ActionName(g_config.mode, allowed, via);
+  const char* action = ActionName(g_config.mode, !enforce, via);
   {
     EventLog& log = GlobalEventLog();
     EventLog::LargeLine line(log);
@@ -612,7 +757,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
         first = false;
       }
       b.Str("],\"action\":\"").Str(action).Char('"');
-      if (strcmp(action, "failed") == 0) b.Str(",\"errno\":").Dec(EPERM);
+      if (strcmp(action, "failed") == 0) b.Str(",\"errno\":").Dec(FailErrno(via));
       b.Str(",\"site\":");
       AppendJsonHex(b, site);
       b.Str(",\"reported\":").Str(report && !g_config.quiet ? "true" : "false");
@@ -658,15 +803,36 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
         b.Str("null");
       }
       AppendCof(b, cof);
-      b.Str(",\"via\":\"").Str(via == ForkVia::kAtfork ? "atfork" : "fork").Char('"');
+      b.Str(",\"via\":\"").Str(ForkViaName(via)).Char('"');
+      // Issue 13: the fix rule chosen, the exec'ing child, librdmacm's own leftovers, and who
+      // turned fork support on.
+      b.Str(",\"fix\":\"").Str(FixRuleName(fix)).Char('"');
+      if (v.child_execs) b.Str(",\"child_execs\":true");
+      if (v.library_cache_only) b.Str(",\"held_by\":\"librdmacm\"");
+      b.Str(",\"fork_support\":{\"on\":").Str(r.fork_support.on ? "true" : "false");
+      b.Str(",\"by\":");
+      if (r.fork_support.env != nullptr) {
+        b.JsonStr(r.fork_support.env);
+      } else if (r.fork_support.caller[0] != '\0') {
+        b.JsonStr(r.fork_support.caller);
+      } else {
+        b.Str("null");
+      }
+      b.Str(",\"rdma_core\":");
+      if (r.fork_support.rdma_core >= 0) {
+        b.Dec(r.fork_support.rdma_core);
+      } else {
+        b.Str("null");
+      }
+      b.Char('}');
       log.End(b);
     }
   }
 
-  if (!allowed && g_config.mode == Mode::kAbort) abort();
-  if (!allowed && g_config.mode == Mode::kError && via == ForkVia::kFork) {
+  if (enforce && g_config.mode == Mode::kAbort) abort();
+  if (enforce && g_config.mode == Mode::kError && via != ForkVia::kAtfork) {
     d.fail = true;
-    d.err = EPERM;
+    d.err = FailErrno(via);
   } else if (v.dontfork_mrs > 0) {
     d.explain_segv = PrepareChildSegvTable(snap, scratch.mr_dontfork, g_config.quiet);
   }
@@ -706,7 +872,7 @@ ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via) {
     log.Begin(b, "fork");
     b.Str(",\"verdict\":\"hazard\",\"reasons\":[\"inherited-rdma\"],\"action\":\"");
     b.Str(action).Char('"');
-    if (strcmp(action, "failed") == 0) b.Str(",\"errno\":").Dec(EPERM);
+    if (strcmp(action, "failed") == 0) b.Str(",\"errno\":").Dec(FailErrno(via));
     b.Str(",\"site\":null,\"reported\":").Str(g_config.quiet ? "false" : "true");
     b.Str(",\"allowed\":false,\"stack\":[],\"init\":null,\"ranges\":[]");
     LiveCounts c;
@@ -714,25 +880,26 @@ ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via) {
     c.rdma_cm_fds = fds.rdma_cm;
     AppendLive(b, c);
     b.Str(",\"threads\":null,\"max_map_count\":null,\"map_count\":null,\"kernel_cof\":null");
-    b.Str(",\"partial\":true,\"via\":\"").Str(via == ForkVia::kAtfork ? "atfork" : "fork");
+    b.Str(",\"partial\":true,\"via\":\"").Str(ForkViaName(via));
     b.Char('"');
     log.End(b);
   }
   if (g_config.mode == Mode::kAbort) abort();
-  if (g_config.mode == Mode::kError && via == ForkVia::kFork) {
+  if (g_config.mode == Mode::kError && via != ForkVia::kAtfork) {
     d.fail = true;
-    d.err = EPERM;
+    d.err = FailErrno(via);
   }
   return d;
 }
 
 // Says once per process that a lock's bounded wait gave up (StateLock): from then on
 // records may be missing and forks may get partial verdicts. That is a bug of ours.
-void SayIfLockGaveUp() {
+// The message is out of line: its buffer would deepen every caller's frame, and a write to
+// a stack page the previous fork write-protected is a page fault per fork.
+__attribute__((noinline, cold)) void SayLockGaveUp() {
   static std::atomic<bool> said{false};
   StateLock& state = GlobalState().lock();
   StateLock& log = GlobalEventLog().lock();
-  if (!state.GaveUp() && !log.GaveUp()) return;
   if (said.exchange(true)) return;
   pid_t owner = state.GaveUp() ? state.StuckOwner() : log.StuckOwner();
   char buf[512];
@@ -746,6 +913,10 @@ void SayIfLockGaveUp() {
     b.Char('\n');
     WriteStderr(b.data(), b.size());
   }
+}
+
+inline void SayIfLockGaveUp() {
+  if (GlobalState().lock().GaveUp() || GlobalEventLog().lock().GaveUp()) SayLockGaveUp();
 }
 
 // Nothing tracked and no RDMA descriptor possible: clean without looking. Lock-free, reads
@@ -787,10 +958,23 @@ void CoreAtforkPrepare() {
   }
   // A fork that did not pass through our fork(): decide here (warn only).
   if (!g_ready || g_config.mode == Mode::kOff) return;
+  EnsureForkFacts();
+  // The fast path first, here: Decide's frame reaches a deeper stack page, and after a
+  // fork every first write to a page faults (one more fault per clean fork).
+  if (CleanWithoutLooking() && !GlobalEventLog().enabled()) return;
   ForkDecision d = Decide(ForkVia::kAtfork, t_busy != 0);
   SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
   SetIfChanged(t_pending_explain, static_cast<bool>(d.explain_segv));
   SetIfChanged(t_atfork_decided, static_cast<bool>(d.explain_segv));
+}
+
+// ibv_open_device/ibv_alloc_pd called by librdmacm's own code (its per-device cache, kept
+// until the process exits), not by the program.
+bool CalledFromRdmacm(const void* caller) {
+  if (caller == nullptr) return false;
+  BeginSymbolizing();
+  SymbolizedFrame f = Symbolize(reinterpret_cast<uintptr_t>(caller), true);
+  return f.obj != nullptr && strncmp(BaseName(f.obj), "librdmacm.so", 12) == 0;
 }
 
 // A watched release (close device, dealloc PD, destroy channel/id/ep): flagged when a
@@ -808,11 +992,12 @@ void OnRelease(const char* call, const void* handle, bool (RdmaState::*remove)(u
 
 void EnsureInit() { pthread_once(&g_once, Init); }
 
-void OnOpenDevice(const void* ctx, const char* device, int err) {
+void OnOpenDevice(const void* ctx, const char* device, int err, const void* caller) {
   BusyScope busy;
   if (!Active()) return;
+  CheckUnseenChild();
   if (ctx != nullptr) {
-    GlobalState().AddContext(reinterpret_cast<uintptr_t>(ctx), device);
+    GlobalState().AddContext(reinterpret_cast<uintptr_t>(ctx), device, CalledFromRdmacm(caller));
     NoteInit(RdmaCall::kOpenDevice, device);
   }
   LogRdmaCall("ibv_open_device", device, ctx, ctx != nullptr, err);
@@ -822,11 +1007,12 @@ void OnCloseDevice(const void* ctx, int ret, int err) {
   OnRelease("ibv_close_device", ctx, &RdmaState::RemoveContext, ret, err);
 }
 
-void OnAllocPd(const void* pd, const void* ctx, int err) {
+void OnAllocPd(const void* pd, const void* ctx, int err, const void* caller) {
   BusyScope busy;
   if (!Active()) return;
+  CheckUnseenChild();
   CheckInheritedUse("ibv_alloc_pd", ctx);
-  if (pd != nullptr) GlobalState().AddPd(reinterpret_cast<uintptr_t>(pd));
+  if (pd != nullptr) GlobalState().AddPd(reinterpret_cast<uintptr_t>(pd), CalledFromRdmacm(caller));
   LogRdmaCall("ibv_alloc_pd", nullptr, pd, pd != nullptr, err);
 }
 
@@ -867,7 +1053,15 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   rec.access = access;
   rec.call = call;
   rec.owner = CurrentPid();
-  CaptureStack(&rec.stack, g_config.stack_depth);
+  // Unwinding is most of what a registration costs (libunwind, per frame): without a log
+  // the stack is only shown in a hazard message (its innermost user frame) and in a child's
+  // SIGSEGV explanation, for which the innermost frames say where; the log keeps them all.
+  constexpr int kUnloggedRegistrationDepth = 12;
+  int depth = g_config.stack_depth;
+  if (!GlobalEventLog().enabled() && depth > kUnloggedRegistrationDepth) {
+    depth = kUnloggedRegistrationDepth;
+  }
+  CaptureStack(&rec.stack, depth);
   GlobalState().AddMr(rec);
   NoteInit(call, nullptr);
   EventLog& log = GlobalEventLog();
@@ -930,21 +1124,39 @@ void OnDeregMr(const void* mr, int ret, int err) {
   log.End(b);
 }
 
-void OnForkInit(int ret, int err) {
+void OnForkInit(int ret, int err, const void* caller) {
   BusyScope busy;
   if (!Active()) return;
+  if (ret == 0) {
+    // Who turned fork support on: the object of the caller (libibverbs itself when
+    // RDMAV_FORK_SAFE made it call its own ibv_fork_init; UCX's libuct_ib; NCCL ...).
+    BeginSymbolizing();
+    SymbolizedFrame f = Symbolize(reinterpret_cast<uintptr_t>(caller), true);
+    if (g_fork_init_caller[0] == '\0' && f.obj != nullptr) {
+      TextBuffer b(g_fork_init_caller, sizeof(g_fork_init_caller));
+      b.Str(BaseName(f.obj));
+    }
+    g_fork_init_ok.store(true, std::memory_order_relaxed);
+  }
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;
   char buf[512];
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, "fork_init");
   b.Str(",\"result\":").Dec(ret).Str(",\"errno\":").Dec(ret == 0 ? 0 : err);
+  b.Str(",\"caller\":");
+  if (g_fork_init_caller[0] != '\0') {
+    b.JsonStr(g_fork_init_caller);
+  } else {
+    b.Str("null");
+  }
   log.End(b);
 }
 
 void OnCmCreate(RdmaCall call, const void* handle, int err) {
   BusyScope busy;
   if (!Active()) return;
+  CheckUnseenChild();
   if (handle != nullptr) {
     GlobalState().AddCm(reinterpret_cast<uintptr_t>(handle), call);
     NoteInit(call, nullptr);
@@ -956,9 +1168,10 @@ void OnCmDestroy(const char* call, const void* handle, int ret, int err) {
   OnRelease(call, handle, &RdmaState::RemoveCm, ret, err);
 }
 
-ForkDecision BeforeFork() {
+ForkDecision BeforeFork(ForkVia via) {
   EnsureInit();
   if (g_config.mode == Mode::kOff) return ForkDecision();
+  EnsureForkFacts();
   bool prev_in_wrapper = t_in_fork_wrapper;
   bool prev_hazard = t_pending_hazard;
   bool prev_explain = t_pending_explain;
@@ -974,12 +1187,15 @@ ForkDecision BeforeFork() {
     return d;
   }
   int saved = errno;
-  ForkDecision d = Decide(ForkVia::kFork, t_busy != 0);
+  CheckUnseenChild();
+  ForkDecision d = Decide(via, t_busy != 0);
   if (errno != saved) errno = saved;
   d.prev_in_wrapper = prev_in_wrapper;
   d.prev_hazard = prev_hazard;
   d.prev_explain = prev_explain;
-  if (!d.fail) {
+  // _Fork runs no atfork handlers: nothing would consume the marker (AfterRawForkChild
+  // applies the decision in the child instead).
+  if (!d.fail && via != ForkVia::kUnderscoreFork) {
     SetIfChanged(t_in_fork_wrapper, static_cast<bool>(true));
     SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
     SetIfChanged(t_pending_explain, static_cast<bool>(d.explain_segv));
@@ -992,6 +1208,15 @@ FORKGUARD_CHILD_PATH void AfterForkChild(const ForkDecision& d) {
   SetIfChanged(t_in_fork_wrapper, static_cast<bool>(d.prev_in_wrapper));
   SetIfChanged(t_pending_hazard, static_cast<bool>(d.prev_hazard));
   SetIfChanged(t_pending_explain, static_cast<bool>(d.prev_explain));
+}
+
+FORKGUARD_CHILD_PATH void AfterRawForkChild(const ForkDecision& d) {
+  if (g_config.mode == Mode::kOff) return;
+  // What the atfork child handlers do after fork(), for a fork that runs none (_Fork): the
+  // cached pid, our table lock (another thread may have held it), the child's explanation.
+  ResetCachedTid();
+  GlobalState().lock().ResetInChild();
+  ChildAfterFork(d.hazard, d.explain_segv);
 }
 
 void AfterForkParent(const ForkDecision& d, pid_t child) {
@@ -1027,7 +1252,10 @@ void OnSpawn(const char* call, pid_t child, int ret) {
   log.End(b);
 }
 
-void OnVfork() { OnSpawn("vfork", 0, 0); }
+void OnVfork() {
+  t_vfork_from = CurrentPid();
+  OnSpawn("vfork", 0, 0);
+}
 
 void OnExit() {
   BusyScope busy;
@@ -1055,6 +1283,7 @@ void OnDeepBind() { g_backstop_armed.store(true, std::memory_order_relaxed); }
 
 void OnExec(const char* path) {
   // Async-signal-safe: a child may exec right after fork.
+  if (g_ready && g_config.mode != Mode::kOff) CheckUnseenChild();
   if (IsHazardousChild()) ChildNoteExec(path);
 }
 

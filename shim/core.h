@@ -7,6 +7,7 @@
 
 #include <cstddef>
 
+#include "shim/message.h"
 #include "shim/state.h"
 
 namespace forkguard::core {
@@ -35,9 +36,11 @@ class BusyScope {
 };
 
 // RDMA resources. `err` is errno after the real call. Handles are the returned pointers.
-void OnOpenDevice(const void* ctx, const char* device, int err);
+// `caller`: the return address of the intercepted call (who called it: librdmacm's own
+// cached context and PD are told apart from the program's).
+void OnOpenDevice(const void* ctx, const char* device, int err, const void* caller);
 void OnCloseDevice(const void* ctx, int ret, int err);
-void OnAllocPd(const void* pd, const void* ctx, int err);
+void OnAllocPd(const void* pd, const void* ctx, int err, const void* caller);
 void OnDeallocPd(const void* pd, int ret, int err);
 void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, size_t len,
              int access, int err);
@@ -47,7 +50,8 @@ void BeforeRegMr();
 // (the library marking a range it registers). Async-signal-safe, no allocation.
 void OnDontfork(const void* addr, size_t len);
 void OnDeregMr(const void* mr, int ret, int err);
-void OnForkInit(int ret, int err);
+// `caller`: the return address (names the library that turned fork support on).
+void OnForkInit(int ret, int err, const void* caller);
 void OnCmCreate(RdmaCall call, const void* handle, int err);
 void OnCmDestroy(const char* call, const void* handle, int ret, int err);
 
@@ -63,12 +67,15 @@ struct ForkDecision {
   bool prev_hazard = false;
   bool prev_explain = false;
 };
-// In the parent, before the real fork. Clean forks: no allocation, no output.
-ForkDecision BeforeFork();
+// In the parent, before the real fork. Clean forks: no allocation, no output. `via`: which
+// entry point (fork, _Fork, daemon, forkpty); a failed decision's errno depends on it.
+ForkDecision BeforeFork(ForkVia via);
 // In the parent after the real fork returned (child > 0) or failed (child < 0).
 void AfterForkParent(const ForkDecision& d, pid_t child);
 // In the child, after the real fork returned 0 (the atfork child handler already ran).
 void AfterForkChild(const ForkDecision& d);
+// In the child of a fork that ran no atfork handlers (_Fork), after it returned 0.
+void AfterRawForkChild(const ForkDecision& d);
 void OnSpawn(const char* call, pid_t child, int ret);
 // vfork: logged before the call (the child pid is not known to us).
 void OnVfork();

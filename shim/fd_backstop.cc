@@ -83,16 +83,19 @@ int FindNumberForName(const char* text, const char* section, const char* name) {
   return -1;
 }
 
-void LearnRdmaDeviceNumbers() {
-  char buf[8192];
+void LearnRdmaDeviceNumbers(char* buf, size_t cap) {
   if (g_uverbs_major.load(std::memory_order_relaxed) < 0 &&
-      ReadAll("/proc/devices", buf, sizeof(buf)) > 0) {
+      ReadAll("/proc/devices", buf, cap) > 0) {
     g_uverbs_major.store(FindNumberForName(buf, "Character devices:", "infiniband_verbs"));
   }
-  if (g_rdma_cm_minor.load(std::memory_order_relaxed) < 0 &&
-      ReadAll("/proc/misc", buf, sizeof(buf)) > 0) {
+  if (g_rdma_cm_minor.load(std::memory_order_relaxed) < 0 && ReadAll("/proc/misc", buf, cap) > 0) {
     g_rdma_cm_minor.store(FindNumberForName(buf, nullptr, "rdma_cm"));
   }
+}
+
+void LearnRdmaDeviceNumbers() {
+  char buf[8192];
+  LearnRdmaDeviceNumbers(buf, sizeof(buf));
 }
 
 bool RdmaDevicesExist() {

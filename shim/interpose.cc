@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <pty.h>
 #include <rdma/rdma_cma.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@
 #include "shim/child_path.h"
 #include "shim/core.h"
 #include "shim/dlopen_check.h"
+#include "shim/stack.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -78,20 +80,12 @@ void* LookUp(void* handle, const char* name, const char* version) {
 // resolves through the GOT to the first definition in the process, which is libc's when
 // the shim is not first in the search order (dlopen'ed, or another interposer preloaded
 // before it) - comparing with it rejected the genuine libc function (ENOSYS). Our own
-// object is identified by the address of a hidden function, which binds locally.
-__attribute__((noinline)) void SelfAnchor() { asm volatile(""); }
-
+// object is known by the address ranges of its executable segments (stack.h's
+// IsOwnCode, from dl_iterate_phdr once). Not dladdr: it scans the whole symbol table of
+// the object it finds (libc's), which was most of what every process start paid the shim.
 bool IsOurs(void* p) {
-  static std::atomic<void*> self_base{nullptr};
-  void* base = self_base.load(std::memory_order_acquire);
-  if (base == nullptr) {
-    Dl_info self;
-    if (dladdr(reinterpret_cast<void*>(&SelfAnchor), &self) == 0) return false;
-    base = self.dli_fbase;
-    self_base.store(base, std::memory_order_release);
-  }
-  Dl_info info;
-  return dladdr(p, &info) != 0 && info.dli_fbase == base;
+  forkguard::InitOwnCodeRange();
+  return forkguard::IsOwnCode(reinterpret_cast<uintptr_t>(p));
 }
 
 // The real function behind one of our exported wrappers; resolved once, retried while the
@@ -182,6 +176,9 @@ FG_HOOK(rdma_destroy_ep, "RDMACM_1.0", kRdmacm);
 // libc: resolved eagerly by the constructor, so that a first fork()/exec*() from a signal
 // handler or a forked child never runs dlsym.
 FG_HOOK(fork, nullptr, kLibc);
+FG_HOOK(_Fork, nullptr, kLibc);
+FG_HOOK(daemon, nullptr, kLibc);
+FG_HOOK(forkpty, nullptr, kLibc);
 FG_HOOK(posix_spawn, nullptr, kLibc);
 FG_HOOK(posix_spawnp, nullptr, kLibc);
 FG_HOOK(execve, nullptr, kLibc);
@@ -217,7 +214,8 @@ FG_EXPORT struct ibv_context* ibv_open_device(struct ibv_device* device) {
   ibv_context* r = real(device);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnOpenDevice(r, device != nullptr ? device->name : nullptr, e.value());
+    core::OnOpenDevice(r, device != nullptr ? device->name : nullptr, e.value(),
+                       __builtin_return_address(0));
   }
   return r;
 }
@@ -244,7 +242,7 @@ FG_EXPORT struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
   ibv_pd* r = real(context);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnAllocPd(r, context, e.value());
+    core::OnAllocPd(r, context, e.value(), __builtin_return_address(0));
   }
   return r;
 }
@@ -349,7 +347,7 @@ FG_EXPORT int ibv_fork_init(void) {
   int r = real();
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnForkInit(r, e.value());
+    core::OnForkInit(r, e.value(), __builtin_return_address(0));
   }
   return r;
 }
@@ -448,7 +446,7 @@ FG_EXPORT FORKGUARD_CHILD_PATH_FIRST pid_t fork(void) noexcept {
     errno = ENOSYS;
     return -1;
   }
-  core::ForkDecision d = core::BeforeFork();
+  core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kFork);
   if (d.fail) {
     errno = d.err;
     return -1;
@@ -459,6 +457,81 @@ FG_EXPORT FORKGUARD_CHILD_PATH_FIRST pid_t fork(void) noexcept {
     core::AfterForkParent(d, pid);
   } else {
     core::AfterForkChild(d);  // writes nothing it need not, errno included
+  }
+  return pid;
+}
+
+// libc's other ways to fork without calling the program's fork() (glibc's fork, daemon and
+// forkpty call its internal __fork/_Fork directly): decided like fork(), failed in error
+// mode with an errno their man pages allow (core::BeforeFork, FailErrno).
+
+// _Fork (glibc >= 2.34): fork without the atfork handlers, so the decision's child side is
+// applied here (AfterRawForkChild) rather than by our atfork child handler.
+FG_EXPORT FORKGUARD_CHILD_PATH pid_t _Fork(void) noexcept {
+  FG_REAL(_Fork);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kUnderscoreFork);
+  if (d.fail) {
+    errno = d.err;
+    return -1;
+  }
+  pid_t pid = real();
+  if (pid != 0) {
+    ErrnoKeeper e;
+    core::AfterForkParent(d, pid);
+  } else {
+    core::AfterRawForkChild(d);
+  }
+  return pid;
+}
+
+// daemon: forks (atfork handlers run), the parent _exit(0)s inside the call, the child
+// calls setsid and returns 0 here. Decided before the fork, so an error-mode failure happens
+// while the caller is still the original process.
+FG_EXPORT int daemon(int nochdir, int noclose) noexcept {
+  FG_REAL(daemon);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  pid_t self = getpid();
+  core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kDaemon);
+  if (d.fail) {
+    errno = d.err;
+    return -1;
+  }
+  int r = real(nochdir, noclose);
+  if (r == 0 || getpid() != self) {
+    core::AfterForkChild(d);  // the daemon (or its failed setsid)
+  } else {
+    ErrnoKeeper e;
+    core::AfterForkParent(d, -1);  // fork itself failed
+  }
+  return r;
+}
+
+// forkpty: openpty, then fork. Decided before openpty: a failed call opens no terminal.
+FG_EXPORT int forkpty(int* amaster, char* name, const struct termios* termp,
+                      const struct winsize* winp) noexcept {
+  FG_REAL(forkpty);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kForkpty);
+  if (d.fail) {
+    errno = d.err;
+    return -1;
+  }
+  int pid = real(amaster, name, termp, winp);
+  if (pid != 0) {
+    ErrnoKeeper e;
+    core::AfterForkParent(d, pid);
+  } else {
+    core::AfterForkChild(d);
   }
   return pid;
 }
@@ -806,6 +879,9 @@ FG_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
 __attribute__((constructor)) static void ForkguardConstructor() {
   core::EnsureInit();
   hook_fork.Get(&::fork);
+  hook__Fork.Get(&::_Fork);
+  hook_daemon.Get(&::daemon);
+  hook_forkpty.Get(&::forkpty);
   hook_vfork.Get(reinterpret_cast<pid_t (*)()>(&vfork));
   hook_posix_spawn.Get(&::posix_spawn);
   hook_posix_spawnp.Get(&::posix_spawnp);

@@ -1,6 +1,32 @@
 #include "shim/message.h"
 
+#include <errno.h>
+
+#include "shim/fix_advice.h"
+
 namespace forkguard {
+
+const char* ForkViaName(ForkVia via) {
+  switch (via) {
+    case ForkVia::kFork:
+      return "fork";
+    case ForkVia::kAtfork:
+      return "atfork";
+    case ForkVia::kUnderscoreFork:
+      return "_Fork";
+    case ForkVia::kDaemon:
+      return "daemon";
+    case ForkVia::kForkpty:
+      return "forkpty";
+  }
+  return "fork";
+}
+
+int FailErrno(ForkVia via) {
+  return via == ForkVia::kUnderscoreFork || via == ForkVia::kForkpty ? ENOMEM : EPERM;
+}
+
+const char* FailErrnoName(ForkVia via) { return FailErrno(via) == ENOMEM ? "ENOMEM" : "EPERM"; }
 namespace {
 
 // At most this many ranges are listed; the rest are summarized.
@@ -11,6 +37,36 @@ void Plural(TextBuffer& out, long n, const char* one, const char* many) {
 }
 
 }  // namespace
+
+void FormatForkSupportLine(TextBuffer& out, const ForkSupportFact& f, const KernelCofFact& cof) {
+  out.Str("  fork support: ");
+  if (!f.on) {
+    out.Str("off (no ibv_fork_init, RDMAV_FORK_SAFE/IBV_FORK_SAFE unset)");
+  } else {
+    out.Str("on, turned on by ");
+    if (f.env != nullptr) {
+      out.Str(f.env).Str(" in the environment");
+    } else if (f.caller[0] != '\0') {
+      out.Str("ibv_fork_init() called from ").Str(f.caller);
+    } else {
+      out.Str("ibv_fork_init()");
+    }
+  }
+  if (f.rdma_core >= 0) {
+    out.Str("; rdma-core ").Dec(f.rdma_core);
+    if (f.on && f.rdma_core < 51 && cof.value == KernelCof::kYes) {
+      out.Str(
+          " (< 51) marks every registration MADV_DONTFORK even though this kernel copies "
+          "pinned pages on fork: fork support is not needed here and kills children that "
+          "touch registered memory");
+    } else if (f.on && f.rdma_core >= 51 && cof.value == KernelCof::kYes) {
+      out.Str(" (>= 51): fork support does nothing on this copy-on-fork kernel");
+    } else if (f.on && cof.value == KernelCof::kNo) {
+      out.Str(": this kernel needs fork support for a fork after registration (no copy-on-fork)");
+    }
+  }
+  out.Char('\n');
+}
 
 void FormatStackLines(TextBuffer& out, const RawStack& stack, const char* indent, bool demangle) {
   if (stack.depth == 0) {
@@ -104,7 +160,24 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
     if (c.uverbs_fds > 0 || c.rdma_cm_fds > 0) {
       out.Str(" and ").Dec(c.uverbs_fds + c.rdma_cm_fds).Str(" descriptor(s) on /dev/infiniband");
     }
-    out.Str(" it must not use\n");
+    out.Str(" it must not use");
+    if (r.verdict.library_cache_only) {
+      out.Str(
+          " - all of it held by librdmacm, which keeps its device context after "
+          "rdma_destroy_id/rdma_destroy_event_channel: the program released its own. A child "
+          "that calls librdmacm again reuses the parent's cached context, which does not work "
+          "there");
+    } else if (c.library_contexts > 0) {
+      out.Str(" (").Dec(c.library_contexts).Str(" context(s) held by librdmacm itself)");
+    }
+    out.Char('\n');
+  }
+  if (r.verdict.child_execs) {
+    out.Str("  child-execs: the child execs right away (")
+        .Str(r.child_exec_site != nullptr ? r.child_exec_site : "known fork+exec site")
+        .Str(
+            "): inherited RDMA objects are dropped by exec; only code it runs before exec "
+            "(preexec_fn) can touch the ranges above\n");
   }
 
   if (s.init.set) {
@@ -150,28 +223,41 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
                                           : "unknown");
   out.Str(" (").Str(r.cof.source).Str(")\n");
 
-  if (r.fork_py != nullptr && r.fork_py->depth > 0) {
-    // A Python program: say it in the terms of the code the user writes.
-    out.Str(
-        "  fix: create the DataLoader (persistent_workers=True) before RDMA init, or use "
-        "multiprocessing_context='spawn' or 'forkserver' (DataLoader / multiprocessing)\n");
-  } else {
-    out.Str(
-        "  fix: create loader workers before RDMA init (fork first, then open the device), or "
-        "start workers with spawn/forkserver (posix_spawn)\n");
-  }
+  FormatForkSupportLine(out, r.fork_support, r.cof);
 
+  FixRule rule = r.fix_rule >= 0 ? static_cast<FixRule>(r.fix_rule) : FixRule::kCProgram;
+  FormatFix(out, rule, r.fix_text_library);
+
+  const char* call = r.via == ForkVia::kFork ? "fork" : ForkViaName(r.via);
+  if (!r.verdict.enforceable() && (r.mode == Mode::kError || r.mode == Mode::kAbort)) {
+    out.Str("  mode: ").Str(ModeName(r.mode)).Str(" - not applied to this fork (");
+    out.Str(r.verdict.child_execs ? "the child execs right away"
+                                  : "only what librdmacm keeps for itself is live");
+    out.Str("): a warning; it proceeds\n");
+    return;
+  }
   switch (r.mode) {
     case Mode::kWarn:
-      out.Str("  mode: warn - the fork proceeds (FORKGUARD_MODE=error makes it fail with EPERM)\n");
+      if (r.via == ForkVia::kFork || r.via == ForkVia::kAtfork) {
+        out.Str("  mode: warn - the fork proceeds");
+      } else {
+        out.Str("  mode: warn - ").Str(call).Str("() proceeds");
+      }
+      if (r.verdict.enforceable() && r.via != ForkVia::kAtfork) {
+        out.Str(" (FORKGUARD_MODE=error makes it fail with ").Str(FailErrnoName(r.via)).Char(')');
+      }
+      out.Char('\n');
       break;
     case Mode::kError:
       if (r.via == ForkVia::kAtfork) {
         out.Str(
             "  mode: error - but this fork did not go through fork() (seen by a "
             "pthread_atfork handler) and cannot be failed; it proceeds\n");
-      } else {
+      } else if (r.via == ForkVia::kFork) {
         out.Str("  mode: error - the fork fails with EPERM; no child was created\n");
+      } else {
+        out.Str("  mode: error - ").Str(call).Str("() fails with ").Str(FailErrnoName(r.via));
+        out.Str("; no child was created\n");
       }
       break;
     case Mode::kAbort:

@@ -22,7 +22,25 @@ struct ProcessIdentity {
   long rank = -1;  // -1: unknown
 };
 
-enum class ForkVia { kFork, kAtfork };
+// How the fork was entered. kAtfork: seen only by our pthread_atfork prepare handler (a
+// libc path we do not wrap); it cannot be failed. _Fork runs no atfork handlers at all.
+enum class ForkVia { kFork, kAtfork, kUnderscoreFork, kDaemon, kForkpty };
+// "fork", "atfork", "_Fork", "daemon", "forkpty" (the event log's `via`).
+const char* ForkViaName(ForkVia via);
+// The errno a failed (FORKGUARD_MODE=error) fork of this kind returns, and its name: one
+// the call's man page allows. fork: EPERM (the documented contract; Python raises
+// PermissionError); daemon: EPERM (from its setsid(2)); _Fork, forkpty: ENOMEM (fork(2)'s;
+// EAGAIN would invite retry loops).
+int FailErrno(ForkVia via);
+const char* FailErrnoName(ForkVia via);
+
+// Who turned fork support on (ibv_fork_init / RDMAV_FORK_SAFE), and the rdma-core version.
+struct ForkSupportFact {
+  bool on = false;            // ibv_fork_init() returned 0, or the environment asks for it
+  const char* env = nullptr;  // "RDMAV_FORK_SAFE=1" / "IBV_FORK_SAFE=1" when set
+  const char* caller = "";    // object that called ibv_fork_init ("" unknown / not called)
+  int rdma_core = -1;         // rdma-core version from libibverbs' file name, -1 unknown
+};
 
 struct ForkReport {
   ProcessIdentity who;
@@ -40,10 +58,17 @@ struct ForkReport {
   int map_count = -1;
   long max_map_count = -1;
   KernelCofFact cof;
+  ForkSupportFact fork_support;
+  const char* fix_text_library = nullptr;  // for FormatFix
+  int fix_rule = -1;                       // FixRule, -1: the C-program default
+  const char* child_exec_site = nullptr;   // where the exec'ing child is known from
 };
 
 // Formats the whole multi-line message (ends with '\n'). No malloc.
 void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle);
+
+// "  fork support: on, turned on by ...; rdma-core N ..." (the rdma-core x kernel x who case).
+void FormatForkSupportLine(TextBuffer& out, const ForkSupportFact& f, const KernelCofFact& cof);
 
 // Appends the frames of `stack` as "    #i func+0xoff (obj+0xoff)\n" lines.
 void FormatStackLines(TextBuffer& out, const RawStack& stack, const char* indent, bool demangle);

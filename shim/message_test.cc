@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <errno.h>
+
 #include <string>
 
 namespace forkguard {
@@ -86,8 +88,8 @@ TEST(MessageTest, WarnModeContract) {
             std::string::npos)
       << m;
   EXPECT_NE(m.find("\n  fork called at:\n    #0 forkguard_test_user_frame"), std::string::npos);
-  EXPECT_NE(m.find("\n  fix: create loader workers before RDMA init (fork first, then open the "
-                   "device), or start workers with spawn/forkserver (posix_spawn)\n"),
+  EXPECT_NE(m.find("\n  fix: fork first, then open the device (create workers before RDMA init), "
+                   "or start the child with posix_spawn\n"),
             std::string::npos);
   EXPECT_NE(m.find("\n  mode: warn - the fork proceeds (FORKGUARD_MODE=error makes it fail with "
                    "EPERM)\n"),
@@ -119,6 +121,49 @@ TEST(MessageTest, ParentCorruptionAndNoRank) {
   EXPECT_NE(m.find("\n  parent-corruption: 1 registered range is not protected"),
             std::string::npos);
   EXPECT_EQ(m.find("child-segv:"), std::string::npos);
+}
+
+// Issue 13: the rdma-core x kernel x who-turned-it-on case, in one line.
+TEST(MessageTest, ForkSupportLine) {
+  auto line = [](const ForkSupportFact& f, KernelCof cof) {
+    char buf[1024];
+    TextBuffer b(buf, sizeof(buf));
+    KernelCofFact k;
+    k.value = cof;
+    FormatForkSupportLine(b, f, k);
+    return std::string(b.data(), b.size());
+  };
+  ForkSupportFact f;
+  f.rdma_core = 44;
+  EXPECT_EQ(
+      "  fork support: off (no ibv_fork_init, RDMAV_FORK_SAFE/IBV_FORK_SAFE unset); "
+      "rdma-core 44\n",
+      line(f, KernelCof::kYes));
+  f.on = true;
+  f.env = "RDMAV_FORK_SAFE=1";
+  std::string s = line(f, KernelCof::kYes);
+  EXPECT_NE(s.find("turned on by RDMAV_FORK_SAFE=1 in the environment; rdma-core 44 (< 51) marks "
+                   "every registration MADV_DONTFORK even though this kernel copies pinned pages"),
+            std::string::npos)
+      << s;
+  f.env = nullptr;
+  f.caller = "libuct_ib.so.0";
+  f.rdma_core = 51;
+  s = line(f, KernelCof::kYes);
+  EXPECT_NE(s.find("ibv_fork_init() called from libuct_ib.so.0; rdma-core 51 (>= 51): fork support "
+                   "does nothing"),
+            std::string::npos)
+      << s;
+  s = line(f, KernelCof::kNo);
+  EXPECT_NE(s.find("this kernel needs fork support"), std::string::npos) << s;
+}
+
+TEST(MessageTest, ForkAlikesFailWithAnErrnoTheirManPageAllows) {
+  EXPECT_EQ(EPERM, FailErrno(ForkVia::kFork));
+  EXPECT_EQ(EPERM, FailErrno(ForkVia::kDaemon));  // daemon(3): errors of fork(2) and setsid(2)
+  EXPECT_EQ(ENOMEM, FailErrno(ForkVia::kUnderscoreFork));
+  EXPECT_EQ(ENOMEM, FailErrno(ForkVia::kForkpty));
+  EXPECT_STREQ("_Fork", ForkViaName(ForkVia::kUnderscoreFork));
 }
 
 }  // namespace

@@ -175,6 +175,46 @@ int CountMaps() {
   return lines;
 }
 
+int RdmaCoreFromLibName(const char* name) {
+  // libibverbs.so.1.<ABI>.<rdma-core>.0 (rdma-core's CMake: 1.${PABI}.${PACKAGE_VERSION}).
+  const char* p = strstr(name, "libibverbs.so.1.");
+  if (p == nullptr) return -1;
+  p += 16;
+  while (*p >= '0' && *p <= '9') ++p;
+  if (*p != '.') return -1;
+  ++p;
+  if (*p < '0' || *p > '9') return -1;
+  int v = 0;
+  while (*p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
+  return v;
+}
+
+int RdmaCoreVersionFromMaps() {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  // Lines are read whole into `line` (a path longer than it is skipped).
+  char buf[4096];
+  char line[512];
+  size_t used = 0;
+  int version = -1;
+  while (version < 0) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n && version < 0; ++i) {
+      if (buf[i] != '\n') {
+        if (used < sizeof(line) - 1) line[used++] = buf[i];
+        continue;
+      }
+      line[used] = '\0';
+      used = 0;
+      version = RdmaCoreFromLibName(line);
+    }
+  }
+  close(fd);
+  return version;
+}
+
 KernelCof CofFromRelease(const char* release) {
   if (release == nullptr) return KernelCof::kUnknown;
   int major = 0;

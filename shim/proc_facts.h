@@ -61,6 +61,8 @@ RdmaFds ScanRdmaFds();
 // minor (/proc/misc) so that the scan needs one fstat per descriptor and no readlink. Call
 // outside the fork path (constructor, first RDMA call); safe to call again.
 void LearnRdmaDeviceNumbers();
+// The same with the caller's buffer (async-signal-safe: open/read/close only).
+void LearnRdmaDeviceNumbers(char* buf, size_t cap);
 // True when this kernel has the RDMA user-space devices (ib_uverbs or rdma_ucm loaded when
 // we looked): only then can a descriptor on them exist without any call we saw.
 bool RdmaDevicesExist();
@@ -85,6 +87,11 @@ KernelCofFact KernelCopyOnFork();
 KernelCofFact CachedKernelCopyOnFork();
 // Kernel release "5.13.0-..." >= 5.13 ?
 KernelCof CofFromRelease(const char* release);
+
+// rdma-core's version from libibverbs' real file name ("libibverbs.so.1.14.44.0" -> 44), or -1.
+int RdmaCoreFromLibName(const char* name);
+// The same for the libibverbs mapped in this process (/proc/self/maps), or -1.
+int RdmaCoreVersionFromMaps();
 
 }  // namespace forkguard
 

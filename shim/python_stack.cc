@@ -121,13 +121,9 @@ bool IsPythonProcess() {
   return api.complete && api.is_initialized() != 0;
 }
 
-std::vector<PyFrame> CapturePythonStack(size_t max) {
-  std::vector<PyFrame> frames;
-  int limit = max > 4096 ? 4096 : static_cast<int>(max);
-  WalkPythonFrames(limit, [&](const char* file, int line, const char* func) {
-    frames.push_back(PyFrame{file, line, func});
-  });
-  return frames;
+void VisitPythonFrames(int max, void (*visit)(void*, const char*, int, const char*), void* ctx) {
+  WalkPythonFrames(
+      max, [&](const char* file, int line, const char* func) { visit(ctx, file, line, func); });
 }
 
 int CapturePythonStack(PythonStack* out, int max_frames) {

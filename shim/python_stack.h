@@ -22,8 +22,24 @@ struct PyFrame {
   std::string func;  // co_name
 };
 
-// Innermost frame first; at most `max` frames. Empty when not applicable.
-std::vector<PyFrame> CapturePythonStack(size_t max);
+// Calls visit(ctx, file, line, func) for up to `max` frames, innermost first (names are
+// truncated like PythonStack's).
+void VisitPythonFrames(int max, void (*visit)(void*, const char*, int, const char*), void* ctx);
+
+// Innermost frame first; at most `max` frames. Empty when not applicable. Inline so that
+// the shim, which uses only the fixed-storage form below, links no std::vector/std::string
+// code: that pulls libstdc++'s exception support, whose static initializer mallocs a 70 KiB
+// emergency pool in every preloaded process.
+inline std::vector<PyFrame> CapturePythonStack(size_t max) {
+  std::vector<PyFrame> frames;
+  VisitPythonFrames(
+      max > 4096 ? 4096 : static_cast<int>(max),
+      [](void* ctx, const char* file, int line, const char* func) {
+        static_cast<std::vector<PyFrame>*>(ctx)->push_back(PyFrame{file, line, func});
+      },
+      &frames);
+  return frames;
+}
 
 // The same with fixed storage (no allocation by forkguard itself), for state kept
 // across a fork. Over-long names are truncated.

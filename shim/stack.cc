@@ -160,8 +160,9 @@ void CaptureStack(RawStack* out, int max_depth) {
   // Room for the shim's own frames, which are dropped below.
   void* ips[RawStack::kCapacity + 16];
   UnwBacktraceFn unw = g_unw_backtrace.load(std::memory_order_acquire);
-  // Only as deep as asked (plus the shim's own frames): unwinding costs per frame.
-  int want = max_depth + 16;
+  // Only as deep as asked (plus the shim's own frames, at most 5 between a wrapper and
+  // here, and a signal trampoline): unwinding costs per frame.
+  int want = max_depth + 8;
   int n = unw != nullptr ? unw(ips, want) : 0;
   int first = 0;
   while (first < n && IsOwnCode(reinterpret_cast<uintptr_t>(ips[first]))) ++first;

@@ -243,6 +243,8 @@ pid_t CurrentPid() {
   return t_pid;
 }
 
+pid_t CachedPid() { return t_pid; }
+
 FORKGUARD_CHILD_PATH void ResetCachedTid() {
   if (t_tid != 0) t_tid = 0;
   if (t_pid != 0) t_pid = 0;
@@ -292,9 +294,10 @@ FORKGUARD_CHILD_PATH void StateLock::ResetInChild() {
 
 bool StateLock::HeldByAnyone() const { return owner_.load(std::memory_order_relaxed) != 0; }
 
-void RdmaState::AddContext(uintptr_t handle, const char* device) {
+void RdmaState::AddContext(uintptr_t handle, const char* device, bool by_library) {
   ContextRecord r;
   r.owner = CurrentPid();
+  r.by_library = by_library;
   CopyName(r.device, sizeof(r.device), device);
   Guard g(lock_);
   if (!g.ok()) return;
@@ -312,9 +315,10 @@ bool RdmaState::RemoveContext(uintptr_t handle) {
   return true;
 }
 
-void RdmaState::AddPd(uintptr_t handle) {
+void RdmaState::AddPd(uintptr_t handle, bool by_library) {
   PdRecord r;
   r.owner = CurrentPid();
+  r.by_library = by_library;
   Guard g(lock_);
   if (!g.ok()) return;
   bool replaced = false;
@@ -416,6 +420,12 @@ bool RdmaState::TakeSnapshot(StateSnapshot* out) {
   c.contexts = g_tables.contexts.size();
   c.pds = g_tables.pds.size();
   c.mrs = g_tables.mrs.size();
+  for (int i = 0; i < g_tables.contexts.size(); ++i) {
+    if (g_tables.contexts.at(i).by_library) ++c.library_contexts;
+  }
+  for (int i = 0; i < g_tables.pds.size(); ++i) {
+    if (g_tables.pds.at(i).by_library) ++c.library_pds;
+  }
   for (int i = 0; i < g_tables.cms.size(); ++i) {
     if (g_tables.cms.at(i).call == RdmaCall::kCreateEventChannel) {
       ++c.cm_channels;

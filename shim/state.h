@@ -38,10 +38,12 @@ constexpr size_t kDeviceNameLen = 64;
 struct ContextRecord {
   pid_t owner = 0;
   char device[kDeviceNameLen] = {};
+  bool by_library = false;  // opened by librdmacm for itself (see RdmaState::AddContext)
 };
 
 struct PdRecord {
   pid_t owner = 0;
+  bool by_library = false;
 };
 
 struct MrRecord {
@@ -78,6 +80,11 @@ struct LiveCounts {
   int cm_ids = 0;
   int uverbs_fds = 0;   // from the descriptor backstop
   int rdma_cm_fds = 0;  // from the descriptor backstop
+  // Of contexts/pds: the ones librdmacm opened for itself (ibv_open_device/ibv_alloc_pd
+  // called from librdmacm's own code), which it keeps after the program destroyed every
+  // id and channel.
+  int library_contexts = 0;
+  int library_pds = 0;
 };
 
 // A consistent copy taken under the lock for one fork decision. `mrs` points into memory
@@ -126,9 +133,10 @@ void SetLockBoundNsForTesting(int64_t ns);
 // All functions are safe to call before the constructor ran. Handles are opaque addresses.
 class RdmaState {
  public:
-  void AddContext(uintptr_t handle, const char* device);
+  // `by_library`: opened by librdmacm's own code (its cached per-device context and PD).
+  void AddContext(uintptr_t handle, const char* device, bool by_library = false);
   bool RemoveContext(uintptr_t handle);
-  void AddPd(uintptr_t handle);
+  void AddPd(uintptr_t handle, bool by_library = false);
   bool RemovePd(uintptr_t handle);
   void AddMr(const MrRecord& record);
   // Fills *removed (when non-null) with the record; false when the handle is unknown.
@@ -181,6 +189,9 @@ pid_t CurrentTid();
 pid_t CurrentPid();
 // Forget the cached thread id (in a forked child).
 void ResetCachedTid();
+// The pid CurrentPid() cached on this thread, 0 when none yet (no syscall, no write). In a
+// process created by a raw clone()/clone3() it is still the parent's.
+pid_t CachedPid();
 
 }  // namespace forkguard
 

@@ -49,6 +49,18 @@ ForkVerdict DecideVerdict(const VerdictInput& in, bool* mr_dontfork) {
       c.uverbs_fds > 0 || c.rdma_cm_fds > 0) {
     v.reasons |= kInheritedRdma;
   }
+  v.library_cache_only = v.reasons == kInheritedRdma && c.contexts > 0 &&
+                         c.contexts == c.library_contexts && c.pds == c.library_pds && c.mrs == 0 &&
+                         c.cm_channels == 0 && c.cm_ids == 0 && c.rdma_cm_fds == 0 &&
+                         c.uverbs_fds <= c.contexts;
+  if (in.child_execs) {
+    // Exec replaces the address space and closes nothing the child could misuse in
+    // between (it runs no RDMA code): only what it can touch before exec counts - the
+    // DONTFORK ranges (preexec_fn may touch them) and the parent's own pages.
+    v.child_execs = true;
+    v.reasons &= ~static_cast<unsigned>(kInheritedRdma);
+    v.library_cache_only = false;
+  }
   return v;
 }
 

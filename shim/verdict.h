@@ -26,6 +26,9 @@ struct VerdictInput {
   const Vma* dc_vmas = nullptr;
   int dc_count = 0;
   KernelCof kernel_cof = KernelCof::kUnknown;
+  // The child is known to exec right away (CPython's _posixsubprocess.fork_exec): judged by
+  // what it can touch before exec. See ApplyChildExecs.
+  bool child_execs = false;
 };
 
 struct ForkVerdict {
@@ -33,7 +36,16 @@ struct ForkVerdict {
   int dontfork_mrs = 0;     // tracked MRs that overlap a dc VMA
   int unattributed_dc = 0;  // dc VMAs counted when devices are open that we did not see
   int corruptible_mrs = 0;  // tracked MRs without dc on a kernel without copy-on-fork
+  // All that is live is what librdmacm keeps for itself after the program destroyed every
+  // id and channel (its cached device context and PD): a warning only, in every mode - the
+  // program has nothing left to release. A child that calls librdmacm again reuses it.
+  bool library_cache_only = false;
+  // The child execs right away: inherited objects alone are not a hazard (exec drops them),
+  // and the fork is never failed or aborted (see shim/README.md).
+  bool child_execs = false;
   bool hazard() const { return reasons != 0; }
+  // Whether FORKGUARD_MODE=error/abort apply (warn applies to every hazard).
+  bool enforceable() const { return hazard() && !library_cache_only && !child_execs; }
 };
 
 bool RangeOverlapsAny(uintptr_t addr, uint64_t len, const Vma* vmas, int n);

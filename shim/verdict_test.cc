@@ -89,6 +89,50 @@ TEST(VerdictTest, UntrackedDeviceWithDontforkVmasIsChildSegv) {
   EXPECT_EQ(DecideVerdict(in, nullptr).reasons, static_cast<unsigned>(kInheritedRdma));
 }
 
+// Issue 13: what librdmacm keeps after the program destroyed its ids and channels.
+TEST(VerdictTest, OnlyLibrdmacmsOwnContextIsAWarningNotEnforced) {
+  VerdictInput in;
+  in.counts.contexts = 1;
+  in.counts.library_contexts = 1;
+  in.counts.uverbs_fds = 1;
+  ForkVerdict v = DecideVerdict(in, nullptr);
+  EXPECT_EQ(v.reasons, kInheritedRdma);
+  EXPECT_TRUE(v.library_cache_only);
+  EXPECT_FALSE(v.enforceable());
+  // One context of the program's own as well: an ordinary hazard.
+  in.counts.contexts = 2;
+  v = DecideVerdict(in, nullptr);
+  EXPECT_FALSE(v.library_cache_only);
+  EXPECT_TRUE(v.enforceable());
+  // A live cm id: the program still holds something.
+  in.counts.contexts = 1;
+  in.counts.cm_ids = 1;
+  EXPECT_FALSE(DecideVerdict(in, nullptr).library_cache_only);
+}
+
+// Issue 13: a child that execs right away is judged by what it can touch before exec.
+TEST(VerdictTest, ExecingChildInheritsNothingThatMatters) {
+  VerdictInput in;
+  in.counts.contexts = 1;
+  in.counts.pds = 1;
+  in.counts.uverbs_fds = 1;
+  in.child_execs = true;
+  ForkVerdict v = DecideVerdict(in, nullptr);
+  EXPECT_FALSE(v.hazard());
+  // DONTFORK ranges: preexec_fn may touch them - a warning, never enforced.
+  std::vector<MrRecord> mrs = {Mr(0x10000, 0x1000)};
+  std::vector<Vma> dc = {{0x10000, 0x11000}};
+  in.counts.mrs = 1;
+  in.mrs = mrs.data();
+  in.mr_count = 1;
+  in.dc_vmas = dc.data();
+  in.dc_count = 1;
+  v = DecideVerdict(in, nullptr);
+  EXPECT_EQ(v.reasons, kChildSegv);
+  EXPECT_TRUE(v.child_execs);
+  EXPECT_FALSE(v.enforceable());
+}
+
 TEST(VerdictTest, RangeOverlap) {
   Vma v[] = {{0x1000, 0x2000}};
   EXPECT_TRUE(RangeOverlapsAny(0x1800, 0x10, v, 1));
@@ -166,6 +210,14 @@ TEST(SmapsTest, ReadsThisProcess) {
   int vmas = -1;
   ASSERT_TRUE(ReadDontforkVmas(out, 16, &stored, &total, &vmas));
   EXPECT_GT(vmas, 3);
+}
+
+TEST(ProcFactsTest, RdmaCoreVersionFromLibraryName) {
+  EXPECT_EQ(44, RdmaCoreFromLibName(
+                    "7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0"));
+  EXPECT_EQ(51, RdmaCoreFromLibName("/usr/lib64/libibverbs.so.1.14.51.0"));
+  EXPECT_EQ(-1, RdmaCoreFromLibName("/usr/lib/x86_64-linux-gnu/libibverbs.so.1"));
+  EXPECT_EQ(-1, RdmaCoreFromLibName("/lib/libc.so.6"));
 }
 
 TEST(ProcFactsTest, KernelReleaseParsing) {

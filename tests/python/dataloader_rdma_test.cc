@@ -20,7 +20,9 @@ struct ShimRun {
 };
 
 // Runs /usr/bin/python3 tests/python/<script> under the shim (a hang is a failure).
-ShimRun RunPython(const RdmaDevice& dev, const std::string& script, const std::string& mode) {
+ShimRun RunPython(const RdmaDevice& dev, const std::string& script, const std::string& mode,
+                  const std::vector<std::string>& args = {},
+                  const std::vector<std::string>& extra_env = {}) {
   std::string log_dir = MakeTempDir("fglog");
   ShimRun run;
   std::vector<std::string> env = {"LD_PRELOAD=" + Runfile("shim/libforkguard.so"),
@@ -30,6 +32,7 @@ ShimRun RunPython(const RdmaDevice& dev, const std::string& script, const std::s
                                   "PYTHONDONTWRITEBYTECODE=1",
                                   "RDMAV_FORK_SAFE=",
                                   "IBV_FORK_SAFE="};
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
 #ifdef FORKGUARD_TEST_WITH_AUDIT
   env.push_back("LD_AUDIT=" + Runfile("shim/libforkguard_audit.so"));
 #endif
@@ -38,8 +41,9 @@ ShimRun RunPython(const RdmaDevice& dev, const std::string& script, const std::s
   // are not ours to judge, so LeakSanitizer stays off in the child (the shim is still checked).
   env.push_back("ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:handle_segv=0");
 #endif
-  run.result = RunProgram({"/usr/bin/python3", Runfile("tests/python/" + script)}, env,
-                          /*timeout_s=*/200);
+  std::vector<std::string> argv = {"/usr/bin/python3", Runfile("tests/python/" + script)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  run.result = RunProgram(argv, env, /*timeout_s=*/200);
   EXPECT_FALSE(run.result.timed_out) << script << " hung";
   run.log = ReadLogLines(log_dir);
   return run;
@@ -79,6 +83,7 @@ TEST(DataLoaderRdma, WarnModeNamesThePythonLines) {
       << r.err;
   EXPECT_NE(r.err.find("persistent_workers=True"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("multiprocessing_context='spawn'"), std::string::npos) << r.err;
+  EXPECT_FALSE(LinesWith(run.log, {"\"fix\":\"dataloader\""}).empty());
 
   // The event log carries the same Python frames.
   auto forks = LinesWith(run.log, {"\"event\":\"fork\"", "\"verdict\":\"hazard\""});
@@ -136,6 +141,69 @@ TEST(DataLoaderRdma, SubprocessAfterRdmaIsNotAHazard) {
   EXPECT_FALSE(LinesWith(run.log, {"\"event\":\"rdma_init\""}).empty());
   EXPECT_TRUE(LinesWith(run.log, {"\"verdict\":\"hazard\""}).empty())
       << ::testing::PrintToString(run.log);
+}
+
+// Issue 13: subprocess.run(..., preexec_fn=os.setsid) forks for real in
+// _posixsubprocess.fork_exec; its child execs right away. Error mode must not raise.
+TEST(ForkKindsRdma, PreexecFnSubprocessIsNotFailedInErrorMode) {
+  RdmaDevice dev = RequireRdmaDevice();
+  ShimRun run = RunPython(dev, "fork_kinds.py", "error", {"preexec"});
+  const ProgramResult& r = run.result;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("true exited 0"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(r.out.find("fork raised"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(r.err.find("forkguard"), std::string::npos) << r.err;
+  // It went through our fork() and was judged clean because the child execs.
+  auto execs = LinesWith(run.log, {"\"event\":\"fork\"", "\"child_execs\":true"});
+  ASSERT_EQ(execs.size(), 1u) << ::testing::PrintToString(run.log);
+  EXPECT_NE(execs[0].find("\"verdict\":\"clean\""), std::string::npos) << execs[0];
+}
+
+// With fork support on the ranges are DONTFORK and preexec_fn could touch them: a warning,
+// still never a failed fork.
+TEST(ForkKindsRdma, PreexecFnWithDontforkRangesWarnsButProceeds) {
+  RdmaDevice dev = RequireRdmaDevice();
+  ShimRun run = RunPython(dev, "fork_kinds.py", "error", {"preexec"}, {"RDMAV_FORK_SAFE=1"});
+  const ProgramResult& r = run.result;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("true exited 0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("verdict: hazard (child-segv)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("child-execs: the child execs right away (subprocess: "
+                       "_posixsubprocess.fork_exec)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("fix: preexec_fn makes CPython fork for real"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("mode: error - not applied to this fork (the child execs right away)"),
+            std::string::npos)
+      << r.err;
+  auto forks = LinesWith(run.log, {"\"event\":\"fork\"", "\"verdict\":\"hazard\""});
+  ASSERT_EQ(forks.size(), 1u) << ::testing::PrintToString(run.log);
+  EXPECT_NE(forks[0].find("\"action\":\"proceeded\""), std::string::npos) << forks[0];
+}
+
+// The fix line in Python terms: os.fork in user code, and the multiprocessing fork context.
+TEST(ForkKindsRdma, OsForkGetsTheOsForkFixAndFailsInErrorMode) {
+  RdmaDevice dev = RequireRdmaDevice();
+  ShimRun run = RunPython(dev, "fork_kinds.py", "error", {"osfork"});
+  const ProgramResult& r = run.result;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("fork raised PermissionError"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("  fix: call os.fork() before RDMA init"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(PyFrame("fork_kinds.py", "MARK:osfork", "main")), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(LinesWith(run.log, {"\"fix\":\"python-fork\""}).empty());
+}
+
+TEST(ForkKindsRdma, MultiprocessingForkContextGetsTheForkserverFix) {
+  RdmaDevice dev = RequireRdmaDevice();
+  ShimRun run = RunPython(dev, "fork_kinds.py", "warn", {"mpfork"});
+  const ProgramResult& r = run.result;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("child exited 0"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("  fix: use the 'forkserver' start method"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(PyFrame("fork_kinds.py", "MARK:mpfork", "main")), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(LinesWith(run.log, {"\"fix\":\"multiprocessing-fork\""}).empty());
 }
 
 #endif  // FORKGUARD_TEST_WITH_AUDIT

@@ -16,6 +16,7 @@
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <pty.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -57,6 +58,12 @@ void Usage(FILE* out) {
       "  --dereg-before-fork   dereg MRs, dealloc the PD and close the device before forking\n"
       "  --spawn               posix_spawn /bin/true instead of fork\n"
       "  --fork-exec           the child execs /bin/true\n"
+      "  --fork-fn=F           how to fork: fork (default), _Fork, daemon (daemon(1, 1): the\n"
+      "                        original process exits 0 inside it; the daemon prints\n"
+      "                        'daemon: pid=N' and goes on as the child) or forkpty\n"
+      "  --raw-clone           fork with syscall(SYS_clone, SIGCHLD) instead (no libc fork)\n"
+      "  --rdmacm-release-first with --rdmacm-only: rdma_destroy_id + rdma_destroy_event_channel\n"
+      "                        before forking (prints 'rdmacm: released')\n"
       "  --forks=N             fork N times from the same call site (default 1)\n"
       "  --rdmacm-only         librdmacm only: create_id + resolve_addr to $RXE_IP\n"
       "  --rdmacm-ep           librdmacm only: rdma_getaddrinfo + rdma_create_ep to $RXE_IP\n"
@@ -122,6 +129,8 @@ struct Options {
   bool atfork_handlers = false;
   bool segv_handler = false;
   bool child_null_deref = false;
+  std::string fork_fn = "fork";
+  bool rdmacm_release_first = false;
 };
 
 [[noreturn]] void Die(const char* what) {
@@ -361,7 +370,24 @@ __attribute__((noinline)) void fg_test_release_rdma(const VerbsApi& api, Rdma* r
 __attribute__((noinline)) pid_t fg_test_fork_worker(const Options& o, const Rdma& r) {
   fflush(stdout);
   fflush(stderr);
-  pid_t pid = fork();
+  pid_t pid = -1;
+  if (o.fork_fn == "raw-clone") {
+    pid = static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+  } else if (o.fork_fn == "_Fork") {
+    pid = _Fork();
+  } else if (o.fork_fn == "forkpty") {
+    int master = -1;
+    pid = forkpty(&master, nullptr, nullptr, nullptr);
+  } else if (o.fork_fn == "daemon") {
+    // noclose: the daemon keeps our stdout/stderr (the test reads them to EOF).
+    if (daemon(1, 1) == 0) {
+      pid = 0;
+      printf("daemon: pid=%d\n", static_cast<int>(getpid()));
+      fflush(stdout);
+    }
+  } else {
+    pid = fork();
+  }
   if (pid == 0) {
     alarm(60);  // a child that hangs (e.g. on a lock inherited held) dies of SIGALRM
     if (o.fork_exec) {
@@ -522,10 +548,18 @@ int RunRdmacmOnly(const Options& o) {
   }
   rdma_ack_cm_event(ev);
   printf("rdmacm: addr resolved\n");
+  if (o.rdmacm_release_first) {
+    // Everything the program made is gone; librdmacm keeps its own device context.
+    if (rdma_destroy_id(id) != 0) Die("rdma_destroy_id");
+    rdma_destroy_event_channel(ch);
+    id = nullptr;
+    ch = nullptr;
+    printf("rdmacm: released\n");
+  }
   Rdma none;
   ForkWorkers(o, none);
-  rdma_destroy_id(id);
-  rdma_destroy_event_channel(ch);
+  if (id != nullptr) rdma_destroy_id(id);
+  if (ch != nullptr) rdma_destroy_event_channel(ch);
   printf("done\n");
   return 0;
 }
@@ -565,6 +599,13 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->spawn = true;
     } else if (a == "--fork-exec") {
       o->fork_exec = true;
+    } else if (value("--fork-fn=", &v)) {
+      if (v != "fork" && v != "_Fork" && v != "daemon" && v != "forkpty") return false;
+      o->fork_fn = v;
+    } else if (a == "--raw-clone") {
+      o->fork_fn = "raw-clone";
+    } else if (a == "--rdmacm-release-first") {
+      o->rdmacm_release_first = o->rdmacm_only = true;
     } else if (a == "--rdmacm-only") {
       o->rdmacm_only = true;
     } else if (value("--threads=", &v)) {

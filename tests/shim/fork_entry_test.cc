@@ -1,0 +1,255 @@
+// Issue 13: every libc way to create a process after RDMA init, decided like fork(); the
+// fix line chosen from the facts; who turned fork support on; what librdmacm keeps.
+// Built twice from this file: fork_entry_stub_test (host, stub libibverbs) and, with
+// FORKGUARD_TEST_REAL, fork_entry_rdma_test (tag rdma: rxe0 with rdma-core 44).
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/shim/shim_harness.h"
+#include "tests/shim/shim_run.h"
+#ifdef FORKGUARD_TEST_REAL
+#include "tests/support/rdma_device.h"
+#endif
+
+namespace forkguard::testing {
+namespace {
+
+constexpr char kProgram[] = "tests/shim/fork_after_rdma";
+
+class ForkEntry : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifdef FORKGUARD_TEST_REAL
+    dev_ = RequireRdmaDevice();
+#endif
+  }
+  ShimRun Run(const std::vector<std::string>& args, const std::string& mode = "",
+              const std::vector<std::string>& env = {}) {
+    std::vector<std::string> e = env;
+#ifdef FORKGUARD_TEST_REAL
+    e.push_back("RXE_DEV=" + dev_.name);
+    if (!dev_.ip.empty()) e.push_back("RXE_IP=" + dev_.ip);
+    return RunUnderShim(kProgram, args, mode, e, Verbs::kReal);
+#else
+    return RunUnderShim(kProgram, args, mode, e, Verbs::kStub);
+#endif
+  }
+#ifdef FORKGUARD_TEST_REAL
+  RdmaDevice dev_;
+#endif
+};
+
+std::string Ctx(const ShimRun& r) { return r.proc.Describe(); }
+
+bool Has(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+// The one hazard fork event of the parent.
+Json ForkEvent(const ShimRun& r) {
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  EXPECT_EQ(1u, forks.size()) << Ctx(r);
+  return forks.empty() ? Json() : forks[0].json;
+}
+
+// _Fork runs no atfork handlers: it used to be invisible, and its child died unexplained.
+TEST_F(ForkEntry, UnderscoreForkIsDecidedAndItsChildSegvExplained) {
+  ShimRun r = Run({"--fork-fn=_Fork", "--touch-buffer"}, "warn", {"RDMAV_FORK_SAFE=1"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ExpectHazardWarning(r, {"child-segv", "inherited-rdma"}, {});
+  EXPECT_TRUE(Has(r.proc.err,
+                  "mode: warn - _Fork() proceeds (FORKGUARD_MODE=error makes it "
+                  "fail with ENOMEM)"))
+      << Ctx(r);
+  EXPECT_EQ("_Fork", ForkEvent(r).String("via")) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  ASSERT_FALSE(r.report.registered.empty()) << Ctx(r);
+  ExpectChildSegvExplained(r, r.report.children[0], r.report.registered[0].second);
+}
+
+TEST_F(ForkEntry, UnderscoreForkFailsWithEnomemInErrorMode) {
+  ShimRun r = Run({"--fork-fn=_Fork", "--touch-buffer"}, "error", {"RDMAV_FORK_SAFE=1"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "fork failed: errno=12 (Cannot allocate memory)")) << Ctx(r);
+  EXPECT_TRUE(r.report.children.empty()) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "mode: error - _Fork() fails with ENOMEM; no child was created"))
+      << Ctx(r);
+  Json f = ForkEvent(r);
+  EXPECT_EQ("failed", f.String("action")) << Ctx(r);
+  EXPECT_EQ(12, f.Int("errno")) << Ctx(r);
+  EXPECT_TRUE(r.report.done) << Ctx(r);
+}
+
+// daemon(): the original process exits inside the call; the daemon is the child.
+TEST_F(ForkEntry, DaemonIsDecidedAndTheDaemonsSegvExplained) {
+  ShimRun r = Run({"--fork-fn=daemon", "--touch-buffer"}, "warn", {"RDMAV_FORK_SAFE=1"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  HazardMessage m = ParseHazardMessage(r.proc.err);
+  ASSERT_TRUE(m.found) << Ctx(r);
+  EXPECT_TRUE(m.HasReason("child-segv")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "mode: warn - daemon() proceeds")) << Ctx(r);
+  EXPECT_EQ("daemon", ForkEvent(r).String("via")) << Ctx(r);
+  size_t at = r.proc.out.find("daemon: pid=");
+  ASSERT_NE(std::string::npos, at) << Ctx(r);
+  long daemon_pid = std::stol(r.proc.out.substr(at + 12));
+  ChildSegvMessage c = FindChildSegvMessage(r.proc.err, daemon_pid);
+  EXPECT_TRUE(c.found) << "the daemon's SIGSEGV is not explained\n" << Ctx(r);
+}
+
+TEST_F(ForkEntry, DaemonFailsWithEpermInErrorModeAndTheProgramGoesOn) {
+  ShimRun r = Run({"--fork-fn=daemon", "--touch-buffer"}, "error", {"RDMAV_FORK_SAFE=1"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "fork failed: errno=1 (Operation not permitted)")) << Ctx(r);
+  EXPECT_FALSE(Has(r.proc.out, "daemon: pid=")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "mode: error - daemon() fails with EPERM; no child was created"))
+      << Ctx(r);
+  Json f = ForkEvent(r);
+  EXPECT_EQ("failed", f.String("action")) << Ctx(r);
+  EXPECT_EQ(1, f.Int("errno")) << Ctx(r);
+  EXPECT_TRUE(r.report.done) << Ctx(r);
+}
+
+TEST_F(ForkEntry, ForkptyIsDecidedAndFailsWithEnomemInErrorMode) {
+  ShimRun w = Run({"--fork-fn=forkpty"}, "warn");
+  ASSERT_TRUE(w.proc.Exited(0)) << Ctx(w);
+  ExpectHazardWarning(w, {"inherited-rdma"}, {});
+  EXPECT_EQ("forkpty", ForkEvent(w).String("via")) << Ctx(w);
+  EXPECT_TRUE(Has(w.proc.out, "child exited 0")) << Ctx(w);
+
+  ShimRun r = Run({"--fork-fn=forkpty"}, "error");
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "fork failed: errno=12 (Cannot allocate memory)")) << Ctx(r);
+  EXPECT_TRUE(r.report.children.empty()) << Ctx(r);
+  EXPECT_EQ("failed", ForkEvent(r).String("action")) << Ctx(r);
+}
+
+// Before RDMA init every entry point is clean and silent, error mode included.
+TEST_F(ForkEntry, CleanForkAlikesPassThroughInErrorMode) {
+  for (const char* fn : {"--fork-fn=_Fork", "--fork-fn=forkpty"}) {
+    ShimRun r = Run({"--order=fork-first", fn}, "error");
+    ExpectCleanRun(r);
+    EXPECT_EQ(1u, r.report.children.size()) << fn << "\n" << Ctx(r);
+    EXPECT_TRUE(Has(r.proc.out, "child exited 0")) << fn << "\n" << Ctx(r);
+  }
+}
+
+// The fix line of a C program, and who turned fork support on.
+TEST_F(ForkEntry, CProgramFixAndForkSupportFromTheEnvironment) {
+  ShimRun r = Run({"--touch-buffer"}, "warn", {"RDMAV_FORK_SAFE=1"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err,
+                  "  fix: fork first, then open the device (create workers before "
+                  "RDMA init), or start the child with posix_spawn\n"))
+      << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err,
+                  "  fork support: on, turned on by RDMAV_FORK_SAFE=1 in the "
+                  "environment"))
+      << Ctx(r);
+  Json f = ForkEvent(r);
+  EXPECT_EQ("c-program", f.String("fix")) << Ctx(r);
+  EXPECT_TRUE(f["fork_support"]["on"].boolean) << Ctx(r);
+  EXPECT_EQ("RDMAV_FORK_SAFE=1", f["fork_support"].String("by")) << Ctx(r);
+#ifdef FORKGUARD_TEST_REAL
+  // rdma-core 44 on kernel 6.1 (copy-on-fork): the case where fork support only does harm.
+  EXPECT_EQ(44, f["fork_support"].Int("rdma_core")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err,
+                  "; rdma-core 44 (< 51) marks every registration MADV_DONTFORK "
+                  "even though this kernel copies pinned pages on fork"))
+      << Ctx(r);
+#endif
+}
+
+TEST_F(ForkEntry, ForkSupportNamesTheCallerOfIbvForkInit) {
+  ShimRun r = Run({"--fork-safe"}, "warn");
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err,
+                  "  fork support: on, turned on by ibv_fork_init() called from "
+                  "fork_after_rdma"))
+      << Ctx(r);
+  std::vector<Event> fi = r.log.OfPid("fork_init", r.proc.pid);
+  ASSERT_EQ(1u, fi.size()) << Ctx(r);
+  EXPECT_EQ("fork_after_rdma", fi[0].json.String("caller")) << Ctx(r);
+}
+
+TEST_F(ForkEntry, ForkSupportOffSaysSo) {
+  ShimRun r = Run({}, "warn");
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "  fork support: off")) << Ctx(r);
+  EXPECT_FALSE(ForkEvent(r)["fork_support"]["on"].boolean) << Ctx(r);
+}
+
+// A raw clone syscall runs none of our code in the parent; the child is named at its
+// first watched call (here execv) - and the fork itself is unchanged, error mode included.
+TEST_F(ForkEntry, RawCloneChildIsNamedWhenItExecs) {
+  ShimRun r = Run({"--raw-clone", "--fork-exec"}, "error");
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "child exited 0")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "forkguard: pid " + std::to_string(r.report.children[0]) +
+                                  " (fork_after_rdma) was created from pid " +
+                                  std::to_string(r.proc.pid) +
+                                  " by a raw clone()/clone3() system call"))
+      << Ctx(r);
+  EXPECT_TRUE(r.log.OfPid("fork", r.proc.pid).empty()) << "no fork was seen\n" << Ctx(r);
+}
+
+#ifdef FORKGUARD_TEST_REAL
+// After rdma_destroy_id + rdma_destroy_event_channel librdmacm keeps its device context:
+// said to be librdmacm's, a warning in every mode (the program has nothing to release).
+TEST_F(ForkEntry, LibrdmacmsOwnContextIsNamedAndNotFailedInErrorMode) {
+  ShimRun r = Run({"--rdmacm-release-first"}, "error");
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "rdmacm: released")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "child exited 0")) << "the fork must proceed\n" << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "all of it held by librdmacm")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "the program released its own")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err,
+                  "mode: error - not applied to this fork (only what librdmacm "
+                  "keeps for itself is live)"))
+      << Ctx(r);
+  Json f = ForkEvent(r);
+  EXPECT_EQ("hazard", f.String("verdict")) << Ctx(r);
+  EXPECT_EQ("proceeded", f.String("action")) << Ctx(r);
+  EXPECT_EQ("librdmacm", f.String("held_by")) << Ctx(r);
+  EXPECT_EQ("library-cache", f.String("fix")) << Ctx(r);
+}
+
+// UCX turns fork support on (ibv_fork_init from libuct_ib, UCX_IB_FORK_INIT=try) on a
+// copy-on-fork kernel where rdma-core 44 then marks registrations DONTFORK: the fix line
+// is UCX_IB_FORK_INIT=n, and the fork support line names UCX's library.
+TEST_F(ForkEntry, UcxForkInitGetsTheUcxFix) {
+  ShimRun r =
+      RunUnderShim("tests/shim/ucx_fork", {}, "warn", {"RXE_DEV=" + dev_.name}, Verbs::kReal);
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_TRUE(Has(r.proc.out, "ucp_init: ok")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "child killed by signal 11")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err,
+                  "  fork support: on, turned on by ibv_fork_init() called from "
+                  "libuct_ib.so"))
+      << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "  fix: UCX turned fork support on (ibv_fork_init from libuct_ib"))
+      << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.err, "UCX_IB_FORK_INIT=n")) << Ctx(r);
+  EXPECT_EQ("ucx-fork-init", ForkEvent(r).String("fix")) << Ctx(r);
+  // With UCX_IB_FORK_INIT=n nothing is DONTFORK and the child lives.
+  ShimRun n = RunUnderShim("tests/shim/ucx_fork", {}, "warn",
+                           {"RXE_DEV=" + dev_.name, "UCX_IB_FORK_INIT=n"}, Verbs::kReal);
+  ASSERT_TRUE(n.proc.Exited(0)) << Ctx(n);
+  EXPECT_TRUE(Has(n.proc.out, "child exited 0")) << Ctx(n);
+  EXPECT_TRUE(Has(n.proc.err, "  fork support: off")) << Ctx(n);
+}
+
+// The same program with its id still alive: an ordinary hazard, failed in error mode.
+TEST_F(ForkEntry, LiveRdmaCmIdIsStillFailedInErrorMode) {
+  ShimRun r = Run({"--rdmacm-only"}, "error");
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "fork failed: errno=1")) << Ctx(r);
+  EXPECT_FALSE(Has(r.proc.err, "all of it held by librdmacm")) << Ctx(r);
+}
+#endif
+
+}  // namespace
+}  // namespace forkguard::testing
