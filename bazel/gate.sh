@@ -15,7 +15,7 @@ R=
 for d in "$0.runfiles" "${RUNFILES_DIR:-}"; do
 	[ -n "$d" ] && [ -d "$d" ] && { R=$d; break; }
 done
-CLI= SHIM=
+CLI='' SHIM=''
 for ws in "$R"/*/; do
 	if [ -x "$ws/cli/forkguard" ] && [ -f "$ws/shim/libforkguard.so" ]; then
 		CLI=$ws/cli/forkguard SHIM=$ws/shim

@@ -11,7 +11,7 @@
 #      explanation and the gate's verdict are in its log, the event log in its outputs.
 # Usage: tests/consumer/check.sh [--junit FILE]
 set -uo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 2
 # shellcheck source=../support/junit.sh
 . ../support/junit.sh
 JUNIT=

@@ -14,10 +14,10 @@
 #   --host-only  the guest checks are reported as skipped (scripts/test --host-only)
 # Writes the package and lintian's output to bazel-testlogs/package/.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 # shellcheck source=../support/junit.sh
 . tests/support/junit.sh
-JUNIT= HOST_ONLY=0
+JUNIT='' HOST_ONLY=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 		--junit) JUNIT=$2; shift ;;

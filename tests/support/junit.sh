@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # junit.sh - sourced by the shell lanes of scripts/test (tests/consumer/check.sh,
 # tests/package/check.sh): record each check as a JUnit test case, so that scripts/test
 # counts it into its final line like every gtest case.
