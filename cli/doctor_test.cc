@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "cli/testdata/run_cli.h"
@@ -136,6 +137,26 @@ TEST(Doctor, ForkSupportSaysWhichCaseThisMachineIsIn) {
   std::string b2 = DoctorBlock(off.out, "fork support");
   EXPECT_NE(b2.find("not turned on by the environment"), std::string::npos) << off.out;
   EXPECT_NE(b2.find("UCX_IB_FORK_INIT unset"), std::string::npos) << off.out;
+// The Debian package's layout (scripts/package): /usr/bin/forkguard finds the shim in
+// /usr/lib/x86_64-linux-gnu/forkguard without FORKGUARD_SHIM_DIR or runfiles.
+TEST(Doctor, FindsTheShimInTheDebianPackageLayout) {
+  namespace fs = std::filesystem;
+  fs::path root = forkguard::testing::MakeTempDir("deb-layout");
+  fs::path lib = root / "usr/lib/x86_64-linux-gnu/forkguard";
+  fs::create_directories(root / "usr/bin");
+  fs::create_directories(lib);
+  fs::copy_file(forkguard::testing::Runfile("cli/forkguard"), root / "usr/bin/forkguard");
+  fs::copy_file(forkguard::testing::Runfile("shim/libforkguard.so"), lib / "libforkguard.so");
+  fs::copy_file(forkguard::testing::Runfile("shim/libforkguard_audit.so"),
+                lib / "libforkguard_audit.so");
+  CliResult r = RunCli({(root / "usr/bin/forkguard").string(), "doctor"},
+                       {"FORKGUARD_SHIM_DIR=", "RUNFILES_DIR=", "TEST_SRCDIR=", "LD_PRELOAD="});
+  EXPECT_EQ(DoctorLine(r.out, "shim").rfind("ok    shim              " + lib.string(), 0), 0u)
+      << r.out;
+  EXPECT_NE(DoctorBlock(r.out, "audit module").find(lib.string() + "/libforkguard_audit.so"),
+            std::string::npos)
+      << r.out;
+  fs::remove_all(root);
 }
 
 }  // namespace

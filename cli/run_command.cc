@@ -50,8 +50,9 @@ DESCRIPTION
     forkguard waits for CMD and still prints the report.
 
     The shim is found next to this binary: PREFIX/lib when installed as
-    PREFIX/bin/forkguard, the binary's directory, its Bazel runfiles, or
-    bazel-bin/shim; FORKGUARD_SHIM_DIR=DIR overrides the search.
+    PREFIX/bin/forkguard, /usr/lib/x86_64-linux-gnu/forkguard for the Debian
+    package's /usr/bin/forkguard, the binary's directory, its Bazel runfiles,
+    or bazel-bin/shim; FORKGUARD_SHIM_DIR=DIR overrides the search.
 
 OPTIONS
     --mode warn|error|abort|off

@@ -19,6 +19,15 @@ std::string Absolute(const std::string& p) {
   return p;
 }
 
+// The Debian package's directory for them: /usr/lib/<multiarch>/forkguard.
+#if defined(__x86_64__)
+constexpr char kMultiarchLibDir[] = "/../lib/x86_64-linux-gnu/forkguard";
+#elif defined(__aarch64__)
+constexpr char kMultiarchLibDir[] = "/../lib/aarch64-linux-gnu/forkguard";
+#else
+constexpr char kMultiarchLibDir[] = "/../lib/forkguard";
+#endif
+
 }  // namespace
 
 ShimLocation LocateShim(const char* argv0) {
@@ -36,6 +45,7 @@ ShimLocation LocateShim(const char* argv0) {
     for (const auto& e : exes) {
       std::string dir = Dirname(e);
       dirs.push_back(dir + "/../lib");
+      dirs.push_back(dir + kMultiarchLibDir);
       dirs.push_back(dir);
       dirs.push_back(e + ".runfiles/forkguard/shim");
       dirs.push_back(dir + "/../shim");

@@ -16,9 +16,10 @@ struct ShimLocation {
 };
 
 // Search order: $FORKGUARD_SHIM_DIR alone when set; else, relative to this
-// executable, ../lib (installed: PREFIX/bin/forkguard, PREFIX/lib/*.so), the
-// executable's own directory, its Bazel runfiles (…/forkguard.runfiles/
-// forkguard/shim, $RUNFILES_DIR, $TEST_SRCDIR) and ../shim (bazel-bin/cli ->
+// executable, ../lib (installed: PREFIX/bin/forkguard, PREFIX/lib/*.so),
+// ../lib/<multiarch>/forkguard (the Debian package: /usr/bin/forkguard,
+// /usr/lib/x86_64-linux-gnu/forkguard/*.so), the executable's own directory, its Bazel runfiles
+// (…/forkguard.runfiles/ forkguard/shim, $RUNFILES_DIR, $TEST_SRCDIR) and ../shim (bazel-bin/cli ->
 // bazel-bin/shim). `argv0` helps when the binary is a runfiles symlink.
 ShimLocation LocateShim(const char* argv0);
 

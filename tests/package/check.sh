@@ -1,0 +1,179 @@
+#!/bin/bash
+# tests/package/check.sh - the Debian package (scripts/package), one JUnit case per check
+# (scripts/test counts them):
+#   on the host: it builds; lintian reports no error; the files are where they belong and
+#   Depends names the libraries the binaries link; the man pages render without groff
+#   warnings and carry every option of --help and every FORKGUARD_* variable of the docs;
+#   scripts/install PREFIX still gives a working CLI;
+#   in the Soft-RoCE guest (scripts/rxe-vm; its root is a writable overlay): dpkg -i;
+#   /usr/bin/forkguard doctor finds its shim in /usr/lib/x86_64-linux-gnu/forkguard;
+#   forkguard run --mode error --fail-on hazard catches a program that forks after RDMA
+#   init on rxe0 and exits 3; forkguard run keeps a program's exit status; man finds
+#   both pages; dpkg -r removes it all.
+# Usage: tests/package/check.sh [--junit FILE] [--host-only]
+#   --host-only  the guest checks are reported as skipped (scripts/test --host-only)
+# Writes the package and lintian's output to bazel-testlogs/package/.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+# shellcheck source=../support/junit.sh
+. tests/support/junit.sh
+JUNIT='' HOST_ONLY=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+		--junit) JUNIT=$2; shift ;;
+		--host-only) HOST_ONLY=1 ;;
+		*) echo "tests/package/check.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+OUT=$(bazel info bazel-testlogs 2>/dev/null)/package
+rm -rf "$OUT"; mkdir -p "$OUT"
+MA=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+LIB=/usr/lib/$MA/forkguard
+
+# --- host ----------------------------------------------------------------------------
+DEBFILE=
+if DEBFILE=$(scripts/package --skip-setup "$OUT/dist" 2>"$OUT/package.log" | tail -n 1) && [ -f "$DEBFILE" ]; then
+	junit_pass "package: scripts/package builds the .deb"
+else
+	junit_fail "package: scripts/package builds the .deb" "$(cat "$OUT/package.log")"
+	junit_write "$JUNIT" package
+	exit 1
+fi
+echo "package: $DEBFILE ($(du -k "$DEBFILE" | cut -f1) KiB)"
+
+lint() {
+	lintian --tag-display-limit 0 -I "$DEBFILE" > "$OUT/lintian.txt" 2>&1
+	local rc=$?
+	grep -v '^running with root privileges' "$OUT/lintian.txt"
+	[ $rc = 0 ] || return 1
+	! grep -q '^E: ' "$OUT/lintian.txt"
+}
+junit_check "package: lintian reports no errors" lint
+echo "package: lintian:"; grep -v '^running with root' "$OUT/lintian.txt" | sed 's/^/    /'
+
+contents() {
+	local list deps f
+	list=$(dpkg-deb -c "$DEBFILE" | awk '{print $1, $6}') || return 1
+	for f in "-rwxr-xr-x ./usr/bin/forkguard" "-rw-r--r-- .$LIB/libforkguard.so" \
+		"-rw-r--r-- .$LIB/libforkguard_audit.so" "-rw-r--r-- ./usr/share/man/man1/forkguard.1.gz" \
+		"-rw-r--r-- ./usr/share/man/man7/forkguard.7.gz" "-rw-r--r-- ./usr/share/doc/forkguard/copyright" \
+		"-rw-r--r-- ./usr/share/doc/forkguard/changelog.Debian.gz" "-rw-r--r-- ./usr/share/doc/forkguard/EVENT_LOG.md"; do
+		grep -qxF -- "$f" <<<"$list" || { echo "not in the package: $f"; echo "$list"; return 1; }
+	done
+	deps=$(dpkg-deb -f "$DEBFILE" Depends)
+	echo "Depends: $deps"
+	for f in libc6 libdw1 libelf1 libstdc++6; do
+		[[ ", $deps," == *", $f "* || ", $deps," == *", $f,"* ]] || { echo "Depends lacks $f"; return 1; }
+	done
+}
+junit_check "package: files in place, Depends from the linked libraries" contents
+
+manpages() {
+	local x=$OUT/extract f page bad=0 o v
+	rm -rf "$x" && dpkg-deb -x "$DEBFILE" "$x" || return 1
+	for page in man1/forkguard.1.gz man7/forkguard.7.gz; do
+		f=$x/usr/share/man/$page
+		w=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z "$f" 2>&1 >/dev/null)
+		[ -z "$w" ] || { echo "groff warnings in $page:"; echo "$w"; bad=1; }
+	done
+	local one seven
+	one=$(LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$x/usr/share/man/man1/forkguard.1.gz" 2>/dev/null | col -b)
+	seven=$(LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$x/usr/share/man/man7/forkguard.7.gz" 2>/dev/null | col -b)
+	for c in run report doctor; do
+		for o in $("$x/usr/bin/forkguard" help "$c" | grep -oE -- '--[a-z][a-z-]+' | sort -u); do
+			grep -qF -- "$o" <<<"$one" || { echo "forkguard(1) lacks $c $o"; bad=1; }
+		done
+	done
+	for v in $(sed -n '/^## Configuration/,/^## /p' shim/README.md | grep -oE 'FORKGUARD_[A-Z_]+' | sort -u); do
+		grep -qF "$v" <<<"$seven" || { echo "forkguard(7) lacks $v"; bad=1; }
+	done
+	for e in process_start rdma_init mr_register fork fork_child child_segv; do
+		grep -qE "^ +$e( |$)" <<<"$seven" || { echo "forkguard(7) lacks event $e"; bad=1; }
+	done
+	return $bad
+}
+junit_check "package: man pages render cleanly and carry --help and the docs" manpages
+
+install_prefix() {
+	local p=$OUT/prefix
+	scripts/install --skip-setup "$p" >/dev/null || return 1
+	"$p/bin/forkguard" doctor | grep -E "^ok +shim +$p/lib/libforkguard.so" ||
+		{ "$p/bin/forkguard" doctor; return 1; }
+}
+junit_check "package: scripts/install PREFIX still installs a working CLI" install_prefix
+
+# --- in the Soft-RoCE guest ------------------------------------------------------------
+GUEST=("dpkg -i installs it" "doctor finds its shim in $LIB"
+	"run --mode error --fail-on hazard catches a fork after RDMA init on rxe0 (exit 3)"
+	"run keeps the program's exit status" "man finds forkguard(1) and forkguard(7)"
+	"dpkg -r removes it")
+if [ "$HOST_ONLY" = 1 ]; then
+	echo "tests/package/check.sh: *** guest checks SKIPPED (--host-only): dpkg -i NOT tested ***" >&2
+	for g in "${GUEST[@]}"; do junit_skip "package (guest): $g" "--host-only"; done
+	junit_write "$JUNIT" package
+	exit $?
+fi
+
+bazel build --noshow_progress //cli:testdata/hazard_prog >/dev/null 2>&1 ||
+	{ junit_fail "package (guest): build hazard_prog" "$(bazel build //cli:testdata/hazard_prog 2>&1)"; }
+HAZARD=$(bazel info bazel-bin 2>/dev/null)/cli/testdata/hazard_prog
+JOB=$(mktemp /tmp/forkguard-package-job.XXXXXX.sh)
+trap 'rm -f "$JOB"' EXIT
+cat > "$JOB" <<EOF
+#!/bin/bash
+# In the guest: results into \$RXE_VM_OUT, one NAME.log and NAME.rc per step.
+R=\$RXE_VM_OUT
+step() { local n=\$1; shift; "\$@" > "\$R/\$n.log" 2>&1; echo \$? > "\$R/\$n.rc"; }
+export DEBIAN_FRONTEND=noninteractive
+# man-db's trigger would rebuild the index of every man page over 9p (minutes under TCG);
+# man finds the new pages without it. (Debian's "man-db/auto-update = false".)
+rm -f /var/lib/man-db/auto-update
+step dpkg_i dpkg -i "$DEBFILE"
+step which sh -c 'command -v forkguard'
+step doctor /usr/bin/forkguard doctor
+step run_hazard /usr/bin/forkguard run --mode error --fail-on hazard -- "$HAZARD"
+step run_status /usr/bin/forkguard run -- /bin/sh -c 'echo program-output; exit 5'
+step man sh -c 'man -w forkguard && man -w 7 forkguard && MANWIDTH=80 man 7 forkguard | grep -c FORKGUARD_MODE'
+step dpkg_r sh -c 'dpkg -r forkguard && ! test -e /usr/bin/forkguard && ! test -e $LIB'
+echo done > "\$R/done"
+EOF
+chmod +x "$JOB"
+GOUT=$OUT/guest
+mkdir -p "$GOUT"
+RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-900} RXE_VM_OUT_HOST=$GOUT scripts/rxe-vm -- "$JOB" > "$OUT/guest.log" 2>&1
+vm_rc=$?
+
+rc_is() { [ "$(cat "$GOUT/$1.rc" 2>/dev/null)" = "$2" ]; }
+log() { cat "$GOUT/$1.log" 2>/dev/null; }
+guest_case() { # NAME CONDITION-FUNCTION
+	if [ ! -f "$GOUT/done" ]; then
+		junit_fail "package (guest): $1" "the guest job did not finish (rxe-vm exit $vm_rc): $(tail -n 30 "$OUT/guest.log")"
+	elif "$2"; then junit_pass "package (guest): $1"
+	else junit_fail "package (guest): $1" "$("$2" 2>&1; true)"; fi
+}
+g_install() { rc_is dpkg_i 0 && [ "$(log which)" = /usr/bin/forkguard ] || { log dpkg_i; log which; false; }; }
+g_doctor() {
+	log doctor | grep -qE "^ok +shim +$LIB/libforkguard.so loads" &&
+		log doctor | grep -qF "$LIB/libforkguard_audit.so" && log doctor | grep -qE '^ok +RDMA devices' ||
+		{ log doctor; false; }
+}
+g_hazard() {
+	rc_is run_hazard 3 && log run_hazard | grep -qF "forkguard: fork after RDMA init in pid" &&
+		log run_hazard | grep -qF "mode: error - the fork fails with EPERM" &&
+		log run_hazard | grep -qF "hazard: fork() after RDMA initialization" ||
+		{ echo "exit $(cat "$GOUT/run_hazard.rc" 2>/dev/null), expected 3"; log run_hazard; false; }
+}
+g_status() { rc_is run_status 5 && log run_status | grep -qx program-output || { log run_status; false; }; }
+g_man() {
+	rc_is man 0 && log man | grep -qx /usr/share/man/man1/forkguard.1.gz &&
+		log man | grep -qx /usr/share/man/man7/forkguard.7.gz || { log man; false; }
+}
+g_remove() { rc_is dpkg_r 0 || { log dpkg_r; false; }; }
+guest_case "${GUEST[0]}" g_install
+guest_case "${GUEST[1]}" g_doctor
+guest_case "${GUEST[2]}" g_hazard
+guest_case "${GUEST[3]}" g_status
+guest_case "${GUEST[4]}" g_man
+guest_case "${GUEST[5]}" g_remove
+junit_write "$JUNIT" package
