@@ -2,6 +2,8 @@
 # tests/consumer/check.sh - forkguard used from another Bazel workspace, as docs/bazel.md
 # tells a user to: this directory is that workspace (its own WORKSPACE, no .bazelrc).
 # Checks, one JUnit case each (scripts/test counts them):
+#   0. every C/C++ target of the project with sources carries bazel/copts.bzl's flags
+#      (a new target without them builds here through .bazelrc but not for a consumer);
 #   1. the public targets (@forkguard//:libforkguard.so, :libforkguard_audit.so,
 #      :forkguard, :refloader, :gate) build without the project's .bazelrc;
 #   2. //:fork_before_rdma_init_test passes under --run_under=@forkguard//:gate, with
@@ -23,6 +25,15 @@ OPTS=(--noshow_progress --symlink_prefix=/ --spawn_strategy=processwrapper-sandb
 PUBLIC=(@forkguard//:libforkguard.so @forkguard//:libforkguard_audit.so @forkguard//:forkguard
 	@forkguard//:refloader @forkguard//:gate)
 GATE=--run_under=@forkguard//:gate
+
+copts_on_every_target() {
+	local missing
+	missing=$(cd ../.. && bazel query --noshow_progress \
+		'attr(copts, "^\[\]$", kind("cc_(library|binary|test) rule", //...)) intersect attr(srcs, "^\[.+\]$", //...)' \
+		2>/dev/null) || { echo "bazel query failed"; return 1; }
+	[ -z "$missing" ] || { echo "targets without FORKGUARD_COPTS/FORKGUARD_C_COPTS: $missing"; return 1; }
+}
+junit_check "consumer: every project target with sources carries the project's copts" copts_on_every_target
 
 junit_check "consumer: public targets build without the project's .bazelrc" \
 	bazel build "${OPTS[@]}" "${PUBLIC[@]}"
