@@ -16,6 +16,11 @@ struct JobSpec {
   int segv_children = 3;    // workers of rank 0 killed by SIGSEGV (child_segv)
   bool helper_fork = true;  // rank 1 also fork+execs a helper from another call site
   bool junk = false;        // add a truncated last line and a future-schema line
+  // Job-scale knobs (scripts/bench report). 0 events: only the events above.
+  int hosts = 2;               // ranks spread evenly over this many hosts
+  int events_per_process = 0;  // pad every process to this many lines with
+                               // mr_register/mr_deregister pairs (stacks like the shim's)
+  int sites = 8;               // distinct registration call sites (stacks) in the padding
 };
 
 // What the job contains, computed from the spec (the report must agree).
