@@ -292,7 +292,7 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       }
       f.Set("reasons", std::move(reasons));
       f.Set("action", JsonValue::String("proceeded"));
-      f.Set("site", JsonValue::String(helper ? "5e1f00d" : "a11ce5"));
+      f.Set("site", JsonValue::String(helper ? "0x5e1f00d" : "0xa11ce5"));
       f.Set("reported", JsonValue::Bool(hazard));
       f.Set("stack", ForkStack(helper));
       if (hazard) {
@@ -341,7 +341,14 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3");
       ++t.processes;
       JsonValue cs = c.Base("process_start", ts + 100000);
+      JsonValue cargv =
+          JsonValue::Array();  // a forked child: its parent's argv, as the shim writes
+      cargv.Push(JsonValue::String("python3"));
+      cargv.Push(JsonValue::String("train.py"));
+      cs.Set("argv", std::move(cargv));
       cs.Set("mode", JsonValue::String("warn"));
+      cs.Set("shim_version", JsonValue::String("0.1.0"));
+      cs.Set("exe", JsonValue::String("/usr/bin/python3.11"));
       c.Write(cs);
       Pad(c, spec, stacks, ts + 150000, false, 1);
       if (r == 0 && k <= spec.segv_children && hazard) {
@@ -353,7 +360,9 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
         sv.Set("range", std::move(rg));
         JsonValue rs = JsonValue::Array();
         rs.Push(FrameOf(&InitRdmaTransport, 1));
-        rs.Push(JsonValue::String("0x7f0000011e30"));  // a raw ip: kept as is
+        JsonValue raw = JsonValue::Object();  // ip only, as the shim writes in the child
+        raw.Set("ip", JsonValue::String("0x7f0000011e30"));
+        rs.Push(std::move(raw));
         sv.Set("call", JsonValue::String("ibv_reg_mr"));
         sv.Set("reg_stack", std::move(rs));
         sv.Set("signal", JsonValue::Int(11));
