@@ -137,6 +137,8 @@ TEST(Doctor, ForkSupportSaysWhichCaseThisMachineIsIn) {
   std::string b2 = DoctorBlock(off.out, "fork support");
   EXPECT_NE(b2.find("not turned on by the environment"), std::string::npos) << off.out;
   EXPECT_NE(b2.find("UCX_IB_FORK_INIT unset"), std::string::npos) << off.out;
+}
+
 // The Debian package's layout (scripts/package): /usr/bin/forkguard finds the shim in
 // /usr/lib/x86_64-linux-gnu/forkguard without FORKGUARD_SHIM_DIR or runfiles.
 TEST(Doctor, FindsTheShimInTheDebianPackageLayout) {

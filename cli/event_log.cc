@@ -6,17 +6,23 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <thread>
+#include <unordered_map>
 
 namespace forkguard::cli {
 namespace {
 
 // Longest line the reader accepts; the shim writes lines of a few KiB.
 constexpr size_t kMaxLineBytes = 1 << 20;
-// Largest file read (a log file this big is not something the shim wrote).
-constexpr size_t kMaxFileBytes = size_t{1} << 30;
+// Files stream through a buffer of this many bytes (plus the longest line).
+constexpr size_t kChunkBytes = size_t{1} << 20;
+// Event types counted in a ProcessSummary (the rest count as "other").
+constexpr size_t kMaxCountedTypes = 32;
 // Per file and kind of problem, this many notes name their line; the rest are counted.
 constexpr int kNotesPerKind = 3;
 
@@ -48,11 +54,7 @@ class FileNotes {
   std::map<std::string, int> extra_;
 };
 
-bool LooksBinary(std::string_view line) {
-  for (char c : line)
-    if (c == '\0') return true;
-  return false;
-}
+bool LooksBinary(std::string_view line) { return memchr(line.data(), '\0', line.size()); }
 
 // "forkguard.event/1" or "forkguard.event/1.3" -> 1; -1 when not ours.
 int SchemaMajor(const std::string& schema) {
@@ -68,12 +70,240 @@ int SchemaMajor(const std::string& schema) {
   return major;
 }
 
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+using simdjson::dom::object;
+
+// Tolerant typed lookups, as JsonValue::Get* (first member of that name).
+bool Member(object o, std::string_view key, element* out) {
+  return o.at_key(key).get(*out) == simdjson::SUCCESS;
+}
+std::string Str(object o, std::string_view key, std::string fallback = "") {
+  element e;
+  std::string_view v;
+  if (Member(o, key, &e) && e.get_string().get(v) == simdjson::SUCCESS) return std::string(v);
+  return fallback;
+}
+std::optional<int64_t> IntOf(element e) {
+  switch (e.type()) {
+    case element_type::INT64:
+      return e.get_int64().value_unsafe();
+    case element_type::UINT64:
+    case element_type::DOUBLE: {
+      double d = 0;
+      if (e.get_double().get(d) != simdjson::SUCCESS) return std::nullopt;
+      if (d > -9.2e18 && d < 9.2e18) return static_cast<int64_t>(d);
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+int64_t Int(object o, std::string_view key, int64_t fallback) {
+  element e;
+  if (!Member(o, key, &e)) return fallback;
+  return IntOf(e).value_or(fallback);
+}
+bool Bool(object o, std::string_view key, bool fallback) {
+  element e;
+  bool b = false;
+  if (Member(o, key, &e) && e.get_bool().get(b) == simdjson::SUCCESS) return b;
+  return fallback;
+}
+std::optional<uint64_t> Address(element e) {
+  if (e.type() == element_type::INT64) {
+    int64_t v = e.get_int64().value_unsafe();
+    if (v >= 0) return static_cast<uint64_t>(v);
+    return std::nullopt;
+  }
+  std::string_view s;
+  if (e.get_string().get(s) == simdjson::SUCCESS) return ParseAddressText(s);
+  return std::nullopt;
+}
+std::optional<uint64_t> AddressAt(object o, std::string_view key) {
+  element e;
+  if (!Member(o, key, &e)) return std::nullopt;
+  return Address(e);
+}
+
+// A stack from its JSON array (tolerant: bad frames are skipped).
+Stack DecodeStack(element v) {
+  Stack out;
+  simdjson::dom::array arr;
+  if (v.get_array().get(arr) != simdjson::SUCCESS) return out;
+  for (element f : arr) {
+    Frame fr;
+    object fo;
+    if (f.get_object().get(fo) == simdjson::SUCCESS) {
+      element py;
+      object po;
+      if (Member(fo, "py", &py) && py.get_object().get(po) == simdjson::SUCCESS) {
+        fr.python = true;
+        fr.py_file = Str(po, "file");
+        fr.py_line = Int(po, "line", 0);
+        fr.py_func = Str(po, "func");
+      } else {
+        fr.ip = AddressAt(fo, "ip").value_or(0);
+        fr.obj = Str(fo, "obj");
+        fr.off = AddressAt(fo, "off");
+        fr.sym = Str(fo, "sym");
+        fr.symoff = Str(fo, "symoff");
+      }
+    } else if (auto ip = Address(f)) {
+      fr.ip = *ip;  // raw ips (child_segv reg_stack)
+    } else {
+      continue;
+    }
+    out.push_back(std::move(fr));
+    if (out.size() >= 256) break;
+  }
+  return out;
+}
+
+// Identity of a decoded stack within a process (every field that renders).
+std::string StackIdentity(const Stack& s) {
+  std::string k;
+  for (const Frame& f : s) {
+    if (f.python) {
+      k += "p" + f.py_file + '\x1f' + std::to_string(f.py_line) + '\x1f' + f.py_func;
+    } else {
+      k += "n" + std::to_string(f.ip) + '\x1f' + f.obj + '\x1f' +
+           (f.off ? std::to_string(*f.off) : "-") + '\x1f' + f.sym + '\x1f' + f.symoff;
+    }
+    k += '\x1e';
+  }
+  return k;
+}
+
+// The per-file state: processes met in this file and their stack tables.
+struct FileState {
+  struct Proc {
+    size_t index;  // into out->processes
+    std::unordered_map<std::string, int> stack_ids;
+  };
+  std::map<std::pair<std::string, int64_t>, Proc> by_proc;
+  std::map<std::pair<std::string, int64_t>, Proc>::iterator last = by_proc.end();
+};
+
+int InternStack(element v, FileState::Proc* proc, ProcessLog* p) {
+  Stack st = DecodeStack(v);
+  std::string key = StackIdentity(st);
+  auto [it, fresh] = proc->stack_ids.emplace(std::move(key), static_cast<int>(p->stacks.size()));
+  if (fresh) p->stacks.push_back(std::move(st));
+  return it->second;
+}
+int StackAt(object o, std::string_view key, FileState::Proc* proc, ProcessLog* p) {
+  element e;
+  if (!Member(o, key, &e)) return -1;
+  return InternStack(e, proc, p);
+}
+
+// Events that only count: one per registration or verbs call, millions in a
+// job, and nothing in the report reads their fields.
+bool CountOnly(std::string_view type) {
+  return type == "mr_register" || type == "mr_deregister" || type == "rdma_call" ||
+         type == "fork_init";
+}
+
+// The typed fields of `e.type` from `o`.
+void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e) {
+  const std::string& t = e->type;
+  element x;
+  if (t == "process_start") {
+    e->exe = Str(o, "exe");
+    e->mode = Str(o, "mode");
+    simdjson::dom::array a;
+    if (Member(o, "argv", &x) && x.get_array().get(a) == simdjson::SUCCESS) {
+      for (element s : a) {
+        std::string_view v;
+        if (s.get_string().get(v) == simdjson::SUCCESS && e->argv.size() < 64)
+          e->argv.emplace_back(v);
+      }
+    }
+  } else if (t == "process_exit") {
+    if (Member(o, "status", &x) && x.type() == element_type::INT64)
+      e->status = x.get_int64().value_unsafe();
+  } else if (t == "rdma_init") {
+    e->call = Str(o, "call", "?");
+    e->device = Str(o, "device");
+    e->stack = StackAt(o, "stack", proc, p);
+  } else if (t == "fork") {
+    e->verdict = Str(o, "verdict", "unknown");
+    e->site = Str(o, "site");
+    e->action = Str(o, "action", "unknown");
+    e->via = Str(o, "via");
+    e->stack = StackAt(o, "stack", proc, p);
+    simdjson::dom::array a;
+    if (Member(o, "reasons", &x) && x.get_array().get(a) == simdjson::SUCCESS) {
+      for (element r : a) {
+        std::string_view v;
+        if (r.get_string().get(v) == simdjson::SUCCESS && e->reasons.size() < 16)
+          e->reasons.emplace_back(v);
+      }
+    }
+    if (e->action == "failed" && Member(o, "errno", &x)) {
+      std::string_view v;
+      if (x.type() == element_type::INT64)
+        e->errno_text = std::to_string(x.get_int64().value_unsafe());
+      else if (x.get_string().get(v) == simdjson::SUCCESS)
+        e->errno_text = std::string(v);
+    }
+    object init;
+    if (Member(o, "init", &x) && x.get_object().get(init) == simdjson::SUCCESS) {
+      e->has_init = true;
+      e->init_age_ms = Int(init, "age_ms", -1);
+      e->init_call = Str(init, "call", "?");
+      e->init_device = Str(init, "device");
+      e->init_stack = StackAt(init, "stack", proc, p);
+    }
+    if (Member(o, "ranges", &x) && x.get_array().get(a) == simdjson::SUCCESS) {
+      for (element r : a) {
+        object ro;
+        if (r.get_object().get(ro) != simdjson::SUCCESS) continue;
+        ++e->ranges;
+        e->range_bytes += std::max<int64_t>(0, Int(ro, "len", 0));
+        if (Bool(ro, "dontfork", false)) ++e->dontfork_ranges;
+      }
+    }
+    e->threads = Int(o, "threads", 0);
+    bool cof = false;
+    if (Member(o, "kernel_cof", &x) && x.get_bool().get(cof) == simdjson::SUCCESS)
+      e->kernel_cof = cof;
+  } else if (t == "fork_child") {
+    e->child_pid = Int(o, "child_pid", -1);
+  } else if (t == "spawn") {
+    e->call = Str(o, "call");
+    e->child_pid = Int(o, "child_pid", -1);
+  } else if (t == "child_segv") {
+    e->signal = static_cast<int>(Int(o, "signal", 11));
+    e->addr = AddressAt(o, "addr");
+    object rg;
+    if (Member(o, "range", &x) && x.get_object().get(rg) == simdjson::SUCCESS) {
+      e->range_addr = AddressAt(rg, "addr");
+      e->range_len = AddressAt(rg, "len");
+    }
+    e->call = Str(o, "call");
+    e->stack = StackAt(o, "reg_stack", proc, p);
+  } else if (t == "note") {
+    e->text = Str(o, "text");
+  }
+}
+
+void Count(ProcessSummary* s, const std::string& type) {
+  auto it = s->counts.find(type);
+  if (it != s->counts.end())
+    ++it->second;
+  else if (s->counts.size() < kMaxCountedTypes)
+    s->counts.emplace(type, 1);
+  else
+    ++s->counts["other"];
+}
+
+// `line` is followed by at least simdjson::SIMDJSON_PADDING readable bytes.
 void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNotes* notes,
-               std::map<std::pair<std::string, int64_t>, size_t>* by_proc,
-               std::string_view file_name, LogSet* out) {
+               FileState* state, std::string_view file_name, LogSet* out) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  bool blank = std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t'; });
-  if (blank) return;
+  if (line.find_first_not_of(" \t") == std::string_view::npos) return;  // blank
   if (line.size() > kMaxLineBytes) {
     notes->Add(lineno, "line too long", std::to_string(line.size()) + " bytes, skipped");
     return;
@@ -82,80 +312,176 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
     notes->Add(lineno, "binary data, not a JSON line", "");
     return;
   }
-  JsonValue v;
-  std::string err;
-  if (!ParseJson(line, &v, &err)) {
+  element root;
+  auto err = LineParser().parse(line.data(), line.size(), /*realloc_if_needed=*/false).get(root);
+  if (err != simdjson::SUCCESS) {
     if (last_unterminated)
-      notes->Add(lineno, "truncated last line (the process died while writing?)", err);
+      notes->Add(lineno, "truncated last line (the process died while writing?)",
+                 JsonErrorText(err));
     else
-      notes->Add(lineno, "not JSON", err);
+      notes->Add(lineno, "not JSON", JsonErrorText(err));
     return;
   }
-  if (!v.is_object()) {
+  object v;
+  if (root.get_object().get(v) != simdjson::SUCCESS) {
     notes->Add(lineno, "not a JSON object", "");
     return;
   }
-  const JsonValue* schema = v.Find("schema");
-  if (!schema || !schema->is_string()) {
+  element se;
+  std::string_view schema;
+  if (!Member(v, "schema", &se) || se.get_string().get(schema) != simdjson::SUCCESS) {
     notes->Add(lineno, "no \"schema\" field, not a forkguard event", "");
     return;
   }
-  int major = SchemaMajor(schema->string_value());
+  int major = schema == kEventSchema ? 1 : SchemaMajor(std::string(schema));
   if (major != 1) {
     if (major < 0)
-      notes->Add(lineno, "unknown schema, skipped", JsonQuote(schema->string_value()));
+      notes->Add(lineno, "unknown schema, skipped", JsonQuote(schema));
     else
       notes->Add(lineno,
-                 "schema " + JsonQuote(schema->string_value()) +
+                 "schema " + JsonQuote(schema) +
                      " is a major version this forkguard does not read (it reads " +
                      std::string(kEventSchema) + "), skipped",
                  "");
     return;
   }
-  const JsonValue* type = v.Find("event");
-  if (!type || !type->is_string() || type->string_value().empty()) {
+  std::string type = Str(v, "event");
+  if (type.empty()) {
     notes->Add(lineno, "no \"event\" field, skipped", "");
     return;
   }
-  int64_t pid = v.GetInt("pid", -1);
+  int64_t pid = Int(v, "pid", -1);
   if (pid <= 0) {
     notes->Add(lineno, "no valid \"pid\", skipped", "");
     return;
   }
-  std::string host = v.GetString("host", "?");
+  std::string_view host = "?";
+  element he;
+  if (Member(v, "host", &he) && he.get_string().get(host) != simdjson::SUCCESS) host = "?";
   // Two jobs' processes on one host may have the same pid: never one process.
-  auto key = std::make_pair(host + '\x1f' + v.GetString("job"), pid);
-  auto it = by_proc->find(key);
-  if (it == by_proc->end()) {
+  std::string job = Str(v, "job");
+  std::string host_job = std::string(host) + '\x1f' + job;
+  // Nearly every line of a file is the same process as the one before.
+  auto it = state->last;
+  if (it == state->by_proc.end() || it->first.second != pid || it->first.first != host_job)
+    it = state->by_proc.find(std::make_pair(host_job, pid));
+  if (it == state->by_proc.end()) {
+    auto key = std::make_pair(host_job, pid);
     ProcessLog p;
     p.file = std::string(file_name);
-    p.host = host;
+    p.host = std::string(host);
     p.pid = pid;
     out->processes.push_back(std::move(p));
-    it = by_proc->emplace(key, out->processes.size() - 1).first;
+    it = state->by_proc.emplace(key, FileState::Proc{out->processes.size() - 1, {}}).first;
   }
-  ProcessLog& p = out->processes[it->second];
-  Event e;
-  e.type = type->string_value();
-  e.ts_ns = v.GetInt("ts_ns", 0);
-  e.seq = v.GetInt("seq", -1);
-  e.tid = v.GetInt("tid", 0);
-  e.line = lineno;
-  if (p.ppid <= 0) p.ppid = v.GetInt("ppid", -1);
-  if (p.prog.empty()) p.prog = v.GetString("prog");
+  state->last = it;
+  ProcessLog& p = out->processes[it->second.index];
+  int64_t ts = Int(v, "ts_ns", 0);
+  if (p.ppid <= 0) p.ppid = Int(v, "ppid", -1);
+  if (p.prog.empty()) p.prog = Str(v, "prog");
   if (!p.rank) {
-    const JsonValue* r = v.Find("rank");
-    if (r && r->is_int()) p.rank = r->int_value();
+    element r;
+    if (Member(v, "rank", &r) && r.type() == element_type::INT64)
+      p.rank = r.get_int64().value_unsafe();
   }
   if (!p.local_rank) {
-    const JsonValue* r = v.Find("local_rank");
-    if (r && r->is_int()) p.local_rank = r->int_value();
+    element r;
+    if (Member(v, "local_rank", &r) && r.type() == element_type::INT64)
+      p.local_rank = r.get_int64().value_unsafe();
   }
-  if (p.job.empty()) p.job = v.GetString("job");
-  if (e.ts_ns > 0 && (p.first_ts_ns == 0 || e.ts_ns < p.first_ts_ns)) p.first_ts_ns = e.ts_ns;
-  e.body = std::move(v);
-  p.events.push_back(std::move(e));
+  if (p.job.empty()) p.job = job;
+  if (ts > 0 && (p.first_ts_ns == 0 || ts < p.first_ts_ns)) p.first_ts_ns = ts;
+  ProcessSummary& sum = p.summary;
+  Count(&sum, type);
+  ++sum.lines;
+  sum.last_ts_ns = std::max(sum.last_ts_ns, ts);
   ++out->lines_used;
+  if (CountOnly(type)) {
+    if (type == "mr_register") {
+      ++sum.registrations;
+      sum.registered_bytes += std::max<int64_t>(0, Int(v, "len", 0));
+    }
+    return;
+  }
+  if (type == "rdma_init" && sum.rdma_init_ts_ns == 0) sum.rdma_init_ts_ns = ts;
+  Event e;
+  e.type = std::move(type);
+  e.ts_ns = ts;
+  e.seq = Int(v, "seq", -1);
+  e.tid = Int(v, "tid", 0);
+  e.line = lineno;
+  DecodeEvent(v, &it->second, &p, &e);
+  p.events.push_back(std::move(e));
+}
+
+// Splits `buf[0, size)` into lines and parses the complete ones; returns
+// where the unfinished tail starts. `buf` has SIMDJSON_PADDING bytes after size.
+size_t ParseLines(const char* buf, size_t size, bool at_eof, int* lineno, FileNotes* notes,
+                  FileState* state, std::string_view file_name, LogSet* out) {
+  size_t pos = 0;
+  while (pos < size) {
+    const void* nl = memchr(buf + pos, '\n', size - pos);
+    if (!nl && !at_eof) break;
+    size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - buf) : size;
+    ++*lineno;
+    ParseLine(std::string_view(buf + pos, end - pos), *lineno, !nl, notes, state, file_name, out);
+    pos = nl ? end + 1 : size;
+  }
+  return pos;
+}
+
+// Streams `fd` through a fixed buffer: memory is one chunk plus the longest
+// line, whatever the file's size.
+void ReadStream(int fd, const std::string& path, LogSet* out) {
+  FileNotes notes(path, out);
+  FileState state;
+  // One buffer per reading thread, reused for every file (not zeroed: only
+  // bytes read are parsed, simdjson only needs the padding to be readable).
+  constexpr size_t kBufBytes = kChunkBytes + kMaxLineBytes + simdjson::SIMDJSON_PADDING;
+  thread_local std::unique_ptr<char[]> storage(new char[kBufBytes]);
+  char* const buf = storage.get();
+  const size_t cap = kBufBytes - simdjson::SIMDJSON_PADDING;
+  size_t have = 0;
+  size_t total = 0;
+  size_t overlong = 0;  // bytes of a line too long to hold, being skipped
+  int lineno = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf + have, cap - have);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      out->notes.push_back(
+          {path, std::string("read error: ") + strerror(errno) + " (using what was read)"});
+      n = 0;
+    }
+    bool eof = n == 0;
+    total += static_cast<size_t>(n);
+    size_t start = 0;
+    have += static_cast<size_t>(n);
+    if (overlong > 0) {  // finish skipping the overlong line
+      const void* nl = memchr(buf, '\n', have);
+      size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - buf) : have;
+      overlong += end;
+      if (nl || eof) {
+        ++lineno;
+        notes.Add(lineno, "line too long", std::to_string(overlong) + " bytes, skipped");
+        overlong = 0;
+        start = nl ? end + 1 : have;
+      } else {
+        have = 0;
+        continue;
+      }
+    }
+    size_t done =
+        start + ParseLines(buf + start, have - start, eof, &lineno, &notes, &state, path, out);
+    if (eof) break;
+    memmove(buf, buf + done, have - done);
+    have -= done;
+    if (have > kMaxLineBytes) {  // a line longer than any the reader accepts
+      overlong = have;
+      have = 0;
+    }
+  }
+  if (total == 0) out->notes.push_back({path, "empty file"});
 }
 
 void ReadFile(const std::string& path, LogSet* out) {
@@ -172,36 +498,21 @@ void ReadFile(const std::string& path, LogSet* out) {
     close(fd);
     return;
   }
-  std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      out->notes.push_back(
-          {path, std::string("read error: ") + strerror(errno) + " (using what was read)"});
-      break;
-    }
-    if (n == 0) break;
-    if (text.size() + static_cast<size_t>(n) > kMaxFileBytes) {
-      out->notes.push_back({path, "larger than 1 GiB, only the first 1 GiB is read"});
-      break;
-    }
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
   ++out->files_read;
-  if (text.empty()) {
-    out->notes.push_back({path, "empty file"});
-    return;
-  }
-  ParseLogText(path, text, out);
+  ReadStream(fd, path, out);
+  close(fd);
 }
 
-void Walk(const std::string& dir, int depth, int* found, LogSet* out) {
+// What ReadLogs does, in order: read a file, or say something about a path.
+struct Item {
+  std::string file;  // empty: a note only
+  Note note;
+};
+
+void Walk(const std::string& dir, int depth, int* found, std::vector<Item>* items) {
   DIR* d = opendir(dir.c_str());
   if (!d) {
-    out->notes.push_back({dir, std::string("cannot read directory: ") + strerror(errno)});
+    items->push_back({"", {dir, std::string("cannot read directory: ") + strerror(errno)}});
     return;
   }
   std::vector<std::string> names;
@@ -216,21 +527,38 @@ void Walk(const std::string& dir, int depth, int* found, LogSet* out) {
     struct stat st;
     if (lstat(p.c_str(), &st) != 0) continue;
     if (S_ISDIR(st.st_mode)) {
-      if (depth < 8) Walk(p, depth + 1, found, out);
+      if (depth < 8) Walk(p, depth + 1, found, items);
     } else if (S_ISREG(st.st_mode) && n.size() > 6 && n.compare(n.size() - 6, 6, ".jsonl") == 0) {
       ++*found;
-      ReadFile(p, out);
+      items->push_back({p, {}});
     }
   }
 }
 
+void Merge(LogSet&& part, LogSet* out) {
+  for (auto& p : part.processes) out->processes.push_back(std::move(p));
+  for (auto& n : part.notes) out->notes.push_back(std::move(n));
+  out->files_read += part.files_read;
+  out->lines_used += part.lines_used;
+  out->lines_skipped += part.lines_skipped;
+}
+
 }  // namespace
+
+const Stack& ProcessLog::StackAt(int id) const {
+  static const Stack kEmpty;
+  if (id < 0 || static_cast<size_t>(id) >= stacks.size()) return kEmpty;
+  return stacks[static_cast<size_t>(id)];
+}
 
 std::optional<uint64_t> ParseAddress(const JsonValue* v) {
   if (!v) return std::nullopt;
   if (v->is_int() && v->int_value() >= 0) return static_cast<uint64_t>(v->int_value());
   if (!v->is_string()) return std::nullopt;
-  const std::string& s = v->string_value();
+  return ParseAddressText(v->string_value());
+}
+
+std::optional<uint64_t> ParseAddressText(std::string_view s) {
   size_t i = 0;
   int base = 10;
   if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
@@ -257,69 +585,55 @@ std::optional<uint64_t> ParseAddress(const JsonValue* v) {
   return r;
 }
 
-Stack ParseStack(const JsonValue* v) {
-  Stack out;
-  if (!v || !v->is_array()) return out;
-  for (const auto& f : v->array()) {
-    Frame fr;
-    if (f.is_object()) {
-      if (const JsonValue* py = f.Find("py"); py && py->is_object()) {
-        fr.python = true;
-        fr.py_file = py->GetString("file");
-        fr.py_line = py->GetInt("line", 0);
-        fr.py_func = py->GetString("func");
-      } else {
-        fr.ip = ParseAddress(f.Find("ip")).value_or(0);
-        fr.obj = f.GetString("obj");
-        fr.off = ParseAddress(f.Find("off"));
-        fr.sym = f.GetString("sym");
-        fr.symoff = f.GetString("symoff");
-      }
-    } else if (auto ip = ParseAddress(&f)) {
-      fr.ip = *ip;  // raw ips (child_segv reg_stack)
-    } else {
-      continue;
-    }
-    out.push_back(std::move(fr));
-    if (out.size() >= 256) break;
-  }
-  return out;
-}
-
 void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out) {
   FileNotes notes(file_name, out);
-  std::map<std::pair<std::string, int64_t>, size_t> by_proc;
+  FileState state;
+  std::string buf(text);  // simdjson reads a few bytes past each line
+  buf.append(simdjson::SIMDJSON_PADDING, '\0');
   int lineno = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    ++lineno;
-    size_t nl = text.find('\n', pos);
-    bool unterminated = nl == std::string_view::npos;
-    size_t end = unterminated ? text.size() : nl;
-    ParseLine(text.substr(pos, end - pos), lineno, unterminated, &notes, &by_proc, file_name, out);
-    pos = unterminated ? text.size() : nl + 1;
-  }
+  ParseLines(buf.data(), text.size(), true, &lineno, &notes, &state, file_name, out);
 }
 
-void ReadLogs(const std::vector<std::string>& paths, LogSet* out) {
+void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads) {
+  std::vector<Item> items;
   for (const auto& p : paths) {
     if (p == "-") {
-      ReadFile(p, out);
+      items.push_back({p, {}});
       continue;
     }
     struct stat st;
     if (stat(p.c_str(), &st) != 0) {
-      out->notes.push_back({p, std::string("cannot read: ") + strerror(errno)});
+      items.push_back({"", {p, std::string("cannot read: ") + strerror(errno)}});
       continue;
     }
     if (S_ISDIR(st.st_mode)) {
       int found = 0;
-      Walk(p, 0, &found, out);
-      if (found == 0) out->notes.push_back({p, "no event logs (*.jsonl) in this directory"});
+      Walk(p, 0, &found, &items);
+      if (found == 0) items.push_back({"", {p, "no event logs (*.jsonl) in this directory"}});
     } else {
-      ReadFile(p, out);
+      items.push_back({p, {}});
     }
   }
+  // Each file into its own LogSet, merged in order: the same result for any
+  // number of threads.
+  std::vector<LogSet> parts(items.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < items.size();) {
+      if (items[i].file.empty())
+        parts[i].notes.push_back(items[i].note);
+      else
+        ReadFile(items[i].file, &parts[i]);
+    }
+  };
+  if (threads <= 0)
+    threads = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+  threads = std::min<int>(threads, static_cast<int>(items.size()));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  for (auto& part : parts) Merge(std::move(part), out);
 }
 
 }  // namespace forkguard::cli

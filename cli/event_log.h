@@ -1,4 +1,6 @@
 // Reading forkguard event logs (schema `forkguard.event/1`, shim/EVENT_LOG.md).
+// Each line is decoded once with simdjson into a typed Event; files stream
+// through a fixed buffer and are read in parallel.
 //
 // The reader is built for logs from crashed and killed processes: every line
 // is parsed on its own, and anything it cannot use (truncated last line,
@@ -8,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,17 +47,73 @@ struct Note {
   std::string text;
 };
 
+// One decoded line: the common fields, then the fields of the event types the
+// report reads (defaults when absent or mistyped; a bad field never drops the
+// line). Decoded once, straight from simdjson; nothing keeps the JSON text.
+// Adding a field: decode it in cli/event_log.cc DecodeEvent().
 struct Event {
   std::string type;  // "fork", "rdma_init", ... (unknown types are kept)
   int64_t ts_ns = 0;
   int64_t seq = -1;
   int64_t tid = 0;
-  int line = 0;    // 1-based line in its file
-  JsonValue body;  // the whole JSON object
+  int line = 0;  // 1-based line in its file
+
+  // process_start
+  std::string exe;
+  std::string mode;
+  std::vector<std::string> argv;  // at most 64
+  // process_exit
+  std::optional<int64_t> status;
+  // rdma_init, child_segv (the registering call), spawn
+  std::string call;
+  std::string device;  // rdma_init
+  // fork: call stack; rdma_init: its stack; child_segv: reg_stack.
+  // Index into ProcessLog::stacks, -1 when absent.
+  int stack = -1;
+  // fork
+  std::string verdict;  // "unknown" when absent
+  std::string action;   // "unknown" when absent
+  std::string site;
+  std::string via;
+  std::string errno_text;  // when action is failed
+  std::vector<std::string> reasons;
+  bool has_init = false;
+  std::string init_call;  // "?" when the init object has none
+  std::string init_device;
+  int64_t init_age_ms = -1;
+  int init_stack = -1;
+  int ranges = 0;
+  int64_t range_bytes = 0;
+  int dontfork_ranges = 0;
+  int64_t threads = 0;
+  std::optional<bool> kernel_cof;
+  // fork_child, spawn
+  int64_t child_pid = -1;
+  // child_segv
+  int signal = 11;
+  std::optional<uint64_t> addr;
+  std::optional<uint64_t> range_addr;
+  std::optional<uint64_t> range_len;
+  // note
+  std::string text;
+};
+
+// What a process did, in counts, whatever the events kept: bounded per process
+// (a timeline summary for renderers; see ProcessLog::events for what is kept).
+struct ProcessSummary {
+  std::map<std::string, int64_t> counts;  // event type -> lines (first 32 types)
+  int64_t lines = 0;                       // lines used, of every type
+  int64_t last_ts_ns = 0;
+  int64_t rdma_init_ts_ns = 0;  // first rdma_init, 0 when none
+  int64_t registrations = 0;    // mr_register lines
+  int64_t registered_bytes = 0;
 };
 
 // All events of one process (one file normally; a file whose lines name
 // several pids is split so that nothing is attributed to the wrong process).
+// `events` keeps every line except the per-registration ones (mr_register,
+// mr_deregister, rdma_call, fork_init), which only count in `summary`: memory
+// grows with processes, forks and distinct stacks, not with registrations.
 struct ProcessLog {
   std::string file;
   std::string host;
@@ -66,6 +125,10 @@ struct ProcessLog {
   std::string job;  // "" when the launcher gave none (logs before the field: also "")
   int64_t first_ts_ns = 0;
   std::vector<Event> events;
+  std::vector<Stack> stacks;  // distinct stacks of this process, by Event::stack
+  ProcessSummary summary;
+
+  const Stack& StackAt(int id) const;  // empty for -1 / out of range
 };
 
 struct LogSet {
@@ -80,13 +143,12 @@ struct LogSet {
 void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out);
 
 // Reads files and directories (recursively, `*.jsonl` files) into `out`;
-// "-" is standard input.
-void ReadLogs(const std::vector<std::string>& paths, LogSet* out);
-
-// A stack from its JSON array (tolerant: bad frames are skipped).
-Stack ParseStack(const JsonValue* v);
+// "-" is standard input. Files are read `threads` at a time (0: one per core,
+// at most 8), each streamed in chunks; the result does not depend on `threads`.
+void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads = 0);
 
 // "0x1a2b" or an integer -> value.
 std::optional<uint64_t> ParseAddress(const JsonValue* v);
+std::optional<uint64_t> ParseAddressText(std::string_view s);
 
 }  // namespace forkguard::cli

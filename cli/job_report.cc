@@ -94,7 +94,7 @@ LogSet SelectJob(const LogSet& logs, const std::string& job, bool with_notes) {
   for (const auto& p : logs.processes) {
     if (p.job != job) continue;
     out.processes.push_back(p);
-    out.lines_used += static_cast<int64_t>(p.events.size());
+    out.lines_used += p.summary.lines;
   }
   return out;
 }
@@ -103,7 +103,7 @@ std::vector<LogSet> SplitByJob(LogSet logs) {
   std::map<std::string, LogSet> parts;
   for (auto& p : logs.processes) {
     LogSet& part = parts[p.job];
-    part.lines_used += static_cast<int64_t>(p.events.size());
+    part.lines_used += p.summary.lines;
     part.processes.push_back(std::move(p));
   }
   std::vector<LogSet> out;
@@ -176,28 +176,24 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
 
   for (int i = 0; i < static_cast<int>(order.size()); ++i) {
     ProcessNode& n = r.processes[i];
-    for (const Event& e : order[i]->events) {
-      const JsonValue& b = e.body;
+    const ProcessLog& pl = *order[i];
+    for (const Event& e : pl.events) {
       if (e.type == "process_start") {
-        n.exe = b.GetString("exe");
-        n.mode = b.GetString("mode");
-        if (const JsonValue* a = b.Find("argv"); a && a->is_array())
-          for (const auto& s : a->array())
-            if (s.is_string() && n.argv.size() < 64) n.argv.push_back(s.string_value());
+        n.exe = e.exe;
+        n.mode = e.mode;
+        n.argv = e.argv;
       } else if (e.type == "process_exit") {
         n.exited = true;
-        if (const JsonValue* s = b.Find("status"); s && s->is_int()) n.exit_status = s->int_value();
+        if (e.status) n.exit_status = e.status;
       } else if (e.type == "rdma_init") {
         n.rdma_initialized = true;
-        Stack st = ParseStack(b.Find("stack"));
-        std::string call = b.GetString("call", "?");
-        std::string device = b.GetString("device");
-        InitSite& s = inits[n.job + "|" + call + "|" + device + "|" + StackKey(st)];
+        const Stack& st = pl.StackAt(e.stack);
+        InitSite& s = inits[n.job + "|" + e.call + "|" + e.device + "|" + StackKey(st)];
         if (s.count == 0) {
           s.job = n.job;
-          s.call = call;
-          s.device = device;
-          s.stack = std::move(st);
+          s.call = e.call;
+          s.device = e.device;
+          s.stack = st;
         }
         ++s.count;
         s.processes.insert(i);
@@ -205,18 +201,17 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
       } else if (e.type == "fork") {
         ++n.forks;
         ++r.forks;
-        std::string verdict = b.GetString("verdict", "unknown");
-        Stack st = ParseStack(b.Find("stack"));
-        std::string site = b.GetString("site");
+        const std::string& verdict = e.verdict;
+        const Stack& st = pl.StackAt(e.stack);
         // The verdict first (ForkEntry reads it back); the job last: jobs stay apart.
-        std::string key = verdict + "|" + (site.empty() ? StackKey(st) : site) + "|" + n.job;
+        std::string key = verdict + "|" + (e.site.empty() ? StackKey(st) : e.site) + "|" + n.job;
         ForkGroup& g = groups[key];
         if (g.count == 0) {
           g.key = key;
           g.job = n.job;
-          g.site = site;
+          g.site = e.site;
           g.verdict = verdict;
-          g.stack = std::move(st);
+          g.stack = st;
         }
         ++g.count;
         g.processes.insert(i);
@@ -226,56 +221,36 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
           ++n.hazard_forks;
           ++r.hazard_forks;
         }
-        if (const JsonValue* rs = b.Find("reasons"); rs && rs->is_array())
-          for (const auto& x : rs->array())
-            if (x.is_string()) ++g.reasons[x.string_value()];
-        std::string action = b.GetString("action", "unknown");
-        ++g.actions[action];
-        if (std::string via = b.GetString("via"); !via.empty()) ++g.via[via];
-        if (action == "failed") {
-          const JsonValue* en = b.Find("errno");
-          std::string es = en && en->is_int() ? std::to_string(en->int_value())
-                                              : (en && en->is_string() ? en->string_value() : "");
-          if (!es.empty() && std::find(g.errnos.begin(), g.errnos.end(), es) == g.errnos.end())
-            g.errnos.push_back(es);
-        }
-        if (const JsonValue* init = b.Find("init"); init && init->is_object()) {
-          int64_t age = init->GetInt("age_ms", -1);
-          if (age >= 0) {
-            g.min_age_ms = g.min_age_ms < 0 ? age : std::min(g.min_age_ms, age);
-            g.max_age_ms = std::max(g.max_age_ms, age);
+        for (const auto& x : e.reasons) ++g.reasons[x];
+        ++g.actions[e.action];
+        if (!e.via.empty()) ++g.via[e.via];
+        if (e.action == "failed" && !e.errno_text.empty() &&
+            std::find(g.errnos.begin(), g.errnos.end(), e.errno_text) == g.errnos.end())
+          g.errnos.push_back(e.errno_text);
+        if (e.has_init) {
+          if (e.init_age_ms >= 0) {
+            g.min_age_ms = g.min_age_ms < 0 ? e.init_age_ms : std::min(g.min_age_ms, e.init_age_ms);
+            g.max_age_ms = std::max(g.max_age_ms, e.init_age_ms);
           }
           if (g.init_call.empty()) {
-            g.init_call = init->GetString("call", "?");
-            g.init_device = init->GetString("device");
-            g.init_stack = ParseStack(init->Find("stack"));
+            g.init_call = e.init_call;
+            g.init_device = e.init_device;
+            g.init_stack = pl.StackAt(e.init_stack);
           }
         }
-        if (const JsonValue* rg = b.Find("ranges"); rg && rg->is_array()) {
-          int count = 0, dontfork = 0;
-          int64_t bytes = 0;
-          for (const auto& x : rg->array()) {
-            if (!x.is_object()) continue;
-            ++count;
-            bytes += std::max<int64_t>(0, x.GetInt("len", 0));
-            if (x.GetBool("dontfork", false)) ++dontfork;
-          }
-          if (count > g.max_ranges || bytes > g.max_range_bytes) {
-            g.max_ranges = count;
-            g.max_range_bytes = bytes;
-            g.dontfork_ranges = dontfork;
-          }
+        if (e.ranges > g.max_ranges || e.range_bytes > g.max_range_bytes) {
+          g.max_ranges = e.ranges;
+          g.max_range_bytes = e.range_bytes;
+          g.dontfork_ranges = e.dontfork_ranges;
         }
-        g.max_threads = std::max(g.max_threads, b.GetInt("threads", 0));
-        if (const JsonValue* cof = b.Find("kernel_cof"); cof && cof->is_bool())
-          g.kernel_cof = cof->bool_value();
-        fork_records[i].push_back({e.ts_ns, key, action, -1});
+        g.max_threads = std::max(g.max_threads, e.threads);
+        if (e.kernel_cof) g.kernel_cof = e.kernel_cof;
+        fork_records[i].push_back({e.ts_ns, key, e.action, -1});
       } else if (e.type == "fork_child") {
-        int64_t child = b.GetInt("child_pid", -1);
         // Belongs to the latest fork decision of this process without a child yet.
         for (auto it = fork_records[i].rbegin(); it != fork_records[i].rend(); ++it) {
           if (it->child_pid < 0) {
-            it->child_pid = child;
+            it->child_pid = e.child_pid;
             break;
           }
         }
@@ -288,18 +263,15 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
         ChildDeath d;
         d.process = i;
         d.parent = n.parent;
-        d.signal = static_cast<int>(b.GetInt("signal", 11));
-        d.addr = ParseAddress(b.Find("addr"));
-        if (const JsonValue* rg = b.Find("range"); rg && rg->is_object()) {
-          d.range_addr = ParseAddress(rg->Find("addr"));
-          d.range_len = ParseAddress(rg->Find("len"));
-        }
-        d.call = b.GetString("call");
-        d.reg_stack = ParseStack(b.Find("reg_stack"));
+        d.signal = e.signal;
+        d.addr = e.addr;
+        d.range_addr = e.range_addr;
+        d.range_len = e.range_len;
+        d.call = e.call;
+        d.reg_stack = pl.StackAt(e.stack);
         deaths.push_back(std::move(d));
       } else if (e.type == "note") {
-        std::string t = b.GetString("text");
-        if (!t.empty() && shim_notes.size() < 50) shim_notes.insert(n.prog + ": " + t);
+        if (!e.text.empty() && shim_notes.size() < 50) shim_notes.insert(n.prog + ": " + e.text);
       }
     }
   }

@@ -86,274 +86,11 @@ void JsonValue::Set(std::string key, JsonValue v) {
   members_.emplace_back(std::move(key), std::move(v));
 }
 
-namespace {
-
-constexpr int kMaxDepth = 64;
-
-void AppendUtf8(std::string* out, uint32_t cp) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
+void JsonValue::Append(std::string key, JsonValue v) {
+  members_.emplace_back(std::move(key), std::move(v));
 }
 
-class Parser {
- public:
-  explicit Parser(std::string_view t) : t_(t) {}
-
-  bool ParseDocument(JsonValue* out, std::string* error) {
-    SkipSpace();
-    if (!ParseValue(out, 0)) {
-      *error = err_ + " at byte " + std::to_string(pos_);
-      return false;
-    }
-    SkipSpace();
-    if (pos_ != t_.size()) {
-      *error = "trailing data at byte " + std::to_string(pos_);
-      return false;
-    }
-    return true;
-  }
-
- private:
-  bool Fail(const char* what) {
-    if (err_.empty()) err_ = what;
-    return false;
-  }
-  void SkipSpace() {
-    while (pos_ < t_.size() &&
-           (t_[pos_] == ' ' || t_[pos_] == '\t' || t_[pos_] == '\n' || t_[pos_] == '\r'))
-      ++pos_;
-  }
-  bool Literal(std::string_view word) {
-    if (t_.substr(pos_, word.size()) != word) return Fail("invalid literal");
-    pos_ += word.size();
-    return true;
-  }
-
-  bool ParseValue(JsonValue* out, int depth) {
-    if (depth > kMaxDepth) return Fail("nesting too deep");
-    if (pos_ >= t_.size()) return Fail("unexpected end of input");
-    char c = t_[pos_];
-    switch (c) {
-      case 'n':
-        *out = JsonValue();
-        return Literal("null");
-      case 't':
-        *out = JsonValue::Bool(true);
-        return Literal("true");
-      case 'f':
-        *out = JsonValue::Bool(false);
-        return Literal("false");
-      case '"': {
-        std::string s;
-        if (!ParseString(&s)) return false;
-        *out = JsonValue::String(std::move(s));
-        return true;
-      }
-      case '[':
-        return ParseArray(out, depth);
-      case '{':
-        return ParseObject(out, depth);
-      default:
-        if (c == '-' || (c >= '0' && c <= '9')) return ParseNumber(out);
-        return Fail("unexpected character");
-    }
-  }
-
-  bool ParseArray(JsonValue* out, int depth) {
-    ++pos_;  // '['
-    *out = JsonValue::Array();
-    SkipSpace();
-    if (pos_ < t_.size() && t_[pos_] == ']') {
-      ++pos_;
-      return true;
-    }
-    for (;;) {
-      SkipSpace();
-      JsonValue item;
-      if (!ParseValue(&item, depth + 1)) return false;
-      out->Push(std::move(item));
-      SkipSpace();
-      if (pos_ >= t_.size()) return Fail("unterminated array");
-      if (t_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (t_[pos_] == ']') {
-        ++pos_;
-        return true;
-      }
-      return Fail("expected ',' or ']'");
-    }
-  }
-
-  bool ParseObject(JsonValue* out, int depth) {
-    ++pos_;  // '{'
-    *out = JsonValue::Object();
-    SkipSpace();
-    if (pos_ < t_.size() && t_[pos_] == '}') {
-      ++pos_;
-      return true;
-    }
-    for (;;) {
-      SkipSpace();
-      if (pos_ >= t_.size() || t_[pos_] != '"') return Fail("expected a member name");
-      std::string key;
-      if (!ParseString(&key)) return false;
-      SkipSpace();
-      if (pos_ >= t_.size() || t_[pos_] != ':') return Fail("expected ':'");
-      ++pos_;
-      SkipSpace();
-      JsonValue item;
-      if (!ParseValue(&item, depth + 1)) return false;
-      // Duplicate keys: the first one wins (Find), the rest are kept harmlessly.
-      out->Set(std::move(key), std::move(item));
-      SkipSpace();
-      if (pos_ >= t_.size()) return Fail("unterminated object");
-      if (t_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (t_[pos_] == '}') {
-        ++pos_;
-        return true;
-      }
-      return Fail("expected ',' or '}'");
-    }
-  }
-
-  bool Hex4(uint32_t* v) {
-    if (pos_ + 4 > t_.size()) return Fail("truncated \\u escape");
-    *v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = t_[pos_++];
-      *v <<= 4;
-      if (c >= '0' && c <= '9')
-        *v |= c - '0';
-      else if (c >= 'a' && c <= 'f')
-        *v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F')
-        *v |= c - 'A' + 10;
-      else
-        return Fail("bad \\u escape");
-    }
-    return true;
-  }
-
-  bool ParseString(std::string* s) {
-    ++pos_;  // opening quote
-    for (;;) {
-      if (pos_ >= t_.size()) return Fail("unterminated string");
-      unsigned char c = static_cast<unsigned char>(t_[pos_++]);
-      if (c == '"') return true;
-      if (c < 0x20) return Fail("control character in string");
-      if (c != '\\') {
-        s->push_back(static_cast<char>(c));
-        continue;
-      }
-      if (pos_ >= t_.size()) return Fail("unterminated escape");
-      char e = t_[pos_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          s->push_back(e);
-          break;
-        case 'b':
-          s->push_back('\b');
-          break;
-        case 'f':
-          s->push_back('\f');
-          break;
-        case 'n':
-          s->push_back('\n');
-          break;
-        case 'r':
-          s->push_back('\r');
-          break;
-        case 't':
-          s->push_back('\t');
-          break;
-        case 'u': {
-          uint32_t cp;
-          if (!Hex4(&cp)) return false;
-          if (cp >= 0xD800 && cp < 0xDC00 && pos_ + 1 < t_.size() && t_[pos_] == '\\' &&
-              t_[pos_ + 1] == 'u') {
-            size_t save = pos_;
-            pos_ += 2;
-            uint32_t lo;
-            if (!Hex4(&lo)) return false;
-            if (lo >= 0xDC00 && lo < 0xE000) {
-              cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else {
-              pos_ = save;
-              cp = 0xFFFD;
-            }
-          } else if (cp >= 0xD800 && cp < 0xE000) {
-            cp = 0xFFFD;  // lone surrogate
-          }
-          AppendUtf8(s, cp);
-          break;
-        }
-        default:
-          return Fail("bad escape");
-      }
-    }
-  }
-
-  bool ParseNumber(JsonValue* out) {
-    size_t start = pos_;
-    bool is_double = false;
-    if (t_[pos_] == '-') ++pos_;
-    if (pos_ >= t_.size() || !(t_[pos_] >= '0' && t_[pos_] <= '9')) return Fail("bad number");
-    if (t_[pos_] == '0') {
-      ++pos_;
-    } else {
-      while (pos_ < t_.size() && t_[pos_] >= '0' && t_[pos_] <= '9') ++pos_;
-    }
-    if (pos_ < t_.size() && t_[pos_] == '.') {
-      is_double = true;
-      ++pos_;
-      if (pos_ >= t_.size() || !(t_[pos_] >= '0' && t_[pos_] <= '9')) return Fail("bad number");
-      while (pos_ < t_.size() && t_[pos_] >= '0' && t_[pos_] <= '9') ++pos_;
-    }
-    if (pos_ < t_.size() && (t_[pos_] == 'e' || t_[pos_] == 'E')) {
-      is_double = true;
-      ++pos_;
-      if (pos_ < t_.size() && (t_[pos_] == '+' || t_[pos_] == '-')) ++pos_;
-      if (pos_ >= t_.size() || !(t_[pos_] >= '0' && t_[pos_] <= '9')) return Fail("bad number");
-      while (pos_ < t_.size() && t_[pos_] >= '0' && t_[pos_] <= '9') ++pos_;
-    }
-    std::string num(t_.substr(start, pos_ - start));
-    if (!is_double) {
-      errno = 0;
-      char* end = nullptr;
-      long long v = strtoll(num.c_str(), &end, 10);
-      if (errno == 0 && end && *end == '\0') {
-        *out = JsonValue::Int(v);
-        return true;
-      }
-    }
-    *out = JsonValue::Double(strtod(num.c_str(), nullptr));
-    return true;
-  }
-
-  std::string_view t_;
-  size_t pos_ = 0;
-  std::string err_;
-};
+namespace {
 
 void Write(const JsonValue& v, int indent, int level, std::string* out) {
   auto newline = [&](int lvl) {
@@ -435,9 +172,87 @@ size_t Utf8Len(std::string_view s, size_t i) {
 
 }  // namespace
 
+namespace {
+
+JsonValue FromElement(simdjson::dom::element e) {
+  using simdjson::dom::element_type;
+  switch (e.type()) {
+    case element_type::ARRAY: {
+      JsonValue a = JsonValue::Array();
+      simdjson::dom::array arr = e.get_array().value_unsafe();
+      for (simdjson::dom::element x : arr) a.Push(FromElement(x));
+      return a;
+    }
+    case element_type::OBJECT: {
+      // Push order kept and duplicates kept: Find() returns the first, as before.
+      JsonValue o = JsonValue::Object();
+      simdjson::dom::object obj = e.get_object().value_unsafe();
+      for (auto field : obj) o.Append(std::string(field.key), FromElement(field.value));
+      return o;
+    }
+    case element_type::INT64:
+      return JsonValue::Int(e.get_int64().value_unsafe());
+    case element_type::UINT64:
+      return JsonValue::Double(static_cast<double>(e.get_uint64().value_unsafe()));
+    case element_type::DOUBLE:
+      return JsonValue::Double(e.get_double().value_unsafe());
+    case element_type::STRING:
+      return JsonValue::String(std::string(e.get_string().value_unsafe()));
+    case element_type::BOOL:
+      return JsonValue::Bool(e.get_bool().value_unsafe());
+    case element_type::NULL_VALUE:
+      break;
+  }
+  return JsonValue();
+}
+
+}  // namespace
+
+std::string JsonErrorText(simdjson::error_code code) {
+  switch (code) {
+    case simdjson::DEPTH_ERROR:
+      return "nesting too deep";
+    case simdjson::UTF8_ERROR:
+      return "invalid UTF-8";
+    case simdjson::UNCLOSED_STRING:
+      return "unterminated string";
+    case simdjson::EMPTY:
+      return "empty";
+    case simdjson::NUMBER_ERROR:
+      return "malformed number, or one out of 64-bit range";
+    case simdjson::STRING_ERROR:
+      return "bad string escape or lone UTF-16 surrogate";
+    default:
+      return simdjson::error_message(code);
+  }
+}
+
+simdjson::dom::parser& LineParser() {
+  thread_local simdjson::dom::parser parser = [] {
+    simdjson::dom::parser p;
+    // Lines are at most 1 MiB (the reader skips longer ones); 64 levels is
+    // deeper than anything the shim writes.
+    if (p.allocate(size_t{1} << 20, kMaxJsonDepth) != simdjson::SUCCESS) abort();
+    return p;
+  }();
+  return parser;
+}
+
 bool ParseJson(std::string_view text, JsonValue* out, std::string* error) {
-  Parser p(text);
-  return p.ParseDocument(out, error);
+  simdjson::dom::parser local;
+  simdjson::dom::parser& p = text.size() <= (size_t{1} << 20) ? LineParser() : local;
+  if (&p == &local && local.allocate(text.size(), kMaxJsonDepth) != simdjson::SUCCESS) {
+    if (error) *error = "out of memory";
+    return false;
+  }
+  simdjson::dom::element root;
+  auto err = p.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root);
+  if (err != simdjson::SUCCESS) {
+    if (error) *error = JsonErrorText(err);
+    return false;
+  }
+  *out = FromElement(root);
+  return true;
 }
 
 std::string WriteJson(const JsonValue& v, int indent) {

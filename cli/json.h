@@ -1,6 +1,7 @@
-// A small, strict JSON reader and writer for the event log and the JSON report.
-// The reader is fed untrusted input (logs of killed processes, junk, fuzzers):
-// it never throws, bounds its recursion depth, and reports the first error.
+// A JSON value and writer for the JSON report, and ParseJson: simdjson's DOM
+// parser (strict, validating UTF-8) turned into a JsonValue, for tests and
+// tools. The event-log reader decodes lines straight from simdjson
+// (cli/event_log.cc). Untrusted input never throws; depth is bounded.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,18 @@
 #include <string_view>
 #include <vector>
 
+#include <simdjson.h>
+
 namespace forkguard::cli {
+
+// Deepest nesting any reader here accepts.
+inline constexpr size_t kMaxJsonDepth = 64;
+
+// A short text for a simdjson error ("nesting too deep", ...).
+std::string JsonErrorText(simdjson::error_code code);
+
+// This thread's parser for lines of up to 1 MiB (reused: no allocation per line).
+simdjson::dom::parser& LineParser();
 
 class JsonValue {
  public:
@@ -52,6 +64,7 @@ class JsonValue {
   // Builders.
   void Push(JsonValue v);
   void Set(std::string key, JsonValue v);
+  void Append(std::string key, JsonValue v);  // no duplicate check (parsing)
 
  private:
   Kind kind_ = Kind::kNull;

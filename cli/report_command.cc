@@ -18,7 +18,7 @@ const char kReportHelp[] = R"(NAME
 
 SYNOPSIS
     forkguard report [--format text|json|markdown] [--fail-on hazard|never]
-                     [--job ID] [--no-symbolize] LOG_DIR_OR_FILE...
+                     [--job ID] [--no-symbolize] [--threads N] LOG_DIR_OR_FILE...
 
 DESCRIPTION
     Reads event logs written by libforkguard.so (FORKGUARD_LOG=DIR; schema
@@ -66,6 +66,11 @@ OPTIONS
         in the logs is an error (exit 2) that lists the jobs there are.
     --no-symbolize
         Do not open the binaries named in the logs.
+    --threads N
+        Read N files at a time (default: one per core, at most 8). Each line
+        is decoded once (simdjson) and only what the report needs is kept:
+        memory grows with processes, forks and distinct stacks, not with the
+        registrations logged.
     -h, --help
         This text.
 
@@ -135,6 +140,7 @@ int ReportMain(const std::vector<std::string>& args) {
   bool fail_on_hazard = false;
   bool symbolize = true;
   std::optional<std::string> job;
+  int threads = 0;
   std::vector<std::string> paths;
   bool options_done = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -175,6 +181,13 @@ int ReportMain(const std::vector<std::string>& args) {
       job = v;
     } else if (a == "--no-symbolize") {
       symbolize = false;
+    } else if (a == "--threads" || a.rfind("--threads=", 0) == 0) {
+      if (!value("--threads", &v) || v.empty() || v.size() > 3 ||
+          v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1) {
+        fprintf(stderr, "forkguard report: --threads takes a number from 1 to 999\n");
+        return kExitUsage;
+      }
+      threads = std::stoi(v);
     } else {
       fprintf(stderr, "forkguard report: unknown option %s (see forkguard report --help)\n",
               a.c_str());
@@ -188,7 +201,7 @@ int ReportMain(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   LogSet logs;
-  ReadLogs(paths, &logs);
+  ReadLogs(paths, &logs, threads);
   std::vector<std::string> ids = JobIds(logs);
   if (job) {
     if (std::find(ids.begin(), ids.end(), *job) == ids.end()) {

@@ -5,11 +5,14 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cli/json.h"
 
@@ -99,7 +102,10 @@ class ProcessWriter {
     fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd_ < 0) throw std::runtime_error("cannot create " + path_);
   }
-  ~ProcessWriter() { close(fd_); }
+  ~ProcessWriter() {
+    Flush();
+    close(fd_);
+  }
 
   JsonValue Base(const char* event, int64_t ts) {
     JsonValue v = JsonValue::Object();
@@ -116,13 +122,30 @@ class ProcessWriter {
     v.Set("seq", JsonValue::Int(seq_++));
     return v;
   }
+  // The same common fields as Base, as text without the closing brace (the
+  // padding lines are written millions of times at job scale).
+  std::string BaseText(const char* event, int64_t ts) {
+    std::string s = "{\"schema\":\"forkguard.event/1\",\"event\":\"";
+    s += event;
+    s += "\",\"ts_ns\":" + std::to_string(ts) + ",\"pid\":" + std::to_string(pid_) +
+         ",\"ppid\":" + std::to_string(ppid_) + ",\"tid\":" + std::to_string(pid_) +
+         ",\"host\":" + JsonQuote(host_) + ",\"prog\":" + JsonQuote(prog_) +
+         ",\"rank\":" + std::to_string(rank_) + ",\"seq\":" + std::to_string(seq_++);
+    return s;
+  }
   void Write(const JsonValue& v) { Raw(WriteJson(v, -1) + "\n"); }
   void Raw(const std::string& s) {
-    if (write(fd_, s.data(), s.size()) != static_cast<ssize_t>(s.size()))
-      throw std::runtime_error("short write to " + path_);
+    buf_ += s;
+    if (buf_.size() >= (1 << 16)) Flush();
   }
+  int64_t lines() const { return seq_; }
 
  private:
+  void Flush() {
+    if (!buf_.empty() && write(fd_, buf_.data(), buf_.size()) != static_cast<ssize_t>(buf_.size()))
+      throw std::runtime_error("short write to " + path_);
+    buf_.clear();
+  }
   std::string host_;
   int64_t pid_, ppid_, rank_;
   std::string prog_;
@@ -130,6 +153,7 @@ class ProcessWriter {
   std::string path_;
   int fd_ = -1;
   int64_t seq_ = 0;
+  std::string buf_;
 };
 
 const char kLibc[] = "/usr/lib/x86_64-linux-gnu/libc.so.6";
@@ -151,14 +175,84 @@ JsonValue InitStack() {
   return s;
 }
 
+// The registration stack of padding site `k`: libibverbs, a transport library
+// frame, the program's own frame and Python frames, about the size the shim
+// writes today.
+JsonValue RegStack(int k) {
+  JsonValue s = JsonValue::Array();
+  s.Push(LibFrame("libibverbs.so.1", kVerbs, 0x12a40, "ibv_reg_mr"));
+  JsonValue t = JsonValue::Object();
+  uint64_t off = 0x4a10 + 0x40 * static_cast<uint64_t>(k);
+  t.Set("ip", JsonValue::String(Hex(0x7f3300000000 + off)));
+  t.Set("obj", JsonValue::String("/opt/job/lib/libtransport.so"));
+  t.Set("off", JsonValue::String(Hex(off)));
+  t.Set("sym", JsonValue::String("transport_register_buffer_" + std::to_string(k % 4)));
+  t.Set("symoff", JsonValue::String(Hex(0x40 + k)));
+  s.Push(std::move(t));
+  s.Push(FrameOf(&InitRdmaTransport, 1 + static_cast<uint64_t>(k % 3)));
+  JsonValue e = JsonValue::Object();
+  e.Set("ip", JsonValue::String(Hex(0x55aa00200000 + 0x1c3 * static_cast<uint64_t>(k % 5))));
+  e.Set("obj", JsonValue::String("/usr/bin/python3.11"));
+  e.Set("off", JsonValue::String(Hex(0x200000 + 0x1c3 * static_cast<uint64_t>(k % 5))));
+  e.Set("sym", JsonValue::String("_PyEval_EvalFrameDefault"));
+  e.Set("symoff", JsonValue::String(Hex(0x1c3 * static_cast<uint64_t>(k % 5))));
+  s.Push(std::move(e));
+  s.Push(LibFrame("libc.so.6", kLibc, 0x271ca, "__libc_start_main"));
+  s.Push(PyFrame("transport.py", 100 + k, "register"));
+  s.Push(PyFrame("train.py", 60 + k % 7, "train_step"));
+  return s;
+}
+
+// Pads `w` to `total` lines (leaving `reserve` for what follows) with
+// registration/deregistration pairs over `sites` stacks, after an rdma_init
+// of its own when the process had none.
+void Pad(ProcessWriter& w, const JobSpec& spec, const std::vector<std::string>& stacks, int64_t ts,
+         bool had_init, int reserve) {
+  if (spec.events_per_process <= 0) return;
+  int64_t want = spec.events_per_process - reserve;
+  if (w.lines() >= want) return;
+  if (!had_init) {
+    std::string l = w.BaseText("rdma_init", ts);
+    l += ",\"call\":\"ibv_open_device\",\"device\":\"rxe0\",\"stack\":" + stacks[0] + "}\n";
+    w.Raw(l);
+  }
+  uint64_t addr = 0x7f4400000000;
+  for (int64_t i = 0; w.lines() < want; ++i) {
+    const std::string& st = stacks[static_cast<size_t>(i) % stacks.size()];
+    std::string h = Hex(0x9990000 + static_cast<uint64_t>(i));
+    std::string a = std::to_string(addr + static_cast<uint64_t>(i) * 4096);
+    std::string l = w.BaseText("mr_register", ts + i * 2000);
+    l += ",\"call\":\"ibv_reg_mr\",\"addr\":" + a +
+         ",\"len\":4096,\"access\":7,\"dontfork\":null,\"handle\":\"" + h + "\",\"stack\":" + st +
+         "}\n";
+    w.Raw(l);
+    if (w.lines() >= want) break;
+    l = w.BaseText("mr_deregister", ts + i * 2000 + 1000);
+    l += ",\"handle\":\"" + h + "\",\"addr\":" + a + ",\"len\":4096}\n";
+    w.Raw(l);
+  }
+}
+
+std::string HostName(const JobSpec& spec, int r) {
+  int hosts = std::max(1, spec.hosts);
+  int h = static_cast<int>(static_cast<int64_t>(r) * hosts / std::max(1, spec.ranks));
+  if (hosts <= 2) return h == 0 ? "node-a" : "node-b";
+  char b[32];
+  snprintf(b, sizeof b, "node-%03d", h);
+  return b;
+}
+
 }  // namespace
 
 JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
   JobTruth t;
-  t.hosts = spec.ranks > 1 ? 2 : 1;
+  std::vector<std::string> stacks;
+  for (int k = 0; k < std::max(1, spec.sites); ++k) stacks.push_back(WriteJson(RegStack(k), -1));
+  std::set<std::string> hosts;
   const int workers = spec.procs_per_rank - 1;
   for (int r = 0; r < spec.ranks; ++r) {
-    std::string host = (r < (spec.ranks + 1) / 2) ? "node-a" : "node-b";
+    std::string host = HostName(spec, r);
+    hosts.insert(host);
     int64_t pid = 1000 + 100 * r;
     int64_t start = kBaseNs + spec.start_offset_ns + r * 1000000LL;
     bool hazard = r < spec.hazard_ranks;
@@ -205,7 +299,7 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       }
       f.Set("reasons", std::move(reasons));
       f.Set("action", JsonValue::String("proceeded"));
-      f.Set("site", JsonValue::String(helper ? "5e1f00d" : "a11ce5"));
+      f.Set("site", JsonValue::String(helper ? "0x5e1f00d" : "0xa11ce5"));
       f.Set("reported", JsonValue::Bool(hazard));
       f.Set("stack", ForkStack(helper));
       if (hazard) {
@@ -254,8 +348,16 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3", spec.job);
       ++t.processes;
       JsonValue cs = c.Base("process_start", ts + 100000);
+      JsonValue cargv =
+          JsonValue::Array();  // a forked child: its parent's argv, as the shim writes
+      cargv.Push(JsonValue::String("python3"));
+      cargv.Push(JsonValue::String("train.py"));
+      cs.Set("argv", std::move(cargv));
       cs.Set("mode", JsonValue::String("warn"));
+      cs.Set("shim_version", JsonValue::String("0.1.0"));
+      cs.Set("exe", JsonValue::String("/usr/bin/python3.11"));
       c.Write(cs);
+      Pad(c, spec, stacks, ts + 150000, false, 1);
       if (r == 0 && k <= spec.segv_children && hazard) {
         JsonValue sv = c.Base("child_segv", ts + 300000);
         sv.Set("addr", JsonValue::String(Hex(0x7f1200000040)));
@@ -265,7 +367,9 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
         sv.Set("range", std::move(rg));
         JsonValue rs = JsonValue::Array();
         rs.Push(FrameOf(&InitRdmaTransport, 1));
-        rs.Push(JsonValue::String("0x7f0000011e30"));  // a raw ip: kept as is
+        JsonValue raw = JsonValue::Object();  // ip only, as the shim writes in the child
+        raw.Set("ip", JsonValue::String("0x7f0000011e30"));
+        rs.Push(std::move(raw));
         sv.Set("call", JsonValue::String("ibv_reg_mr"));
         sv.Set("reg_stack", std::move(rs));
         sv.Set("signal", JsonValue::Int(11));
@@ -301,8 +405,10 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
     }
     JsonValue ex = w.Base("process_exit", start + 2000000000);
     ex.Set("status", JsonValue::Int(0));
+    Pad(w, spec, stacks, start + 1000000000, true, 1);
     w.Write(ex);
   }
+  t.hosts = static_cast<int>(hosts.size());
   t.hazard_sites = (t.worker_site_hazard > 0 ? 1 : 0) + (t.helper_hazard > 0 ? 1 : 0);
   return t;
 }

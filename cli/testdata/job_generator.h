@@ -19,6 +19,11 @@ struct JobSpec {
   bool junk = false;            // add a truncated last line and a future-schema line
   std::string job;              // the `job` field of every line ("": none, as before it existed)
   int64_t start_offset_ns = 0;  // a second job on the same hosts and pids starts later
+  // Job-scale knobs (scripts/bench report). 0 events: only the events above.
+  int hosts = 2;               // ranks spread evenly over this many hosts
+  int events_per_process = 0;  // pad every process to this many lines with
+                               // mr_register/mr_deregister pairs (stacks like the shim's)
+  int sites = 8;               // distinct registration call sites (stacks) in the padding
 };
 
 // What the job contains, computed from the spec (the report must agree).

@@ -1,4 +1,5 @@
 // job_generator DIR [--junk] [--ranks N] [--procs-per-rank N] [--hazard-ranks N]
+//               [--hosts N] [--events-per-process N] [--sites N]
 // Writes a synthetic job's event logs into DIR and prints what it contains
 // (the truth the report must match) as JSON on stdout.
 #include <sys/stat.h>
@@ -27,11 +28,19 @@ int main(int argc, char** argv) {
       spec.procs_per_rank = next();
     else if (a == "--hazard-ranks")
       spec.hazard_ranks = next();
+    else if (a == "--hosts")
+      spec.hosts = next();
+    else if (a == "--events-per-process")
+      spec.events_per_process = next();
+    else if (a == "--sites")
+      spec.sites = next();
     else
       dir = a;
   }
   if (dir.empty()) {
-    fprintf(stderr, "usage: job_generator DIR [--junk] [--ranks N] [--procs-per-rank N]\n");
+    fprintf(stderr,
+            "usage: job_generator DIR [--junk] [--ranks N] [--procs-per-rank N] "
+            "[--hazard-ranks N] [--hosts N] [--events-per-process N] [--sites N]\n");
     return 2;
   }
   mkdir(dir.c_str(), 0700);

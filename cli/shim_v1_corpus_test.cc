@@ -1,0 +1,87 @@
+// Logs the real shim wrote before issue 11 (cli/testdata/shim_v1/README.md)
+// give the same JSON report as the reader of that time did: the same
+// findings, processes, forks, deaths and notes (a note's parser detail after
+// the kind may differ).
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cli/event_log.h"
+#include "cli/job_report.h"
+#include "cli/json.h"
+#include "cli/report_render.h"
+#include "gtest/gtest.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::cli {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The notes' texts cut to their kind ("truncated last line (...)").
+void CutNoteDetails(JsonValue* report) {
+  JsonValue out = JsonValue::Object();
+  for (const auto& [k, v] : report->members()) {
+    if (k != "notes") {
+      out.Append(k, v);
+      continue;
+    }
+    JsonValue notes = JsonValue::Array();
+    for (const JsonValue& n : v.array()) {
+      JsonValue m = JsonValue::Object();
+      for (const auto& [nk, nv] : n.members()) {
+        if (nk == "text" && nv.is_string()) {
+          std::string t = nv.string_value();
+          size_t colon = t.find("): ");
+          m.Append(nk, JsonValue::String(colon == std::string::npos ? t : t.substr(0, colon + 1)));
+        } else {
+          m.Append(nk, nv);
+        }
+      }
+      notes.Push(std::move(m));
+    }
+    out.Append(k, std::move(notes));
+  }
+  *report = std::move(out);
+}
+
+class ShimV1Corpus : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ShimV1Corpus, SameReportAsBefore) {
+  std::string rel = std::string("cli/testdata/shim_v1/") + GetParam();
+  std::string expected_path = forkguard::testing::Runfile(rel + ".report.json");
+  // Run from the runfiles root so that the paths in the report are the
+  // workspace-relative ones the expected report was made with.
+  std::string root = expected_path.substr(0, expected_path.size() - (rel.size() + 12));
+  ASSERT_EQ(chdir(root.c_str()), 0) << root;
+  LogSet logs;
+  ReadLogs({rel}, &logs);
+  JobReport r = BuildJobReport(logs, nullptr);
+  JsonValue got, want;
+  std::string err;
+  ASSERT_TRUE(ParseJson(RenderJson(r), &got, &err)) << err;
+  ASSERT_TRUE(ParseJson(Slurp(expected_path), &want, &err)) << err;
+  CutNoteDetails(&got);
+  CutNoteDetails(&want);
+  EXPECT_EQ(WriteJson(got), WriteJson(want));
+  // And the findings are what each case is about.
+  const JsonValue* s = got.Find("summary");
+  ASSERT_TRUE(s);
+  std::string c = GetParam();
+  EXPECT_EQ(s->GetInt("hazard_forks", -1), c == "clean" ? 0 : 1);
+  EXPECT_EQ(s->GetInt("children_segv", -1), c == "segv" ? 1 : 0);
+  EXPECT_EQ(s->GetInt("lines_skipped", -1), c == "truncated" ? 1 : 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ShimV1Corpus,
+                         ::testing::Values("hazard", "clean", "segv", "python", "truncated"));
+
+}  // namespace
+}  // namespace forkguard::cli

@@ -1,0 +1,70 @@
+#!/bin/bash
+# docs/event-schema.json (JSON Schema 2020-12, python3-jsonschema) against real
+# shim output: the real libforkguard.so run now on tests/shim/fork_after_rdma
+# (stub libibverbs) in five scenarios, the checked-in logs of the shim
+# (cli/testdata/shim_v1, cli/testdata/real_rxe) and the job generator's logs.
+# Every complete line validates; a truncated last line is skipped; broken
+# lines are rejected.
+# Usage: event_schema_test.sh SCHEMA SHIM PROGRAM STUB_LIBIBVERBS GENERATOR LOG...
+set -euo pipefail
+schema=$1 shim=$(realpath "$2") prog=$3 stub=$(dirname "$(realpath "$4")") gen=$5
+shift 5
+py=/usr/bin/python3
+"$py" -c 'import jsonschema' 2>/dev/null || {
+	echo "FAIL: python3-jsonschema is not installed (scripts/setup installs it)"; exit 1; }
+tmp=$(mktemp -d "${TEST_TMPDIR:-/tmp}/evschema.XXXXXX")
+i=0
+for args in "" "--order=fork-first" "--fork-safe --touch-buffer" "--spawn" "--fork-exec --forks=3"; do
+	i=$((i + 1))
+	mkdir "$tmp/run$i"
+	# shellcheck disable=SC2086
+	FORKGUARD_LOG="$tmp/run$i" LD_LIBRARY_PATH="$stub" LD_PRELOAD="$shim" "$prog" $args \
+		> "$tmp/run$i.out" 2>&1 || { echo "FAIL: fork_after_rdma $args"; cat "$tmp/run$i.out"; exit 1; }
+done
+mkdir "$tmp/job"
+"$gen" "$tmp/job" --events-per-process 40 > /dev/null
+"$py" - "$schema" "$tmp" "$@" <<'PY'
+import glob, json, sys
+import jsonschema
+schema = json.load(open(sys.argv[1]))
+V = jsonschema.Draft202012Validator
+V.check_schema(schema)
+v = V(schema)
+live = sorted(glob.glob(f"{sys.argv[2]}/run*/*.jsonl"))
+gen = sorted(glob.glob(f"{sys.argv[2]}/job/*.jsonl"))
+files = live + gen + sys.argv[3:]
+bad = 0
+seen = {}
+for f in files:
+    lines = open(f, "rb").read().split(b"\n")
+    for i, line in enumerate(lines):
+        if not line:
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            if i == len(lines) - 1:
+                continue  # a truncated last line (a killed process): not a record
+            print(f"FAIL: {f}:{i+1}: not JSON"); bad += 1; continue
+        kind = "live" if f in live else "generated" if f in gen else "checked-in"
+        seen.setdefault(kind, set()).add(doc.get("event"))
+        for e in list(v.iter_errors(doc))[:3]:
+            print(f"FAIL: {f}:{i+1}: {doc.get('event')}: {list(e.path)}: {e.message[:200]}")
+            bad += 1
+assert not bad, f"{bad} schema errors"
+for kind, events in sorted(seen.items()):
+    print(f"ok: {kind} lines validate; events: {', '.join(sorted(events))}")
+assert {"process_start", "rdma_init", "mr_register", "fork", "fork_child", "child_segv",
+        "spawn", "process_exit"} <= seen["live"], seen["live"]
+# The schema has teeth: broken lines of each kind are rejected.
+ok = json.loads(open(live[0], "rb").readline())
+broken = [dict(ok, seq="1"), dict(ok, schema="forkguard.event/2"), {k: x for k, x in ok.items() if k != "pid"},
+          dict(ok, event="fork", verdict="maybe", reasons=[], action="proceeded", site=None,
+               reported=False, stack=[], init=None, ranges=[], via="fork"),
+          dict(ok, event="rdma_init", call="ibv_open_device", device=None, stack=[{"obj": "x"}]),
+          dict(ok, event="mr_register", call="ibv_reg_mr", addr=-1, len=4096, access=1,
+               dontfork=None, handle="0x1", stack=[])]
+for b in broken:
+    assert not v.is_valid(b), b
+print(f"ok: {len(broken)} broken lines rejected")
+PY
