@@ -16,7 +16,7 @@ const char kReportHelp[] = R"(NAME
 
 SYNOPSIS
     forkguard report [--format text|json|markdown] [--fail-on hazard|never]
-                     [--no-symbolize] LOG_DIR_OR_FILE...
+                     [--no-symbolize] [--native] LOG_DIR_OR_FILE...
 
 DESCRIPTION
     Reads event logs written by libforkguard.so (FORKGUARD_LOG=DIR; schema
@@ -53,6 +53,13 @@ OPTIONS
         never (default): exit 0 whatever the logs say.
     --no-symbolize
         Do not open the binaries named in the logs.
+    --native
+        Python processes: also print the interpreter's native frames. By default
+        a Python process's stacks are its Python frames, headed by the innermost
+        frame outside the standard library and site-packages (the user's line,
+        "train.py:88 in build_loader"), with one "inside:" line naming the
+        libraries the call went through (multiprocessing, torch.utils.data,
+        pyverbs, mpi4py -> libmpi -> libfabric); the native frames are folded.
     -h, --help
         This text.
 
@@ -78,16 +85,17 @@ bool ParseFormat(const std::string& v, std::string* out) {
 
 }  // namespace
 
-std::string RenderReportAs(const JobReport& r, const std::string& format) {
+std::string RenderReportAs(const JobReport& r, const std::string& format, bool show_native) {
   if (format == "json") return RenderJson(r);
-  if (format == "markdown") return RenderMarkdown(r);
-  return RenderText(r);
+  if (format == "markdown") return RenderMarkdown(r, show_native);
+  return RenderText(r, 100, show_native);
 }
 
 int ReportMain(const std::vector<std::string>& args) {
   std::string format = "text";
   bool fail_on_hazard = false;
   bool symbolize = true;
+  bool show_native = false;
   std::vector<std::string> paths;
   bool options_done = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -122,6 +130,8 @@ int ReportMain(const std::vector<std::string>& args) {
       fail_on_hazard = v == "hazard";
     } else if (a == "--no-symbolize") {
       symbolize = false;
+    } else if (a == "--native") {
+      show_native = true;
     } else {
       fprintf(stderr, "forkguard report: unknown option %s (see forkguard report --help)\n",
               a.c_str());
@@ -138,7 +148,7 @@ int ReportMain(const std::vector<std::string>& args) {
   ReadLogs(paths, &logs);
   Symbolizer sym;
   JobReport r = BuildJobReport(logs, symbolize ? &sym : nullptr);
-  std::string out = RenderReportAs(r, format);
+  std::string out = RenderReportAs(r, format, show_native);
   if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0) {
     perror("forkguard report: writing the report");
     return kExitInternal;
