@@ -6,7 +6,10 @@
 #include "cli/commands.h"
 #include "cli/event_log.h"
 #include "cli/job_report.h"
+#include "cli/job_timeline.h"
+#include "cli/report_html.h"
 #include "cli/report_render.h"
+#include "cli/report_trace.h"
 #include "cli/symbolizer.h"
 
 namespace forkguard::cli {
@@ -15,8 +18,9 @@ const char kReportHelp[] = R"(NAME
     forkguard report - merge forkguard event logs into one report
 
 SYNOPSIS
-    forkguard report [--format text|json|markdown] [--fail-on hazard|never]
-                     [--no-symbolize] [--native] LOG_DIR_OR_FILE...
+    forkguard report [--format text|json|markdown|html|trace]
+                     [--fail-on hazard|never] [--no-symbolize] [--native]
+                     LOG_DIR_OR_FILE...
 
 DESCRIPTION
     Reads event logs written by libforkguard.so (FORKGUARD_LOG=DIR; schema
@@ -43,11 +47,24 @@ DESCRIPTION
     with the same binaries.
 
 OPTIONS
-    --format text|json|markdown
+    --format text|json|markdown|html|trace
         text (default): a compiler-style diagnostic that fits 100 columns.
         json: machine-readable, schema "forkguard.report/1", described by
         docs/report-schema.json (JSON Schema).
         markdown: paste into a GitHub issue.
+        html: one self-contained page (no network: inline CSS, JavaScript and
+        SVG) to open in a browser: the job summary, each finding with its
+        stacks, a timeline per host and process (RDMA init, registrations,
+        forks coloured by verdict, the children and how they ended) and the
+        process tree. Hosts and large families of children are folded until
+        opened ("Expand all" opens everything); 4096 processes are ~2 MB.
+        trace: Chrome Trace Event JSON for https://ui.perfetto.dev or
+        chrome://tracing: a track per process (named "prog [rank N] pid P @
+        host", sorted by host), instant events for RDMA init, registrations,
+        forks (verdict, reasons, action, child pid, site in args), spawns,
+        exec and SIGSEGV deaths, and a flow arrow from each fork to its child.
+        Times are microseconds from the job's first event
+        (otherData.t0_ns).
     --fail-on hazard|never
         hazard: exit 3 when any hazardous fork is in the logs (for CI).
         never (default): exit 0 whatever the logs say.
@@ -73,12 +90,15 @@ EXAMPLES
     forkguard report /tmp/fg-logs
     forkguard report --format markdown node*/fg-logs > issue.md
     forkguard report --format json --fail-on hazard logs/ > report.json
+    forkguard report --format html logs/ > report.html
+    forkguard report --format trace logs/ > trace.json    # open in Perfetto
 )";
 
 namespace {
 
 bool ParseFormat(const std::string& v, std::string* out) {
-  if (v != "text" && v != "json" && v != "markdown" && v != "md") return false;
+  if (v != "text" && v != "json" && v != "markdown" && v != "md" && v != "html" && v != "trace")
+    return false;
   *out = v == "md" ? "markdown" : v;
   return true;
 }
@@ -119,7 +139,7 @@ int ReportMain(const std::vector<std::string>& args) {
       return kExitOk;
     } else if (a == "--format" || a.rfind("--format=", 0) == 0) {
       if (!value("--format", &v) || !ParseFormat(v, &format)) {
-        fprintf(stderr, "forkguard report: --format takes text, json or markdown\n");
+        fprintf(stderr, "forkguard report: --format takes text, json, markdown, html or trace\n");
         return kExitUsage;
       }
     } else if (a == "--fail-on" || a.rfind("--fail-on=", 0) == 0) {
@@ -141,14 +161,20 @@ int ReportMain(const std::vector<std::string>& args) {
   if (paths.empty()) {
     fprintf(stderr,
             "forkguard report: no logs given\nusage: forkguard report [--format "
-            "text|json|markdown] LOG_DIR_OR_FILE...\n");
+            "text|json|markdown|html|trace] LOG_DIR_OR_FILE...\n");
     return kExitUsage;
   }
   LogSet logs;
   ReadLogs(paths, &logs);
   Symbolizer sym;
   JobReport r = BuildJobReport(logs, symbolize ? &sym : nullptr);
-  std::string out = RenderReportAs(r, format, show_native);
+  std::string out;
+  if (format == "html" || format == "trace") {
+    Timeline t = BuildTimeline(logs, r);
+    out = format == "html" ? RenderHtml(r, t) : RenderTrace(r, t);
+  } else {
+    out = RenderReportAs(r, format, show_native);
+  }
   if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0) {
     perror("forkguard report: writing the report");
     return kExitInternal;

@@ -19,8 +19,12 @@ constexpr char kPythonFix[] =
     "first, a multiprocessing Pool created first), or use multiprocessing_context='spawn' / "
     "'forkserver' (multiprocessing.set_start_method('forkserver'))";
 
+}  // namespace
+
 // The fix in the terms of the program that forked.
 const char* FixFor(const ForkGroup& g) { return ViewStack(g.stack).python ? kPythonFix : kFix; }
+
+namespace {
 
 std::string Hex(uint64_t v) {
   char buf[24];
@@ -123,6 +127,8 @@ void AppendStack(std::string* out, const Stack& s, const std::string& indent, si
     *out += Fit(indent + line, width) + "\n";
 }
 
+}  // namespace
+
 std::string ProcessesPhrase(const ForkGroup& g) {
   std::string s = "in " + Plural(static_cast<int64_t>(g.processes.size()), "process", "processes");
   std::string extra;
@@ -198,6 +204,8 @@ std::string SummaryLine(const JobReport& r) {
        std::to_string(r.forks - r.hazard_forks) + " clean";
   return s;
 }
+
+namespace {
 
 // One line per process with its children below, collapsing a large set of
 // look-alike children ("worker ×8: 2 killed by SIGSEGV").

@@ -24,4 +24,16 @@ std::string RenderMarkdown(const JobReport& r, bool show_native = false);
 // the standard library and site-packages).
 std::string SiteLabel(const Stack& s);
 
+// Phrases shared by the renderers (text, Markdown, HTML).
+std::string SummaryLine(const JobReport& r);
+std::string ProcessesPhrase(const ForkGroup& g);
+std::string ActionsPhrase(const ForkGroup& g);
+std::string ChildrenPhrase(const ForkGroup& g);
+std::string RangesPhrase(const ForkGroup& g);
+std::string InitPhrase(const ForkGroup& g);
+// "rdma_common.py:20 in open_rdma (pyverbs)" for a Python init stack, "" otherwise.
+std::string PythonInitSite(const Stack& st);
+// The fix, in Python terms for a Python process.
+const char* FixFor(const ForkGroup& g);
+
 }  // namespace forkguard::cli
