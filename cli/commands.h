@@ -19,8 +19,9 @@ inline constexpr int kExitCannotExec = 126;  // run: the command is not executab
 inline constexpr int kExitNotFound = 127;    // run: the command was not found
 
 struct JobReport;
-// The report in "text", "json" or "markdown".
-std::string RenderReportAs(const JobReport& r, const std::string& format);
+// The report in "text", "json" or "markdown" (show_native: Python processes'
+// native frames too).
+std::string RenderReportAs(const JobReport& r, const std::string& format, bool show_native = false);
 
 int RunMain(const std::vector<std::string>& args, const char* argv0);
 int ReportMain(const std::vector<std::string>& args);

@@ -284,6 +284,8 @@ void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e) {
     }
     e->call = Str(o, "call");
     e->stack = StackAt(o, "reg_stack", proc, p);
+  } else if (t == "child_exec") {
+    e->call = Str(o, "path");
   } else if (t == "note") {
     e->text = Str(o, "text");
   }
@@ -399,7 +401,11 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
   if (CountOnly(type)) {
     if (type == "mr_register") {
       ++sum.registrations;
-      sum.registered_bytes += std::max<int64_t>(0, Int(v, "len", 0));
+      const int64_t len = std::max<int64_t>(0, Int(v, "len", 0));
+      sum.registered_bytes += len;
+      if (sum.first_registrations.size() < ProcessSummary::kMaxRegistrationSamples)
+        sum.first_registrations.push_back(
+            {ts, Int(v, "tid", 0), len, Bool(v, "dontfork", false), Str(v, "call")});
     }
     return;
   }

@@ -100,9 +100,20 @@ struct Event {
 
 // What a process did, in counts, whatever the events kept: bounded per process
 // (a timeline summary for renderers; see ProcessLog::events for what is kept).
+// The first registrations of a process, for timelines (bounded: the rest are counted).
+struct RegistrationSample {
+  int64_t ts_ns = 0;
+  int64_t tid = 0;
+  int64_t len = 0;
+  bool dontfork = false;
+  std::string call;
+};
+
 struct ProcessSummary {
-  std::map<std::string, int64_t> counts;  // event type -> lines (first 32 types)
-  int64_t lines = 0;                       // lines used, of every type
+  static constexpr size_t kMaxRegistrationSamples = 32;
+  std::map<std::string, int64_t> counts;                // event type -> lines (first 32 types)
+  int64_t lines = 0;                                    // lines used, of every type
+  std::vector<RegistrationSample> first_registrations;  // at most kMaxRegistrationSamples
   int64_t last_ts_ns = 0;
   int64_t rdma_init_ts_ns = 0;  // first rdma_init, 0 when none
   int64_t registrations = 0;    // mr_register lines

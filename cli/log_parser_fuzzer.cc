@@ -9,8 +9,11 @@
 
 #include "cli/event_log.h"
 #include "cli/job_report.h"
+#include "cli/job_timeline.h"
 #include "cli/json.h"
+#include "cli/report_html.h"
 #include "cli/report_render.h"
+#include "cli/report_trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace forkguard::cli;
@@ -19,11 +22,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   LogSet logs;
   ParseLogText("fuzz.jsonl", text, &logs);
   JobReport r = BuildJobReport(logs, nullptr);
-  std::string out = RenderText(r) + RenderMarkdown(r);
-  // Our JSON report must always be valid JSON.
+  std::string out = RenderText(r) + RenderMarkdown(r) + RenderText(r, 100, true);
+  Timeline t = BuildTimeline(logs, r);
+  out += RenderHtml(r, t);
+  // Our JSON report and the trace must always be valid JSON.
   JsonValue report;
   std::string err;
   if (!ParseJson(RenderJson(r), &report, &err)) abort();
+  if (!ParseJson(RenderTrace(r, t), &report, &err)) abort();
 
   // Whatever parses, once re-written, re-parses to the same text.
   JsonValue v;

@@ -8,7 +8,10 @@
 #include "cli/commands.h"
 #include "cli/event_log.h"
 #include "cli/job_report.h"
+#include "cli/job_timeline.h"
+#include "cli/report_html.h"
 #include "cli/report_render.h"
+#include "cli/report_trace.h"
 #include "cli/symbolizer.h"
 
 namespace forkguard::cli {
@@ -17,8 +20,9 @@ const char kReportHelp[] = R"(NAME
     forkguard report - merge forkguard event logs into one report
 
 SYNOPSIS
-    forkguard report [--format text|json|markdown] [--fail-on hazard|never]
-                     [--job ID] [--no-symbolize] [--threads N] LOG_DIR_OR_FILE...
+    forkguard report [--format text|json|markdown|html|trace] [--fail-on hazard|never]
+                     [--job ID] [--no-symbolize] [--native] [--threads N]
+                     LOG_DIR_OR_FILE...
 
 DESCRIPTION
     Reads event logs written by libforkguard.so (FORKGUARD_LOG=DIR; schema
@@ -53,11 +57,24 @@ DESCRIPTION
     with the same binaries.
 
 OPTIONS
-    --format text|json|markdown
+    --format text|json|markdown|html|trace
         text (default): a compiler-style diagnostic that fits 100 columns.
         json: machine-readable, schema "forkguard.report/1", described by
         docs/report-schema.json (JSON Schema).
         markdown: paste into a GitHub issue.
+        html: one self-contained page (no network: inline CSS, JavaScript and
+        SVG) to open in a browser: the job summary, each finding with its
+        stacks, a timeline per host and process (RDMA init, registrations,
+        forks coloured by verdict, the children and how they ended) and the
+        process tree. Hosts and large families of children are folded until
+        opened ("Expand all" opens everything); 4096 processes: under 1 MB.
+        trace: Chrome Trace Event JSON for https://ui.perfetto.dev or
+        chrome://tracing: a track per process (named "prog [rank N] pid P @
+        host", sorted by host), instant events for RDMA init, registrations,
+        forks (verdict, reasons, action, child pid, site in args), spawns,
+        exec and SIGSEGV deaths, and a flow arrow from each fork to its child.
+        Times are microseconds from the job's first event
+        (otherData.t0_ns).
     --fail-on hazard|never
         hazard: exit 3 when any hazardous fork is in the logs (for CI).
         never (default): exit 0 whatever the logs say.
@@ -66,6 +83,13 @@ OPTIONS
         in the logs is an error (exit 2) that lists the jobs there are.
     --no-symbolize
         Do not open the binaries named in the logs.
+    --native
+        Python processes: also print the interpreter's native frames. By default
+        a Python process's stacks are its Python frames, headed by the innermost
+        frame outside the standard library and site-packages (the user's line,
+        "train.py:88 in build_loader"), with one "inside:" line naming the
+        libraries the call went through (multiprocessing, torch.utils.data,
+        pyverbs, mpi4py -> libmpi -> libfabric); the native frames are folded.
     --threads N
         Read N files at a time (default: one per core, at most 8). Each line
         is decoded once (simdjson) and only what the report needs is kept:
@@ -85,22 +109,25 @@ EXAMPLES
     forkguard report --format markdown node*/fg-logs > issue.md
     forkguard report --format json --fail-on hazard logs/ > report.json
     forkguard report --job 4242 /shared/fg
+    forkguard report --format html logs/ > report.html
+    forkguard report --format trace logs/ > trace.json    # open in Perfetto
 )";
 
 namespace {
 
 bool ParseFormat(const std::string& v, std::string* out) {
-  if (v != "text" && v != "json" && v != "markdown" && v != "md") return false;
+  if (v != "text" && v != "json" && v != "markdown" && v != "md" && v != "html" && v != "trace")
+    return false;
   *out = v == "md" ? "markdown" : v;
   return true;
 }
 
 }  // namespace
 
-std::string RenderReportAs(const JobReport& r, const std::string& format) {
+std::string RenderReportAs(const JobReport& r, const std::string& format, bool show_native) {
   if (format == "json") return RenderJson(r);
-  if (format == "markdown") return RenderMarkdown(r);
-  return RenderText(r);
+  if (format == "markdown") return RenderMarkdown(r, show_native);
+  return RenderText(r, 100, show_native);
 }
 
 namespace {
@@ -112,7 +139,7 @@ std::string JobName(const std::string& job) { return job.empty() ? "(no job id)"
 // job of each finding keep them apart. `parts` from SplitByJob: each job's events are
 // analysed and dropped in turn.
 std::string RenderJobSections(std::vector<LogSet> parts, const std::string& format, Symbolizer* sym,
-                              int64_t* hazards) {
+                              bool show_native, int64_t* hazards) {
   std::string head = "forkguard: " + std::to_string(parts.size()) + " jobs in the logs:";
   std::string body;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -127,7 +154,7 @@ std::string RenderJobSections(std::vector<LogSet> parts, const std::string& form
     head += ")";
     std::string title = "job " + JobName(id);
     body += format == "markdown" ? "\n---\n\n## " + title + "\n\n" : "\n=== " + title + " ===\n";
-    body += RenderReportAs(r, format);
+    body += RenderReportAs(r, format, show_native);
   }
   head += "; --job ID reports one\n";
   return (format == "markdown" ? head + "\n" : head) + body;
@@ -141,6 +168,7 @@ int ReportMain(const std::vector<std::string>& args) {
   bool symbolize = true;
   std::optional<std::string> job;
   int threads = 0;
+  bool show_native = false;
   std::vector<std::string> paths;
   bool options_done = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -164,7 +192,7 @@ int ReportMain(const std::vector<std::string>& args) {
       return kExitOk;
     } else if (a == "--format" || a.rfind("--format=", 0) == 0) {
       if (!value("--format", &v) || !ParseFormat(v, &format)) {
-        fprintf(stderr, "forkguard report: --format takes text, json or markdown\n");
+        fprintf(stderr, "forkguard report: --format takes text, json, markdown, html or trace\n");
         return kExitUsage;
       }
     } else if (a == "--fail-on" || a.rfind("--fail-on=", 0) == 0) {
@@ -188,6 +216,8 @@ int ReportMain(const std::vector<std::string>& args) {
         return kExitUsage;
       }
       threads = std::stoi(v);
+    } else if (a == "--native") {
+      show_native = true;
     } else {
       fprintf(stderr, "forkguard report: unknown option %s (see forkguard report --help)\n",
               a.c_str());
@@ -197,7 +227,7 @@ int ReportMain(const std::vector<std::string>& args) {
   if (paths.empty()) {
     fprintf(stderr,
             "forkguard report: no logs given\nusage: forkguard report [--format "
-            "text|json|markdown] LOG_DIR_OR_FILE...\n");
+            "text|json|markdown|html|trace] LOG_DIR_OR_FILE...\n");
     return kExitUsage;
   }
   LogSet logs;
@@ -226,12 +256,18 @@ int ReportMain(const std::vector<std::string>& args) {
   Symbolizer* symbolizer = symbolize ? &sym : nullptr;
   std::string out;
   int64_t hazards = 0;
-  if (ids.size() > 1 && format != "json") {
-    out = RenderJobSections(SplitByJob(std::move(logs)), format, symbolizer, &hazards);
+  if (format == "html" || format == "trace") {
+    // One page or trace for the whole input: its findings and processes name their job.
+    JobReport r = BuildJobReport(logs, symbolizer);
+    hazards = r.hazard_forks;
+    Timeline t = BuildTimeline(logs, r);
+    out = format == "html" ? RenderHtml(r, t) : RenderTrace(r, t);
+  } else if (ids.size() > 1 && format != "json") {
+    out = RenderJobSections(SplitByJob(std::move(logs)), format, symbolizer, show_native, &hazards);
   } else {
     JobReport r = BuildJobReport(logs, symbolizer);
     hazards = r.hazard_forks;
-    out = RenderReportAs(r, format);
+    out = RenderReportAs(r, format, show_native);
   }
   if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0) {
     perror("forkguard report: writing the report");

@@ -6,22 +6,30 @@
 #include <cstdio>
 #include <map>
 
+#include "cli/stack_view.h"
+
 namespace forkguard::cli {
 namespace {
 
 constexpr char kFix[] =
     "create the loader workers before RDMA init (ibv_open_device/ibv_reg_mr/rdma_create_id), "
     "or start them with spawn/forkserver (posix_spawn) instead of fork";
+constexpr char kPythonFix[] =
+    "start the workers before RDMA init (DataLoader(persistent_workers=True) iterated once "
+    "first, a multiprocessing Pool created first), or use multiprocessing_context='spawn' / "
+    "'forkserver' (multiprocessing.set_start_method('forkserver'))";
+
+}  // namespace
+
+// The fix in the terms of the program that forked.
+const char* FixFor(const ForkGroup& g) { return ViewStack(g.stack).python ? kPythonFix : kFix; }
+
+namespace {
 
 std::string Hex(uint64_t v) {
   char buf[24];
   snprintf(buf, sizeof buf, "0x%" PRIx64, v);
   return buf;
-}
-
-std::string Basename(const std::string& p) {
-  size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
 }
 
 std::string Bytes(int64_t b) {
@@ -113,40 +121,13 @@ std::string Wrap(const std::string& first, const std::string& indent, const std:
   return out;
 }
 
-bool IsPlumbing(const Frame& f) {
-  if (f.python) return false;
-  std::string obj = Basename(f.obj);
-  const std::string& name = f.func.empty() ? f.sym : f.func;
-  if (obj.rfind("libforkguard", 0) == 0 || obj.rfind("libc.so", 0) == 0 ||
-      obj.rfind("libibverbs", 0) == 0 || obj.rfind("librdmacm", 0) == 0 ||
-      obj.rfind("libpthread", 0) == 0)
-    return true;
-  return name == "fork" || name == "__libc_fork" || name == "_Fork" || name == "__fork";
-}
-
-std::string FrameText(const Frame& f) {
-  if (f.python) {
-    return f.py_func + " at " + f.py_file + ":" + std::to_string(f.py_line) + " (Python)";
-  }
-  std::string name = !f.func.empty() ? f.func : !f.sym.empty() ? f.sym : "??";
-  // Like a debugger: file:line when known, else the object and offset.
-  if (!f.src_file.empty()) return name + " at " + f.src_file + ":" + std::to_string(f.src_line);
-  if (!f.obj.empty() && f.off) return name + " (" + Basename(f.obj) + "+" + Hex(*f.off) + ")";
-  if (!f.obj.empty()) return name + " (" + Basename(f.obj) + ")";
-  return f.ip ? name + " " + Hex(f.ip) : name;
-}
-
 void AppendStack(std::string* out, const Stack& s, const std::string& indent, size_t width,
-                 size_t max_frames = 12) {
-  if (s.empty()) {
-    *out += indent + "(no stack in the log)\n";
-    return;
-  }
-  for (size_t i = 0; i < s.size() && i < max_frames; ++i)
-    *out += Fit(indent + "#" + std::to_string(i) + " " + FrameText(s[i]), width) + "\n";
-  if (s.size() > max_frames)
-    *out += indent + "… " + std::to_string(s.size() - max_frames) + " more frames\n";
+                 size_t max_frames = 12, bool show_native = false) {
+  for (const auto& line : StackLines(s, show_native, max_frames))
+    *out += Fit(indent + line, width) + "\n";
 }
+
+}  // namespace
 
 std::string ProcessesPhrase(const ForkGroup& g) {
   std::string s = "in " + Plural(static_cast<int64_t>(g.processes.size()), "process", "processes");
@@ -191,8 +172,19 @@ std::string RangesPhrase(const ForkGroup& g) {
   return s;
 }
 
+// "rdma_common.py:20 in open_rdma (pyverbs)" for a Python init stack, "" otherwise.
+std::string PythonInitSite(const Stack& st) {
+  StackView v = ViewStack(st);
+  if (!v.python) return "";
+  std::string s = SiteHeading(st);
+  if (!v.libraries.empty()) s += " (" + v.libraries.front() + ")";
+  return s;
+}
+
 std::string InitPhrase(const ForkGroup& g) {
-  std::string s = "RDMA was first initialized here, by " + g.init_call;
+  std::string where = PythonInitSite(g.init_stack);
+  std::string s = "RDMA was first initialized " + (where.empty() ? "here" : "at " + where) +
+                  ", by " + g.init_call;
   if (!g.init_device.empty()) s += " on " + g.init_device;
   if (g.min_age_ms >= 0) {
     s += ", " + Duration(g.min_age_ms);
@@ -214,6 +206,8 @@ std::string SummaryLine(const JobReport& r) {
        std::to_string(r.forks - r.hazard_forks) + " clean";
   return s;
 }
+
+namespace {
 
 // One line per process with its children below, collapsing a large set of
 // look-alike children ("worker ×8: 2 killed by SIGSEGV").
@@ -387,21 +381,13 @@ std::string MdCode(const std::string& s) {
 }  // namespace
 
 std::string SiteLabel(const Stack& s) {
-  // In a Python program the Python line is the one its author knows.
-  for (const auto& f : s)
-    if (f.python) return f.py_file + ":" + std::to_string(f.py_line);
-  for (const auto& f : s) {
-    if (IsPlumbing(f)) continue;
-    if (f.python) return f.py_file + ":" + std::to_string(f.py_line);
-    if (!f.src_file.empty()) return Basename(f.src_file) + ":" + std::to_string(f.src_line);
-    if (!f.func.empty()) return f.func;
-    if (!f.sym.empty()) return f.sym;
-    if (!f.obj.empty() && f.off) return Basename(f.obj) + "+" + Hex(*f.off);
-  }
-  return "";
+  // In a Python program the user's Python line is the one its author knows.
+  StackView v = ViewStack(s);
+  if (v.python) return ShortPythonPath(s[v.head].py_file) + ":" + std::to_string(s[v.head].py_line);
+  return SiteHeading(s);
 }
 
-std::string RenderText(const JobReport& r, int width_in) {
+std::string RenderText(const JobReport& r, int width_in, bool show_native) {
   size_t width = static_cast<size_t>(std::max(width_in, 40));
   std::string out;
   out += Fit("forkguard: " + SummaryLine(r), width) + "\n";
@@ -409,7 +395,7 @@ std::string RenderText(const JobReport& r, int width_in) {
   int id = 0;
   for (const auto& g : r.hazard_groups) {
     ++id;
-    std::string loc = SiteLabel(g.stack);
+    std::string loc = SiteHeading(g.stack);
     if (loc.empty()) loc = g.site.empty() ? "<unknown call site>" : "site " + g.site;
     std::string head = loc + ": hazard: fork() after RDMA initialization";
     if (g.count > 1) head += " ×" + std::to_string(g.count);
@@ -422,16 +408,16 @@ std::string RenderText(const JobReport& r, int width_in) {
       out += Wrap("  = " + tag + ":", "      ", ExplainReason(reason), width);
     }
     out += "  fork called at:\n";
-    AppendStack(&out, g.stack, "      ", width);
+    AppendStack(&out, g.stack, "      ", width, 12, show_native);
     if (!g.init_call.empty()) {
       out += Wrap("  note:", "      ", InitPhrase(g), width);
-      AppendStack(&out, g.init_stack, "      ", width);
+      AppendStack(&out, g.init_stack, "      ", width, 12, show_native);
     }
     if (g.max_ranges > 0 || g.max_threads > 0 || g.kernel_cof)
       out += Wrap("  note:", "      ", "at the fork: " + RangesPhrase(g), width);
     out +=
         Wrap("  note:", "      ", "action: " + ActionsPhrase(g) + "; " + ChildrenPhrase(g), width);
-    out += Wrap("  help:", "      ", kFix, width);
+    out += Wrap("  help:", "      ", FixFor(g), width);
   }
 
   if (!r.clean_groups.empty()) {
@@ -445,7 +431,7 @@ std::string RenderText(const JobReport& r, int width_in) {
            "\n";
     for (size_t i = 0; i < r.clean_groups.size() && i < 5; ++i) {
       const auto& g = r.clean_groups[i];
-      std::string loc = SiteLabel(g.stack);
+      std::string loc = SiteHeading(g.stack);
       out += Fit("  " + (loc.empty() ? "<unknown call site>" : loc) + " ×" +
                      std::to_string(g.count) + " " + ProcessesPhrase(g),
                  width) +
@@ -460,12 +446,14 @@ std::string RenderText(const JobReport& r, int width_in) {
            Plural(static_cast<int64_t>(r.inits.size()), "site:", "sites:") + "\n";
     for (size_t i = 0; i < r.inits.size() && i < 8; ++i) {
       const auto& s = r.inits[i];
-      std::string l = "  " + s.call + (s.device.empty() ? "" : " on " + s.device) + " ×" +
-                      std::to_string(s.count) + " in " +
+      std::string where = PythonInitSite(s.stack);
+      std::string l = "  " + (where.empty() ? "" : where + ": ") + s.call +
+                      (s.device.empty() ? "" : " on " + s.device) + " ×" + std::to_string(s.count) +
+                      " in " +
                       Plural(static_cast<int64_t>(s.processes.size()), "process", "processes");
       if (!s.ranks.empty()) l += " (" + FormatRanks(s.ranks) + ")";
       out += Fit(l, width) + "\n";
-      AppendStack(&out, s.stack, "      ", width, 6);
+      AppendStack(&out, s.stack, "      ", width, 6, show_native);
     }
   }
 
@@ -659,7 +647,7 @@ JsonValue ReportToJson(const JobReport& r) {
 
 std::string RenderJson(const JobReport& r) { return WriteJson(ReportToJson(r)) + "\n"; }
 
-std::string RenderMarkdown(const JobReport& r) {
+std::string RenderMarkdown(const JobReport& r, bool show_native) {
   std::string out = "### forkguard: ";
   out += r.hazard_forks
              ? std::to_string(r.hazard_forks) + " hazardous fork" +
@@ -674,7 +662,7 @@ std::string RenderMarkdown(const JobReport& r) {
     for (const auto& g : r.hazard_groups) {
       std::string reasons;
       for (const auto& [k, n] : g.reasons) reasons += (reasons.empty() ? "" : ", ") + k;
-      std::string loc = SiteLabel(g.stack);
+      std::string loc = SiteHeading(g.stack);
       out += "| " + std::to_string(++id) + " | " + MdCode(loc.empty() ? "?" : loc) + " | ×" +
              std::to_string(g.count) + " | " + std::to_string(g.processes.size()) + " | " +
              MdEscape(FormatRanks(g.ranks)) + " | " + MdEscape(reasons) + " | " +
@@ -682,20 +670,20 @@ std::string RenderMarkdown(const JobReport& r) {
     }
     id = 0;
     for (const auto& g : r.hazard_groups) {
-      std::string loc = SiteLabel(g.stack);
+      std::string loc = SiteHeading(g.stack);
       out += "\n#### " + std::to_string(++id) + ". " + MdCode(loc.empty() ? "?" : loc) +
              ": fork() after RDMA initialization ×" + std::to_string(g.count) + "\n\n";
       for (const auto& [reason, n] : g.reasons)
         out += "- **" + reason + "**: " + MdEscape(ExplainReason(reason)) + "\n";
       out += "- " + MdEscape(RangesPhrase(g)) + "\n";
       out += "- " + MdEscape(ActionsPhrase(g) + "; " + ChildrenPhrase(g)) + "\n";
-      out += "- **fix**: " + MdEscape(kFix) + "\n\n";
+      out += "- **fix**: " + MdEscape(FixFor(g)) + "\n\n";
       out += "<details><summary>stacks</summary>\n\n```text\nfork called at:\n";
       std::string st;
-      AppendStack(&st, g.stack, "  ", 200);
+      AppendStack(&st, g.stack, "  ", 200, 12, show_native);
       if (!g.init_call.empty()) {
         st += InitPhrase(g) + "\n";
-        AppendStack(&st, g.init_stack, "  ", 200);
+        AppendStack(&st, g.init_stack, "  ", 200, 12, show_native);
       }
       // A fence inside the text would end the block early.
       for (size_t p; (p = st.find("```")) != std::string::npos;) st.replace(p, 3, "'''");

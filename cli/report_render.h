@@ -12,13 +12,28 @@ namespace forkguard::cli {
 
 inline constexpr char kReportSchema[] = "forkguard.report/1";
 
-std::string RenderText(const JobReport& r, int width = 100);
+// show_native: for Python processes, also the interpreter's native frames (folded by
+// default: the Python stack is what the user wrote).
+std::string RenderText(const JobReport& r, int width = 100, bool show_native = false);
 JsonValue ReportToJson(const JobReport& r);
 std::string RenderJson(const JobReport& r);
-std::string RenderMarkdown(const JobReport& r);
+std::string RenderMarkdown(const JobReport& r, bool show_native = false);
 
 // "loader.cc:42", "train.py:17", "worker_main", or "" — the frame a person
-// would call "where fork was called".
+// would call "where fork was called" (for Python: the innermost frame outside
+// the standard library and site-packages).
 std::string SiteLabel(const Stack& s);
+
+// Phrases shared by the renderers (text, Markdown, HTML).
+std::string SummaryLine(const JobReport& r);
+std::string ProcessesPhrase(const ForkGroup& g);
+std::string ActionsPhrase(const ForkGroup& g);
+std::string ChildrenPhrase(const ForkGroup& g);
+std::string RangesPhrase(const ForkGroup& g);
+std::string InitPhrase(const ForkGroup& g);
+// "rdma_common.py:20 in open_rdma (pyverbs)" for a Python init stack, "" otherwise.
+std::string PythonInitSite(const Stack& st);
+// The fix, in Python terms for a Python process.
+const char* FixFor(const ForkGroup& g);
 
 }  // namespace forkguard::cli

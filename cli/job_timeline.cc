@@ -1,0 +1,116 @@
+#include "cli/job_timeline.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <utility>
+
+namespace forkguard::cli {
+
+int SiteId(const JobReport& r, const ForkEntry& f) {
+  if (f.group < 0) return -1;
+  return f.hazard ? f.group + 1 : static_cast<int>(r.hazard_groups.size()) + f.group + 1;
+}
+
+Timeline BuildTimeline(const LogSet& logs, const JobReport& r) {
+  Timeline t;
+  t.processes.resize(r.processes.size());
+  std::map<std::pair<std::string, int64_t>, int> index;  // (file, pid) -> process
+  for (int i = 0; i < static_cast<int>(r.processes.size()); ++i)
+    index[{r.processes[i].file, r.processes[i].pid}] = i;
+  // Fork decisions of each process in log order, as the JobReport numbered them.
+  std::vector<std::vector<const ForkEntry*>> forks(r.processes.size());
+  for (const auto& f : r.fork_list)
+    if (f.process >= 0 && f.process < static_cast<int>(forks.size()))
+      forks[f.process].push_back(&f);
+
+  int64_t t0 = std::numeric_limits<int64_t>::max(), t1 = 0;
+  for (const ProcessLog& log : logs.processes) {
+    auto it = index.find({log.file, log.pid});
+    if (it == index.end()) continue;
+    int i = it->second;
+    const ProcessNode& node = r.processes[i];
+    ProcessTimeline& pt = t.processes[i];
+    pt.begin_ns = node.start_ns;
+    pt.end_ns = node.start_ns;
+    size_t fork_k = 0;
+    // Registrations are counted by the reader, not kept: its first few are drawn.
+    pt.registrations = log.summary.registrations;
+    pt.registered_bytes = log.summary.registered_bytes;
+    for (const RegistrationSample& reg : log.summary.first_registrations) {
+      if (static_cast<int>(pt.marks.size()) >= Timeline::kMaxRegisterMarks) break;
+      TimelineMark m;
+      m.kind = TimelineMark::Kind::kRegister;
+      m.ts_ns = reg.ts_ns;
+      m.tid = reg.tid;
+      m.call = reg.call;
+      m.bytes = reg.len;
+      m.dontfork = reg.dontfork;
+      pt.marks.push_back(std::move(m));
+    }
+    if (log.summary.last_ts_ns > 0) pt.end_ns = std::max(pt.end_ns, log.summary.last_ts_ns);
+    for (const Event& e : log.events) {
+      if (e.ts_ns > 0) {
+        if (pt.begin_ns == 0 || e.ts_ns < pt.begin_ns) pt.begin_ns = e.ts_ns;
+        pt.end_ns = std::max(pt.end_ns, e.ts_ns);
+      }
+      TimelineMark m;
+      m.ts_ns = e.ts_ns;
+      m.tid = e.tid;
+      m.call = e.call;
+      if (e.type == "rdma_init") {
+        m.kind = TimelineMark::Kind::kRdmaInit;
+        m.device = e.device;
+      } else if (e.type == "fork") {
+        m.kind = TimelineMark::Kind::kFork;
+        if (fork_k < forks[i].size()) {
+          const ForkEntry& f = *forks[i][fork_k++];
+          m.verdict = f.verdict;
+          m.action = f.action;
+          m.child_pid = f.child_pid;
+          m.site_id = SiteId(r, f);
+        } else {
+          m.verdict = e.verdict;
+          m.action = e.action;
+        }
+        m.reasons = e.reasons;
+        if (m.child_pid > 0)
+          for (int c : node.children)
+            if (r.processes[c].pid == m.child_pid) m.child = c;
+      } else if (e.type == "spawn") {
+        m.kind = TimelineMark::Kind::kSpawn;
+        m.child_pid = e.child_pid;
+      } else if (e.type == "child_exec") {
+        m.kind = TimelineMark::Kind::kExec;
+      } else if (e.type == "child_segv") {
+        m.kind = TimelineMark::Kind::kSegv;
+        m.signal = e.signal;
+      } else if (e.type == "process_exit") {
+        m.kind = TimelineMark::Kind::kExit;
+      } else {
+        continue;
+      }
+      pt.marks.push_back(std::move(m));
+    }
+    std::stable_sort(
+        pt.marks.begin(), pt.marks.end(),
+        [](const TimelineMark& a, const TimelineMark& b) { return a.ts_ns < b.ts_ns; });
+    if (node.died_segv)
+      pt.ending = "killed by SIGSEGV";
+    else if (node.exec_after_fork)
+      pt.ending = "exec'd";
+    else if (node.exit_status)
+      pt.ending = "exit " + std::to_string(*node.exit_status);
+    else if (node.exited)
+      pt.ending = "exit";
+    else
+      pt.ending = "no exit record";
+    if (pt.begin_ns > 0) t0 = std::min(t0, pt.begin_ns);
+    t1 = std::max(t1, pt.end_ns);
+  }
+  t.t0_ns = t0 == std::numeric_limits<int64_t>::max() ? 0 : t0;
+  t.t1_ns = std::max(t1, t.t0_ns);
+  return t;
+}
+
+}  // namespace forkguard::cli
