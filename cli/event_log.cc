@@ -232,6 +232,12 @@ void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e) {
     e->site = Str(o, "site");
     e->action = Str(o, "action", "unknown");
     e->via = Str(o, "via");
+    e->fix = Str(o, "fix");
+    e->fix_library = Str(o, "held_by");
+    object fs;
+    if (e->fix_library.empty() && Member(o, "fork_support", &x) &&
+        x.get_object().get(fs) == simdjson::SUCCESS)
+      e->fix_library = Str(fs, "by");
     e->stack = StackAt(o, "stack", proc, p);
     simdjson::dom::array a;
     if (Member(o, "reasons", &x) && x.get_array().get(a) == simdjson::SUCCESS) {

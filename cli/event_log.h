@@ -75,7 +75,9 @@ struct Event {
   std::string action;   // "unknown" when absent
   std::string site;
   std::string via;
-  std::string errno_text;  // when action is failed
+  std::string fix;          // the shim's fix rule ("dataloader", ...), "" when absent
+  std::string fix_library;  // who it names: held_by, or fork_support.by
+  std::string errno_text;   // when action is failed
   std::vector<std::string> reasons;
   bool has_init = false;
   std::string init_call;  // "?" when the init object has none

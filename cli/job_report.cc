@@ -224,6 +224,10 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
         for (const auto& x : e.reasons) ++g.reasons[x];
         ++g.actions[e.action];
         if (!e.via.empty()) ++g.via[e.via];
+        if (g.fix_rule.empty() && !e.fix.empty()) {
+          g.fix_rule = e.fix;
+          g.fix_library = e.fix_library;
+        }
         if (e.action == "failed" && !e.errno_text.empty() &&
             std::find(g.errnos.begin(), g.errnos.end(), e.errno_text) == g.errnos.end())
           g.errnos.push_back(e.errno_text);

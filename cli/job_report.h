@@ -72,6 +72,9 @@ struct ForkGroup {
   int children_segv = 0;
   int children_exec = 0;
   std::vector<std::string> errnos;  // when action is failed
+  // The shim's fix rule for this site (first fork of the group that named one).
+  std::string fix_rule;
+  std::string fix_library;
 };
 
 // Identical RDMA initialization sites (same call + device + stack).

@@ -312,5 +312,42 @@ TEST(JobReport, LogsWithoutJobFieldAreOneJob) {
   EXPECT_EQ(RenderText(g.report).find("job "), std::string::npos);
 }
 
+// The shim chose the fix from the facts at the fork (its "fix" field): the report says the
+// same words as the live message (shim/fix_text.cc), not the generic advice.
+TEST(JobReport, FixComesFromTheShimsRule) {
+  auto line = [](const char* fix, const char* extra) {
+    return std::string(
+               "{\"schema\":\"forkguard.event/1\",\"event\":\"fork\",\"ts_ns\":2,\"pid\":7,"
+               "\"ppid\":1,\"tid\":7,\"host\":\"n0\",\"prog\":\"a.out\",\"rank\":0,\"seq\":1,"
+               "\"verdict\":\"hazard\",\"reasons\":[\"inherited-rdma\"],\"action\":\"proceeded\","
+               "\"site\":\"0x1\",\"reported\":true,\"stack\":[],\"init\":null,\"ranges\":[],"
+               "\"via\":\"fork\",\"fix\":\"") +
+           fix + "\"" + extra + "}\n";
+  };
+  LogSet mpi;
+  ParseLogText("mpi.jsonl", line("mpi-init", ""), &mpi);
+  JobReport r = BuildJobReport(mpi, nullptr);
+  ASSERT_EQ(r.hazard_groups.size(), 1u);
+  EXPECT_NE(FixFor(r.hazard_groups[0]).find("fork the workers before MPI_Init"), std::string::npos)
+      << FixFor(r.hazard_groups[0]);
+  EXPECT_NE(RenderText(r).find("fork the workers before MPI_Init"), std::string::npos);
+  LogSet ucx;
+  ParseLogText("ucx.jsonl",
+               line("ucx-fork-init",
+                    ",\"fork_support\":{\"on\":true,\"by\":\"libuct_ib.so.0\",\"rdma_core\":44}"),
+               &ucx);
+  JobReport u = BuildJobReport(ucx, nullptr);
+  ASSERT_EQ(u.hazard_groups.size(), 1u);
+  std::string fix = FixFor(u.hazard_groups[0]);
+  EXPECT_NE(fix.find("UCX_IB_FORK_INIT=n"), std::string::npos) << fix;
+  EXPECT_NE(fix.find("libuct_ib.so.0"), std::string::npos) << fix;
+  // A rule this reader does not know falls back to the advice from the stack.
+  LogSet future;
+  ParseLogText("future.jsonl", line("some-future-rule", ""), &future);
+  JobReport f = BuildJobReport(future, nullptr);
+  ASSERT_EQ(f.hazard_groups.size(), 1u);
+  EXPECT_NE(FixFor(f.hazard_groups[0]).find("before RDMA init"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace forkguard::cli

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "cli/stack_view.h"
+#include "shim/fix_text.h"
 
 namespace forkguard::cli {
 namespace {
@@ -21,8 +22,22 @@ constexpr char kPythonFix[] =
 
 }  // namespace
 
-// The fix in the terms of the program that forked.
-const char* FixFor(const ForkGroup& g) { return ViewStack(g.stack).python ? kPythonFix : kFix; }
+// The fix in the terms of the program that forked: the shim's rule for the site when its
+// log names one (the words live in shim/fix_text.cc, shared with the live message), else
+// from the stack (logs of older shims).
+std::string FixFor(const ForkGroup& g) {
+  FixRule rule;
+  if (FixRuleFromName(g.fix_rule.c_str(), &rule)) {
+    char buf[1024];
+    TextBuffer b(buf, sizeof buf);
+    FormatFix(b, rule, g.fix_library.empty() ? nullptr : g.fix_library.c_str());
+    std::string text(b.data(), b.size());
+    if (text.rfind("  fix: ", 0) == 0) text.erase(0, 7);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    if (!text.empty()) return text;
+  }
+  return ViewStack(g.stack).python ? kPythonFix : kFix;
+}
 
 namespace {
 
@@ -312,6 +327,7 @@ JsonValue GroupJson(const JobReport& r, const ForkGroup& g, int id) {
   o.Set("verdict", Str(g.verdict));
   o.Set("site", Str(g.site));
   o.Set("location", Str(SiteLabel(g.stack)));
+  if (g.verdict == "hazard") o.Set("fix", Str(FixFor(g)));
   o.Set("count", Int(g.count));
   o.Set("process_count", Int(static_cast<int64_t>(g.processes.size())));
   JsonValue pids = JsonValue::Array();

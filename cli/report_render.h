@@ -34,6 +34,6 @@ std::string InitPhrase(const ForkGroup& g);
 // "rdma_common.py:20 in open_rdma (pyverbs)" for a Python init stack, "" otherwise.
 std::string PythonInitSite(const Stack& st);
 // The fix, in Python terms for a Python process.
-const char* FixFor(const ForkGroup& g);
+std::string FixFor(const ForkGroup& g);
 
 }  // namespace forkguard::cli

@@ -4,24 +4,12 @@
 #ifndef FORKGUARD_SHIM_FIX_ADVICE_H_
 #define FORKGUARD_SHIM_FIX_ADVICE_H_
 
+#include "shim/fix_text.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
 #include "shim/text_buffer.h"
 
 namespace forkguard {
-
-// In order of precedence: the first that applies is the advice.
-enum class FixRule {
-  kLibraryCache,         // only what a library keeps (librdmacm's device context) is live
-  kUcxForkInit,          // UCX called ibv_fork_init on a copy-on-fork kernel: UCX_IB_FORK_INIT=n
-  kPreexecFn,            // subprocess with preexec_fn: a real fork although the child execs
-  kDataLoader,           // torch DataLoader in the Python fork stack
-  kMultiprocessingFork,  // multiprocessing's 'fork' start method
-  kMpiInit,              // RDMA initialized inside MPI_Init
-  kPythonFork,           // os.fork() (or another fork) in Python code
-  kCProgram,             // a native program
-};
-const char* FixRuleName(FixRule rule);  // "library-cache", "ucx-fork-init", ...
 
 struct FixFacts {
   const PythonStack* fork_py = nullptr;  // may be null or empty
@@ -40,9 +28,6 @@ struct FixFacts {
 bool PythonStackHas(const PythonStack* py, const char* file_part, const char* func);
 
 FixRule ChooseFix(const FixFacts& facts);
-
-// "  fix: ...\n". `library` names the library for kLibraryCache / kUcxForkInit (may be null).
-void FormatFix(TextBuffer& out, FixRule rule, const char* library);
 
 }  // namespace forkguard
 
