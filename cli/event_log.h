@@ -102,7 +102,7 @@ struct Event {
 // (a timeline summary for renderers; see ProcessLog::events for what is kept).
 struct ProcessSummary {
   std::map<std::string, int64_t> counts;  // event type -> lines (first 32 types)
-  int64_t lines = 0;                       // lines used, of every type
+  int64_t lines = 0;                      // lines used, of every type
   int64_t last_ts_ns = 0;
   int64_t rdma_init_ts_ns = 0;  // first rdma_init, 0 when none
   int64_t registrations = 0;    // mr_register lines

@@ -1,8 +1,7 @@
 // FixAdvice: the `fix:` line of a hazard message, chosen from the facts at the fork (who
 // forked, in Python or C terms; what initialized RDMA; who turned fork support on). Pure
 // logic over stacks already captured: no I/O, no dlsym, no allocation.
-#ifndef FORKGUARD_SHIM_FIX_ADVICE_H_
-#define FORKGUARD_SHIM_FIX_ADVICE_H_
+#pragma once
 
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
@@ -45,5 +44,3 @@ FixRule ChooseFix(const FixFacts& facts);
 void FormatFix(TextBuffer& out, FixRule rule, const char* library);
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_FIX_ADVICE_H_
