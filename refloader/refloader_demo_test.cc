@@ -20,7 +20,7 @@ namespace {
 
 // Runs refloader with `args`; returns {exit status, stdout+stderr}.
 std::pair<int, std::string> Refloader(std::vector<std::string> args) {
-  args.insert(args.begin(), forkguard::testing::Runfile("loader/refloader"));
+  args.insert(args.begin(), forkguard::testing::Runfile("refloader/refloader"));
   std::string cmd;
   for (const auto& a : args) cmd += "'" + a + "' ";
   cmd += "2>&1";
