@@ -79,30 +79,38 @@ const char kDemoHelp[] =
     "      device of IP (default $RXE_IP, else the first RDMA-capable address; port 7471),\n"
     "      check every byte, print both ends' results. Exit 0 only if both ends succeeded.\n";
 
-// serve's options that demo passes on to it.
-#define REFLOADER_SERVE_OPTIONS                                                                  \
-  {"data", required_argument, nullptr, 0}, {"records", required_argument, nullptr, 0},           \
-      {"record-size", required_argument, nullptr, 0}, {"epochs", required_argument, nullptr, 0}, \
-      {"workers", required_argument, nullptr, 0}, {"batch-size", required_argument, nullptr, 0}, \
-      {"sample-bytes", required_argument, nullptr, 0},                                           \
-      {"timeout-ms", required_argument, nullptr, 0}, {"no-checksum", no_argument, nullptr, 0}, { \
-    "init-rdma-first", no_argument, nullptr, 0                                                   \
-  }
-
 const option kServeOpts[] = {
-    REFLOADER_SERVE_OPTIONS,
     {"listen", required_argument, nullptr, 0},
+    {"data", required_argument, nullptr, 0},
+    {"records", required_argument, nullptr, 0},
+    {"record-size", required_argument, nullptr, 0},
+    {"epochs", required_argument, nullptr, 0},
+    {"workers", required_argument, nullptr, 0},
+    {"batch-size", required_argument, nullptr, 0},
+    {"sample-bytes", required_argument, nullptr, 0},
+    {"timeout-ms", required_argument, nullptr, 0},
+    {"no-checksum", no_argument, nullptr, 0},
+    {"init-rdma-first", no_argument, nullptr, 0},
     {"ready-fd", required_argument, nullptr, 0},
     {"help", no_argument, nullptr, 0},
     {},
 };
-const option kDemoOpts[] = {
-    REFLOADER_SERVE_OPTIONS,
-    {"ip", required_argument, nullptr, 0},
-    {"port", required_argument, nullptr, 0},
-    {"help", no_argument, nullptr, 0},
-    {},
-};
+
+// demo's table is serve's, but its address and ready fd (demo sets those), plus --ip, --port:
+// whatever serve takes, demo takes and passes on.
+const option* DemoOpts() {
+  static const std::vector<option> opts = [] {
+    std::vector<option> v;
+    for (const option* o = kServeOpts; o->name; ++o)
+      if (strcmp(o->name, "listen") && strcmp(o->name, "ready-fd")) v.push_back(*o);
+    v.push_back({"ip", required_argument, nullptr, 0});
+    v.push_back({"port", required_argument, nullptr, 0});
+    v.push_back({});
+    return v;
+  }();
+  return opts.data();
+}
+
 const option kConsumeOpts[] = {
     {"connect", required_argument, nullptr, 0},
     {"bind", required_argument, nullptr, 0},
@@ -405,7 +413,7 @@ int Demo(const Options& a) {
   for (const auto& [k, v] : a.given()) {
     if (k == "ip" || k == "port") continue;
     serve.push_back("--" + k);
-    for (const option* o = kDemoOpts; o->name; ++o)
+    for (const option* o = DemoOpts(); o->name; ++o)
       if (k == o->name && o->has_arg == required_argument) serve.push_back(v);
   }
   pid_t serve_pid = Spawn(serve, ready[1]);
@@ -445,7 +453,7 @@ const std::vector<Command>& RdmaCommands() {
   static const std::vector<Command> kCommands = {
       {"serve", kServeOpts, kServeHelp, Serve},
       {"consume", kConsumeOpts, kConsumeHelp, Consume},
-      {"demo", kDemoOpts, kDemoHelp, Demo},
+      {"demo", DemoOpts(), kDemoHelp, Demo},
   };
   return kCommands;
 }
