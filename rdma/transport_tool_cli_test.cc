@@ -1,9 +1,6 @@
 // transport_tool's command line on the host (nothing here opens a device): each role's help
 // section names exactly its long_opts[] table, --help prints them all, and a bad command line
 // is one line and exit status 2.
-#include <stdio.h>
-#include <sys/wait.h>
-
 #include <string>
 #include <vector>
 
@@ -18,17 +15,9 @@ namespace tt = forkguard::rdma::transport_tool;
 using forkguard::flags::HelpMismatches;
 
 // Runs transport_tool with `args`; returns {exit status, stdout+stderr}.
-std::pair<int, std::string> Tool(const std::vector<std::string>& args) {
-  std::string cmd = "'" + forkguard::testing::Runfile("rdma/transport_tool") + "'";
-  for (const auto& a : args) cmd += " '" + a + "'";
-  cmd += " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = p ? pclose(p) : -1;
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+std::pair<int, std::string> Tool(std::vector<std::string> args) {
+  args.insert(args.begin(), forkguard::testing::Runfile("rdma/transport_tool"));
+  return forkguard::testing::RunAndCapture(args);
 }
 
 TEST(TransportToolCli, EachRoleHelpMatchesItsTable) {
