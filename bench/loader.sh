@@ -40,9 +40,9 @@ if ! $PY -c 'import torch, crc32c, numpy' 2>/dev/null; then
 fi
 
 # Optimized build, without touching the shared bazel-* convenience symlinks.
-bazel build -c opt --symlink_prefix=/ //loader:refloader //bench:crc32c_bench >/dev/null 2>&1 ||
-	{ bazel build -c opt --symlink_prefix=/ //loader:refloader //bench:crc32c_bench; exit 1; }
-BIN="$(bazel info -c opt bazel-bin 2>/dev/null)/loader/refloader"
+bazel build -c opt --symlink_prefix=/ //refloader //bench:crc32c_bench >/dev/null 2>&1 ||
+	{ bazel build -c opt --symlink_prefix=/ //refloader //bench:crc32c_bench; exit 1; }
+BIN="$(bazel info -c opt bazel-bin 2>/dev/null)/refloader/refloader"
 CRC_BENCH="$(bazel info -c opt bazel-bin 2>/dev/null)/bench/crc32c_bench"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/forkguard-bench-loader.XXXXXX")

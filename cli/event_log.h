@@ -100,8 +100,6 @@ struct Event {
   std::string text;
 };
 
-// What a process did, in counts, whatever the events kept: bounded per process
-// (a timeline summary for renderers; see ProcessLog::events for what is kept).
 // The first registrations of a process, for timelines (bounded: the rest are counted).
 struct RegistrationSample {
   int64_t ts_ns = 0;
@@ -111,6 +109,8 @@ struct RegistrationSample {
   std::string call;
 };
 
+// What a process did, in counts, whatever the events kept: bounded per process
+// (a timeline summary for renderers; see ProcessLog::events for what is kept).
 struct ProcessSummary {
   static constexpr size_t kMaxRegistrationSamples = 32;
   std::map<std::string, int64_t> counts;                // event type -> lines (first 32 types)

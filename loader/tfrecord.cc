@@ -212,30 +212,6 @@ std::vector<std::string> ListShards(const std::string& path) {
   return out;
 }
 
-uint64_t ParseSize(const std::string& s) {
-  if (s.empty()) throw std::invalid_argument("empty size");
-  size_t pos = 0;
-  unsigned long long v;
-  try {
-    v = std::stoull(s, &pos);
-  } catch (const std::exception&) {
-    throw std::invalid_argument("bad size '" + s + "'");
-  }
-  std::string suf = s.substr(pos);
-  uint64_t mul = 1;
-  if (suf == "" || suf == "B") {
-  } else if (suf == "K" || suf == "k" || suf == "KiB") {
-    mul = 1024;
-  } else if (suf == "M" || suf == "m" || suf == "MiB") {
-    mul = 1024 * 1024;
-  } else if (suf == "G" || suf == "g" || suf == "GiB") {
-    mul = 1024ull * 1024 * 1024;
-  } else {
-    throw std::invalid_argument("bad size suffix in '" + s + "' (use K, M or G)");
-  }
-  return v * mul;
-}
-
 namespace {
 
 struct SizeDist {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "flags/flags.h"
+
 namespace forkguard::loader {
 
 constexpr size_t kTfRecordHeaderBytes = 12;  // length + its CRC
@@ -120,7 +122,8 @@ struct DatasetSpec {
 // Returns the shard paths written.
 std::vector<std::string> MakeDataset(const DatasetSpec& spec);
 
-// Parses "4096", "4K", "1M" (binary units). Throws std::invalid_argument.
-uint64_t ParseSize(const std::string& s);
+// Parses "4096", "4K", "1M" (binary units); throws std::invalid_argument. The one size
+// parser, shared with every command line (flags/).
+using ::forkguard::flags::ParseSize;
 
 }  // namespace forkguard::loader

@@ -1,16 +1,10 @@
 // transport_tool: one end of an RDMA batch stream, for the real-device tests
-// (which run the other end in-process) and for bench/transport.sh.
-//
-//   transport_tool send --listen IP:PORT [--count N] [--size BYTES|mixed]
-//                       [--seed S] [--no-checksum] [--ready-fd FD]
-//   transport_tool recv --connect IP:PORT [--bind IP] [--size BYTES|mixed]
-//                       [--seed S] [--verify] [--slots N] [--slot-bytes B]
-//   common: --idle-timeout-ms MS --heartbeat-ms MS
+// (which run the other end in-process) and for bench/transport.sh. The command line
+// (--help) is in transport_tool.h.
 //
 // `send` streams batches whose bytes are FillPattern(seed, seq) and sizes
-// `--size` or MixedBatchSize(); `recv --verify` checks every byte. Both print
-// one summary line "<role>: N batches, B bytes, T s, X MB/s" and exit 0, or
-// print the transport error and exit 1. `send --count 0` streams until killed.
+// `--size` or MixedBatchSize(); `recv --verify` checks every byte. `send --count 0`
+// streams until killed.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "flags/flags.h"
 #include "rdma/batch_pattern.h"
 #include "rdma/transport.h"
+#include "rdma/transport_tool.h"
 
 namespace {
 
@@ -36,68 +32,38 @@ struct Args {
   size_t size = 0;  // 0 = mixed
   uint64_t seed = 1;
   bool verify = false;
+  bool help = false;
   int ready_fd = -1;
   TransportOptions opt;
 };
 
-[[noreturn]] void Usage() {
-  fprintf(stderr,
-          "usage: transport_tool send --listen IP:PORT [--count N] [--size B|mixed] [--seed S] "
-          "[--no-checksum] [--ready-fd FD]\n"
-          "       transport_tool recv --connect IP:PORT [--bind IP] [--size B|mixed] [--seed S] "
-          "[--verify] [--slots N] [--slot-bytes B]\n");
-  exit(2);
-}
-
-size_t ParseSize(const std::string& s) {
-  char* end = nullptr;
-  double v = strtod(s.c_str(), &end);
-  std::string suf = end;
-  if (suf == "K" || suf == "k") v *= 1024;
-  if (suf == "M" || suf == "m") v *= 1024 * 1024;
-  return static_cast<size_t>(v);
-}
-
+// Parses argv[1] (the role) and its options; throws flags::UsageError.
 Args Parse(int argc, char** argv) {
-  if (argc < 2) Usage();
+  namespace tt = forkguard::rdma::transport_tool;
+  using forkguard::flags::UsageError;
   Args a;
+  if (argc < 2) throw UsageError("send or recv?");
   a.role = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    std::string k = argv[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= argc) Usage();
-      return argv[++i];
-    };
-    if (k == "--listen")
-      a.listen = val();
-    else if (k == "--connect")
-      a.connect = val();
-    else if (k == "--bind")
-      a.opt.bind_ip = val();
-    else if (k == "--count")
-      a.count = strtoull(val().c_str(), nullptr, 10);
-    else if (k == "--size") {
-      std::string v = val();
-      a.size = v == "mixed" ? 0 : ParseSize(v);
-    } else if (k == "--seed")
-      a.seed = strtoull(val().c_str(), nullptr, 10);
-    else if (k == "--no-checksum")
-      a.opt.checksum = false;
-    else if (k == "--verify")
-      a.verify = true;
-    else if (k == "--ready-fd")
-      a.ready_fd = atoi(val().c_str());
-    else if (k == "--slots")
-      a.opt.slots = static_cast<uint32_t>(atoi(val().c_str()));
-    else if (k == "--slot-bytes")
-      a.opt.slot_bytes = ParseSize(val());
-    else if (k == "--idle-timeout-ms")
-      a.opt.idle_timeout_ms = atoi(val().c_str());
-    else if (k == "--heartbeat-ms")
-      a.opt.heartbeat_ms = atoi(val().c_str());
-    else
-      Usage();
-  }
+  if (a.role != "send" && a.role != "recv") throw UsageError("unknown role '" + a.role + "'");
+  auto o = forkguard::flags::Options::Parse(argc - 1, argv + 1,
+                                            a.role == "send" ? tt::kSendOpts : tt::kRecvOpts);
+  a.help = o.Has("help");
+  a.listen = o.Str("listen", "");
+  a.connect = o.Str("connect", "");
+  a.opt.bind_ip = o.Str("bind", "");
+  a.count = o.Size("count", a.count);
+  std::string size = o.Str("size", "mixed");
+  a.size = size == "mixed" ? 0 : o.Size("size", 0);
+  a.seed = o.Size("seed", a.seed);
+  if (o.Has("no-checksum")) a.opt.checksum = false;
+  a.verify = o.Has("verify");
+  a.ready_fd = static_cast<int>(o.Int("ready-fd", -1));
+  a.opt.slots = static_cast<uint32_t>(o.Size("slots", a.opt.slots));
+  a.opt.slot_bytes = o.Size("slot-bytes", a.opt.slot_bytes);
+  a.opt.idle_timeout_ms = static_cast<int>(o.Int("idle-timeout-ms", a.opt.idle_timeout_ms));
+  a.opt.heartbeat_ms = static_cast<int>(o.Int("heartbeat-ms", a.opt.heartbeat_ms));
+  if (!a.help && a.role == "send" && a.listen.empty()) throw UsageError("send needs --listen");
+  if (!a.help && a.role == "recv" && a.connect.empty()) throw UsageError("recv needs --connect");
   return a;
 }
 
@@ -187,12 +153,30 @@ int RunRecv(const Args& a) {
 
 }  // namespace
 
+void PrintHelp() {
+  namespace tt = forkguard::rdma::transport_tool;
+  for (const char* part :
+       {tt::kHelpHeader, tt::kSendHelp, tt::kRecvHelp, tt::kBothHelp, tt::kHelpFooter})
+    fputs(part, stdout);
+}
+
 int main(int argc, char** argv) {
-  Args a = Parse(argc, argv);
+  if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    PrintHelp();
+    return 0;
+  }
+  Args a;
   try {
-    if (a.role == "send" && !a.listen.empty()) return RunSend(a);
-    if (a.role == "recv" && !a.connect.empty()) return RunRecv(a);
-    Usage();
+    a = Parse(argc, argv);
+  } catch (const forkguard::flags::UsageError& e) {
+    return forkguard::flags::ReportUsageError("transport_tool", e);
+  }
+  if (a.help) {
+    PrintHelp();
+    return 0;
+  }
+  try {
+    return a.role == "send" ? RunSend(a) : RunRecv(a);
   } catch (const std::exception& e) {
     fprintf(stderr, "transport_tool %s: %s\n", a.role.c_str(), e.what());
     return 1;

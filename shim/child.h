@@ -4,8 +4,7 @@
 // no locks, no stdio, no dladdr. The parent prepares everything the child might print
 // (ranges and pre-formatted registering stacks) in the shim's own mmap'd pages before the
 // fork: heap pages can share a page with a registered buffer and be gone in the child.
-#ifndef FORKGUARD_SHIM_CHILD_H_
-#define FORKGUARD_SHIM_CHILD_H_
+#pragma once
 
 #include <cstdint>
 
@@ -48,5 +47,3 @@ size_t FormatChildSegv(char* buf, size_t cap, long pid, uintptr_t addr,
                        const ChildSegvRange& range);
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_CHILD_H_

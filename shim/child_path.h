@@ -7,10 +7,7 @@
 // the fork() wrapper, first in it because interpose.cc is the library's own source and is
 // linked before shim_core's objects, is page-aligned so the group never straddles a page
 // (`nm -n libforkguard.so` shows the layout).
-#ifndef FORKGUARD_SHIM_CHILD_PATH_H_
-#define FORKGUARD_SHIM_CHILD_PATH_H_
+#pragma once
 
 #define FORKGUARD_CHILD_PATH __attribute__((section(".text.hot.forkguard_child")))
 #define FORKGUARD_CHILD_PATH_FIRST FORKGUARD_CHILD_PATH __attribute__((aligned(4096)))
-
-#endif  // FORKGUARD_SHIM_CHILD_PATH_H_

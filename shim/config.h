@@ -2,8 +2,7 @@
 //
 // Parsed once, before any fork is decided. A plain struct with fixed-size storage so that
 // the fork path and the forked child can read it without allocating.
-#ifndef FORKGUARD_SHIM_CONFIG_H_
-#define FORKGUARD_SHIM_CONFIG_H_
+#pragma once
 
 #include <cstddef>
 
@@ -49,5 +48,3 @@ void AppendShownValue(TextBuffer& out, const char* value);
 bool AllowPatternMatches(const char* pattern, const char* text);
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_CONFIG_H_

@@ -1,7 +1,6 @@
 // The shim's core: what happens at each watched call and, in BeforeFork, where every fork
 // is decided. Knows nothing about dlsym or symbol versions (that is interpose.cc).
-#ifndef FORKGUARD_SHIM_CORE_H_
-#define FORKGUARD_SHIM_CORE_H_
+#pragma once
 
 #include <sys/types.h>
 
@@ -91,5 +90,3 @@ void OnOpened(const char* path, int fd);
 void OnDeepBind();
 
 }  // namespace forkguard::core
-
-#endif  // FORKGUARD_SHIM_CORE_H_

@@ -9,8 +9,7 @@
 // Two phases, because a dlopen wrapper must not call the real dlopen from a C frame of
 // its own: glibc searches the *caller's* DT_RUNPATH and $ORIGIN, so the wrapper has to
 // tail-jump to the real dlopen (like the shim's vfork) and cannot run code after it.
-#ifndef FORKGUARD_SHIM_DLOPEN_CHECK_H_
-#define FORKGUARD_SHIM_DLOPEN_CHECK_H_
+#pragma once
 
 namespace forkguard {
 
@@ -34,5 +33,3 @@ bool CheckDlopenFlags(const char* file, int flags);
 bool AuditModuleActive();
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_DLOPEN_CHECK_H_

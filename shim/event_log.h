@@ -4,8 +4,7 @@
 // formatted into a preallocated buffer and written with one write(2) on an O_APPEND
 // descriptor, so lines from many processes never interleave. No malloc on any path that
 // can run at fork time, in the child, or in a signal handler.
-#ifndef FORKGUARD_SHIM_EVENT_LOG_H_
-#define FORKGUARD_SHIM_EVENT_LOG_H_
+#pragma once
 
 #include <sys/types.h>
 
@@ -103,5 +102,3 @@ void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize,
 void AppendJsonHex(TextBuffer& b, uint64_t v);  // "0x.." as a string
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_EVENT_LOG_H_

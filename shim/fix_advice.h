@@ -1,8 +1,7 @@
 // FixAdvice: the `fix:` line of a hazard message, chosen from the facts at the fork (who
 // forked, in Python or C terms; what initialized RDMA; who turned fork support on). Pure
 // logic over stacks already captured: no I/O, no dlsym, no allocation.
-#ifndef FORKGUARD_SHIM_FIX_ADVICE_H_
-#define FORKGUARD_SHIM_FIX_ADVICE_H_
+#pragma once
 
 #include "shim/fix_text.h"
 #include "shim/proc_facts.h"
@@ -30,5 +29,3 @@ bool PythonStackHas(const PythonStack* py, const char* file_part, const char* fu
 FixRule ChooseFix(const FixFacts& facts);
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_FIX_ADVICE_H_

@@ -2,8 +2,7 @@
 // once at init from the launchers' variables (list and order: shim/EVENT_LOG.md). Fixed-size
 // storage: the fork path, the forked child and the SIGSEGV handler read it without
 // allocating.
-#ifndef FORKGUARD_SHIM_JOB_IDENTITY_H_
-#define FORKGUARD_SHIM_JOB_IDENTITY_H_
+#pragma once
 
 #include "shim/config.h"
 
@@ -28,5 +27,3 @@ JobIdentity ReadJobIdentity(EnvLookup env, void* env_ctx);
 void SetIdentityHost(JobIdentity& id, const char* name);
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_JOB_IDENTITY_H_

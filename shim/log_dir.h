@@ -1,8 +1,7 @@
 // The FORKGUARD_LOG directory: its template expanded and the directory made ready, once per
 // process at init (never on the fork path: a forked child logs into its parent's directory,
 // under a file name with its own pid; see shim/EVENT_LOG.md).
-#ifndef FORKGUARD_SHIM_LOG_DIR_H_
-#define FORKGUARD_SHIM_LOG_DIR_H_
+#pragma once
 
 #include <sys/types.h>
 
@@ -32,5 +31,3 @@ bool ExpandLogPath(const char* tmpl, const LogPathFields& f, TextBuffer& out, Te
 bool MakeLogDir(const char* path, TextBuffer& why);
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_LOG_DIR_H_

@@ -1,7 +1,6 @@
 // The human message printed for a hazardous fork (phrases are a contract: tests and users
 // grep for them; see shim/README.md).
-#ifndef FORKGUARD_SHIM_MESSAGE_H_
-#define FORKGUARD_SHIM_MESSAGE_H_
+#pragma once
 
 #include <sys/types.h>
 
@@ -77,5 +76,3 @@ void FormatStackLines(TextBuffer& out, const RawStack& stack, const char* indent
 void FormatPythonLines(TextBuffer& out, const PythonStack& py, const char* indent);
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_MESSAGE_H_

@@ -3,8 +3,7 @@
 // map counts, and whether the kernel copies pinned pages on fork.
 //
 // Everything here reads into stack buffers: no malloc.
-#ifndef FORKGUARD_SHIM_PROC_FACTS_H_
-#define FORKGUARD_SHIM_PROC_FACTS_H_
+#pragma once
 
 #include <cstddef>
 #include <cstdint>
@@ -94,5 +93,3 @@ int RdmaCoreFromLibName(const char* name);
 int RdmaCoreVersionFromMaps();
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_PROC_FACTS_H_

@@ -7,8 +7,7 @@
 // In a process without CPython, or on a thread without the GIL, capture returns nothing.
 // Calls into the interpreter (may allocate): parent side only, never in a forked child or
 // a signal handler.
-#ifndef FORKGUARD_SHIM_PYTHON_STACK_H_
-#define FORKGUARD_SHIM_PYTHON_STACK_H_
+#pragma once
 
 #include <cstddef>
 #include <string>
@@ -72,5 +71,3 @@ size_t FormatCurrentPythonStack(char* buf, size_t cap, int max_frames);
 bool IsPythonProcess();
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_PYTHON_STACK_H_

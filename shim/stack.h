@@ -3,8 +3,7 @@
 // Capture is cheap (raw instruction pointers from libunwind's unw_backtrace, bounded depth)
 // and happens on registration and fork. Symbolization (dladdr: object + offset, dynamic
 // symbol name) happens only when a message is printed or an event is logged.
-#ifndef FORKGUARD_SHIM_STACK_H_
-#define FORKGUARD_SHIM_STACK_H_
+#pragma once
 
 #include <atomic>
 #include <cstddef>
@@ -83,5 +82,3 @@ bool IsSignalTrampoline(uintptr_t ip);
 uint64_t StackSiteHash(const RawStack& stack);
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_STACK_H_

@@ -5,8 +5,7 @@
 // address space is copied) and released/reset in the parent/child handlers. Tables live in
 // the shim's own mmap'd pages, never on the heap: a heap page can share a page with a
 // registered (MADV_DONTFORK) buffer and vanish in a forked child.
-#ifndef FORKGUARD_SHIM_STATE_H_
-#define FORKGUARD_SHIM_STATE_H_
+#pragma once
 
 #include <sys/types.h>
 
@@ -194,5 +193,3 @@ void ResetCachedTid();
 pid_t CachedPid();
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_STATE_H_

@@ -3,8 +3,7 @@
 // written whole, with one writev(2) of at most PIPE_BUF bytes, which a pipe never splits or
 // interleaves with another writer's. A longer line is cut and ends with kCutMarker.
 // Async-signal-safe: no malloc, no locks; used by the forked child and the SIGSEGV handler.
-#ifndef FORKGUARD_SHIM_STDERR_LINE_H_
-#define FORKGUARD_SHIM_STDERR_LINE_H_
+#pragma once
 
 #include <sys/types.h>
 
@@ -30,5 +29,3 @@ void WriteStderrLines(const char* text, size_t n);
 void WriteStderrLines(const char* text);
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_STDERR_LINE_H_

@@ -3,8 +3,7 @@
 // Async-signal-safe: no malloc, no locale, no stdio. Used for the human message, the event
 // log lines and everything the forked child or the SIGSEGV handler prints. Overflow
 // truncates and sets truncated(); the buffer always stays NUL-terminated.
-#ifndef FORKGUARD_SHIM_TEXT_BUFFER_H_
-#define FORKGUARD_SHIM_TEXT_BUFFER_H_
+#pragma once
 
 #include <cstddef>
 #include <cstdint>
@@ -187,5 +186,3 @@ class TextBuffer {
 };
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_TEXT_BUFFER_H_

@@ -1,7 +1,6 @@
 // ForkVerdict: is this fork a hazard, and why. Pure logic over a snapshot of the state and
 // the kernel's view; no I/O, no dlsym, no allocation.
-#ifndef FORKGUARD_SHIM_VERDICT_H_
-#define FORKGUARD_SHIM_VERDICT_H_
+#pragma once
 
 #include <cstdint>
 
@@ -54,5 +53,3 @@ bool RangeOverlapsAny(uintptr_t addr, uint64_t len, const Vma* vmas, int n);
 ForkVerdict DecideVerdict(const VerdictInput& in, bool* mr_dontfork);
 
 }  // namespace forkguard
-
-#endif  // FORKGUARD_SHIM_VERDICT_H_

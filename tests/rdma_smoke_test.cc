@@ -75,8 +75,8 @@ TEST(RdmaSmoke, OpenRegisterWriteLoopback) {
   std::vector<char> src(1 << 16), dst(1 << 16, 0);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7 + 3);
   ibv_mr* smr = ibv_reg_mr(pd, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
-  ibv_mr* dmr = ibv_reg_mr(pd, dst.data(), dst.size(),
-                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* dmr =
+      ibv_reg_mr(pd, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   ASSERT_NE(smr, nullptr) << strerror(errno);
   ASSERT_NE(dmr, nullptr) << strerror(errno);
 

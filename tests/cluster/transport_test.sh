@@ -8,7 +8,7 @@
 #      verified, and the merged report has no hazard.
 . "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
 TOOL=$(readlink -f "$R/rdma/transport_tool")
-REFLOADER=$(readlink -f "$R/loader/refloader")
+REFLOADER=$(readlink -f "$R/refloader/refloader")
 wait_for() { # pattern file secs
 	local end=$((SECONDS + $3))
 	until grep -q -- "$1" "$2" 2>/dev/null; do [ $SECONDS -ge $end ] && return 1; sleep 0.1; done

@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -40,6 +41,19 @@ std::string MakeTempDir(const std::string& prefix) {
     abort();
   }
   return tmpl;
+}
+
+std::pair<int, std::string> RunAndCapture(const std::vector<std::string>& args) {
+  std::string cmd;
+  for (const auto& a : args) cmd += "'" + a + "' ";
+  cmd += "2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = p ? pclose(p) : -1;
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
 }
 
 }  // namespace forkguard::testing

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace forkguard::testing {
 
@@ -13,5 +15,9 @@ std::string Runfile(const std::string& workspace_relative);
 
 // A fresh private directory under TEST_TMPDIR (or /tmp), created 0700.
 std::string MakeTempDir(const std::string& prefix);
+
+// Runs `args` (args[0] the program) through popen (a shell spawned with posix_spawn: this
+// process forks nothing) and returns {exit status, or 128 + signal; stdout and stderr}.
+std::pair<int, std::string> RunAndCapture(const std::vector<std::string>& args);
 
 }  // namespace forkguard::testing

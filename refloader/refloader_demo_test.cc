@@ -3,10 +3,6 @@
 // --init-rdma-first (RDMA + fork support before the workers are forked) the
 // workers lose the registered slot region and die of SIGSEGV, and the demo
 // fails saying so.
-#include <spawn.h>
-#include <stdio.h>
-#include <sys/wait.h>
-
 #include <string>
 #include <vector>
 
@@ -14,24 +10,13 @@
 #include "tests/support/rdma_device.h"
 #include "tests/support/runfiles.h"
 
-extern char** environ;
-
 namespace {
 
-// Runs refloader with `args`; returns {exit status, stdout+stderr}.
+// Runs refloader with `args`; returns {exit status, stdout+stderr}. popen() spawns
+// (posix_spawn) a shell; this process never opens RDMA.
 std::pair<int, std::string> Refloader(std::vector<std::string> args) {
-  args.insert(args.begin(), forkguard::testing::Runfile("loader/refloader"));
-  std::string cmd;
-  for (const auto& a : args) cmd += "'" + a + "' ";
-  cmd += "2>&1";
-  // popen() spawns (posix_spawn) a shell; this process never opens RDMA.
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = p ? pclose(p) : -1;
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+  args.insert(args.begin(), forkguard::testing::Runfile("refloader/refloader"));
+  return forkguard::testing::RunAndCapture(args);
 }
 
 TEST(RefloaderDemo, RightOrderDeliversEveryBatchVerified) {

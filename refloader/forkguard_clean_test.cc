@@ -74,7 +74,7 @@ std::string Slurp(const std::string& path) {
 
 TEST(LoaderUnderForkguard, EveryWorkerForkIsClean) {
   const std::string shim = Runfile("shim/libforkguard.so");
-  const std::string refloader = Runfile("loader/refloader");
+  const std::string refloader = Runfile("refloader/refloader");
   const std::string dir = MakeTempDir("fg_loader");
   const std::string data = dir + "/data", logs = dir + "/logs", out = dir + "/out.txt";
   ASSERT_EQ(mkdir(logs.c_str(), 0700), 0);

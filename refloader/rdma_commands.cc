@@ -8,8 +8,6 @@
 // (ibv_fork_init()), device opened and the slot region registered, THEN the
 // workers are forked: the region is MADV_DONTFORK, so it is missing in the
 // workers and they die of SIGSEGV when they build their first batch.
-#include "rdma/refloader_commands.h"
-
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -34,19 +32,26 @@
 #include <string>
 #include <vector>
 
-#include "loader/command_line.h"
+#include "flags/flags.h"
 #include "loader/loader.h"
 #include "loader/tfrecord.h"
 #include "rdma/transport.h"
+#include "refloader/commands.h"
 
 extern char** environ;
 
-namespace forkguard::rdma {
+namespace forkguard::refloader {
 namespace {
 
 namespace fl = forkguard::loader;
+using flags::Options;
+using flags::UsageError;
+using rdma::Receiver;
+using rdma::Sender;
+using rdma::TransportError;
+using rdma::TransportOptions;
 
-const char kHelp[] =
+const char kServeHelp[] =
     "  refloader serve --listen IP:PORT [options]\n"
     "      Start the loader (workers forked first), THEN open RDMA on the device that owns\n"
     "      IP, register the loader's shared-memory batch slots and stream every batch to one\n"
@@ -55,33 +60,73 @@ const char kHelp[] =
     "                           records of --record-size in a temp dir)\n"
     "      --records N (2048)   --record-size N (4K)   --epochs N (2)\n"
     "      --workers N (2)      --batch-size N (32)    --sample-bytes N (4K)\n"
+    "      --timeout-ms N       a loader worker with no progress this long is an error (30000)\n"
     "      --no-checksum        do not CRC32C the batches\n"
     "      --init-rdma-first    WRONG ORDER on purpose: ibv_fork_init(), open the device and\n"
     "                           register the slot region, THEN fork the workers (they lose the\n"
     "                           region and die of SIGSEGV; forkguard reports the hazard)\n"
-    "      --ready-fd FD        write one byte to FD once listening (used by demo)\n"
+    "      --ready-fd FD        write one byte to FD once listening (used by demo)\n";
+const char kConsumeHelp[] =
     "  refloader consume --connect IP:PORT [--bind IP] [--check-sequential]\n"
-    "                    [--batch-size N] [--sample-bytes N]\n"
+    "                    [--batch-size N] [--sample-bytes N] [--timeout-ms N]\n"
     "      Receive every batch in order, verify every byte (CRC32C, and with\n"
     "      --check-sequential that sample k of batch b holds record b*batch+k, as\n"
-    "      make-dataset writes it), print throughput and what was received.\n"
-    "  refloader demo [--ip IP] [--port P] [serve options]\n"
+    "      make-dataset writes it), print throughput and what was received. --timeout-ms:\n"
+    "      give up after this long without a batch (default 60000).\n";
+const char kDemoHelp[] =
+    "  refloader demo [--ip IP] [--port P] [serve's options but its address and ready fd]\n"
     "      Run serve and consume as two processes (posix_spawn, no fork) over the RDMA\n"
-    "      device of IP (default $RXE_IP, else the first RDMA-capable address), check\n"
-    "      every byte, print both ends' results. Exit 0 only if both ends succeeded.\n";
+    "      device of IP (default $RXE_IP, else the first RDMA-capable address; port 7471),\n"
+    "      check every byte, print both ends' results. Exit 0 only if both ends succeeded.\n";
+
+const option kServeOpts[] = {
+    {"listen", required_argument, nullptr, 0},
+    {"data", required_argument, nullptr, 0},
+    {"records", required_argument, nullptr, 0},
+    {"record-size", required_argument, nullptr, 0},
+    {"epochs", required_argument, nullptr, 0},
+    {"workers", required_argument, nullptr, 0},
+    {"batch-size", required_argument, nullptr, 0},
+    {"sample-bytes", required_argument, nullptr, 0},
+    {"timeout-ms", required_argument, nullptr, 0},
+    {"no-checksum", no_argument, nullptr, 0},
+    {"init-rdma-first", no_argument, nullptr, 0},
+    {"ready-fd", required_argument, nullptr, 0},
+    {"help", no_argument, nullptr, 0},
+    {},
+};
+
+// demo's table is serve's, but its address and ready fd (demo sets those), plus --ip, --port:
+// whatever serve takes, demo takes and passes on.
+const option* DemoOpts() {
+  static const std::vector<option> opts = [] {
+    std::vector<option> v;
+    for (const option* o = kServeOpts; o->name; ++o)
+      if (strcmp(o->name, "listen") && strcmp(o->name, "ready-fd")) v.push_back(*o);
+    v.push_back({"ip", required_argument, nullptr, 0});
+    v.push_back({"port", required_argument, nullptr, 0});
+    v.push_back({});
+    return v;
+  }();
+  return opts.data();
+}
+
+const option kConsumeOpts[] = {
+    {"connect", required_argument, nullptr, 0},
+    {"bind", required_argument, nullptr, 0},
+    {"check-sequential", no_argument, nullptr, 0},
+    {"batch-size", required_argument, nullptr, 0},
+    {"sample-bytes", required_argument, nullptr, 0},
+    {"timeout-ms", required_argument, nullptr, 0},
+    {"help", no_argument, nullptr, 0},
+    {},
+};
 
 double Now() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
-
-using Args = fl::CommandLine;
-
-const std::vector<std::string> kServeFlags = {"no-checksum", "init-rdma-first"};
-const std::vector<std::string> kServeValues = {
-    "listen",  "data",       "records",      "record-size", "epochs",
-    "workers", "batch-size", "sample-bytes", "ready-fd",    "timeout-ms"};
 
 constexpr uint64_t TagOf(uint64_t epoch, uint64_t index) { return epoch << 40 | index; }
 
@@ -103,12 +148,11 @@ struct GeneratedData {
   }
 };
 
-int Serve(int argc, char** argv) {
-  Args a = Args::Parse(argc, argv, 1, kServeFlags, kServeValues);
+int Serve(const Options& a) {
   std::string listen = a.Str("listen", "");
-  if (listen.empty()) throw std::invalid_argument("serve needs --listen IP:PORT");
-  bool wrong_order = a.Flag("init-rdma-first");
-  int ready_fd = static_cast<int>(a.Num("ready-fd", static_cast<uint64_t>(-1)));
+  if (listen.empty()) throw UsageError("serve needs --listen IP:PORT");
+  bool wrong_order = a.Has("init-rdma-first");
+  int ready_fd = static_cast<int>(a.Int("ready-fd", -1));
 
   GeneratedData generated;
   std::string data = a.Str("data", "");
@@ -120,21 +164,21 @@ int Serve(int argc, char** argv) {
     generated.dir = data = templ;
     fl::DatasetSpec spec;
     spec.dir = data;
-    spec.records = a.Num("records", 2048);
+    spec.records = a.Size("records", 2048);
     spec.size_dist = "fixed:" + a.Str("record-size", "4K");
     fl::MakeDataset(spec);
   }
   fl::LoaderOptions lo;
   lo.files = fl::ListShards(data);
-  lo.batch_size = static_cast<uint32_t>(a.Num("batch-size", 32));
-  lo.sample_bytes = a.Num("sample-bytes", 4096);
-  lo.num_workers = static_cast<uint32_t>(a.Num("workers", 2));
-  lo.timeout_ms = static_cast<uint32_t>(a.Num("timeout-ms", 30000));
+  lo.batch_size = static_cast<uint32_t>(a.Size("batch-size", 32));
+  lo.sample_bytes = a.Size("sample-bytes", 4096);
+  lo.num_workers = static_cast<uint32_t>(a.Size("workers", 2));
+  lo.timeout_ms = static_cast<uint32_t>(a.Size("timeout-ms", 30000));
   TransportOptions to;
-  to.checksum = !a.Flag("no-checksum");
+  to.checksum = !a.Has("no-checksum");
   // Slots: what the workers prefetch, plus what the transport holds in flight.
   lo.num_slots = std::max(1u, lo.num_workers) * lo.prefetch_per_worker + to.slots + 2;
-  uint64_t epochs = a.Num("epochs", 2);
+  uint64_t epochs = a.Size("epochs", 2);
 
   fl::Loader loader(lo);  // indexes the data, creates the slot region; forks nothing
   const fl::SlotRegion& region = loader.slot_region();
@@ -222,16 +266,14 @@ int Serve(int argc, char** argv) {
   return 0;
 }
 
-int Consume(int argc, char** argv) {
-  Args a = Args::Parse(argc, argv, 1, {"check-sequential"},
-                       {"connect", "bind", "batch-size", "sample-bytes", "timeout-ms"});
+int Consume(const Options& a) {
   std::string connect = a.Str("connect", "");
-  if (connect.empty()) throw std::invalid_argument("consume needs --connect IP:PORT");
+  if (connect.empty()) throw UsageError("consume needs --connect IP:PORT");
   TransportOptions to;
   to.bind_ip = a.Str("bind", "");
-  to.idle_timeout_ms = static_cast<int>(a.Num("timeout-ms", 60000));
-  bool check = a.Flag("check-sequential");
-  uint64_t batch_size = a.Num("batch-size", 32), sample_bytes = a.Num("sample-bytes", 4096);
+  to.idle_timeout_ms = static_cast<int>(a.Int("timeout-ms", 60000));
+  bool check = a.Has("check-sequential");
+  uint64_t batch_size = a.Size("batch-size", 32), sample_bytes = a.Size("sample-bytes", 4096);
 
   std::unique_ptr<Receiver> r;
   try {
@@ -347,10 +389,7 @@ std::string DescribeStatus(int st) {
   return "status " + std::to_string(st);
 }
 
-int Demo(int argc, char** argv) {
-  std::vector<std::string> vals = kServeValues;
-  vals.insert(vals.end(), {"ip", "port"});
-  Args a = Args::Parse(argc, argv, 1, kServeFlags, vals);
+int Demo(const Options& a) {
   std::string ip = a.Str("ip", "");
   if (ip.empty() && getenv("RXE_IP")) ip = getenv("RXE_IP");
   if (ip.empty()) ip = FirstRdmaAddress();
@@ -361,7 +400,7 @@ int Demo(int argc, char** argv) {
     return 1;
   }
   std::string addr = ip + ":" + a.Str("port", "7471");
-  bool wrong = a.Flag("init-rdma-first");
+  bool wrong = a.Has("init-rdma-first");
   printf("demo: serve and consume over %s%s\n", addr.c_str(),
          wrong ? " -- serve with --init-rdma-first (wrong order on purpose)" : "");
   fflush(stdout);
@@ -371,10 +410,12 @@ int Demo(int argc, char** argv) {
   fcntl(ready[0], F_SETFD, FD_CLOEXEC);
   std::vector<std::string> serve = {"refloader", "serve",      "--listen",
                                     addr,        "--ready-fd", std::to_string(ready[1])};
-  for (const auto& [k, v] : a.values)
-    if (k != "ip" && k != "port" && k != "listen" && k != "ready-fd")
-      serve.insert(serve.end(), {"--" + k, v});
-  for (const auto& f : a.flags) serve.push_back("--" + f);
+  for (const auto& [k, v] : a.given()) {
+    if (k == "ip" || k == "port") continue;
+    serve.push_back("--" + k);
+    for (const option* o = DemoOpts(); o->name; ++o)
+      if (k == o->name && o->has_arg == required_argument) serve.push_back(v);
+  }
   pid_t serve_pid = Spawn(serve, ready[1]);
   close(ready[1]);
   char c;
@@ -408,23 +449,13 @@ int Demo(int argc, char** argv) {
 
 }  // namespace
 
-bool IsRefloaderRdmaCommand(const char* name) {
-  return name && (!strcmp(name, "serve") || !strcmp(name, "consume") || !strcmp(name, "demo"));
+const std::vector<Command>& RdmaCommands() {
+  static const std::vector<Command> kCommands = {
+      {"serve", kServeOpts, kServeHelp, Serve},
+      {"consume", kConsumeOpts, kConsumeHelp, Consume},
+      {"demo", DemoOpts(), kDemoHelp, Demo},
+  };
+  return kCommands;
 }
 
-int RunRefloaderRdmaCommand(int argc, char** argv) {
-  try {
-    if (!strcmp(argv[0], "serve")) return Serve(argc, argv);
-    if (!strcmp(argv[0], "consume")) return Consume(argc, argv);
-    if (!strcmp(argv[0], "demo")) return Demo(argc, argv);
-  } catch (const std::exception& e) {
-    fprintf(stderr, "refloader %s: %s\n", argv[0], e.what());
-    return 1;
-  }
-  fprintf(stderr, "refloader: unknown RDMA subcommand %s\n", argv[0]);
-  return 2;
-}
-
-const char* RefloaderRdmaCommandsHelp() { return kHelp; }
-
-}  // namespace forkguard::rdma
+}  // namespace forkguard::refloader

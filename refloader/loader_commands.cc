@@ -1,6 +1,4 @@
-// refloader: the reference loader's command line. With no arguments it runs a
-// demo on generated data; `make-dataset` and `run` drive loader/ directly, and
-// the RDMA subcommands are dispatched to rdma/ (//rdma:refloader_commands).
+// refloader make-dataset / run / memcpy-bandwidth: the loader on its own (loader/ only).
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,34 +9,40 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "loader/command_line.h"
-#include "loader/crc32c.h"
+#include "flags/flags.h"
 #include "loader/loader.h"
-#include "rdma/refloader_commands.h"
+#include "loader/tfrecord.h"
+#include "refloader/commands.h"
 
-namespace fl = forkguard::loader;
-
+namespace forkguard::refloader {
 namespace {
 
-const char kUsage[] =
-    "refloader - forkguard's reference data loader: workers are forked before any RDMA\n"
-    "initialization, build batches in shared memory, and deliver every sample exactly once\n"
-    "per epoch, in sampler order.\n"
-    "\n"
-    "Usage:\n"
-    "  refloader                      demo: generate a dataset in a temp dir, run 2 epochs,\n"
-    "                                 print samples/s and MB/s, remove the temp dir\n"
+namespace fl = forkguard::loader;
+using flags::Options;
+using flags::UsageError;
+
+const char kMakeDatasetHelp[] =
     "  refloader make-dataset --out DIR [options]\n"
     "      --records N                number of records (default 10000)\n"
     "      --size DIST                record sizes: fixed:N | uniform:MIN:MAX |\n"
     "                                 lognormal:MEDIAN:SIGMA; sizes take K/M/G (default fixed:4K)\n"
     "      --seed S                   content and size seed (default 1)\n"
     "      --shards K                 number of files DIR/data-SSSSS-of-KKKKK.tfrecord (default "
-    "1)\n"
+    "1)\n";
+const option kMakeDatasetOpts[] = {
+    {"out", required_argument, nullptr, 0},
+    {"records", required_argument, nullptr, 0},
+    {"size", required_argument, nullptr, 0},
+    {"seed", required_argument, nullptr, 0},
+    {"shards", required_argument, nullptr, 0},
+    {"help", no_argument, nullptr, 0},
+    {},
+};
+
+const char kRunHelp[] =
     "  refloader run --data PATH [options]   PATH: a .tfrecord file or a directory of them\n"
     "      --workers N                worker processes, 0 = in-process (default 2)\n"
     "      --batch-size N             samples per batch (default 32)\n"
@@ -60,14 +64,42 @@ const char kUsage[] =
     "      --stop-after N             stop after N batches and print the resumable state\n"
     "      --resume STATE             start from a printed state (\"refloader-state/1 ...\")\n"
     "      --skip-first-epoch-in-total  leave epoch 0 (cold start) out of the summary line\n"
+    "    Output: one line per epoch, then\n"
+    "      summary: samples=N bytes=B seconds=T samples_per_s=X MB_per_s=Y\n";
+const option kRunOpts[] = {
+    {"data", required_argument, nullptr, 0},
+    {"workers", required_argument, nullptr, 0},
+    {"batch-size", required_argument, nullptr, 0},
+    {"sample-bytes", required_argument, nullptr, 0},
+    {"prefetch", required_argument, nullptr, 0},
+    {"slots", required_argument, nullptr, 0},
+    {"epochs", required_argument, nullptr, 0},
+    {"sampler", required_argument, nullptr, 0},
+    {"seed", required_argument, nullptr, 0},
+    {"rank", required_argument, nullptr, 0},
+    {"world", required_argument, nullptr, 0},
+    {"no-shuffle", no_argument, nullptr, 0},
+    {"drop-last", no_argument, nullptr, 0},
+    {"no-verify", no_argument, nullptr, 0},
+    {"timeout-ms", required_argument, nullptr, 0},
+    {"check", no_argument, nullptr, 0},
+    {"stop-after", required_argument, nullptr, 0},
+    {"resume", required_argument, nullptr, 0},
+    {"skip-first-epoch-in-total", no_argument, nullptr, 0},
+    {"help", no_argument, nullptr, 0},
+    {},
+};
+
+const char kMemcpyHelp[] =
     "  refloader memcpy-bandwidth [--size N] [--seconds S]\n"
     "                                 single-core memcpy bandwidth (the 1 MiB benchmark's "
-    "yardstick)\n"
-    "  refloader --help               this text\n"
-    "\n"
-    "Output of run: one line per epoch, then\n"
-    "  summary: samples=N bytes=B seconds=T samples_per_s=X MB_per_s=Y\n"
-    "Errors (dead or hung worker, corrupted record) go to stderr and exit status 1.\n";
+    "yardstick)\n";
+const option kMemcpyOpts[] = {
+    {"size", required_argument, nullptr, 0},
+    {"seconds", required_argument, nullptr, 0},
+    {"help", no_argument, nullptr, 0},
+    {},
+};
 
 double Now() {
   timespec ts;
@@ -75,17 +107,14 @@ double Now() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-using Args = fl::CommandLine;
-
-int MakeDatasetCommand(int argc, char** argv) {
-  Args a = Args::Parse(argc, argv, 0, {}, {"out", "records", "size", "seed", "shards"});
+int MakeDatasetCommand(const Options& a) {
   fl::DatasetSpec spec;
   spec.dir = a.Str("out", "");
-  if (spec.dir.empty()) throw std::invalid_argument("make-dataset needs --out DIR");
-  spec.records = a.Num("records", 10000);
+  if (spec.dir.empty()) throw UsageError("make-dataset needs --out DIR");
+  spec.records = a.Size("records", 10000);
   spec.size_dist = a.Str("size", "fixed:4K");
-  spec.seed = a.Num("seed", 1);
-  spec.shards = static_cast<uint32_t>(a.Num("shards", 1));
+  spec.seed = a.Size("seed", 1);
+  spec.shards = static_cast<uint32_t>(a.Size("shards", 1));
   double t0 = Now();
   auto paths = fl::MakeDataset(spec);
   uint64_t bytes = 0;
@@ -195,40 +224,35 @@ int RunLoader(const RunConfig& cfg) {
   return check_failed ? 1 : 0;
 }
 
-int RunCommand(int argc, char** argv) {
-  Args a = Args::Parse(
-      argc, argv, 0, {"no-shuffle", "drop-last", "no-verify", "check", "skip-first-epoch-in-total"},
-      {"data", "workers", "batch-size", "sample-bytes", "prefetch", "slots", "epochs", "sampler",
-       "seed", "rank", "world", "timeout-ms", "stop-after", "resume"});
+int RunCommand(const Options& a) {
   RunConfig c;
   std::string data = a.Str("data", "");
-  if (data.empty()) throw std::invalid_argument("run needs --data PATH");
-  c.opts.files = fl::ListShards(data);
-  c.opts.num_workers = static_cast<uint32_t>(a.Num("workers", 2));
-  c.opts.batch_size = static_cast<uint32_t>(a.Num("batch-size", 32));
-  c.opts.sample_bytes = a.Num("sample-bytes", 4096);
-  c.opts.prefetch_per_worker = static_cast<uint32_t>(a.Num("prefetch", 2));
-  c.opts.num_slots = static_cast<uint32_t>(a.Num("slots", 0));
+  if (data.empty()) throw UsageError("run needs --data PATH");
+  c.opts.num_workers = static_cast<uint32_t>(a.Size("workers", 2));
+  c.opts.batch_size = static_cast<uint32_t>(a.Size("batch-size", 32));
+  c.opts.sample_bytes = a.Size("sample-bytes", 4096);
+  c.opts.prefetch_per_worker = static_cast<uint32_t>(a.Size("prefetch", 2));
+  c.opts.num_slots = static_cast<uint32_t>(a.Size("slots", 0));
   c.opts.sampler.kind = fl::ParseSamplerKind(a.Str("sampler", "sequential"));
-  c.opts.sampler.seed = a.Num("seed", 0);
-  c.opts.sampler.rank = static_cast<uint32_t>(a.Num("rank", 0));
-  c.opts.sampler.world = static_cast<uint32_t>(a.Num("world", 1));
-  c.opts.sampler.shuffle = !a.Flag("no-shuffle");
-  c.opts.drop_last = a.Flag("drop-last");
-  c.opts.timeout_ms = static_cast<uint32_t>(a.Num("timeout-ms", 30000));
-  c.opts.transform = a.Flag("no-verify") ? fl::DecodeTransform() : fl::VerifyAndDecodeTransform();
-  c.epochs = a.Num("epochs", 1);
-  c.check = a.Flag("check");
-  c.stop_after = a.Num("stop-after", 0);
+  c.opts.sampler.seed = a.Size("seed", 0);
+  c.opts.sampler.rank = static_cast<uint32_t>(a.Size("rank", 0));
+  c.opts.sampler.world = static_cast<uint32_t>(a.Size("world", 1));
+  c.opts.sampler.shuffle = !a.Has("no-shuffle");
+  c.opts.drop_last = a.Has("drop-last");
+  c.opts.timeout_ms = static_cast<uint32_t>(a.Size("timeout-ms", 30000));
+  c.opts.transform = a.Has("no-verify") ? fl::DecodeTransform() : fl::VerifyAndDecodeTransform();
+  c.epochs = a.Size("epochs", 1);
+  c.check = a.Has("check");
+  c.stop_after = a.Size("stop-after", 0);
   c.resume = a.Str("resume", "");
-  c.skip_first = a.Flag("skip-first-epoch-in-total");
+  c.skip_first = a.Has("skip-first-epoch-in-total");
+  c.opts.files = fl::ListShards(data);  // after the options: a bad one is a usage error first
   return RunLoader(c);
 }
 
-int MemcpyCommand(int argc, char** argv) {
-  Args a = Args::Parse(argc, argv, 0, {}, {"size", "seconds"});
-  size_t size = a.Num("size", 1 << 20);
-  double seconds = std::stod(a.Str("seconds", "1"));
+int MemcpyCommand(const Options& a) {
+  size_t size = a.Size("size", 1 << 20);
+  double seconds = a.Double("seconds", 1);
   // Many buffers, so the copy streams from memory rather than from the cache,
   // like a loader reading 1 MiB records from the page cache.
   size_t nbuf = std::max<size_t>(2, (256u << 20) / size);
@@ -261,7 +285,9 @@ void RemoveTree(const std::string& dir) {
   rmdir(dir.c_str());
 }
 
-int DemoCommand() {
+}  // namespace
+
+int DemoWithoutArguments() {
   const char* tmp = getenv("TMPDIR");
   std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/refloader-demo.XXXXXX";
   if (!mkdtemp(dir.data())) {
@@ -303,30 +329,13 @@ int DemoCommand() {
   return rc;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  try {
-    if (argc < 2) return DemoCommand();
-    std::string cmd = argv[1];
-    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-      fputs(kUsage, stdout);
-      const char* rdma = forkguard::rdma::RefloaderRdmaCommandsHelp();
-      if (rdma && *rdma) printf("\nRDMA subcommands (rdma/):\n%s", rdma);
-      return 0;
-    }
-    if (forkguard::rdma::IsRefloaderRdmaCommand(argv[1]))
-      return forkguard::rdma::RunRefloaderRdmaCommand(argc - 1, argv + 1);
-    if (cmd == "make-dataset") return MakeDatasetCommand(argc - 2, argv + 2);
-    if (cmd == "run") return RunCommand(argc - 2, argv + 2);
-    if (cmd == "memcpy-bandwidth") return MemcpyCommand(argc - 2, argv + 2);
-    fprintf(stderr, "refloader: unknown command '%s' (see refloader --help)\n", argv[1]);
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    fprintf(stderr, "refloader: %s (see refloader --help)\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    fprintf(stderr, "%s\n", e.what());
-    return 1;
-  }
+const std::vector<Command>& LoaderCommands() {
+  static const std::vector<Command> kCommands = {
+      {"make-dataset", kMakeDatasetOpts, kMakeDatasetHelp, MakeDatasetCommand},
+      {"run", kRunOpts, kRunHelp, RunCommand},
+      {"memcpy-bandwidth", kMemcpyOpts, kMemcpyHelp, MemcpyCommand},
+  };
+  return kCommands;
 }
+
+}  // namespace forkguard::refloader

@@ -1,0 +1,59 @@
+// transport_tool's command line on the host (nothing here opens a device): each role's help
+// section names exactly its long_opts[] table, --help prints them all, and a bad command line
+// is one line and exit status 2.
+#include <string>
+#include <vector>
+
+#include "flags/flags.h"
+#include "gtest/gtest.h"
+#include "rdma/transport_tool.h"
+#include "tests/support/runfiles.h"
+
+namespace {
+
+namespace tt = forkguard::rdma::transport_tool;
+using forkguard::flags::HelpMismatches;
+
+// Runs transport_tool with `args`; returns {exit status, stdout+stderr}.
+std::pair<int, std::string> Tool(std::vector<std::string> args) {
+  args.insert(args.begin(), forkguard::testing::Runfile("rdma/transport_tool"));
+  return forkguard::testing::RunAndCapture(args);
+}
+
+TEST(TransportToolCli, EachRoleHelpMatchesItsTable) {
+  EXPECT_EQ(HelpMismatches(tt::kSendOpts, std::string(tt::kSendHelp) + tt::kBothHelp),
+            std::vector<std::string>{});
+  EXPECT_EQ(HelpMismatches(tt::kRecvOpts, std::string(tt::kRecvHelp) + tt::kBothHelp),
+            std::vector<std::string>{});
+}
+
+TEST(TransportToolCli, HelpPrintsEverySection) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, {"send", "--help"}, {"recv", "--help"}}) {
+    auto [rc, out] = Tool(args);
+    EXPECT_EQ(rc, 0) << out;
+    for (const char* part : {tt::kHelpHeader, tt::kSendHelp, tt::kRecvHelp, tt::kBothHelp})
+      EXPECT_NE(out.find(part), std::string::npos) << out;
+  }
+}
+
+TEST(TransportToolCli, BadCommandLinesExitTwoWithOneLine) {
+  auto [rc, out] = Tool({"send", "--listen", "1.2.3.4:5", "--bogus"});
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out, "transport_tool: unknown option --bogus (see transport_tool --help)\n");
+  // Options of the other role are refused, not silently ignored.
+  std::tie(rc, out) = Tool({"send", "--listen", "1.2.3.4:5", "--verify"});
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out, "transport_tool: unknown option --verify (see transport_tool --help)\n");
+  std::tie(rc, out) = Tool({"recv"});
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out, "transport_tool: recv needs --connect (see transport_tool --help)\n");
+  std::tie(rc, out) = Tool({"fetch"});
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out, "transport_tool: unknown role 'fetch' (see transport_tool --help)\n");
+  std::tie(rc, out) = Tool({"recv", "--connect", "1.2.3.4:5", "--slot-bytes", "4Q"});
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("--slot-bytes: bad size suffix"), std::string::npos) << out;
+}
+
+}  // namespace
