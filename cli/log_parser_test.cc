@@ -118,7 +118,7 @@ TEST(LogParser, BinaryJunk) {
 TEST(LogParser, FutureSchemaMajorIsSkippedMinorIsRead) {
   LogSet l;
   ReadLogs({Corpus("future_schema.jsonl")}, &l);
-  EXPECT_TRUE(HasNote(l, "future_schema.jsonl:2", "\"forkguard.event/2\" is a major version"));
+  EXPECT_TRUE(HasNote(l, "future_schema.jsonl:2", "\"forkguard.event/3\" is a major version"));
   EXPECT_TRUE(HasNote(l, "future_schema.jsonl:3", "unknown schema"));
   EXPECT_EQ(CountEvents(l, "fork"), 1);  // forkguard.event/1.7 is still major 1
 }

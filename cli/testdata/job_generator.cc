@@ -400,7 +400,7 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
     if (!hazard) write_init();  // these ranks initialize RDMA after forking: fine
     if (spec.junk && r == 2) {
       JsonValue future = w.Base("fork", fork_ts + 700000000);
-      future.Set("schema", JsonValue::String("forkguard.event/2"));
+      future.Set("schema", JsonValue::String("forkguard.event/3"));
       w.Write(future);
     }
     JsonValue ex = w.Base("process_exit", start + 2000000000);
