@@ -443,6 +443,13 @@ void UseEvent(object v, std::string type, int64_t ts, int lineno, FileNotes* not
         len = IntOf(le).value_or(0);
       sum.registered_bytes += std::max<int64_t>(0, len);
     }
+    // /2: a registration's stack id must name a record already read (cheap: one lookup).
+    element se;
+    if (state->v2 && Member(v, schema::kKeyStack, &se) && se.type() == element_type::INT64 &&
+        !state->stacks.count(se.get_int64().value_unsafe()))
+      notes->Add(lineno, "stack id used before or without its record",
+                 "stack " + std::to_string(se.get_int64().value_unsafe()) +
+                     " (the event is counted without it)");
     return;
   }
   if (type == "rdma_init" && sum.rdma_init_ts_ns == 0) sum.rdma_init_ts_ns = ts;

@@ -123,9 +123,9 @@ void Symbolizer::Symbolize(Frame* f) {
     int n = dwfl_module_build_id(m->mod, &bits, &vaddr);
     std::string here = n > 0 ? HexBytes(bits, n) : "";
     if (here != f->build_id) {
-      NoteOnce(f->obj, "the file here has build-id " + (here.empty() ? "none" : here) +
-                           ", the log's process had " + f->build_id +
-                           ": its frames are raw offsets");
+      NoteOnce(f->obj, "the file here has another build-id (" + (here.empty() ? "none" : here) +
+                           ") than the log's process had (" + f->build_id +
+                           "): its frames are raw offsets");
       return;
     }
   }
