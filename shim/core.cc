@@ -1051,14 +1051,14 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   rec.access = access;
   rec.call = call;
   rec.owner = CurrentPid();
-  // Unwinding is most of what a registration costs (libunwind, per frame): without a log
-  // the stack is only shown in a hazard message (its innermost user frame) and in a child's
-  // SIGSEGV explanation, for which the innermost frames say where; the log keeps them all.
-  constexpr int kUnloggedRegistrationDepth = 12;
+  // Unwinding is most of what a registration costs (libunwind, per frame), and it is paid
+  // on every registration, logged or not (a repeat site is only known once unwound): the
+  // stack is shown in a hazard message (its innermost user frame), in a child's SIGSEGV
+  // explanation and in the log's stack record, for which the innermost frames say where.
+  // Forks and RDMA init keep FORKGUARD_STACK_DEPTH frames.
+  constexpr int kRegistrationDepth = 12;
   int depth = g_config.stack_depth;
-  if (!GlobalEventLog().enabled() && depth > kUnloggedRegistrationDepth) {
-    depth = kUnloggedRegistrationDepth;
-  }
+  if (depth > kRegistrationDepth) depth = kRegistrationDepth;
   CaptureStack(&rec.stack, depth);
   GlobalState().AddMr(rec);
   NoteInit(call, nullptr);
