@@ -183,19 +183,95 @@ struct FileState {
   };
   std::map<std::pair<std::string, int64_t>, Proc> by_proc;
   std::map<std::pair<std::string, int64_t>, Proc>::iterator last = by_proc.end();
+  // forkguard.event/2: the file's header (its process), module map and stack table.
+  struct Module {
+    std::string path;
+    std::string build_id;
+  };
+  bool v2 = false;
+  int64_t v2_start_ns = 0;
+  std::map<std::pair<std::string, int64_t>, Proc>::iterator v2_proc = by_proc.end();
+  std::unordered_map<int64_t, Module> modules;
+  std::unordered_map<int64_t, int> stacks;  // /2 id -> index in ProcessLog::stacks
+  // Where the line being decoded is (for the notes of stack references).
+  FileNotes* notes = nullptr;
+  int lineno = 0;
 };
 
-int InternStack(element v, FileState::Proc* proc, ProcessLog* p) {
-  Stack st = DecodeStack(v);
+int InternDecoded(Stack st, FileState::Proc* proc, ProcessLog* p) {
   std::string key = StackIdentity(st);
   auto [it, fresh] = proc->stack_ids.emplace(std::move(key), static_cast<int>(p->stacks.size()));
   if (fresh) p->stacks.push_back(std::move(st));
   return it->second;
 }
-int StackAt(object o, std::string_view key, FileState::Proc* proc, ProcessLog* p) {
+int InternStack(element v, FileState::Proc* proc, ProcessLog* p) {
+  return InternDecoded(DecodeStack(v), proc, p);
+}
+
+// A stack value: an array (inline frames, /1 and /2) or, in /2, the id of a stack record.
+int StackAt(object o, std::string_view key, FileState::Proc* proc, ProcessLog* p,
+            FileState* state = nullptr) {
   element e;
   if (!Member(o, key, &e)) return -1;
+  if (state != nullptr && state->v2 &&
+      (e.type() == element_type::INT64 || e.type() == element_type::UINT64)) {
+    int64_t id = IntOf(e).value_or(-1);
+    auto it = state->stacks.find(id);
+    if (it != state->stacks.end()) return it->second;
+    state->notes->Add(state->lineno, "stack id used before or without its record",
+                      "stack " + std::to_string(id) + " (the event is kept without it)");
+    return -1;
+  }
   return InternStack(e, proc, p);
+}
+
+// A /2 stack record's frames: [module, off] pairs (module -1: off is a raw address) and
+// Python frames; a module id not (yet) met gets a note and raw offsets.
+Stack DecodeV2Frames(element v, FileState* state, int64_t id) {
+  Stack out;
+  simdjson::dom::array arr;
+  if (v.get_array().get(arr) != simdjson::SUCCESS) return out;
+  bool noted = false;
+  for (element f : arr) {
+    Frame fr;
+    simdjson::dom::array pair;
+    object fo;
+    if (f.get_array().get(pair) == simdjson::SUCCESS) {
+      element me, oe;
+      if (pair.at(0).get(me) != simdjson::SUCCESS || pair.at(1).get(oe) != simdjson::SUCCESS)
+        continue;
+      int64_t m = IntOf(me).value_or(-1);
+      std::optional<uint64_t> off = Address(oe);
+      if (!off) continue;
+      if (m < 0) {
+        fr.ip = *off;
+      } else if (auto it = state->modules.find(m); it != state->modules.end()) {
+        fr.obj = it->second.path;
+        fr.build_id = it->second.build_id;
+        fr.off = off;
+      } else {
+        if (!noted)
+          state->notes->Add(state->lineno, "module used before or without its record",
+                            "stack " + std::to_string(id) + " uses module " + std::to_string(m) +
+                                " (its offsets stay raw)");
+        noted = true;
+        fr.ip = *off;
+      }
+    } else if (f.get_object().get(fo) == simdjson::SUCCESS) {
+      element py;
+      object po;
+      if (!Member(fo, "py", &py) || py.get_object().get(po) != simdjson::SUCCESS) continue;
+      fr.python = true;
+      fr.py_file = Str(po, "file");
+      fr.py_line = Int(po, "line", 0);
+      fr.py_func = Str(po, "func");
+    } else {
+      continue;
+    }
+    out.push_back(std::move(fr));
+    if (out.size() >= 256) break;
+  }
+  return out;
 }
 
 // Events that only count: one per registration or verbs call, millions in a
@@ -206,7 +282,7 @@ bool CountOnly(std::string_view type) {
 }
 
 // The typed fields of `e.type` from `o`.
-void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e) {
+void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e, FileState* state) {
   const std::string& t = e->type;
   element x;
   if (t == "process_start") {
@@ -226,7 +302,7 @@ void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e) {
   } else if (t == "rdma_init") {
     e->call = Str(o, "call", "?");
     e->device = Str(o, "device");
-    e->stack = StackAt(o, "stack", proc, p);
+    e->stack = StackAt(o, "stack", proc, p, state);
   } else if (t == "fork") {
     e->verdict = Str(o, "verdict", "unknown");
     e->site = Str(o, "site");
@@ -238,7 +314,7 @@ void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e) {
     if (e->fix_library.empty() && Member(o, "fork_support", &x) &&
         x.get_object().get(fs) == simdjson::SUCCESS)
       e->fix_library = Str(fs, "by");
-    e->stack = StackAt(o, "stack", proc, p);
+    e->stack = StackAt(o, "stack", proc, p, state);
     simdjson::dom::array a;
     if (Member(o, "reasons", &x) && x.get_array().get(a) == simdjson::SUCCESS) {
       for (element r : a) {
@@ -260,7 +336,7 @@ void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e) {
       e->init_age_ms = Int(init, "age_ms", -1);
       e->init_call = Str(init, "call", "?");
       e->init_device = Str(init, "device");
-      e->init_stack = StackAt(init, "stack", proc, p);
+      e->init_stack = StackAt(init, "stack", proc, p, state);
     }
     if (Member(o, "ranges", &x) && x.get_array().get(a) == simdjson::SUCCESS) {
       for (element r : a) {
@@ -289,7 +365,7 @@ void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e) {
       e->range_len = AddressAt(rg, "len");
     }
     e->call = Str(o, "call");
-    e->stack = StackAt(o, "reg_stack", proc, p);
+    e->stack = StackAt(o, "reg_stack", proc, p, state);
   } else if (t == "child_exec") {
     e->call = Str(o, "path");
   } else if (t == "note") {
@@ -305,6 +381,170 @@ void Count(ProcessSummary* s, const std::string& type) {
     s->counts.emplace(type, 1);
   else
     ++s->counts["other"];
+}
+
+using ProcIt = std::map<std::pair<std::string, int64_t>, FileState::Proc>::iterator;
+
+// The process of (host, job, pid), created on first sight.
+ProcIt FindProcess(object v, int64_t pid, FileState* state, std::string_view file_name,
+                   LogSet* out) {
+  std::string_view host = "?";
+  element he;
+  if (Member(v, "host", &he) && he.get_string().get(host) != simdjson::SUCCESS) host = "?";
+  // Two jobs' processes on one host may have the same pid: never one process.
+  std::string job = Str(v, "job");
+  std::string host_job = std::string(host) + '\x1f' + job;
+  // Nearly every line of a file is the same process as the one before.
+  auto it = state->last;
+  if (it == state->by_proc.end() || it->first.second != pid || it->first.first != host_job)
+    it = state->by_proc.find(std::make_pair(host_job, pid));
+  if (it == state->by_proc.end()) {
+    auto key = std::make_pair(host_job, pid);
+    ProcessLog p;
+    p.file = std::string(file_name);
+    p.host = std::string(host);
+    p.pid = pid;
+    out->processes.push_back(std::move(p));
+    it = state->by_proc.emplace(key, FileState::Proc{out->processes.size() - 1, {}}).first;
+  }
+  return it;
+}
+
+// ppid, prog, rank, local_rank, job: from a /1 line or a /2 header.
+void FillIdentity(object v, ProcessLog* pp) {
+  ProcessLog& p = *pp;
+  if (p.ppid <= 0) p.ppid = Int(v, "ppid", -1);
+  if (p.prog.empty()) p.prog = Str(v, "prog");
+  if (!p.rank) {
+    element r;
+    if (Member(v, "rank", &r) && r.type() == element_type::INT64)
+      p.rank = r.get_int64().value_unsafe();
+  }
+  if (!p.local_rank) {
+    element r;
+    if (Member(v, "local_rank", &r) && r.type() == element_type::INT64)
+      p.local_rank = r.get_int64().value_unsafe();
+  }
+  if (p.job.empty()) p.job = Str(v, "job");
+}
+
+// Folds one event of process `it` into the set (both schemas).
+void UseEvent(object v, std::string type, int64_t ts, int lineno, FileNotes* notes,
+              FileState* state, ProcIt it, LogSet* out) {
+  ProcessLog& p = out->processes[it->second.index];
+  if (ts > 0 && (p.first_ts_ns == 0 || ts < p.first_ts_ns)) p.first_ts_ns = ts;
+  ProcessSummary& sum = p.summary;
+  Count(&sum, type);
+  ++sum.lines;
+  sum.last_ts_ns = std::max(sum.last_ts_ns, ts);
+  ++out->lines_used;
+  if (CountOnly(type)) {
+    if (type == "mr_register") {
+      ++sum.registrations;
+      int64_t len = Int(v, "len", 0);
+      element mr;
+      simdjson::dom::array a;
+      element le;
+      // /2: "mr":[addr,len,access,handle]
+      if (Member(v, schema::kKeyMr, &mr) && mr.get_array().get(a) == simdjson::SUCCESS &&
+          a.at(1).get(le) == simdjson::SUCCESS)
+        len = IntOf(le).value_or(0);
+      sum.registered_bytes += std::max<int64_t>(0, len);
+      if (sum.first_registrations.size() < ProcessSummary::kMaxRegistrationSamples)
+        sum.first_registrations.push_back({ts, Int(v, "tid", state->v2 ? p.pid : 0),
+                                           std::max<int64_t>(0, len), Bool(v, "dontfork", false),
+                                           Str(v, "call", state->v2 ? "ibv_reg_mr" : "")});
+    }
+    // /2: a registration's stack id must name a record already read (cheap: one lookup).
+    element se;
+    if (state->v2 && Member(v, schema::kKeyStack, &se) && se.type() == element_type::INT64 &&
+        !state->stacks.count(se.get_int64().value_unsafe()))
+      notes->Add(lineno, "stack id used before or without its record",
+                 "stack " + std::to_string(se.get_int64().value_unsafe()) +
+                     " (the event is counted without it)");
+    return;
+  }
+  if (type == "rdma_init" && sum.rdma_init_ts_ns == 0) sum.rdma_init_ts_ns = ts;
+  Event e;
+  e.type = std::move(type);
+  e.ts_ns = ts;
+  e.seq = Int(v, "seq", -1);
+  e.tid = Int(v, "tid", state->v2 ? p.pid : 0);
+  e.line = lineno;
+  state->notes = notes;
+  state->lineno = lineno;
+  DecodeEvent(v, &it->second, &p, &e, state);
+  p.events.push_back(std::move(e));
+}
+
+// A /2 file's header: the process every later line of the file belongs to (until another
+// header: a file of concatenated logs). Its module and stack tables start empty.
+void ParseV2Header(object v, int lineno, FileNotes* notes, FileState* state,
+                   std::string_view file_name, LogSet* out) {
+  if (Str(v, "event") != schema::kHeader) {
+    notes->Add(lineno, "a forkguard.event/2 line with \"schema\" that is not a header, skipped",
+               "");
+    return;
+  }
+  int64_t pid = Int(v, "pid", -1);
+  if (pid <= 0) {
+    notes->Add(lineno, "no valid \"pid\" in the header, its lines are skipped", "");
+    state->v2 = false;
+    return;
+  }
+  auto it = FindProcess(v, pid, state, file_name, out);
+  state->last = it;
+  FillIdentity(v, &out->processes[it->second.index]);
+  state->v2 = true;
+  state->v2_start_ns = Int(v, schema::kKeyStartNs, 0);
+  state->v2_proc = it;
+  state->modules.clear();
+  state->stacks.clear();
+  ++out->lines_used;
+}
+
+// A /2 line after the header: a module or stack record, or an event.
+void ParseV2Line(object v, int lineno, FileNotes* notes, FileState* state, LogSet* out) {
+  std::string type = Str(v, "event");
+  if (type.empty()) {
+    notes->Add(lineno, "no \"event\" field, skipped", "");
+    return;
+  }
+  ProcIt it = state->v2_proc;
+  ProcessLog& p = out->processes[it->second.index];
+  state->notes = notes;
+  state->lineno = lineno;
+  if (type == schema::kModule || type == schema::kStackRecord) {
+    element ie;
+    std::optional<int64_t> id;
+    if (Member(v, "id", &ie)) id = IntOf(ie);
+    if (!id || *id < 0) {
+      notes->Add(lineno, "a " + type + " record without a valid id, skipped", "");
+      return;
+    }
+    if (type == schema::kModule) {
+      if (state->modules.count(*id)) {
+        notes->Add(lineno, "duplicate module id", std::to_string(*id) + " (the first kept)");
+        return;
+      }
+      state->modules[*id] = {Str(v, "path"), Str(v, schema::kKeyBuildId)};
+    } else {
+      if (state->stacks.count(*id)) {
+        notes->Add(lineno, "duplicate stack id", std::to_string(*id) + " (the first kept)");
+        return;
+      }
+      element fe;
+      if (!Member(v, schema::kKeyFrames, &fe)) {
+        notes->Add(lineno, "a stack record without frames, skipped", std::to_string(*id));
+        return;
+      }
+      state->stacks[*id] = InternDecoded(DecodeV2Frames(fe, state, *id), &it->second, &p);
+    }
+    ++out->lines_used;
+    return;
+  }
+  int64_t ts = state->v2_start_ns + Int(v, schema::kKeyTs, 0);
+  UseEvent(v, std::move(type), ts, lineno, notes, state, it, out);
 }
 
 // `line` is followed by at least simdjson::SIMDJSON_PADDING readable bytes.
@@ -337,11 +577,22 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
   }
   element se;
   std::string_view schema;
-  if (!Member(v, "schema", &se) || se.get_string().get(schema) != simdjson::SUCCESS) {
+  bool has_schema = Member(v, "schema", &se) && se.get_string().get(schema) == simdjson::SUCCESS;
+  if (!has_schema) {
+    if (state->v2) {  // a /2 line: its process is the file's header's
+      ParseV2Line(v, lineno, notes, state, out);
+      return;
+    }
     notes->Add(lineno, "no \"schema\" field, not a forkguard event", "");
     return;
   }
-  int major = schema == kEventSchema ? 1 : SchemaMajor(std::string(schema));
+  int major = schema == kEventSchema     ? 1
+              : schema == kEventSchemaV2 ? 2
+                                         : SchemaMajor(std::string(schema));
+  if (major == 2) {
+    ParseV2Header(v, lineno, notes, state, file_name, out);
+    return;
+  }
   if (major != 1) {
     if (major < 0)
       notes->Add(lineno, "unknown schema, skipped", JsonQuote(schema));
@@ -349,7 +600,8 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
       notes->Add(lineno,
                  "schema " + JsonQuote(schema) +
                      " is a major version this forkguard does not read (it reads " +
-                     std::string(kEventSchema) + "), skipped",
+                     std::string(kEventSchemaV2) + " and " + std::string(kEventSchema) +
+                     "), skipped",
                  "");
     return;
   }
@@ -363,67 +615,11 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
     notes->Add(lineno, "no valid \"pid\", skipped", "");
     return;
   }
-  std::string_view host = "?";
-  element he;
-  if (Member(v, "host", &he) && he.get_string().get(host) != simdjson::SUCCESS) host = "?";
-  // Two jobs' processes on one host may have the same pid: never one process.
-  std::string job = Str(v, "job");
-  std::string host_job = std::string(host) + '\x1f' + job;
-  // Nearly every line of a file is the same process as the one before.
-  auto it = state->last;
-  if (it == state->by_proc.end() || it->first.second != pid || it->first.first != host_job)
-    it = state->by_proc.find(std::make_pair(host_job, pid));
-  if (it == state->by_proc.end()) {
-    auto key = std::make_pair(host_job, pid);
-    ProcessLog p;
-    p.file = std::string(file_name);
-    p.host = std::string(host);
-    p.pid = pid;
-    out->processes.push_back(std::move(p));
-    it = state->by_proc.emplace(key, FileState::Proc{out->processes.size() - 1, {}}).first;
-  }
+  auto it = FindProcess(v, pid, state, file_name, out);
   state->last = it;
   ProcessLog& p = out->processes[it->second.index];
-  int64_t ts = Int(v, "ts_ns", 0);
-  if (p.ppid <= 0) p.ppid = Int(v, "ppid", -1);
-  if (p.prog.empty()) p.prog = Str(v, "prog");
-  if (!p.rank) {
-    element r;
-    if (Member(v, "rank", &r) && r.type() == element_type::INT64)
-      p.rank = r.get_int64().value_unsafe();
-  }
-  if (!p.local_rank) {
-    element r;
-    if (Member(v, "local_rank", &r) && r.type() == element_type::INT64)
-      p.local_rank = r.get_int64().value_unsafe();
-  }
-  if (p.job.empty()) p.job = job;
-  if (ts > 0 && (p.first_ts_ns == 0 || ts < p.first_ts_ns)) p.first_ts_ns = ts;
-  ProcessSummary& sum = p.summary;
-  Count(&sum, type);
-  ++sum.lines;
-  sum.last_ts_ns = std::max(sum.last_ts_ns, ts);
-  ++out->lines_used;
-  if (CountOnly(type)) {
-    if (type == "mr_register") {
-      ++sum.registrations;
-      const int64_t len = std::max<int64_t>(0, Int(v, "len", 0));
-      sum.registered_bytes += len;
-      if (sum.first_registrations.size() < ProcessSummary::kMaxRegistrationSamples)
-        sum.first_registrations.push_back(
-            {ts, Int(v, "tid", 0), len, Bool(v, "dontfork", false), Str(v, "call")});
-    }
-    return;
-  }
-  if (type == "rdma_init" && sum.rdma_init_ts_ns == 0) sum.rdma_init_ts_ns = ts;
-  Event e;
-  e.type = std::move(type);
-  e.ts_ns = ts;
-  e.seq = Int(v, "seq", -1);
-  e.tid = Int(v, "tid", 0);
-  e.line = lineno;
-  DecodeEvent(v, &it->second, &p, &e);
-  p.events.push_back(std::move(e));
+  FillIdentity(v, &p);
+  UseEvent(v, std::move(type), Int(v, "ts_ns", 0), lineno, notes, state, it, out);
 }
 
 // Splits `buf[0, size)` into lines and parses the complete ones; returns

@@ -1,4 +1,4 @@
-// Reading forkguard event logs (schema `forkguard.event/1`, shim/EVENT_LOG.md).
+// Reading forkguard event logs (schemas `forkguard.event/2` and `/1`, shim/EVENT_LOG.md).
 // Each line is decoded once with simdjson into a typed Event; files stream
 // through a fixed buffer and are read in parallel.
 //
@@ -17,10 +17,12 @@
 #include <vector>
 
 #include "cli/json.h"
+#include "shim/event_schema.h"
 
 namespace forkguard::cli {
 
-inline constexpr std::string_view kEventSchema = "forkguard.event/1";
+inline constexpr std::string_view kEventSchema = schema::kEventV1;
+inline constexpr std::string_view kEventSchemaV2 = schema::kEventV2;
 
 // One stack frame, innermost first in a Stack. Either native (obj/off/sym) or
 // Python (py_*). file/line/func are filled by the Symbolizer.
@@ -30,6 +32,7 @@ struct Frame {
   std::optional<uint64_t> off;
   std::string sym;
   std::string symoff;
+  std::string build_id;  // /2: of obj, as the process had it loaded ("" when unknown)
   bool python = false;
   std::string py_file;
   int64_t py_line = 0;

@@ -379,6 +379,7 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     for (auto& g : r.clean_groups) symbolizer->Symbolize(&g.stack);
     for (auto& s : r.inits) symbolizer->Symbolize(&s.stack);
     for (auto& d : r.deaths) symbolizer->Symbolize(&d.reg_stack);
+    for (Note& n : symbolizer->TakeNotes()) r.notes.push_back(std::move(n));
   }
   return r;
 }

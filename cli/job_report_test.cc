@@ -192,7 +192,7 @@ TEST(JobReport, JunkInTheLogsIsNotedAndEverythingElseCounted) {
         n.where.find("forkguard.node-a.1001.") != std::string::npos &&
         n.where.substr(n.where.size() - 2) == ":3")
       truncated = true;
-    if (n.text.find("\"forkguard.event/2\"") != std::string::npos) future = true;
+    if (n.text.find("\"forkguard.event/3\"") != std::string::npos) future = true;
   }
   EXPECT_TRUE(truncated);
   EXPECT_TRUE(future);

@@ -1,6 +1,7 @@
 // Robust input (must-show 3): the malformed corpus in cli/testdata/corpus and
 // hand-made cases give one clear "file:line: ..." note per problem, and every
 // good line is still reported; nothing crashes.
+#include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,7 +61,7 @@ TEST(LogParser, RealShimLogsFromTheDevice) {
   dir = dir.substr(0, dir.rfind('/'));
   LogSet l;
   ReadLogs({dir}, &l);
-  EXPECT_TRUE(l.notes.empty()) << l.notes[0].where << ": " << l.notes[0].text;
+  for (const auto& n : l.notes) ADD_FAILURE() << n.where << ": " << n.text;
   JobReport r = BuildJobReport(l, nullptr);
   ASSERT_EQ(r.processes.size(), 2u);
   EXPECT_EQ(r.processes[1].parent, 0);
@@ -118,7 +119,7 @@ TEST(LogParser, BinaryJunk) {
 TEST(LogParser, FutureSchemaMajorIsSkippedMinorIsRead) {
   LogSet l;
   ReadLogs({Corpus("future_schema.jsonl")}, &l);
-  EXPECT_TRUE(HasNote(l, "future_schema.jsonl:2", "\"forkguard.event/2\" is a major version"));
+  EXPECT_TRUE(HasNote(l, "future_schema.jsonl:2", "\"forkguard.event/3\" is a major version"));
   EXPECT_TRUE(HasNote(l, "future_schema.jsonl:3", "unknown schema"));
   EXPECT_EQ(CountEvents(l, "fork"), 1);  // forkguard.event/1.7 is still major 1
 }
@@ -243,6 +244,167 @@ TEST(LogParser, BlankAndCrlfLines) {
   ReadLogs({Corpus("blank_lines.jsonl")}, &l);
   EXPECT_TRUE(l.notes.empty()) << l.notes[0].where << " " << l.notes[0].text;
   EXPECT_EQ(CountEvents(l, "process_start"), 1);
+}
+
+// forkguard.event/2: the header names the process, stack and module records come first.
+TEST(LogParserV2, HeaderModulesStacksAndShortEvents) {
+  LogSet l;
+  ParseLogText(
+      "forkguard.h.5.1.jsonl",
+      R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":5,"ppid":1,"prog":"p","rank":2,"local_rank":0,"job":"j","start_ns":1000000})"
+      "\n"
+      R"({"event":"module","id":0,"path":"/lib/x.so","base":"0x7f0000000000","build_id":"abcd"})"
+      "\n"
+      R"({"event":"stack","id":0,"frames":[[0,4660],[-1,99],{"py":{"file":"t.py","line":3,"func":"main"}}]})"
+      "\n"
+      R"({"event":"rdma_init","ts":5,"seq":0,"call":"ibv_open_device","device":"d","stack":0})"
+      "\n"
+      R"({"event":"mr_register","ts":6,"seq":1,"mr":[4096,8192,1,77],"stack":0})"
+      "\n"
+      R"({"event":"mr_register","ts":7,"seq":2,"tid":9,"mr":[4096,100,1,78],"stack":0,"call":"ibv_reg_mr_iova2"})"
+      "\n",
+      &l);
+  for (const auto& n : l.notes) ADD_FAILURE() << n.where << ": " << n.text;
+  ASSERT_EQ(l.processes.size(), 1u);
+  const ProcessLog& p = l.processes[0];
+  EXPECT_EQ(p.pid, 5);
+  EXPECT_EQ(p.ppid, 1);
+  EXPECT_EQ(p.host, "h");
+  EXPECT_EQ(p.prog, "p");
+  EXPECT_EQ(p.rank, 2);
+  EXPECT_EQ(p.job, "j");
+  EXPECT_EQ(p.summary.registrations, 2);
+  EXPECT_EQ(p.summary.registered_bytes, 8292);
+  ASSERT_EQ(p.events.size(), 1u);
+  const Event& e = p.events[0];
+  EXPECT_EQ(e.ts_ns, 1000005);
+  EXPECT_EQ(e.tid, 5);  // no tid: the main thread
+  const Stack& st = p.StackAt(e.stack);
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(st[0].obj, "/lib/x.so");
+  EXPECT_EQ(st[0].off, 4660u);
+  EXPECT_EQ(st[0].build_id, "abcd");
+  EXPECT_EQ(st[1].ip, 99u);
+  EXPECT_TRUE(st[1].obj.empty());
+  EXPECT_TRUE(st[2].python);
+  EXPECT_EQ(st[2].py_func, "main");
+}
+
+// Bad /2 input: each problem a note, every usable line kept.
+TEST(LogParserV2, BadInputIsNotedTheRestKept) {
+  LogSet l;
+  ReadLogs({Corpus("v2_bad.jsonl")}, &l);
+  for (const auto& n : l.notes) printf("note: %s: %s\n", n.where.c_str(), n.text.c_str());
+  EXPECT_TRUE(HasNote(l, "v2_bad.jsonl:4", "stack id used before or without its record"));
+  EXPECT_TRUE(HasNote(l, "v2_bad.jsonl:6", "duplicate stack id"));
+  EXPECT_TRUE(HasNote(l, "v2_bad.jsonl:7", "duplicate module id"));
+  EXPECT_TRUE(HasNote(l, "v2_bad.jsonl:8", "module used before or without its record"));
+  EXPECT_TRUE(HasNote(l, "v2_bad.jsonl:9", "not JSON"));  // a stack record cut mid-file
+  EXPECT_TRUE(HasNote(l, "v2_bad.jsonl:10", "stack id used before or without its record"));
+  EXPECT_TRUE(HasNote(l, "v2_bad.jsonl:12", "stack id used before or without its record"));
+  EXPECT_TRUE(HasNote(l, "v2_bad.jsonl:13", "truncated last line"));
+  ASSERT_EQ(l.processes.size(), 1u);
+  const ProcessLog& p = l.processes[0];
+  EXPECT_EQ(p.pid, 77);
+  EXPECT_EQ(p.summary.registrations, 2);
+  EXPECT_EQ(CountEvents(l, "rdma_init"), 1);
+  ASSERT_EQ(CountEvents(l, "fork"), 1);
+  for (const Event& e : p.events) {
+    if (e.type == "rdma_init") {
+      EXPECT_EQ(e.stack, -1);
+    }
+    if (e.type != "fork") continue;
+    const Stack& st = p.StackAt(e.stack);  // stack 1: its module 7 unknown, raw offsets
+    ASSERT_EQ(st.size(), 3u);
+    EXPECT_EQ(st[0].obj, "/nonexistent/trainer");
+    EXPECT_TRUE(st[1].obj.empty());
+    EXPECT_EQ(st[1].ip, 16u);
+    EXPECT_EQ(e.init_stack, -1);  // stack 9 was never written
+    EXPECT_EQ(e.verdict, "hazard");
+  }
+}
+
+namespace {
+
+// The main program's build-id and first mapped byte, as the shim reads them.
+struct SelfImage {
+  std::string build_id;
+  uintptr_t base = 0;
+};
+SelfImage Self() {
+  SelfImage self;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<SelfImage*>(data);
+        uintptr_t lo = ~uintptr_t{0};
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type == PT_LOAD && info->dlpi_addr + ph.p_vaddr < lo)
+            lo = info->dlpi_addr + ph.p_vaddr;
+          if (ph.p_type != PT_NOTE) continue;
+          const char* n = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+          const char* end = n + ph.p_memsz;
+          while (n + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* nh = reinterpret_cast<const ElfW(Nhdr)*>(n);
+            const char* desc = n + sizeof(ElfW(Nhdr)) + ((nh->n_namesz + 3) & ~3u);
+            if (nh->n_type == NT_GNU_BUILD_ID) {
+              static const char kHex[] = "0123456789abcdef";
+              for (unsigned k = 0; k < nh->n_descsz; ++k) {
+                unsigned char c = static_cast<unsigned char>(desc[k]);
+                s->build_id += kHex[c >> 4];
+                s->build_id += kHex[c & 15];
+              }
+            }
+            n = desc + ((nh->n_descsz + 3) & ~3u);
+          }
+        }
+        s->base = lo & ~uintptr_t{4095};
+        return 1;  // the first object is the main program
+      },
+      &self);
+  return self;
+}
+
+__attribute__((noinline)) void V2SymbolizedFunction() { asm volatile(""); }
+
+}  // namespace
+
+// The report symbolizes /2 offsets with libdw when the file's build-id matches; a file that
+// is missing or has another build-id leaves raw offsets and one note per object.
+TEST(LogParserV2, SymbolizesByPathCheckingTheBuildId) {
+  SelfImage self = Self();
+  ASSERT_FALSE(self.build_id.empty()) << "the test binary has no build-id";
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  ASSERT_GT(n, 0);
+  exe[n] = '\0';
+  uint64_t off = reinterpret_cast<uintptr_t>(&V2SymbolizedFunction) - self.base + 1;
+  Symbolizer sym;
+  Frame good;
+  good.obj = exe;
+  good.off = off;
+  good.build_id = self.build_id;
+  sym.Symbolize(&good);
+  EXPECT_NE(good.func.find("V2SymbolizedFunction"), std::string::npos) << good.func;
+  Frame other = good;
+  other.func.clear();
+  other.build_id = "00" + self.build_id.substr(2);
+  Frame other2 = other;
+  sym.Symbolize(&other);
+  sym.Symbolize(&other2);
+  EXPECT_TRUE(other.func.empty()) << other.func;
+  Frame missing;
+  missing.obj = "/nonexistent/libgone.so";
+  missing.off = 16;
+  missing.build_id = "abcd";
+  sym.Symbolize(&missing);
+  sym.Symbolize(&missing);
+  std::vector<Note> notes = sym.TakeNotes();
+  ASSERT_EQ(notes.size(), 2u);  // once per object
+  EXPECT_EQ(notes[0].where, exe);
+  EXPECT_NE(notes[0].text.find("another build-id"), std::string::npos) << notes[0].text;
+  EXPECT_EQ(notes[1].where, "/nonexistent/libgone.so");
+  EXPECT_NE(notes[1].text.find("not found"), std::string::npos) << notes[1].text;
 }
 
 TEST(Json, ParsesAndRejects) {

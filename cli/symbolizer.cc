@@ -87,11 +87,48 @@ Symbolizer::Module* Symbolizer::Load(const std::string& obj) {
   return raw;
 }
 
+std::vector<Note> Symbolizer::TakeNotes() { return std::move(notes_); }
+
+void Symbolizer::NoteOnce(const std::string& obj, const std::string& text) {
+  if (noted_.emplace(obj, true).second) notes_.push_back({obj, text});
+}
+
+namespace {
+
+std::string HexBytes(const unsigned char* p, int n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < n; ++i) {
+    s += kDigits[p[i] >> 4];
+    s += kDigits[p[i] & 15];
+  }
+  return s;
+}
+
+}  // namespace
+
 void Symbolizer::Symbolize(Frame* f) {
   if (!f->sym.empty()) f->sym = Demangle(f->sym);
   if (f->python || f->obj.empty() || !f->off) return;
   Module* m = Load(f->obj);
-  if (!m || !m->mod) return;
+  if (!m || !m->mod) {
+    if (!f->build_id.empty())
+      NoteOnce(f->obj,
+               "object not found here (build-id " + f->build_id + "): its frames are raw offsets");
+    return;
+  }
+  if (!f->build_id.empty()) {
+    const unsigned char* bits = nullptr;
+    GElf_Addr vaddr = 0;
+    int n = dwfl_module_build_id(m->mod, &bits, &vaddr);
+    std::string here = n > 0 ? HexBytes(bits, n) : "";
+    if (here != f->build_id) {
+      NoteOnce(f->obj, "the file here has another build-id (" + (here.empty() ? "none" : here) +
+                           ") than the log's process had (" + f->build_id +
+                           "): its frames are raw offsets");
+      return;
+    }
+  }
   GElf_Addr addr = m->base + *f->off;
   // Return addresses point after the call: look up the call instruction.
   GElf_Addr lookup = addr > 0 ? addr - 1 : addr;

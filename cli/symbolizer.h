@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/event_log.h"
 
@@ -29,10 +30,17 @@ class Symbolizer {
     for (auto& f : *stack) Symbolize(&f);
   }
 
+  // Objects whose frames stayed raw offsets because the file a /2 log names (with its
+  // build-id) is missing here or has another build-id: one note per object, then cleared.
+  std::vector<Note> TakeNotes();
+
  private:
   struct Module;
   Module* Load(const std::string& obj);
+  void NoteOnce(const std::string& obj, const std::string& text);
   std::map<std::string, std::unique_ptr<Module>> modules_;
+  std::map<std::string, bool> noted_;
+  std::vector<Note> notes_;
 };
 
 }  // namespace forkguard::cli

@@ -330,8 +330,7 @@ void NoteInit(RdmaCall call, const char* device) {
   } else {
     b.Str("null");
   }
-  b.Str(",\"stack\":");
-  AppendJsonStack(b, stack, true, &py);
+  AppendStackRef(b, log, schema::kKeyStack, stack, &py, line.owns_lock());
   log.End(b);
 }
 
@@ -416,7 +415,7 @@ void AppendLive(TextBuffer& b, const LiveCounts& c) {
   b.Str(",\"rdma_cm_fds\":").Dec(c.rdma_cm_fds).Char('}');
 }
 
-void AppendInit(TextBuffer& b, const InitRecord& init, int64_t now) {
+void AppendInit(TextBuffer& b, const InitRecord& init, int64_t now, EventLog& log, bool locked) {
   b.Str(",\"init\":");
   if (!init.set) {
     b.Str("null");
@@ -428,8 +427,8 @@ void AppendInit(TextBuffer& b, const InitRecord& init, int64_t now) {
   } else {
     b.Str("null");
   }
-  b.Str(",\"age_ms\":").Dec((now - init.mono_ns) / 1000000).Str(",\"stack\":");
-  AppendJsonStack(b, init.stack, true, &init.py);
+  b.Str(",\"age_ms\":").Dec((now - init.mono_ns) / 1000000);
+  AppendStackRef(b, log, schema::kKeyStack, init.stack, &init.py, locked);
   b.Char('}');
 }
 
@@ -474,8 +473,8 @@ __attribute__((noinline)) void WriteCleanForkEvent(ForkVia via, bool interrupted
       .Str(g_config.mode == Mode::kOff ? "off" : "proceeded")
       .Str("\",\"site\":");
   AppendJsonHex(b, SiteOf(stack, &py));
-  b.Str(",\"reported\":false,\"stack\":");
-  AppendJsonStack(b, stack, true, &py);
+  b.Str(",\"reported\":false");
+  AppendStackRef(b, log, schema::kKeyStack, stack, &py, line.owns_lock());
   b.Str(",\"init\":null,\"ranges\":[]");
   AppendLive(b, LiveCounts());
   b.Str(",\"threads\":null,\"max_map_count\":null,\"map_count\":null");
@@ -762,9 +761,8 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
       AppendJsonHex(b, site);
       b.Str(",\"reported\":").Str(report && !g_config.quiet ? "true" : "false");
       b.Str(",\"allowed\":").Str(allowed ? "true" : "false");
-      b.Str(",\"stack\":");
-      AppendJsonStack(b, fork_stack, true, &fork_py);
-      AppendInit(b, snap.init, now);
+      AppendStackRef(b, log, schema::kKeyStack, fork_stack, &fork_py, line.owns_lock());
+      AppendInit(b, snap.init, now, log, line.owns_lock());
       b.Str(",\"ranges\":[");
       first = true;
       for (int i = 0; i < snap.mr_count; ++i) {
@@ -1053,46 +1051,52 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   rec.access = access;
   rec.call = call;
   rec.owner = CurrentPid();
-  // Unwinding is most of what a registration costs (libunwind, per frame): without a log
-  // the stack is only shown in a hazard message (its innermost user frame) and in a child's
-  // SIGSEGV explanation, for which the innermost frames say where; the log keeps them all.
-  constexpr int kUnloggedRegistrationDepth = 12;
+  // Unwinding is most of what a registration costs (libunwind, per frame), and it is paid
+  // on every registration, logged or not (a repeat site is only known once unwound): the
+  // stack is shown in a hazard message (its innermost user frame), in a child's SIGSEGV
+  // explanation and in the log's stack record, for which the innermost frames say where.
+  // Forks and RDMA init keep FORKGUARD_STACK_DEPTH frames.
+  constexpr int kRegistrationDepth = 12;
   int depth = g_config.stack_depth;
-  if (!GlobalEventLog().enabled() && depth > kUnloggedRegistrationDepth) {
-    depth = kUnloggedRegistrationDepth;
-  }
+  if (depth > kRegistrationDepth) depth = kRegistrationDepth;
   CaptureStack(&rec.stack, depth);
   GlobalState().AddMr(rec);
   NoteInit(call, nullptr);
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;
-  EventLog::LargeLine line(log);
-  if (!line.ok()) return;
-  TextBuffer& b = line.text();
-  log.Begin(b, "mr_register");
-  b.Str(",\"call\":\"").Str(RdmaCallName(call)).Str("\",\"addr\":").UDec(rec.addr);
-  b.Str(",\"len\":").UDec(len).Str(",\"access\":").Dec(access);
+  // The stack is written once per distinct stack of this process (its record, with the
+  // module map, precedes this line); a repeat registration is one short line with its id.
+  // No symbolization here: `forkguard report` does it from object + offset.
+  int stack_id = log.StackId(rec.stack, nullptr);
+  char buf[1024];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, schema::kMrRegister);
+  b.Str(",\"mr\":[").UDec(rec.addr).Char(',').UDec(len).Char(',').Dec(access).Char(',');
+  b.UDec(rec.handle).Char(']');
+  if (stack_id >= 0) {
+    b.Str(",\"stack\":").Dec(stack_id);
+  } else {  // the table is busy (a signal handler on this thread) or full: inline
+    b.Str(",\"stack\":[");
+    for (int i = 0; i < rec.stack.depth; ++i) {
+      if (i > 0) b.Char(',');
+      AppendJsonHex(b, rec.stack.ips[i]);
+    }
+    b.Char(']');
+  }
+  if (call != RdmaCall::kRegMr) b.Str(",\"call\":\"").Str(RdmaCallName(call)).Char('"');
   // No smaps read here (it made registration with a log tens of times slower): `dontfork`
   // is true when the library's own madvise(MADV_DONTFORK) calls during this registration
-  // covered the range, null when none did (not marked now, or marked earlier: unknown
+  // covered the range, absent when none did (not marked now, or marked earlier: unknown
   // without /proc). The kernel's view is read at fork time (fork event, ranges[].dontfork).
-  const char* dontfork = "null";
   if (call != RdmaCall::kRegDmabufMr && len > 0 && t_marks.bytes > 0) {
     uintptr_t page = static_cast<uintptr_t>(getpagesize());
     uintptr_t lo = rec.addr & ~(page - 1);
     uintptr_t hi = (rec.addr + len + page - 1) & ~(page - 1);
     // Marks never overlap (each page is marked once), so bytes == hull means no hole.
     if (t_marks.lo <= lo && t_marks.hi >= hi && t_marks.bytes >= t_marks.hi - t_marks.lo) {
-      dontfork = "true";
+      b.Str(",\"dontfork\":true");
     }
   }
-  b.Str(",\"dontfork\":").Str(dontfork).Str(",\"handle\":");
-  AppendJsonHex(b, rec.handle);
-  b.Str(",\"stack\":");
-  // Registrations repeat the same call sites: symbolize through the cache (uncached
-  // dladdr was 60% of a logged registration).
-  BeginSymbolizing();
-  AppendJsonStack(b, rec.stack, true);
   log.End(b);
 }
 

@@ -1,12 +1,15 @@
 #include "shim/event_log.h"
 
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "shim/child_path.h"
 #include "shim/log_dir.h"
@@ -17,7 +20,59 @@ namespace {
 
 constinit EventLog g_log;
 
+constexpr int kMaxModules = 512;
+constexpr int kStackSlots = 8192;  // power of two
+constexpr int kStackProbes = 32;
+constexpr size_t kRecordBytes = 64 * 1024;
+
+uint64_t Mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdULL;
+}
+
+uint64_t MixStr(uint64_t h, const char* s) {
+  for (; *s != '\0'; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 0x100000001b3ULL;
+  return Mix(h, 0xff);
+}
+
+uint64_t HashStack(const RawStack& stack, const PythonStack* py) {
+  uint64_t h = Mix(0xcbf29ce484222325ULL, static_cast<uint64_t>(stack.depth));
+  for (int i = 0; i < stack.depth; ++i) h = Mix(h, stack.ips[i]);
+  if (py != nullptr) {
+    for (int i = 0; i < py->depth; ++i) {
+      h = MixStr(h, py->frames[i].file);
+      h = MixStr(h, py->frames[i].func);
+      h = Mix(h, static_cast<uint64_t>(py->frames[i].line));
+    }
+  }
+  return h == 0 ? 1 : h;
+}
+
+void AppendHexBytes(TextBuffer& b, const uint8_t* p, int n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (int i = 0; i < n; ++i) b.Char(kDigits[p[i] >> 4]).Char(kDigits[p[i] & 15]);
+}
+
 }  // namespace
+
+// One loaded object, as the loader's program headers describe it (dl_iterate_phdr: no file
+// is read; the build-id note is in a loaded segment).
+struct EventLog::Module {
+  uintptr_t lo = 0;  // [lo, hi): its PT_LOAD segments
+  uintptr_t hi = 0;
+  uintptr_t base = 0;  // its first mapped byte (dladdr's dli_fbase): offsets are from here
+  uint32_t epoch = 0;  // the file epoch its record was written in (0: never)
+  int id = -1;
+  int build_id_len = 0;
+  uint8_t build_id[40] = {};
+  char path[472] = {};
+};
+
+struct EventLog::StackSlot {
+  uint64_t hash;
+  uint32_t epoch;
+  int32_t id;
+};
 
 FORKGUARD_CHILD_PATH EventLog& GlobalEventLog() { return g_log; }
 
@@ -51,6 +106,175 @@ void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize, const
     }
   }
   b.Char(']');
+}
+
+void AppendStackRef(TextBuffer& b, EventLog& log, const char* key, const RawStack& stack,
+                    const PythonStack* py, bool locked) {
+  int id = locked ? log.StackIdLocked(stack, py) : log.StackId(stack, py);
+  b.Str(",\"").Str(key).Str("\":");
+  if (id >= 0) {
+    b.Dec(id);
+    return;
+  }
+  b.Char('[');
+  for (int i = 0; i < stack.depth; ++i) {
+    if (i > 0) b.Char(',');
+    AppendJsonHex(b, stack.ips[i]);
+  }
+  b.Char(']');
+}
+
+void EventLog::ScanModules() {
+  struct Cb {
+    static int Visit(dl_phdr_info* info, size_t, void* data) {
+      auto* ctx = static_cast<std::pair<Module*, int*>*>(data);
+      Module m;
+      bool any = false;
+      for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD) continue;
+        uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+        uintptr_t hi = lo + ph.p_memsz;
+        if (!any || lo < m.lo) m.lo = lo;
+        if (!any || hi > m.hi) m.hi = hi;
+        any = true;
+      }
+      if (!any) return 0;
+      uintptr_t page = static_cast<uintptr_t>(getpagesize());
+      m.base = m.lo & ~(page - 1);
+      int n = *ctx->second;
+      for (int i = 0; i < n; ++i) {
+        if (ctx->first[i].lo == m.lo && ctx->first[i].hi == m.hi) return 0;  // known
+      }
+      if (n >= kMaxModules) return 1;
+      for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_NOTE) continue;
+        const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+        const char* end = p + ph.p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+          const auto* nh = reinterpret_cast<const ElfW(Nhdr)*>(p);
+          const char* name = p + sizeof(ElfW(Nhdr));
+          const char* desc = name + ((nh->n_namesz + 3) & ~3u);
+          const char* next = desc + ((nh->n_descsz + 3) & ~3u);
+          if (next > end) break;
+          if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
+              nh->n_descsz <= sizeof(m.build_id)) {
+            memcpy(m.build_id, desc, nh->n_descsz);
+            m.build_id_len = static_cast<int>(nh->n_descsz);
+            break;
+          }
+          p = next;
+        }
+        if (m.build_id_len > 0) break;
+      }
+      const char* path = info->dlpi_name;
+      if (path == nullptr || path[0] == '\0') path = n == 0 ? MainExecutableFile() : "";
+      size_t len = strnlen(path, sizeof(m.path) - 1);
+      memcpy(m.path, path, len);
+      m.path[len] = '\0';
+      ctx->first[n] = m;
+      ++*ctx->second;
+      return 0;
+    }
+  };
+  std::pair<Module*, int*> ctx{modules_, &module_count_};
+  dl_iterate_phdr(Cb::Visit, &ctx);
+}
+
+int EventLog::ModuleOf(uintptr_t ip, bool* rescanned) {
+  for (;;) {
+    // Newest first: an address reused after a dlclose belongs to the object loaded last.
+    for (int i = module_count_ - 1; i >= 0; --i) {
+      if (ip >= modules_[i].lo && ip < modules_[i].hi) return i;
+    }
+    if (*rescanned) return -1;
+    *rescanned = true;
+    ScanModules();
+  }
+}
+
+bool EventLog::EnsureModuleWritten(int m) {
+  Module& mod = modules_[m];
+  if (mod.epoch == epoch_) return true;
+  TextBuffer b(record_, kRecordBytes);
+  b.Str("{\"event\":\"").Str(schema::kModule).Str("\",\"id\":").Dec(next_module_id_);
+  b.Str(",\"path\":").JsonStr(mod.path).Str(",\"base\":");
+  AppendJsonHex(b, mod.base);
+  b.Str(",\"build_id\":");
+  if (mod.build_id_len > 0) {
+    b.Char('"');
+    AppendHexBytes(b, mod.build_id, mod.build_id_len);
+    b.Char('"');
+  } else {
+    b.Str("null");
+  }
+  b.Str("}\n");
+  if (b.truncated() || !WriteLine(b.data(), b.size())) return false;
+  mod.id = next_module_id_++;
+  mod.epoch = epoch_;
+  return true;
+}
+
+int EventLog::StackId(const RawStack& stack, const PythonStack* py) {
+  if (!enabled_ || broken_ || lock_.HeldByThisThread()) return -1;
+  if (!lock_.Lock()) return -1;
+  int id = StackIdLocked(stack, py);
+  lock_.Unlock();
+  return id;
+}
+
+int EventLog::StackIdLocked(const RawStack& stack, const PythonStack* py) {
+  if (!enabled_ || broken_ || stacks_ == nullptr || modules_ == nullptr || record_ == nullptr) {
+    return -1;
+  }
+  uint64_t h = HashStack(stack, py);
+  StackSlot* slot = nullptr;
+  for (int i = 0; i < kStackProbes; ++i) {
+    StackSlot& s = stacks_[(h + static_cast<uint64_t>(i)) & (kStackSlots - 1)];
+    if (s.epoch == epoch_ && s.hash == h) return s.id;
+    if (s.epoch != epoch_) {  // empty, or of an older file (a parent's)
+      slot = &s;
+      break;
+    }
+  }
+  if (slot == nullptr) return -1;  // full around here: inline
+  // Module records first, then the stack record, then the table entry: an id is only ever
+  // handed out once the lines it needs are in the file.
+  int mods[RawStack::kCapacity];
+  bool rescanned = false;
+  for (int i = 0; i < stack.depth; ++i) {
+    mods[i] = ModuleOf(stack.ips[i], &rescanned);
+    if (mods[i] >= 0 && !EnsureModuleWritten(mods[i])) return -1;
+  }
+  TextBuffer b(record_, kRecordBytes);
+  int id = next_stack_id_;
+  b.Str("{\"event\":\"").Str(schema::kStackRecord).Str("\",\"id\":").Dec(id);
+  b.Str(",\"frames\":[");
+  for (int i = 0; i < stack.depth; ++i) {
+    if (i > 0) b.Char(',');
+    if (mods[i] >= 0) {
+      b.Char('[').Dec(modules_[mods[i]].id).Char(',').UDec(stack.ips[i] - modules_[mods[i]].base);
+    } else {
+      b.Str("[-1,").UDec(stack.ips[i]);
+    }
+    b.Char(']');
+  }
+  if (py != nullptr) {
+    for (int i = 0; i < py->depth; ++i) {
+      if (i > 0 || stack.depth > 0) b.Char(',');
+      const PythonStack::Frame& f = py->frames[i];
+      b.Str("{\"py\":{\"file\":").JsonStr(f.file).Str(",\"line\":").Dec(f.line);
+      b.Str(",\"func\":").JsonStr(f.func).Str("}}");
+    }
+  }
+  b.Str("]}\n");
+  if (b.truncated() || !WriteLine(b.data(), b.size())) return -1;
+  ++next_stack_id_;
+  slot->hash = h;
+  slot->id = id;
+  slot->epoch = epoch_;
+  return id;
 }
 
 void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink warn, void* warn_ctx,
@@ -89,6 +313,14 @@ void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink war
   large_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
   p = mmap(nullptr, kLargeLineBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   nested_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+  p = mmap(nullptr, sizeof(StackSlot) * kStackSlots, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  stacks_ = p == MAP_FAILED ? nullptr : static_cast<StackSlot*>(p);
+  p = mmap(nullptr, sizeof(Module) * kMaxModules, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  modules_ = p == MAP_FAILED ? nullptr : static_cast<Module*>(p);
+  p = mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  record_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
   start_ns_ = RealtimeNs();
   enabled_ = true;
 }
@@ -103,18 +335,22 @@ int EventLog::OpenOwnFile() {
   if (p.truncated()) return -1;
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return -1;
+  if (!WriteHeader(fd)) {
+    close(fd);
+    return -1;
+  }
   fd_ = fd;
   fd_pid_ = pid;
   return fd_;
 }
 
-void EventLog::Begin(TextBuffer& b, const char* event) {
-  b.Clear();
-  b.Str("{\"schema\":\"").Str(kEventSchema).Str("\",\"event\":\"").Str(event).Str("\"");
-  b.Str(",\"ts_ns\":").Dec(RealtimeNs());
-  b.Str(",\"pid\":").Dec(getpid()).Str(",\"ppid\":").Dec(getppid());
-  b.Str(",\"tid\":").Dec(CurrentTid());
-  b.Str(",\"host\":").JsonStr(id_.host).Str(",\"prog\":").JsonStr(id_.prog);
+// The file's first line: the schema and everything /1 repeated on every line.
+bool EventLog::WriteHeader(int fd) {
+  char buf[1024];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str("{\"schema\":\"").Str(schema::kEventV2).Str("\",\"event\":\"").Str(schema::kHeader);
+  b.Str("\",\"host\":").JsonStr(id_.host).Str(",\"pid\":").Dec(getpid());
+  b.Str(",\"ppid\":").Dec(getppid()).Str(",\"prog\":").JsonStr(id_.prog);
   b.Str(",\"rank\":");
   if (id_.rank >= 0) {
     b.Dec(id_.rank);
@@ -133,7 +369,21 @@ void EventLog::Begin(TextBuffer& b, const char* event) {
   } else {
     b.Str("null");
   }
+  b.Str(",\"start_ns\":").Dec(start_ns_).Str("}\n");
+  if (b.truncated()) return false;
+  for (;;) {
+    ssize_t w = write(fd, b.data(), b.size());
+    if (w < 0 && errno == EINTR) continue;
+    return w == static_cast<ssize_t>(b.size());
+  }
+}
+
+void EventLog::Begin(TextBuffer& b, const char* event) {
+  b.Clear();
+  b.Str("{\"event\":\"").Str(event).Str("\",\"ts\":").Dec(RealtimeNs() - start_ns_);
   b.Str(",\"seq\":").Dec(seq_.fetch_add(1, std::memory_order_relaxed));
+  pid_t tid = CurrentTid();
+  if (tid != getpid()) b.Str(",\"tid\":").Dec(tid);
 }
 
 namespace {
@@ -233,6 +483,11 @@ FORKGUARD_CHILD_PATH void EventLog::ResetInChild(int64_t start_ns) {
   fd_pid_ = 0;
   start_ns_ = start_ns;
   seq_.store(0, std::memory_order_relaxed);
+  // The parent's stack and module records are in the parent's file: this file starts its
+  // own tables (entries of the old epoch count as empty; nothing is cleared here).
+  ++epoch_;
+  next_stack_id_ = 0;
+  next_module_id_ = 0;
   lock_.ResetInChild();
 }
 

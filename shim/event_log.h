@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "shim/config.h"
+#include "shim/event_schema.h"
 #include "shim/python_stack.h"
 #include "shim/stack.h"
 #include "shim/state.h"
@@ -19,7 +20,7 @@
 
 namespace forkguard {
 
-constexpr const char* kEventSchema = "forkguard.event/1";
+constexpr const char* kEventSchema = schema::kEventV2;
 
 struct LogIdentity {
   const char* host = "";
@@ -38,8 +39,18 @@ class EventLog {
                  bool quiet = false);
   bool enabled() const { return enabled_; }
 
-  // Common fields: `{"schema":..,"event":..,...,"seq":N` (no closing brace).
+  // Common fields: `{"event":..,"ts":..,"seq":N` (+ `"tid"` off the main thread; no
+  // closing brace). The file's header record (written when the file is opened) carries the
+  // schema and the process's identity.
   void Begin(TextBuffer& b, const char* event);
+
+  // The id of `stack` (+ `py`) in this process's file, writing its module and stack records
+  // first when it is new there: a reader never meets an id before its record. -1 when the
+  // table cannot be used now (this thread holds the log's lock: a signal handler interrupted
+  // a log write; the table is full; the log is off): write the stack inline then.
+  int StackId(const RawStack& stack, const PythonStack* py);
+  // As StackId, for a caller that holds lock() (a LargeLine that owns it).
+  int StackIdLocked(const RawStack& stack, const PythonStack* py);
   // Closes the object and writes the line. A line that did not fit is replaced by a short
   // `note` so every line stays valid JSON. Async-signal-safe.
   void End(TextBuffer& b);
@@ -56,6 +67,8 @@ class EventLog {
     explicit LargeLine(EventLog& log);
     ~LargeLine();
     bool ok() const { return buf_ != nullptr; }
+    // The log's lock is held by this line (not the nested buffer): StackIdLocked may run.
+    bool owns_lock() const { return buf_ != nullptr && !nested_; }
     TextBuffer& text() { return text_; }
 
    private:
@@ -69,6 +82,12 @@ class EventLog {
 
  private:
   int OpenOwnFile();
+  bool WriteHeader(int fd);
+  struct Module;
+  struct StackSlot;
+  int ModuleOf(uintptr_t ip, bool* rescanned);
+  bool EnsureModuleWritten(int m);
+  void ScanModules();
   bool WriteLine(const char* p, size_t n);
   void Fail(const char* what, int err);
 
@@ -86,6 +105,15 @@ class EventLog {
   // A write failed (full disk...): said once, nothing more is written by this process.
   bool broken_ = false;
   bool quiet_ = false;
+  // Stack and module tables (mmap'd at Configure; entries of an older epoch are not in this
+  // file: a forked child bumps the epoch, one word, and re-emits what it uses).
+  uint32_t epoch_ = 1;
+  int next_stack_id_ = 0;
+  int next_module_id_ = 0;
+  StackSlot* stacks_ = nullptr;
+  Module* modules_ = nullptr;
+  int module_count_ = 0;
+  char* record_ = nullptr;  // buffer for module/stack records, under lock_
 };
 
 constexpr size_t kLargeLineBytes = 256 * 1024;
@@ -99,6 +127,10 @@ EventLog& GlobalEventLog();
 // {"py":{"file","line","func"}}.
 void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize,
                      const PythonStack* py = nullptr);
+// `,"<key>":<id>` from log.StackId, or an inline array of raw addresses when that is -1.
+// `locked`: the caller holds the log's lock (a LargeLine that owns it).
+void AppendStackRef(TextBuffer& b, EventLog& log, const char* key, const RawStack& stack,
+                    const PythonStack* py, bool locked);
 void AppendJsonHex(TextBuffer& b, uint64_t v);  // "0x.." as a string
 
 }  // namespace forkguard

@@ -187,14 +187,15 @@ TEST_F(EventLogTest, WritesValidLinesWithCommonFields) {
   log.Begin(b, "note");
   b.Str(",\"text\":").JsonStr("hello \"world\"\n");
   log.End(b);
-  log.Begin(b, "rdma_init");
   RawStack s;
   s.depth = 2;
   s.ips[0] = reinterpret_cast<uintptr_t>(&IsValidJson);
   s.ips[1] = 0x1234;
-  b.Str(",\"stack\":");
-  AppendJsonStack(b, s, true);
-  log.End(b);
+  for (int i = 0; i < 2; ++i) {  // the same stack twice: one record, one id
+    log.Begin(b, "rdma_init");
+    AppendStackRef(b, log, "stack", s, nullptr, false);
+    log.End(b);
+  }
 
   std::vector<std::string> files = Files();
   ASSERT_EQ(files.size(), 1u);
@@ -204,17 +205,63 @@ TEST_F(EventLogTest, WritesValidLinesWithCommonFields) {
   EXPECT_NE(files[0].find("/forkguard.host\"1." + std::to_string(getpid()) + "."),
             std::string::npos);
   std::ifstream in(files[0]);
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
     EXPECT_TRUE(IsValidJson(line)) << line;
-    EXPECT_NE(line.find("\"schema\":\"forkguard.event/1\""), std::string::npos);
-    EXPECT_NE(line.find("\"rank\":3,\"local_rank\":null,\"job\":null"), std::string::npos) << line;
-    EXPECT_NE(line.find("\"seq\":" + std::to_string(n)), std::string::npos) << line;
-    EXPECT_NE(line.find("\"pid\":" + std::to_string(getpid())), std::string::npos);
-    ++n;
+    lines.push_back(line);
   }
-  EXPECT_EQ(n, 2);
+  // header, note, module (this test binary), stack, rdma_init, rdma_init.
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[0].rfind("{\"schema\":\"forkguard.event/2\",\"event\":\"header\"", 0), 0u)
+      << lines[0];
+  EXPECT_NE(lines[0].find("\"rank\":3,\"local_rank\":null,\"job\":null"), std::string::npos);
+  EXPECT_NE(lines[0].find("\"pid\":" + std::to_string(getpid())), std::string::npos);
+  EXPECT_NE(lines[0].find("\"start_ns\":"), std::string::npos);
+  EXPECT_EQ(lines[1].rfind("{\"event\":\"note\",\"ts\":", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find("\"seq\":0"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[1].find("\"pid\""), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2].rfind("{\"event\":\"module\",\"id\":0,\"path\":\"/", 0), 0u) << lines[2];
+  EXPECT_NE(lines[2].find("\"build_id\":"), std::string::npos) << lines[2];
+  // The unknown 0x1234 is a raw address (module -1).
+  EXPECT_EQ(lines[3].rfind("{\"event\":\"stack\",\"id\":0,\"frames\":[[0,", 0), 0u) << lines[3];
+  EXPECT_NE(lines[3].find(",[-1,4660]]}"), std::string::npos) << lines[3];
+  EXPECT_NE(lines[4].find("\"seq\":1,\"stack\":0}"), std::string::npos) << lines[4];
+  EXPECT_NE(lines[5].find("\"seq\":2,\"stack\":0}"), std::string::npos) << lines[5];
+}
+
+// A forked child's file starts its own tables: it never refers to an id of the parent's.
+TEST_F(EventLogTest, ForkedChildReemitsItsStacks) {
+  EventLog log;
+  log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
+  RawStack s;
+  s.depth = 1;
+  s.ips[0] = reinterpret_cast<uintptr_t>(&IsValidJson);
+  char buf[1024];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "rdma_init");
+  AppendStackRef(b, log, "stack", s, nullptr, false);
+  log.End(b);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    log.ResetInChild(456);
+    TextBuffer c(buf, sizeof(buf));
+    log.Begin(c, "rdma_init");
+    AppendStackRef(c, log, "stack", s, nullptr, false);
+    log.End(c);
+    _exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  std::ifstream in(dir_ + "/forkguard.." + std::to_string(child) + ".456.jsonl");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[0].find("\"pid\":" + std::to_string(child)), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1].rfind("{\"event\":\"module\",\"id\":0,", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].rfind("{\"event\":\"stack\",\"id\":0,", 0), 0u) << lines[2];
+  EXPECT_NE(lines[3].find("\"seq\":0,"), std::string::npos) << lines[3];
+  EXPECT_NE(lines[3].find("\"stack\":0}"), std::string::npos) << lines[3];
 }
 
 TEST_F(EventLogTest, OversizedLineBecomesANote) {
@@ -229,6 +276,7 @@ TEST_F(EventLogTest, OversizedLineBecomesANote) {
   ASSERT_EQ(files.size(), 1u);
   std::ifstream in(files[0]);
   std::string line;
+  ASSERT_TRUE(std::getline(in, line));  // the header
   ASSERT_TRUE(std::getline(in, line));
   EXPECT_TRUE(IsValidJson(line)) << line;
   EXPECT_NE(line.find("\"event\":\"note\""), std::string::npos);
@@ -290,7 +338,7 @@ TEST_F(EventLogTest, TemplatesExpandedOnceForkedChildKeepsTheDirectory) {
   std::string child_file = expect_dir + "/forkguard.node3." + std::to_string(child) + ".123.jsonl";
   std::ifstream cin(child_file);
   std::string line;
-  ASSERT_TRUE(std::getline(cin, line)) << child_file;
+  ASSERT_TRUE(std::getline(cin, line)) << child_file;  // its header
   EXPECT_NE(line.find("\"rank\":5,\"local_rank\":1,\"job\":\"77\""), std::string::npos) << line;
   EXPECT_NE(line.find("\"pid\":" + std::to_string(child)), std::string::npos) << line;
   FILE* p = popen(("ls " + expect_dir).c_str(), "r");

@@ -380,6 +380,8 @@ SymbolizedFrame Symbolize(uintptr_t ip, bool is_return_address) {
   return f;
 }
 
+const char* MainExecutableFile() { return MainExecutablePath(); }
+
 const char* BaseName(const char* path) {
   if (path == nullptr) return "";
   const char* slash = strrchr(path, '/');

@@ -60,6 +60,9 @@ void BeginSymbolizing();
 // handlers.
 SymbolizedFrame Symbolize(uintptr_t ip, bool is_return_address);
 
+// Absolute path of the main executable ("" when /proc is unavailable).
+const char* MainExecutableFile();
+
 // Last path component of `path` ("" for nullptr).
 const char* BaseName(const char* path);
 

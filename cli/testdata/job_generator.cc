@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/json.h"
+#include "shim/event_schema.h"
 
 namespace forkguard::cli::testdata {
 
@@ -109,8 +110,8 @@ class ProcessWriter {
 
   JsonValue Base(const char* event, int64_t ts) {
     JsonValue v = JsonValue::Object();
-    v.Set("schema", JsonValue::String("forkguard.event/1"));
-    v.Set("event", JsonValue::String(event));
+    v.Set(schema::kKeySchema, JsonValue::String(schema::kEventV1));
+    v.Set(schema::kKeyEvent, JsonValue::String(event));
     v.Set("ts_ns", JsonValue::Int(ts));
     v.Set("pid", JsonValue::Int(pid_));
     v.Set("ppid", JsonValue::Int(ppid_));
@@ -125,7 +126,7 @@ class ProcessWriter {
   // The same common fields as Base, as text without the closing brace (the
   // padding lines are written millions of times at job scale).
   std::string BaseText(const char* event, int64_t ts) {
-    std::string s = "{\"schema\":\"forkguard.event/1\",\"event\":\"";
+    std::string s = std::string("{\"schema\":\"") + schema::kEventV1 + "\",\"event\":\"";
     s += event;
     s += "\",\"ts_ns\":" + std::to_string(ts) + ",\"pid\":" + std::to_string(pid_) +
          ",\"ppid\":" + std::to_string(ppid_) + ",\"tid\":" + std::to_string(pid_) +
@@ -221,7 +222,7 @@ void Pad(ProcessWriter& w, const JobSpec& spec, const std::vector<std::string>& 
     const std::string& st = stacks[static_cast<size_t>(i) % stacks.size()];
     std::string h = Hex(0x9990000 + static_cast<uint64_t>(i));
     std::string a = std::to_string(addr + static_cast<uint64_t>(i) * 4096);
-    std::string l = w.BaseText("mr_register", ts + i * 2000);
+    std::string l = w.BaseText(schema::kMrRegister, ts + i * 2000);
     l += ",\"call\":\"ibv_reg_mr\",\"addr\":" + a +
          ",\"len\":4096,\"access\":7,\"dontfork\":null,\"handle\":\"" + h + "\",\"stack\":" + st +
          "}\n";
@@ -277,7 +278,7 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       in.Set("device", JsonValue::String("rxe0"));
       in.Set("stack", InitStack());
       w.Write(in);
-      JsonValue mr = w.Base("mr_register", init_ts + 1000000);
+      JsonValue mr = w.Base(schema::kMrRegister, init_ts + 1000000);
       mr.Set("call", JsonValue::String("ibv_reg_mr"));
       mr.Set("addr", JsonValue::Int(0x7f1200000000 + r * 0x100000));
       mr.Set("len", JsonValue::Int(4 << 20));
@@ -290,7 +291,7 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
     if (hazard) write_init();
 
     auto write_fork = [&](int64_t ts, bool helper, int64_t child_pid) {
-      JsonValue f = w.Base("fork", ts);
+      JsonValue f = w.Base(schema::kFork, ts);
       f.Set("verdict", JsonValue::String(hazard ? "hazard" : "clean"));
       JsonValue reasons = JsonValue::Array();
       if (hazard) {
@@ -400,7 +401,7 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
     if (!hazard) write_init();  // these ranks initialize RDMA after forking: fine
     if (spec.junk && r == 2) {
       JsonValue future = w.Base("fork", fork_ts + 700000000);
-      future.Set("schema", JsonValue::String("forkguard.event/2"));
+      future.Set("schema", JsonValue::String("forkguard.event/3"));
       w.Write(future);
     }
     JsonValue ex = w.Base("process_exit", start + 2000000000);

@@ -1,5 +1,9 @@
 #include "tests/audit/run_program.h"
 
+#include <optional>
+
+#include "tests/support/event_v2.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -116,7 +120,17 @@ std::vector<std::string> ReadLogLines(const std::string& dir) {
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
     std::ifstream in(dir + "/" + e->d_name);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    // forkguard.event/2: each event with its header's fields and its stacks by value.
+    testing_support::EventV2Expander v2;
+    for (std::string line; std::getline(in, line);) {
+      std::string problem;
+      std::optional<std::string> expanded = v2.Expand(line, &problem);
+      if (expanded) {
+        lines.push_back(*expanded);
+      } else if (problem == "not JSON") {
+        lines.push_back(line);  // as it is (a truncated last line)
+      }
+    }
   }
   closedir(d);
   return lines;

@@ -231,10 +231,12 @@ TEST(HostileLog, FullDiskOneWarningProgramUnchangedNoTornLines) {
   std::string dir = MakeDir("hostile-full", false);
   ASSERT_EQ(mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=32k,mode=0700"), 0)
       << "FULL-DISK CASE NOT RUN: mount tmpfs failed: " << strerror(errno);
-  // Leave one free page: the first lines fit, a later one is cut, the rest fail.
+  // No free page left: a forkguard.event/2 log of this program (header, module and stack
+  // records, short events) fits in less than the one page /1 needed, so the disk is full
+  // from the first line: the first write fails, the rest are not tried.
   {
     int fd = open((dir + "/filler").c_str(), O_WRONLY | O_CREAT, 0600);
-    std::string almost(32 * 1024 - 6144, 'x');
+    std::string almost(32 * 1024, 'x');
     ASSERT_EQ(write(fd, almost.data(), almost.size()), static_cast<ssize_t>(almost.size()));
     close(fd);
   }

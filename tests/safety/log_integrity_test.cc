@@ -62,7 +62,7 @@ TEST(LogIntegrity, SixtyFourProcessesThousandEventsEachNothingTornOrLost) {
       seqs.push_back(l->Int("seq"));
       counts[l->Event()]++;
       file_pids.insert(l->Int("pid"));
-      EXPECT_EQ(l->json.GetString("schema"), "forkguard.event/1") << file;
+      EXPECT_EQ(l->json.GetString("schema"), "forkguard.event/2") << file;
     }
     ASSERT_EQ(file_pids.size(), 1u) << file << ": lines of several processes in one file";
     int64_t pid = *file_pids.begin();

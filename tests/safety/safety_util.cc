@@ -1,5 +1,7 @@
 #include "tests/safety/safety_util.h"
 
+#include "tests/support/event_v2.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -226,6 +228,7 @@ LogDir ReadLogDir(const std::string& dir, bool allow_truncated_last) {
     std::string text = ReadFile(dir + "/" + n);
     size_t pos = 0;
     int line_no = 0;
+    testing_support::EventV2Expander v2;  // /2: header, modules and stacks folded in
     while (pos < text.size()) {
       size_t nl = text.find('\n', pos);
       ++line_no;
@@ -239,6 +242,13 @@ LogDir ReadLogDir(const std::string& dir, bool allow_truncated_last) {
         }
         break;
       }
+      std::string v2_problem;
+      std::optional<std::string> expanded = v2.Expand(line, &v2_problem);
+      if (!v2_problem.empty()) {
+        d.problems.push_back(n + ":" + std::to_string(line_no) + ": " + v2_problem);
+      }
+      if (!expanded) continue;
+      line = *expanded;
       LogLine l;
       l.file = n;
       l.line_no = line_no;

@@ -54,15 +54,27 @@ for f in files:
 assert not bad, f"{bad} schema errors"
 for kind, events in sorted(seen.items()):
     print(f"ok: {kind} lines validate; events: {', '.join(sorted(events))}")
-assert {"process_start", "rdma_init", "mr_register", "fork", "fork_child", "child_segv",
-        "spawn", "process_exit"} <= seen["live"], seen["live"]
-# The schema has teeth: broken lines of each kind are rejected.
-ok = json.loads(open(live[0], "rb").readline())
-broken = [dict(ok, seq="1"), dict(ok, schema="forkguard.event/2"), {k: x for k, x in ok.items() if k != "pid"},
-          dict(ok, event="fork", verdict="maybe", reasons=[], action="proceeded", site=None,
-               reported=False, stack=[], init=None, ranges=[], via="fork"),
-          dict(ok, event="rdma_init", call="ibv_open_device", device=None, stack=[{"obj": "x"}]),
-          dict(ok, event="mr_register", call="ibv_reg_mr", addr=-1, len=4096, access=1,
+assert {"header", "module", "stack", "process_start", "rdma_init", "mr_register", "fork",
+        "fork_child", "child_segv", "spawn", "process_exit"} <= seen["live"], seen["live"]
+# The schema has teeth: broken lines of each kind are rejected (/2 and /1).
+header = json.loads(open(live[0], "rb").readline())
+assert header.get("event") == "header", header
+v1 = {"schema": "forkguard.event/1", "event": "note", "ts_ns": 1, "pid": 2, "ppid": 1, "tid": 2,
+      "host": "h", "prog": "p", "rank": None, "seq": 0, "text": "x"}
+assert v.is_valid(v1), v1
+ev = {"event": "mr_register", "ts": 5, "seq": 3, "mr": [4096, 4096, 1, 1234], "stack": 0}
+assert v.is_valid(ev), ev
+broken = [dict(v1, seq="1"), {k: x for k, x in v1.items() if k != "pid"},
+          dict(header, schema="forkguard.event/3"), {k: x for k, x in header.items() if k != "pid"},
+          dict(header, seq=0),
+          dict(ev, seq="1"), dict(ev, pid=1), {k: x for k, x in ev.items() if k != "seq"},
+          dict(ev, mr=[1, 2, 3]), dict(ev, stack=[{"obj": "x"}]), dict(ev, stack=-1),
+          {"event": "stack", "id": 0, "frames": [[0]]}, {"event": "stack", "frames": []},
+          {"event": "module", "id": 0, "path": "/x", "base": "0x1", "build_id": "XYZ"},
+          dict(ev, event="fork", verdict="maybe", reasons=[], action="proceeded", site=None,
+               reported=False, stack=0, init=None, ranges=[], via="fork"),
+          dict(v1, event="rdma_init", call="ibv_open_device", device=None, stack=[{"obj": "x"}]),
+          dict(v1, event="mr_register", call="ibv_reg_mr", addr=-1, len=4096, access=1,
                dontfork=None, handle="0x1", stack=[])]
 for b in broken:
     assert not v.is_valid(b), b

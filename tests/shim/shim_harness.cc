@@ -13,7 +13,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
+
+#include "tests/support/event_v2.h"
 
 extern char** environ;
 
@@ -327,12 +330,22 @@ EventLog ReadEventLog(const std::string& dir) {
     std::string content = ss.str();
     size_t pos = 0;
     int line_no = 0;
+    testing_support::EventV2Expander v2;  // /2: header, modules and stacks folded in
     while (pos < content.size()) {
       size_t nl = content.find('\n', pos);
       bool last_unterminated = nl == std::string::npos;
       std::string line = content.substr(pos, last_unterminated ? std::string::npos : nl - pos);
       pos = last_unterminated ? content.size() : nl + 1;
       ++line_no;
+      if (!last_unterminated) {
+        std::string v2_problem;
+        std::optional<std::string> expanded = v2.Expand(line, &v2_problem);
+        if (!v2_problem.empty()) {
+          log.problems.push_back(name + ":" + std::to_string(line_no) + ": " + v2_problem);
+        }
+        if (!expanded) continue;
+        line = *expanded;
+      }
       Event ev;
       ev.file = name;
       std::string error;

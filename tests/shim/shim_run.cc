@@ -216,7 +216,7 @@ void ExpectWellFormedLog(const ShimRun& run) {
     std::vector<int64_t> seqs;
     for (const Event* e : by_file[f]) {
       const Json& j = e->json;
-      EXPECT_EQ("forkguard.event/1", j.String("schema")) << f << ": " << e->name();
+      EXPECT_EQ("forkguard.event/2", j.String("schema")) << f << ": " << e->name();
       EXPECT_FALSE(e->name().empty()) << f;
       EXPECT_EQ(file_pid, j.Int("pid"))
           << f << ": " << e->name() << " written into another pid's file";
