@@ -60,10 +60,11 @@ OPTIONS
         prints a message and lets fork proceed; error makes fork() fail (-1,
         errno EPERM; daemon() EPERM, _Fork() and forkpty() ENOMEM) so the
         program sees an error at the line that forked; abort prints the
-        message and aborts for a core dump; off only logs. Never failed or
-        aborted, only warned about: a fork whose child execs at once
-        (subprocess with preexec_fn) and one where only librdmacm's own cached
-        device context is live.
+        message and aborts for a core dump; off decides nothing (no
+        messages, no atfork handlers; the log gets only its process_start
+        line). Never failed or aborted, only warned about: a fork whose child
+        execs at once (subprocess with preexec_fn) and one where only
+        librdmacm's own cached device context is live.
     --log DIR
         Write the event logs to DIR (created if missing) and keep them. Without
         it a private temporary directory is used and removed after the report.
