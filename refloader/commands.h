@@ -6,6 +6,7 @@
 #pragma once
 
 #include <getopt.h>
+#include <time.h>
 
 #include <vector>
 
@@ -22,6 +23,13 @@ struct Command {
 
 const std::vector<Command>& LoaderCommands();
 const std::vector<Command>& RdmaCommands();
+
+// Seconds on the monotonic clock, for the commands' timings.
+inline double Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 // `refloader` with no arguments: make a dataset in a temp dir, run 2 epochs, remove it.
 int DemoWithoutArguments();

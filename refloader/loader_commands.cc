@@ -101,12 +101,6 @@ const option kMemcpyOpts[] = {
     {},
 };
 
-double Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 int MakeDatasetCommand(const Options& a) {
   fl::DatasetSpec spec;
   spec.dir = a.Str("out", "");

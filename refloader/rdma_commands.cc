@@ -122,12 +122,6 @@ const option kConsumeOpts[] = {
     {},
 };
 
-double Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 constexpr uint64_t TagOf(uint64_t epoch, uint64_t index) { return epoch << 40 | index; }
 
 const char kWrongOrderExplanation[] =
