@@ -1,6 +1,9 @@
-// The `forkguard` subcommands. Each takes the arguments after its name and
-// returns the process exit status.
+// The `forkguard` subcommands. Each parses its arguments with flags/ against its own
+// getopt_long table, returns the process exit status, and throws flags::UsageError for a bad
+// command line (main reports it: exit 2).
 #pragma once
+
+#include <getopt.h>
 
 #include <string>
 #include <vector>
@@ -23,9 +26,15 @@ struct JobReport;
 // native frames too).
 std::string RenderReportAs(const JobReport& r, const std::string& format, bool show_native = false);
 
-int RunMain(const std::vector<std::string>& args, const char* argv0);
-int ReportMain(const std::vector<std::string>& args);
-int DoctorMain(const std::vector<std::string>& args, const char* argv0);
+// argv[0] is the command's name ("run"); argv0 is the forkguard binary's (to find the shim).
+int RunMain(int argc, char** argv, const char* argv0);
+int ReportMain(int argc, char** argv);
+int DoctorMain(int argc, char** argv, const char* argv0);
+
+// Each command's options; its --help names exactly these (help_test).
+extern const option kRunOptions[];
+extern const option kReportOptions[];
+extern const option kDoctorOptions[];
 
 extern const char kRunHelp[];
 extern const char kReportHelp[];

@@ -23,6 +23,7 @@
 
 #include "cli/commands.h"
 #include "cli/shim_locator.h"
+#include "flags/flags.h"
 
 namespace forkguard::cli {
 
@@ -483,15 +484,15 @@ std::string WrapAt(const std::string& first, const std::string& indent, const st
 
 }  // namespace
 
-int DoctorMain(const std::vector<std::string>& args, const char* argv0) {
-  for (const auto& a : args) {
-    if (a == "-h" || a == "--help") {
-      fputs(kDoctorHelp, stdout);
-      return kExitOk;
-    }
-    fprintf(stderr, "forkguard doctor: unknown argument %s (see forkguard doctor --help)\n",
-            a.c_str());
-    return kExitUsage;
+const option kDoctorOptions[] = {
+    {"help", no_argument, nullptr, 'h'},
+    {},
+};
+
+int DoctorMain(int argc, char** argv, const char* argv0) {
+  if (flags::Options::Parse(argc, argv, kDoctorOptions).Has("help")) {
+    fputs(kDoctorHelp, stdout);
+    return kExitOk;
   }
   std::vector<Check> checks;
   bool have_active = false;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/event_log.h"
@@ -13,6 +15,7 @@
 #include "cli/report_render.h"
 #include "cli/report_trace.h"
 #include "cli/symbolizer.h"
+#include "flags/flags.h"
 
 namespace forkguard::cli {
 
@@ -162,74 +165,51 @@ std::string RenderJobSections(std::vector<LogSet> parts, const std::string& form
 
 }  // namespace
 
-int ReportMain(const std::vector<std::string>& args) {
+const option kReportOptions[] = {
+    {"format", required_argument, nullptr, 0}, {"fail-on", required_argument, nullptr, 0},
+    {"job", required_argument, nullptr, 0},    {"no-symbolize", no_argument, nullptr, 0},
+    {"native", no_argument, nullptr, 0},       {"threads", required_argument, nullptr, 0},
+    {"help", no_argument, nullptr, 'h'},       {},
+};
+
+int ReportMain(int argc, char** argv) {
+  using flags::UsageError;
+  // Paths and options in any order; after "--" only paths; "-" is standard input.
+  flags::Options opts =
+      flags::Options::Parse(argc, argv, kReportOptions, flags::Positionals::kAnywhere);
+  if (opts.Has("help")) {
+    fputs(kReportHelp, stdout);
+    return kExitOk;
+  }
   std::string format = "text";
   bool fail_on_hazard = false;
   bool symbolize = true;
   std::optional<std::string> job;
   int threads = 0;
   bool show_native = false;
-  std::vector<std::string> paths;
-  bool options_done = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](const std::string& name, std::string* v) {
-      if (a == name) {
-        if (i + 1 >= args.size()) return false;
-        *v = args[++i];
-        return true;
-      }
-      *v = a.substr(name.size() + 1);
-      return true;
-    };
-    std::string v;
-    if (options_done || a.empty() || a[0] != '-' || a == "-") {
-      paths.push_back(a);
-    } else if (a == "--") {
-      options_done = true;
-    } else if (a == "-h" || a == "--help") {
-      fputs(kReportHelp, stdout);
-      return kExitOk;
-    } else if (a == "--format" || a.rfind("--format=", 0) == 0) {
-      if (!value("--format", &v) || !ParseFormat(v, &format)) {
-        fprintf(stderr, "forkguard report: --format takes text, json, markdown, html or trace\n");
-        return kExitUsage;
-      }
-    } else if (a == "--fail-on" || a.rfind("--fail-on=", 0) == 0) {
-      if (!value("--fail-on", &v) || (v != "hazard" && v != "never")) {
-        fprintf(stderr, "forkguard report: --fail-on takes hazard or never\n");
-        return kExitUsage;
-      }
+  // Every value given is checked, in command-line order; the last one wins.
+  for (const auto& [name, v] : opts.given()) {
+    if (name == "format") {
+      if (!ParseFormat(v, &format))
+        throw UsageError("--format takes text, json, markdown, html or trace");
+    } else if (name == "fail-on") {
+      if (v != "hazard" && v != "never") throw UsageError("--fail-on takes hazard or never");
       fail_on_hazard = v == "hazard";
-    } else if (a == "--job" || a.rfind("--job=", 0) == 0) {
-      if (!value("--job", &v)) {
-        fprintf(stderr, "forkguard report: --job takes a job id\n");
-        return kExitUsage;
-      }
+    } else if (name == "job") {
       job = v;
-    } else if (a == "--no-symbolize") {
+    } else if (name == "no-symbolize") {
       symbolize = false;
-    } else if (a == "--threads" || a.rfind("--threads=", 0) == 0) {
-      if (!value("--threads", &v) || v.empty() || v.size() > 3 ||
-          v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1) {
-        fprintf(stderr, "forkguard report: --threads takes a number from 1 to 999\n");
-        return kExitUsage;
-      }
+    } else if (name == "threads") {
+      if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoi(v) < 1)
+        throw UsageError("--threads takes a number from 1 to 999");
       threads = std::stoi(v);
-    } else if (a == "--native") {
+    } else if (name == "native") {
       show_native = true;
-    } else {
-      fprintf(stderr, "forkguard report: unknown option %s (see forkguard report --help)\n",
-              a.c_str());
-      return kExitUsage;
     }
   }
-  if (paths.empty()) {
-    fprintf(stderr,
-            "forkguard report: no logs given\nusage: forkguard report [--format "
-            "text|json|markdown|html|trace] LOG_DIR_OR_FILE...\n");
-    return kExitUsage;
-  }
+  const std::vector<std::string>& paths = opts.positionals();
+  if (paths.empty()) throw UsageError("no logs given");
   LogSet logs;
   ReadLogs(paths, &logs, threads);
   std::vector<std::string> ids = JobIds(logs);
@@ -237,9 +217,8 @@ int ReportMain(const std::vector<std::string>& args) {
     if (std::find(ids.begin(), ids.end(), *job) == ids.end()) {
       std::string known;
       for (const auto& id : ids) known += (known.empty() ? "" : ", ") + JobName(id);
-      fprintf(stderr, "forkguard report: no job %s in the logs (jobs there: %s)\n",
-              JobName(*job).c_str(), known.empty() ? "none" : known.c_str());
-      return kExitUsage;
+      throw UsageError("no job " + JobName(*job) +
+                       " in the logs (jobs there: " + (known.empty() ? "none" : known) + ")");
     }
     std::vector<LogSet> parts = SplitByJob(std::move(logs));
     size_t at = static_cast<size_t>(std::find(ids.begin(), ids.end(), *job) - ids.begin());

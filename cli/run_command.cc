@@ -24,6 +24,7 @@
 #include "cli/job_report.h"
 #include "cli/shim_locator.h"
 #include "cli/symbolizer.h"
+#include "flags/flags.h"
 
 extern char** environ;
 
@@ -148,87 +149,67 @@ struct RunOptions {
   std::vector<std::string> cmd;
 };
 
-// Returns -1 on success, else the exit status.
-int ParseRunArgs(const std::vector<std::string>& args, RunOptions* o) {
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](const std::string& name, std::string* v) {
-      if (a == name) {
-        if (i + 1 >= args.size()) return false;
-        *v = args[++i];
-        return true;
-      }
-      *v = a.substr(name.size() + 1);
-      return true;
-    };
-    auto is = [&](const std::string& name) { return a == name || a.rfind(name + "=", 0) == 0; };
-    std::string v;
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.empty() || a[0] != '-') break;  // CMD starts here
-    if (a == "-h" || a == "--help") {
-      fputs(kRunHelp, stdout);
-      return kExitOk;
-    } else if (is("--mode")) {
-      if (!value("--mode", &v) || (v != "warn" && v != "error" && v != "abort" && v != "off")) {
-        fprintf(stderr, "forkguard run: --mode takes warn, error, abort or off\n");
-        return kExitUsage;
-      }
-      o->mode = v;
-    } else if (is("--log")) {
-      if (!value("--log", &v) || v.empty()) {
-        fprintf(stderr, "forkguard run: --log needs a directory\n");
-        return kExitUsage;
-      }
+// Every value given is checked, in command-line order; the last one wins. Throws
+// flags::UsageError.
+RunOptions ParseRunArgs(const flags::Options& opts) {
+  using flags::UsageError;
+  RunOptions o;
+  for (const auto& [name, v] : opts.given()) {
+    if (name == "mode") {
+      if (v != "warn" && v != "error" && v != "abort" && v != "off")
+        throw UsageError("--mode takes warn, error, abort or off");
+      o.mode = v;
+    } else if (name == "log") {
+      if (v.empty()) throw UsageError("--log needs a directory");
       // run reads back the directory it created; FORKGUARD_LOG templates would log elsewhere.
-      if (v.find('%') != std::string::npos) {
-        fprintf(stderr,
-                "forkguard run: --log takes a plain directory, not a FORKGUARD_LOG template "
-                "(%%h %%p %%r %%j); use e.g. --log /shared/fg/$SLURM_JOB_ID\n");
-        return kExitUsage;
-      }
-      o->log_dir = v;
-    } else if (a == "--keep-log") {
-      o->keep_log = true;
-    } else if (a == "--audit") {
-      o->audit = 1;
-    } else if (a == "--no-audit") {
-      o->audit = 0;
-    } else if (is("--fail-on")) {
-      if (!value("--fail-on", &v) || (v != "hazard" && v != "never")) {
-        fprintf(stderr, "forkguard run: --fail-on takes hazard or never\n");
-        return kExitUsage;
-      }
-      o->fail_on_hazard = v == "hazard";
-    } else if (is("--format")) {
-      if (!value("--format", &v) || (v != "text" && v != "json" && v != "markdown")) {
-        fprintf(stderr, "forkguard run: --format takes text, json or markdown\n");
-        return kExitUsage;
-      }
-      o->format = v;
-    } else {
-      fprintf(stderr, "forkguard run: unknown option %s (see forkguard run --help)\n", a.c_str());
-      return kExitUsage;
+      if (v.find('%') != std::string::npos)
+        throw UsageError(
+            "--log takes a plain directory, not a FORKGUARD_LOG template (%h %p %r %j); use "
+            "e.g. --log /shared/fg/$SLURM_JOB_ID");
+      o.log_dir = v;
+    } else if (name == "keep-log") {
+      o.keep_log = true;
+    } else if (name == "audit") {
+      o.audit = 1;
+    } else if (name == "no-audit") {
+      o.audit = 0;
+    } else if (name == "fail-on") {
+      if (v != "hazard" && v != "never") throw UsageError("--fail-on takes hazard or never");
+      o.fail_on_hazard = v == "hazard";
+    } else if (name == "format") {
+      if (v != "text" && v != "json" && v != "markdown")
+        throw UsageError("--format takes text, json or markdown");
+      o.format = v;
     }
   }
-  o->cmd.assign(args.begin() + static_cast<long>(i), args.end());
-  if (o->cmd.empty()) {
-    fprintf(stderr,
-            "forkguard run: no command given\nusage: forkguard run [options] -- CMD "
-            "[ARGS...]\n");
-    return kExitUsage;
-  }
-  return -1;
+  o.cmd = opts.positionals();
+  if (o.cmd.empty()) throw UsageError("no command given");
+  return o;
 }
 
 }  // namespace
 
-int RunMain(const std::vector<std::string>& args, const char* argv0) {
-  RunOptions o;
-  if (int rc = ParseRunArgs(args, &o); rc >= 0) return rc;
+const option kRunOptions[] = {
+    {"mode", required_argument, nullptr, 0},
+    {"log", required_argument, nullptr, 0},
+    {"keep-log", no_argument, nullptr, 0},
+    {"audit", no_argument, nullptr, 0},
+    {"no-audit", no_argument, nullptr, 0},
+    {"fail-on", required_argument, nullptr, 0},
+    {"format", required_argument, nullptr, 0},
+    {"help", no_argument, nullptr, 'h'},
+    {},
+};
+
+int RunMain(int argc, char** argv, const char* argv0) {
+  // Options up to the first non-option or "--"; the rest is CMD and its arguments.
+  flags::Options opts =
+      flags::Options::Parse(argc, argv, kRunOptions, flags::Positionals::kAfterOptions);
+  if (opts.Has("help")) {
+    fputs(kRunHelp, stdout);
+    return kExitOk;
+  }
+  RunOptions o = ParseRunArgs(opts);
 
   ShimLocation shim = LocateShim(argv0);
   if (shim.preload.empty()) {
