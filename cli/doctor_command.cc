@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/format.h"
 #include "cli/shim_locator.h"
 #include "flags/flags.h"
 
@@ -253,7 +254,7 @@ Check CheckRdmaCore(int* version_out) {
     if (!real) continue;
     std::string r = real;
     free(real);
-    std::string base = r.substr(r.rfind('/') + 1);  // libibverbs.so.1.14.44.0
+    std::string base = Basename(r);  // libibverbs.so.1.14.44.0
     int a = 0, b = 0, v = 0;
     if (sscanf(base.c_str(), "libibverbs.so.%d.%d.%d", &a, &b, &v) == 3) {
       *version_out = v;

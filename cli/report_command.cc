@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/event_log.h"
+#include "cli/format.h"
 #include "cli/job_report.h"
 #include "cli/job_timeline.h"
 #include "cli/report_html.h"
@@ -151,8 +152,8 @@ std::string RenderJobSections(std::vector<LogSet> parts, const std::string& form
     parts[i] = LogSet();
     *hazards += r.hazard_forks;
     const JobSummary& j = r.jobs.at(0);
-    head += std::string(i == 0 ? " " : "; ") + JobName(id) + " (" + std::to_string(j.processes) +
-            (j.processes == 1 ? " process" : " processes");
+    head += std::string(i == 0 ? " " : "; ") + JobName(id) + " (" +
+            Plural(j.processes, "process", "processes");
     if (!j.ranks.empty()) head += ", " + FormatRanks(j.ranks, 2);
     head += ")";
     std::string title = "job " + JobName(id);
