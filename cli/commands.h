@@ -5,6 +5,8 @@
 
 #include <getopt.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,7 @@ inline constexpr int kExitCannotExec = 126;  // run: the command is not executab
 inline constexpr int kExitNotFound = 127;    // run: the command was not found
 
 struct JobReport;
+struct LogSet;
 // The report in "text", "json" or "markdown" (show_native: Python processes'
 // native frames too).
 std::string RenderReportAs(const JobReport& r, const std::string& format, bool show_native = false);
@@ -31,10 +34,35 @@ int RunMain(int argc, char** argv, const char* argv0);
 int ReportMain(int argc, char** argv);
 int DoctorMain(int argc, char** argv, const char* argv0);
 
+// How a report is made: what `report` and `run` share.
+struct ReportOptions {
+  std::string format = "text";  // text, json, markdown, html, trace
+  bool fail_on_hazard = false;
+  bool symbolize = true;
+  bool show_native = false;
+  int threads = 0;                 // files read at a time; 0: one per core, at most 8
+  std::optional<std::string> job;  // report --job
+};
+// Their options, in both commands' tables (one spelling, one check of each value).
+inline constexpr option kReportMakingOptions[] = {
+    {"format", required_argument, nullptr, 0},  {"fail-on", required_argument, nullptr, 0},
+    {"no-symbolize", no_argument, nullptr, 0},  {"native", no_argument, nullptr, 0},
+    {"threads", required_argument, nullptr, 0}, {},
+};
+// Sets the kReportMakingOptions option `name` to `value` after checking it (throws
+// flags::UsageError) and returns true; false for any other name.
+bool SetReportOption(const std::string& name, const std::string& value, ReportOptions* o);
+// The report of `logs` as `forkguard report` prints it; *hazards: its hazardous forks. Throws
+// flags::UsageError for a --job not in the logs.
+std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards);
+
+// A command's getopt_long table: `own`, then `shared` (ending in {}), then --help/-h, {}.
+std::vector<option> OptionTable(std::vector<option> own, const option* shared = nullptr);
+
 // Each command's options; its --help names exactly these (help_test).
-extern const option kRunOptions[];
-extern const option kReportOptions[];
-extern const option kDoctorOptions[];
+extern const std::vector<option> kRunOptions;
+extern const std::vector<option> kReportOptions;
+extern const std::vector<option> kDoctorOptions;
 
 extern const char kRunHelp[];
 extern const char kReportHelp[];

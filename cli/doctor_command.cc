@@ -485,13 +485,10 @@ std::string WrapAt(const std::string& first, const std::string& indent, const st
 
 }  // namespace
 
-const option kDoctorOptions[] = {
-    {"help", no_argument, nullptr, 'h'},
-    {},
-};
+const std::vector<option> kDoctorOptions = OptionTable({});
 
 int DoctorMain(int argc, char** argv, const char* argv0) {
-  if (flags::Options::Parse(argc, argv, kDoctorOptions).Has("help")) {
+  if (flags::Options::Parse(argc, argv, kDoctorOptions.data()).Has("help")) {
     fputs(kDoctorHelp, stdout);
     return kExitOk;
   }

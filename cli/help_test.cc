@@ -26,9 +26,9 @@ std::string WithoutCommandTails(const std::string& help) {
 }
 
 TEST(Help, EachCommandsHelpNamesExactlyItsOptions) {
-  EXPECT_EQ(flags::HelpMismatches(kRunOptions, WithoutCommandTails(kRunHelp)), Mismatches{});
-  EXPECT_EQ(flags::HelpMismatches(kReportOptions, kReportHelp), Mismatches{});
-  EXPECT_EQ(flags::HelpMismatches(kDoctorOptions, kDoctorHelp), Mismatches{});
+  EXPECT_EQ(flags::HelpMismatches(kRunOptions.data(), WithoutCommandTails(kRunHelp)), Mismatches{});
+  EXPECT_EQ(flags::HelpMismatches(kReportOptions.data(), kReportHelp), Mismatches{});
+  EXPECT_EQ(flags::HelpMismatches(kDoctorOptions.data(), kDoctorHelp), Mismatches{});
 }
 
 // The options a SYNOPSIS line of the main help gives `command` that its table lacks.
@@ -55,9 +55,9 @@ TEST(Help, MainSynopsisNamesOnlyRealOptions) {
     if (line.rfind("    forkguard doctor", 0) == 0) doctor = line;
   }
   ASSERT_FALSE(run.empty() || report.empty() || doctor.empty()) << r.out;
-  EXPECT_EQ(Unknown(run, kRunOptions), Mismatches{}) << run;
-  EXPECT_EQ(Unknown(report, kReportOptions), Mismatches{}) << report;
-  EXPECT_EQ(Unknown(doctor, kDoctorOptions), Mismatches{}) << doctor;
+  EXPECT_EQ(Unknown(run, kRunOptions.data()), Mismatches{}) << run;
+  EXPECT_EQ(Unknown(report, kReportOptions.data()), Mismatches{}) << report;
+  EXPECT_EQ(Unknown(doctor, kDoctorOptions.data()), Mismatches{}) << doctor;
 }
 
 // `forkguard help CMD` and `forkguard CMD --help` (and -h) print the same text.

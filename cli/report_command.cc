@@ -1,4 +1,4 @@
-// `forkguard report LOGS... [--format text|json|markdown] [--fail-on hazard|never]`
+// `forkguard report [options] LOGS...`, and the making of a report that `run` shares.
 #include <unistd.h>
 
 #include <algorithm>
@@ -166,63 +166,48 @@ std::string RenderJobSections(std::vector<LogSet> parts, const std::string& form
 
 }  // namespace
 
-const option kReportOptions[] = {
-    {"format", required_argument, nullptr, 0}, {"fail-on", required_argument, nullptr, 0},
-    {"job", required_argument, nullptr, 0},    {"no-symbolize", no_argument, nullptr, 0},
-    {"native", no_argument, nullptr, 0},       {"threads", required_argument, nullptr, 0},
-    {"help", no_argument, nullptr, 'h'},       {},
-};
+std::vector<option> OptionTable(std::vector<option> own, const option* shared) {
+  for (const option* p = shared; p && p->name; ++p) own.push_back(*p);
+  own.push_back({"help", no_argument, nullptr, 'h'});
+  own.push_back({});
+  return own;
+}
 
-int ReportMain(int argc, char** argv) {
+bool SetReportOption(const std::string& name, const std::string& v, ReportOptions* o) {
   using flags::UsageError;
-  // Paths and options in any order; after "--" only paths; "-" is standard input.
-  flags::Options opts =
-      flags::Options::Parse(argc, argv, kReportOptions, flags::Positionals::kAnywhere);
-  if (opts.Has("help")) {
-    fputs(kReportHelp, stdout);
-    return kExitOk;
+  if (name == "format") {
+    if (!ParseFormat(v, &o->format))
+      throw UsageError("--format takes text, json, markdown, html or trace");
+  } else if (name == "fail-on") {
+    if (v != "hazard" && v != "never") throw UsageError("--fail-on takes hazard or never");
+    o->fail_on_hazard = v == "hazard";
+  } else if (name == "no-symbolize") {
+    o->symbolize = false;
+  } else if (name == "native") {
+    o->show_native = true;
+  } else if (name == "threads") {
+    if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(v) < 1)
+      throw UsageError("--threads takes a number from 1 to 999");
+    o->threads = std::stoi(v);
+  } else {
+    return false;
   }
-  std::string format = "text";
-  bool fail_on_hazard = false;
-  bool symbolize = true;
-  std::optional<std::string> job;
-  int threads = 0;
-  bool show_native = false;
-  // Every value given is checked, in command-line order; the last one wins.
-  for (const auto& [name, v] : opts.given()) {
-    if (name == "format") {
-      if (!ParseFormat(v, &format))
-        throw UsageError("--format takes text, json, markdown, html or trace");
-    } else if (name == "fail-on") {
-      if (v != "hazard" && v != "never") throw UsageError("--fail-on takes hazard or never");
-      fail_on_hazard = v == "hazard";
-    } else if (name == "job") {
-      job = v;
-    } else if (name == "no-symbolize") {
-      symbolize = false;
-    } else if (name == "threads") {
-      if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos ||
-          std::stoi(v) < 1)
-        throw UsageError("--threads takes a number from 1 to 999");
-      threads = std::stoi(v);
-    } else if (name == "native") {
-      show_native = true;
-    }
-  }
-  const std::vector<std::string>& paths = opts.positionals();
-  if (paths.empty()) throw UsageError("no logs given");
-  LogSet logs;
-  ReadLogs(paths, &logs, threads);
+  return true;
+}
+
+std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards) {
   std::vector<std::string> ids = JobIds(logs);
-  if (job) {
-    if (std::find(ids.begin(), ids.end(), *job) == ids.end()) {
+  if (o.job) {
+    const std::string& job = *o.job;
+    if (std::find(ids.begin(), ids.end(), job) == ids.end()) {
       std::string known;
       for (const auto& id : ids) known += (known.empty() ? "" : ", ") + JobName(id);
-      throw UsageError("no job " + JobName(*job) +
-                       " in the logs (jobs there: " + (known.empty() ? "none" : known) + ")");
+      throw flags::UsageError("no job " + JobName(job) + " in the logs (jobs there: " +
+                              (known.empty() ? "none" : known) + ")");
     }
     std::vector<LogSet> parts = SplitByJob(std::move(logs));
-    size_t at = static_cast<size_t>(std::find(ids.begin(), ids.end(), *job) - ids.begin());
+    size_t at = static_cast<size_t>(std::find(ids.begin(), ids.end(), job) - ids.begin());
     LogSet selected = std::move(parts[at]);
     if (at != 0) {  // the reader's notes are about the input, whichever job is shown
       selected.notes = std::move(parts[0].notes);
@@ -230,30 +215,52 @@ int ReportMain(int argc, char** argv) {
       selected.lines_skipped = parts[0].lines_skipped;
     }
     logs = std::move(selected);
-    ids = {*job};
+    ids = {job};
   }
   Symbolizer sym;
-  Symbolizer* symbolizer = symbolize ? &sym : nullptr;
-  std::string out;
-  int64_t hazards = 0;
-  if (format == "html" || format == "trace") {
+  Symbolizer* symbolizer = o.symbolize ? &sym : nullptr;
+  *hazards = 0;
+  if (o.format == "html" || o.format == "trace") {
     // One page or trace for the whole input: its findings and processes name their job.
     JobReport r = BuildJobReport(logs, symbolizer);
-    hazards = r.hazard_forks;
+    *hazards = r.hazard_forks;
     Timeline t = BuildTimeline(logs, r);
-    out = format == "html" ? RenderHtml(r, t) : RenderTrace(r, t);
-  } else if (ids.size() > 1 && format != "json") {
-    out = RenderJobSections(SplitByJob(std::move(logs)), format, symbolizer, show_native, &hazards);
-  } else {
-    JobReport r = BuildJobReport(logs, symbolizer);
-    hazards = r.hazard_forks;
-    out = RenderReportAs(r, format, show_native);
+    return o.format == "html" ? RenderHtml(r, t) : RenderTrace(r, t);
   }
+  if (ids.size() > 1 && o.format != "json")
+    return RenderJobSections(SplitByJob(std::move(logs)), o.format, symbolizer, o.show_native,
+                             hazards);
+  JobReport r = BuildJobReport(logs, symbolizer);
+  *hazards = r.hazard_forks;
+  return RenderReportAs(r, o.format, o.show_native);
+}
+
+const std::vector<option> kReportOptions =
+    OptionTable({{"job", required_argument, nullptr, 0}}, kReportMakingOptions);
+
+int ReportMain(int argc, char** argv) {
+  // Paths and options in any order; after "--" only paths; "-" is standard input.
+  flags::Options opts =
+      flags::Options::Parse(argc, argv, kReportOptions.data(), flags::Positionals::kAnywhere);
+  if (opts.Has("help")) {
+    fputs(kReportHelp, stdout);
+    return kExitOk;
+  }
+  ReportOptions o;
+  // Every value given is checked, in command-line order; the last one wins.
+  for (const auto& [name, v] : opts.given())
+    if (!SetReportOption(name, v, &o) && name == "job") o.job = v;
+  const std::vector<std::string>& paths = opts.positionals();
+  if (paths.empty()) throw flags::UsageError("no logs given");
+  LogSet logs;
+  ReadLogs(paths, &logs, o.threads);
+  int64_t hazards = 0;
+  std::string out = RenderLogs(std::move(logs), o, &hazards);
   if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0) {
     perror("forkguard report: writing the report");
     return kExitInternal;
   }
-  return fail_on_hazard && hazards > 0 ? kExitHazard : kExitOk;
+  return o.fail_on_hazard && hazards > 0 ? kExitHazard : kExitOk;
 }
 
 }  // namespace forkguard::cli

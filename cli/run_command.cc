@@ -21,9 +21,7 @@
 
 #include "cli/commands.h"
 #include "cli/event_log.h"
-#include "cli/job_report.h"
 #include "cli/shim_locator.h"
-#include "cli/symbolizer.h"
 #include "flags/flags.h"
 
 extern char** environ;
@@ -36,7 +34,8 @@ const char kRunHelp[] = R"(NAME
 SYNOPSIS
     forkguard run [--mode warn|error|abort|off] [--log DIR] [--keep-log]
                   [--audit|--no-audit] [--fail-on hazard|never]
-                  [--format text|json|markdown] -- CMD [ARGS...]
+                  [--format text|json|markdown|html|trace] [--no-symbolize]
+                  [--native] [--threads N] -- CMD [ARGS...]
 
 DESCRIPTION
     Runs CMD with the forkguard shim preloaded into it and all its descendants
@@ -79,8 +78,14 @@ OPTIONS
     --fail-on hazard|never
         hazard: exit 3 when the run had a hazardous fork, whatever CMD's status
         (for CI gates). never (default): exit with CMD's status.
-    --format text|json|markdown
-        Format of the report printed at the end (default text).
+    --format text|json|markdown|html|trace
+        Format of the report printed at the end (default text), as forkguard
+        report --help describes them. It goes to standard error, after CMD's
+        own output there: to keep a page or trace apart, --log DIR and then
+        forkguard report --format html DIR > report.html.
+    --no-symbolize, --native, --threads N
+        As for forkguard report: do not open the binaries named in the logs;
+        print Python processes' native frames too; read N files at a time.
     -h, --help
         This text.
 
@@ -143,9 +148,8 @@ struct RunOptions {
   std::string mode;
   std::string log_dir;
   bool keep_log = false;
-  int audit = -1;  // -1 auto, 0 off, 1 required
-  bool fail_on_hazard = false;
-  std::string format = "text";
+  int audit = -1;        // -1 auto, 0 off, 1 required
+  ReportOptions report;  // of the run's logs: --format, --fail-on, ... as for `report`
   std::vector<std::string> cmd;
 };
 
@@ -173,13 +177,8 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
       o.audit = 1;
     } else if (name == "no-audit") {
       o.audit = 0;
-    } else if (name == "fail-on") {
-      if (v != "hazard" && v != "never") throw UsageError("--fail-on takes hazard or never");
-      o.fail_on_hazard = v == "hazard";
-    } else if (name == "format") {
-      if (v != "text" && v != "json" && v != "markdown")
-        throw UsageError("--format takes text, json or markdown");
-      o.format = v;
+    } else {
+      SetReportOption(name, v, &o.report);
     }
   }
   o.cmd = opts.positionals();
@@ -189,22 +188,20 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
 
 }  // namespace
 
-const option kRunOptions[] = {
-    {"mode", required_argument, nullptr, 0},
-    {"log", required_argument, nullptr, 0},
-    {"keep-log", no_argument, nullptr, 0},
-    {"audit", no_argument, nullptr, 0},
-    {"no-audit", no_argument, nullptr, 0},
-    {"fail-on", required_argument, nullptr, 0},
-    {"format", required_argument, nullptr, 0},
-    {"help", no_argument, nullptr, 'h'},
-    {},
-};
+const std::vector<option> kRunOptions = OptionTable(
+    {
+        {"mode", required_argument, nullptr, 0},
+        {"log", required_argument, nullptr, 0},
+        {"keep-log", no_argument, nullptr, 0},
+        {"audit", no_argument, nullptr, 0},
+        {"no-audit", no_argument, nullptr, 0},
+    },
+    kReportMakingOptions);
 
 int RunMain(int argc, char** argv, const char* argv0) {
   // Options up to the first non-option or "--"; the rest is CMD and its arguments.
   flags::Options opts =
-      flags::Options::Parse(argc, argv, kRunOptions, flags::Positionals::kAfterOptions);
+      flags::Options::Parse(argc, argv, kRunOptions.data(), flags::Positionals::kAfterOptions);
   if (opts.Has("help")) {
     fputs(kRunHelp, stdout);
     return kExitOk;
@@ -333,28 +330,29 @@ int RunMain(int argc, char** argv, const char* argv0) {
   for (const auto& n : ListDir(o.log_dir))
     if (n != "." && n != ".." && !before.count(n)) files.push_back(o.log_dir + "/" + n);
   LogSet logs;
-  ReadLogs(files, &logs);
-  Symbolizer sym;
-  JobReport r = BuildJobReport(logs, &sym);
+  ReadLogs(files, &logs, o.report.threads);
+  bool no_events = logs.processes.empty();
+  int64_t hazards = 0;
+  std::string report = RenderLogs(std::move(logs), o.report, &hazards);
   std::string out;
   if (err == 0) {
     if (WIFSIGNALED(status))
       out += "forkguard run: " + o.cmd[0] + " was killed by signal " +
              std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")\n";
-    if (r.processes.empty())
+    if (no_events)
       out +=
           "forkguard run: no events were logged: the program may be static or setuid, clear "
           "LD_PRELOAD, or the shim could not write to " +
           o.log_dir + "\n";
   }
-  out += RenderReportAs(r, o.format);
+  out += report;
   if (temp_log && o.keep_log) out += "forkguard run: event logs kept in " + o.log_dir + "\n";
   if (!temp_log) out += "forkguard run: event logs in " + o.log_dir + "\n";
   fputs(out.c_str(), stderr);
   fflush(stderr);
   if (temp_log && !o.keep_log) nftw(o.log_dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
 
-  if (err == 0 && o.fail_on_hazard && r.hazard_forks > 0) return kExitHazard;
+  if (err == 0 && o.report.fail_on_hazard && hazards > 0) return kExitHazard;
   return exit_code;
 }
 

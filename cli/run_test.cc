@@ -55,6 +55,23 @@ TEST(Run, CommandWithoutDashDashKeepsItsOwnOptions) {
   EXPECT_EQ(r.status, 8) << r.err;
 }
 
+// The report's options are report's: every format, --native, --no-symbolize, --threads.
+TEST(Run, ReportOptionsAreReportsOwn) {
+  CliResult trace = RunForkguard(
+      {"--no-audit", "--format", "trace", "--threads", "1", "--", "/bin/sh", "-c", "(true)"});
+  EXPECT_EQ(trace.status, 0) << trace.err;
+  EXPECT_EQ(trace.err.rfind("{", 0), 0u) << trace.err;
+  EXPECT_NE(trace.err.find("\"traceEvents\""), std::string::npos) << trace.err;
+  CliResult html = RunForkguard({"--no-audit", "--format=html", "--native", "--no-symbolize", "--",
+                                 "/bin/sh", "-c", "(true)"});
+  EXPECT_EQ(html.status, 0) << html.err;
+  EXPECT_NE(html.err.find("<!doctype html>"), std::string::npos) << html.err;
+  CliResult md = RunForkguard({"--no-audit", "--format", "md", "--", "/bin/true"});
+  EXPECT_EQ(md.err.rfind("### forkguard: ", 0), 0u) << md.err;
+  EXPECT_EQ(RunForkguard({"--threads", "0", "--", "/bin/true"}).err,
+            "forkguard run: --threads takes a number from 1 to 999 (see forkguard run --help)\n");
+}
+
 TEST(Run, KilledProgramGives128PlusSignal) {
   CliResult r = RunForkguard({"--", "/bin/sh", "-c", "kill -9 $$"});
   EXPECT_EQ(r.status, 128 + 9) << r.err;
