@@ -45,9 +45,12 @@ struct ReportOptions {
 };
 // Their options, in both commands' tables (one spelling, one check of each value).
 inline constexpr option kReportMakingOptions[] = {
-    {"format", required_argument, nullptr, 0},  {"fail-on", required_argument, nullptr, 0},
-    {"no-symbolize", no_argument, nullptr, 0},  {"native", no_argument, nullptr, 0},
-    {"threads", required_argument, nullptr, 0}, {},
+    {"format", required_argument, nullptr, 0},   // text json markdown (md) html trace
+    {"fail-on", required_argument, nullptr, 0},  // hazard never
+    {"no-symbolize", no_argument, nullptr, 0},
+    {"native", no_argument, nullptr, 0},
+    {"threads", required_argument, nullptr, 0},  // 1 to 999
+    {},
 };
 // Sets the kReportMakingOptions option `name` to `value` after checking it (throws
 // flags::UsageError) and returns true; false for any other name.
