@@ -1,7 +1,12 @@
-// The `forkguard` subcommands. Each takes the arguments after its name and
-// returns the process exit status.
+// The `forkguard` subcommands. Each parses its arguments with flags/ against its own
+// getopt_long table, returns the process exit status, and throws flags::UsageError for a bad
+// command line (main reports it: exit 2).
 #pragma once
 
+#include <getopt.h>
+
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,13 +24,48 @@ inline constexpr int kExitCannotExec = 126;  // run: the command is not executab
 inline constexpr int kExitNotFound = 127;    // run: the command was not found
 
 struct JobReport;
+struct LogSet;
 // The report in "text", "json" or "markdown" (show_native: Python processes'
 // native frames too).
 std::string RenderReportAs(const JobReport& r, const std::string& format, bool show_native = false);
 
-int RunMain(const std::vector<std::string>& args, const char* argv0);
-int ReportMain(const std::vector<std::string>& args);
-int DoctorMain(const std::vector<std::string>& args, const char* argv0);
+// argv[0] is the command's name ("run"); argv0 is the forkguard binary's (to find the shim).
+int RunMain(int argc, char** argv, const char* argv0);
+int ReportMain(int argc, char** argv);
+int DoctorMain(int argc, char** argv, const char* argv0);
+
+// How a report is made: what `report` and `run` share.
+struct ReportOptions {
+  std::string format = "text";  // text, json, markdown, html, trace
+  bool fail_on_hazard = false;
+  bool symbolize = true;
+  bool show_native = false;
+  int threads = 0;                 // files read at a time; 0: one per core, at most 8
+  std::optional<std::string> job;  // report --job
+};
+// Their options, in both commands' tables (one spelling, one check of each value).
+inline constexpr option kReportMakingOptions[] = {
+    {"format", required_argument, nullptr, 0},   // text json markdown (md) html trace
+    {"fail-on", required_argument, nullptr, 0},  // hazard never
+    {"no-symbolize", no_argument, nullptr, 0},
+    {"native", no_argument, nullptr, 0},
+    {"threads", required_argument, nullptr, 0},  // 1 to 999
+    {},
+};
+// Sets the kReportMakingOptions option `name` to `value` after checking it (throws
+// flags::UsageError) and returns true; false for any other name.
+bool SetReportOption(const std::string& name, const std::string& value, ReportOptions* o);
+// The report of `logs` as `forkguard report` prints it; *hazards: its hazardous forks. Throws
+// flags::UsageError for a --job not in the logs.
+std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards);
+
+// A command's getopt_long table: `own`, then `shared` (ending in {}), then --help/-h, {}.
+std::vector<option> OptionTable(std::vector<option> own, const option* shared = nullptr);
+
+// Each command's options; its --help names exactly these (help_test).
+extern const std::vector<option> kRunOptions;
+extern const std::vector<option> kReportOptions;
+extern const std::vector<option> kDoctorOptions;
 
 extern const char kRunHelp[];
 extern const char kReportHelp[];

@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/format.h"
 #include "cli/shim_locator.h"
+#include "flags/flags.h"
 
 namespace forkguard::cli {
 
@@ -252,7 +254,7 @@ Check CheckRdmaCore(int* version_out) {
     if (!real) continue;
     std::string r = real;
     free(real);
-    std::string base = r.substr(r.rfind('/') + 1);  // libibverbs.so.1.14.44.0
+    std::string base = Basename(r);  // libibverbs.so.1.14.44.0
     int a = 0, b = 0, v = 0;
     if (sscanf(base.c_str(), "libibverbs.so.%d.%d.%d", &a, &b, &v) == 3) {
       *version_out = v;
@@ -483,15 +485,12 @@ std::string WrapAt(const std::string& first, const std::string& indent, const st
 
 }  // namespace
 
-int DoctorMain(const std::vector<std::string>& args, const char* argv0) {
-  for (const auto& a : args) {
-    if (a == "-h" || a == "--help") {
-      fputs(kDoctorHelp, stdout);
-      return kExitOk;
-    }
-    fprintf(stderr, "forkguard doctor: unknown argument %s (see forkguard doctor --help)\n",
-            a.c_str());
-    return kExitUsage;
+const std::vector<option> kDoctorOptions = OptionTable({});
+
+int DoctorMain(int argc, char** argv, const char* argv0) {
+  if (flags::Options::Parse(argc, argv, kDoctorOptions.data()).Has("help")) {
+    fputs(kDoctorHelp, stdout);
+    return kExitOk;
   }
   std::vector<Check> checks;
   bool have_active = false;

@@ -4,16 +4,11 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "cli/format.h"
 #include "cli/symbolizer.h"
 
 namespace forkguard::cli {
 namespace {
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
 
 // Identity of a stack for grouping when the shim gave no `site` hash.
 std::string StackKey(const Stack& s) {

@@ -1,12 +1,11 @@
 // forkguard: run a program under the fork/RDMA shim, report on event logs,
 // check a machine. See `forkguard --help`.
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <string>
-#include <vector>
 
 #include "cli/commands.h"
+#include "flags/flags.h"
 
 namespace forkguard::cli {
 
@@ -46,13 +45,11 @@ EXIT STATUS
 namespace {
 
 int Main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) {
+  if (argc < 2) {
     fputs(kMainHelp, stderr);
     return kExitUsage;
   }
-  std::string cmd = args[0];
-  std::vector<std::string> rest(args.begin() + 1, args.end());
+  std::string cmd = argv[1];
   if (cmd == "--version" || cmd == "-V" || cmd == "version") {
     printf("forkguard %s (event schema forkguard.event/1, report schema forkguard.report/1)\n",
            kVersion);
@@ -63,7 +60,7 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
   if (cmd == "help") {
-    std::string topic = rest.empty() ? "" : rest[0];
+    std::string topic = argc > 2 ? argv[2] : "";
     fputs(topic == "run"      ? kRunHelp
           : topic == "report" ? kReportHelp
           : topic == "doctor" ? kDoctorHelp
@@ -71,12 +68,17 @@ int Main(int argc, char** argv) {
           stdout);
     return kExitOk;
   }
-  if (cmd == "run") return RunMain(rest, argv[0]);
-  if (cmd == "report") return ReportMain(rest);
-  if (cmd == "doctor") return DoctorMain(rest, argv[0]);
-  fprintf(stderr, "forkguard: unknown command '%s' (commands: run, report, doctor; see --help)\n",
-          cmd.c_str());
-  return kExitUsage;
+  // The command's arguments: its name is their argv[0].
+  std::string program = "forkguard";
+  try {
+    if (cmd == "run" || cmd == "report" || cmd == "doctor") program += " " + cmd;
+    if (cmd == "run") return RunMain(argc - 1, argv + 1, argv[0]);
+    if (cmd == "report") return ReportMain(argc - 1, argv + 1);
+    if (cmd == "doctor") return DoctorMain(argc - 1, argv + 1, argv[0]);
+    throw flags::UsageError("unknown command '" + cmd + "' (commands: run, report, doctor)");
+  } catch (const flags::UsageError& e) {
+    return flags::ReportUsageError(program, e);
+  }
 }
 
 }  // namespace

@@ -1,18 +1,22 @@
-// `forkguard report LOGS... [--format text|json|markdown] [--fail-on hazard|never]`
+// `forkguard report [options] LOGS...`, and the making of a report that `run` shares.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/event_log.h"
+#include "cli/format.h"
 #include "cli/job_report.h"
 #include "cli/job_timeline.h"
 #include "cli/report_html.h"
 #include "cli/report_render.h"
 #include "cli/report_trace.h"
 #include "cli/symbolizer.h"
+#include "flags/flags.h"
 
 namespace forkguard::cli {
 
@@ -148,8 +152,8 @@ std::string RenderJobSections(std::vector<LogSet> parts, const std::string& form
     parts[i] = LogSet();
     *hazards += r.hazard_forks;
     const JobSummary& j = r.jobs.at(0);
-    head += std::string(i == 0 ? " " : "; ") + JobName(id) + " (" + std::to_string(j.processes) +
-            (j.processes == 1 ? " process" : " processes");
+    head += std::string(i == 0 ? " " : "; ") + JobName(id) + " (" +
+            Plural(j.processes, "process", "processes");
     if (!j.ranks.empty()) head += ", " + FormatRanks(j.ranks, 2);
     head += ")";
     std::string title = "job " + JobName(id);
@@ -162,87 +166,48 @@ std::string RenderJobSections(std::vector<LogSet> parts, const std::string& form
 
 }  // namespace
 
-int ReportMain(const std::vector<std::string>& args) {
-  std::string format = "text";
-  bool fail_on_hazard = false;
-  bool symbolize = true;
-  std::optional<std::string> job;
-  int threads = 0;
-  bool show_native = false;
-  std::vector<std::string> paths;
-  bool options_done = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](const std::string& name, std::string* v) {
-      if (a == name) {
-        if (i + 1 >= args.size()) return false;
-        *v = args[++i];
-        return true;
-      }
-      *v = a.substr(name.size() + 1);
-      return true;
-    };
-    std::string v;
-    if (options_done || a.empty() || a[0] != '-' || a == "-") {
-      paths.push_back(a);
-    } else if (a == "--") {
-      options_done = true;
-    } else if (a == "-h" || a == "--help") {
-      fputs(kReportHelp, stdout);
-      return kExitOk;
-    } else if (a == "--format" || a.rfind("--format=", 0) == 0) {
-      if (!value("--format", &v) || !ParseFormat(v, &format)) {
-        fprintf(stderr, "forkguard report: --format takes text, json, markdown, html or trace\n");
-        return kExitUsage;
-      }
-    } else if (a == "--fail-on" || a.rfind("--fail-on=", 0) == 0) {
-      if (!value("--fail-on", &v) || (v != "hazard" && v != "never")) {
-        fprintf(stderr, "forkguard report: --fail-on takes hazard or never\n");
-        return kExitUsage;
-      }
-      fail_on_hazard = v == "hazard";
-    } else if (a == "--job" || a.rfind("--job=", 0) == 0) {
-      if (!value("--job", &v)) {
-        fprintf(stderr, "forkguard report: --job takes a job id\n");
-        return kExitUsage;
-      }
-      job = v;
-    } else if (a == "--no-symbolize") {
-      symbolize = false;
-    } else if (a == "--threads" || a.rfind("--threads=", 0) == 0) {
-      if (!value("--threads", &v) || v.empty() || v.size() > 3 ||
-          v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 1) {
-        fprintf(stderr, "forkguard report: --threads takes a number from 1 to 999\n");
-        return kExitUsage;
-      }
-      threads = std::stoi(v);
-    } else if (a == "--native") {
-      show_native = true;
-    } else {
-      fprintf(stderr, "forkguard report: unknown option %s (see forkguard report --help)\n",
-              a.c_str());
-      return kExitUsage;
-    }
+std::vector<option> OptionTable(std::vector<option> own, const option* shared) {
+  for (const option* p = shared; p && p->name; ++p) own.push_back(*p);
+  own.push_back({"help", no_argument, nullptr, 'h'});
+  own.push_back({});
+  return own;
+}
+
+bool SetReportOption(const std::string& name, const std::string& v, ReportOptions* o) {
+  using flags::UsageError;
+  if (name == "format") {
+    if (!ParseFormat(v, &o->format))
+      throw UsageError("--format takes text, json, markdown, html or trace");
+  } else if (name == "fail-on") {
+    if (v != "hazard" && v != "never") throw UsageError("--fail-on takes hazard or never");
+    o->fail_on_hazard = v == "hazard";
+  } else if (name == "no-symbolize") {
+    o->symbolize = false;
+  } else if (name == "native") {
+    o->show_native = true;
+  } else if (name == "threads") {
+    if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(v) < 1)
+      throw UsageError("--threads takes a number from 1 to 999");
+    o->threads = std::stoi(v);
+  } else {
+    return false;
   }
-  if (paths.empty()) {
-    fprintf(stderr,
-            "forkguard report: no logs given\nusage: forkguard report [--format "
-            "text|json|markdown|html|trace] LOG_DIR_OR_FILE...\n");
-    return kExitUsage;
-  }
-  LogSet logs;
-  ReadLogs(paths, &logs, threads);
+  return true;
+}
+
+std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards) {
   std::vector<std::string> ids = JobIds(logs);
-  if (job) {
-    if (std::find(ids.begin(), ids.end(), *job) == ids.end()) {
+  if (o.job) {
+    const std::string& job = *o.job;
+    if (std::find(ids.begin(), ids.end(), job) == ids.end()) {
       std::string known;
       for (const auto& id : ids) known += (known.empty() ? "" : ", ") + JobName(id);
-      fprintf(stderr, "forkguard report: no job %s in the logs (jobs there: %s)\n",
-              JobName(*job).c_str(), known.empty() ? "none" : known.c_str());
-      return kExitUsage;
+      throw flags::UsageError("no job " + JobName(job) + " in the logs (jobs there: " +
+                              (known.empty() ? "none" : known) + ")");
     }
     std::vector<LogSet> parts = SplitByJob(std::move(logs));
-    size_t at = static_cast<size_t>(std::find(ids.begin(), ids.end(), *job) - ids.begin());
+    size_t at = static_cast<size_t>(std::find(ids.begin(), ids.end(), job) - ids.begin());
     LogSet selected = std::move(parts[at]);
     if (at != 0) {  // the reader's notes are about the input, whichever job is shown
       selected.notes = std::move(parts[0].notes);
@@ -250,30 +215,52 @@ int ReportMain(const std::vector<std::string>& args) {
       selected.lines_skipped = parts[0].lines_skipped;
     }
     logs = std::move(selected);
-    ids = {*job};
+    ids = {job};
   }
   Symbolizer sym;
-  Symbolizer* symbolizer = symbolize ? &sym : nullptr;
-  std::string out;
-  int64_t hazards = 0;
-  if (format == "html" || format == "trace") {
+  Symbolizer* symbolizer = o.symbolize ? &sym : nullptr;
+  *hazards = 0;
+  if (o.format == "html" || o.format == "trace") {
     // One page or trace for the whole input: its findings and processes name their job.
     JobReport r = BuildJobReport(logs, symbolizer);
-    hazards = r.hazard_forks;
+    *hazards = r.hazard_forks;
     Timeline t = BuildTimeline(logs, r);
-    out = format == "html" ? RenderHtml(r, t) : RenderTrace(r, t);
-  } else if (ids.size() > 1 && format != "json") {
-    out = RenderJobSections(SplitByJob(std::move(logs)), format, symbolizer, show_native, &hazards);
-  } else {
-    JobReport r = BuildJobReport(logs, symbolizer);
-    hazards = r.hazard_forks;
-    out = RenderReportAs(r, format, show_native);
+    return o.format == "html" ? RenderHtml(r, t) : RenderTrace(r, t);
   }
+  if (ids.size() > 1 && o.format != "json")
+    return RenderJobSections(SplitByJob(std::move(logs)), o.format, symbolizer, o.show_native,
+                             hazards);
+  JobReport r = BuildJobReport(logs, symbolizer);
+  *hazards = r.hazard_forks;
+  return RenderReportAs(r, o.format, o.show_native);
+}
+
+const std::vector<option> kReportOptions =
+    OptionTable({{"job", required_argument, nullptr, 0}}, kReportMakingOptions);
+
+int ReportMain(int argc, char** argv) {
+  // Paths and options in any order; after "--" only paths; "-" is standard input.
+  flags::Options opts =
+      flags::Options::Parse(argc, argv, kReportOptions.data(), flags::Positionals::kAnywhere);
+  if (opts.Has("help")) {
+    fputs(kReportHelp, stdout);
+    return kExitOk;
+  }
+  ReportOptions o;
+  // Every value given is checked, in command-line order; the last one wins.
+  for (const auto& [name, v] : opts.given())
+    if (!SetReportOption(name, v, &o) && name == "job") o.job = v;
+  const std::vector<std::string>& paths = opts.positionals();
+  if (paths.empty()) throw flags::UsageError("no logs given");
+  LogSet logs;
+  ReadLogs(paths, &logs, o.threads);
+  int64_t hazards = 0;
+  std::string out = RenderLogs(std::move(logs), o, &hazards);
   if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0) {
     perror("forkguard report: writing the report");
     return kExitInternal;
   }
-  return fail_on_hazard && hazards > 0 ? kExitHazard : kExitOk;
+  return o.fail_on_hazard && hazards > 0 ? kExitHazard : kExitOk;
 }
 
 }  // namespace forkguard::cli

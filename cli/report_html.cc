@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "cli/format.h"
 #include "cli/json.h"
 #include "cli/report_render.h"
 #include "cli/stack_view.h"
@@ -26,15 +27,9 @@ JsonValue Lines(const std::vector<std::string>& lines) {
   return a;
 }
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
-
 std::string Where(size_t processes, const std::set<int64_t>& ranks,
                   const std::set<std::string>& hosts) {
-  std::string s = "in " + std::to_string(processes) + (processes == 1 ? " process" : " processes");
+  std::string s = "in " + Plural(static_cast<int64_t>(processes), "process", "processes");
   if (!ranks.empty()) s += ", " + FormatRanks(ranks);
   if (hosts.size() == 1)
     s += ", host " + *hosts.begin();

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 
+#include "cli/format.h"
 #include "cli/stack_view.h"
 #include "shim/fix_text.h"
 
@@ -40,101 +41,6 @@ std::string FixFor(const ForkGroup& g) {
 }
 
 namespace {
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
-
-std::string Bytes(int64_t b) {
-  char buf[32];
-  if (b >= (int64_t{1} << 30))
-    snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1 << 30));
-  else if (b >= (1 << 20))
-    snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
-  else if (b >= (1 << 10))
-    snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / (1 << 10));
-  else
-    snprintf(buf, sizeof buf, "%" PRId64 " B", b);
-  return buf;
-}
-
-std::string Duration(int64_t ms) {
-  char buf[32];
-  if (ms < 1000)
-    snprintf(buf, sizeof buf, "%" PRId64 " ms", ms);
-  else
-    snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms) / 1000);
-  return buf;
-}
-
-std::string Plural(int64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
-// Display width in code points (good enough for our ASCII + a few symbols).
-size_t Width(const std::string& s) {
-  size_t w = 0;
-  for (unsigned char c : s)
-    if ((c & 0xC0) != 0x80) ++w;
-  return w;
-}
-
-// Cuts a line to `width` columns with a trailing "…".
-std::string Fit(const std::string& s, size_t width) {
-  if (Width(s) <= width) return s;
-  std::string out;
-  size_t w = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if ((c & 0xC0) != 0x80) {
-      if (w + 1 >= width) break;
-      ++w;
-    }
-    out.push_back(s[i]);
-  }
-  while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0xC0) out.pop_back();
-  return out + "…";
-}
-
-// Keeps the end of a long location ("…/dir/file.jsonl:3"): the file name and
-// line matter most.
-std::string FitLeft(const std::string& s, size_t width) {
-  if (Width(s) <= width) return s;
-  size_t drop = Width(s) - width + 1, i = 0;
-  for (size_t seen = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
-      if (seen == drop) break;
-      ++seen;
-    }
-  }
-  return "…" + s.substr(i);
-}
-
-// Word-wraps `text` to `width` columns; every line starts with `indent`,
-// the first with `first` instead.
-std::string Wrap(const std::string& first, const std::string& indent, const std::string& text,
-                 size_t width) {
-  std::string out, line = first;
-  size_t pos = 0;
-  bool empty_line = first.empty() || first.back() == ' ';
-  while (pos < text.size()) {
-    size_t sp = text.find(' ', pos);
-    std::string word = text.substr(pos, sp == std::string::npos ? std::string::npos : sp - pos);
-    pos = sp == std::string::npos ? text.size() : sp + 1;
-    if (!empty_line && Width(line) + 1 + Width(word) > width) {
-      out += Fit(line, width) + "\n";
-      line = indent;
-      empty_line = true;
-    }
-    if (!empty_line) line += " ";
-    line += word;
-    empty_line = false;
-  }
-  out += Fit(line, width) + "\n";
-  return out;
-}
 
 void AppendStack(std::string* out, const Stack& s, const std::string& indent, size_t width,
                  size_t max_frames = 12, bool show_native = false) {
@@ -180,7 +86,7 @@ std::string ChildrenPhrase(const ForkGroup& g) {
 
 std::string RangesPhrase(const ForkGroup& g) {
   std::string s = Plural(g.max_ranges, "registered range", "registered ranges") + " (" +
-                  Bytes(g.max_range_bytes) + ")";
+                  FormatBytes(g.max_range_bytes) + ")";
   if (g.dontfork_ranges) s += ", " + std::to_string(g.dontfork_ranges) + " MADV_DONTFORK";
   if (g.max_threads) s += "; " + Plural(g.max_threads, "thread", "threads");
   if (g.kernel_cof) s += std::string("; kernel copy-on-fork: ") + (*g.kernel_cof ? "yes" : "no");
@@ -202,8 +108,8 @@ std::string InitPhrase(const ForkGroup& g) {
                   ", by " + g.init_call;
   if (!g.init_device.empty()) s += " on " + g.init_device;
   if (g.min_age_ms >= 0) {
-    s += ", " + Duration(g.min_age_ms);
-    if (g.max_age_ms != g.min_age_ms) s += "–" + Duration(g.max_age_ms);
+    s += ", " + FormatMs(g.min_age_ms);
+    if (g.max_age_ms != g.min_age_ms) s += "–" + FormatMs(g.max_age_ms);
     s += " before the fork";
   }
   return s + ":";
@@ -485,7 +391,7 @@ std::string RenderText(const JobReport& r, int width_in, bool show_native) {
       if (d.addr) l += " at " + Hex(*d.addr);
       if (d.range_addr)
         l += ", registered range " + Hex(*d.range_addr) +
-             (d.range_len ? "+" + Bytes(static_cast<int64_t>(*d.range_len)) : "");
+             (d.range_len ? "+" + FormatBytes(static_cast<int64_t>(*d.range_len)) : "");
       if (d.group >= 0) l += " [" + std::to_string(d.group + 1) + "]";
       out += Fit(l, width) + "\n";
     }

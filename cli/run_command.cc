@@ -21,9 +21,8 @@
 
 #include "cli/commands.h"
 #include "cli/event_log.h"
-#include "cli/job_report.h"
 #include "cli/shim_locator.h"
-#include "cli/symbolizer.h"
+#include "flags/flags.h"
 
 extern char** environ;
 
@@ -35,7 +34,8 @@ const char kRunHelp[] = R"(NAME
 SYNOPSIS
     forkguard run [--mode warn|error|abort|off] [--log DIR] [--keep-log]
                   [--audit|--no-audit] [--fail-on hazard|never]
-                  [--format text|json|markdown] -- CMD [ARGS...]
+                  [--format text|json|markdown|html|trace] [--no-symbolize]
+                  [--native] [--threads N] -- CMD [ARGS...]
 
 DESCRIPTION
     Runs CMD with the forkguard shim preloaded into it and all its descendants
@@ -78,8 +78,14 @@ OPTIONS
     --fail-on hazard|never
         hazard: exit 3 when the run had a hazardous fork, whatever CMD's status
         (for CI gates). never (default): exit with CMD's status.
-    --format text|json|markdown
-        Format of the report printed at the end (default text).
+    --format text|json|markdown|html|trace
+        Format of the report printed at the end (default text), as forkguard
+        report --help describes them. It goes to standard error, after CMD's
+        own output there: to keep a page or trace apart, --log DIR and then
+        forkguard report --format html DIR > report.html.
+    --no-symbolize, --native, --threads N
+        As for forkguard report: do not open the binaries named in the logs;
+        print Python processes' native frames too; read N files at a time.
     -h, --help
         This text.
 
@@ -142,93 +148,65 @@ struct RunOptions {
   std::string mode;
   std::string log_dir;
   bool keep_log = false;
-  int audit = -1;  // -1 auto, 0 off, 1 required
-  bool fail_on_hazard = false;
-  std::string format = "text";
+  int audit = -1;        // -1 auto, 0 off, 1 required
+  ReportOptions report;  // of the run's logs: --format, --fail-on, ... as for `report`
   std::vector<std::string> cmd;
 };
 
-// Returns -1 on success, else the exit status.
-int ParseRunArgs(const std::vector<std::string>& args, RunOptions* o) {
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](const std::string& name, std::string* v) {
-      if (a == name) {
-        if (i + 1 >= args.size()) return false;
-        *v = args[++i];
-        return true;
-      }
-      *v = a.substr(name.size() + 1);
-      return true;
-    };
-    auto is = [&](const std::string& name) { return a == name || a.rfind(name + "=", 0) == 0; };
-    std::string v;
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.empty() || a[0] != '-') break;  // CMD starts here
-    if (a == "-h" || a == "--help") {
-      fputs(kRunHelp, stdout);
-      return kExitOk;
-    } else if (is("--mode")) {
-      if (!value("--mode", &v) || (v != "warn" && v != "error" && v != "abort" && v != "off")) {
-        fprintf(stderr, "forkguard run: --mode takes warn, error, abort or off\n");
-        return kExitUsage;
-      }
-      o->mode = v;
-    } else if (is("--log")) {
-      if (!value("--log", &v) || v.empty()) {
-        fprintf(stderr, "forkguard run: --log needs a directory\n");
-        return kExitUsage;
-      }
+// Every value given is checked, in command-line order; the last one wins. Throws
+// flags::UsageError.
+RunOptions ParseRunArgs(const flags::Options& opts) {
+  using flags::UsageError;
+  RunOptions o;
+  for (const auto& [name, v] : opts.given()) {
+    if (name == "mode") {
+      if (v != "warn" && v != "error" && v != "abort" && v != "off")
+        throw UsageError("--mode takes warn, error, abort or off");
+      o.mode = v;
+    } else if (name == "log") {
+      if (v.empty()) throw UsageError("--log needs a directory");
       // run reads back the directory it created; FORKGUARD_LOG templates would log elsewhere.
-      if (v.find('%') != std::string::npos) {
-        fprintf(stderr,
-                "forkguard run: --log takes a plain directory, not a FORKGUARD_LOG template "
-                "(%%h %%p %%r %%j); use e.g. --log /shared/fg/$SLURM_JOB_ID\n");
-        return kExitUsage;
-      }
-      o->log_dir = v;
-    } else if (a == "--keep-log") {
-      o->keep_log = true;
-    } else if (a == "--audit") {
-      o->audit = 1;
-    } else if (a == "--no-audit") {
-      o->audit = 0;
-    } else if (is("--fail-on")) {
-      if (!value("--fail-on", &v) || (v != "hazard" && v != "never")) {
-        fprintf(stderr, "forkguard run: --fail-on takes hazard or never\n");
-        return kExitUsage;
-      }
-      o->fail_on_hazard = v == "hazard";
-    } else if (is("--format")) {
-      if (!value("--format", &v) || (v != "text" && v != "json" && v != "markdown")) {
-        fprintf(stderr, "forkguard run: --format takes text, json or markdown\n");
-        return kExitUsage;
-      }
-      o->format = v;
+      if (v.find('%') != std::string::npos)
+        throw UsageError(
+            "--log takes a plain directory, not a FORKGUARD_LOG template (%h %p %r %j); use "
+            "e.g. --log /shared/fg/$SLURM_JOB_ID");
+      o.log_dir = v;
+    } else if (name == "keep-log") {
+      o.keep_log = true;
+    } else if (name == "audit") {
+      o.audit = 1;
+    } else if (name == "no-audit") {
+      o.audit = 0;
     } else {
-      fprintf(stderr, "forkguard run: unknown option %s (see forkguard run --help)\n", a.c_str());
-      return kExitUsage;
+      SetReportOption(name, v, &o.report);
     }
   }
-  o->cmd.assign(args.begin() + static_cast<long>(i), args.end());
-  if (o->cmd.empty()) {
-    fprintf(stderr,
-            "forkguard run: no command given\nusage: forkguard run [options] -- CMD "
-            "[ARGS...]\n");
-    return kExitUsage;
-  }
-  return -1;
+  o.cmd = opts.positionals();
+  if (o.cmd.empty()) throw UsageError("no command given");
+  return o;
 }
 
 }  // namespace
 
-int RunMain(const std::vector<std::string>& args, const char* argv0) {
-  RunOptions o;
-  if (int rc = ParseRunArgs(args, &o); rc >= 0) return rc;
+const std::vector<option> kRunOptions = OptionTable(
+    {
+        {"mode", required_argument, nullptr, 0},
+        {"log", required_argument, nullptr, 0},
+        {"keep-log", no_argument, nullptr, 0},
+        {"audit", no_argument, nullptr, 0},
+        {"no-audit", no_argument, nullptr, 0},
+    },
+    kReportMakingOptions);
+
+int RunMain(int argc, char** argv, const char* argv0) {
+  // Options up to the first non-option or "--"; the rest is CMD and its arguments.
+  flags::Options opts =
+      flags::Options::Parse(argc, argv, kRunOptions.data(), flags::Positionals::kAfterOptions);
+  if (opts.Has("help")) {
+    fputs(kRunHelp, stdout);
+    return kExitOk;
+  }
+  RunOptions o = ParseRunArgs(opts);
 
   ShimLocation shim = LocateShim(argv0);
   if (shim.preload.empty()) {
@@ -352,28 +330,29 @@ int RunMain(const std::vector<std::string>& args, const char* argv0) {
   for (const auto& n : ListDir(o.log_dir))
     if (n != "." && n != ".." && !before.count(n)) files.push_back(o.log_dir + "/" + n);
   LogSet logs;
-  ReadLogs(files, &logs);
-  Symbolizer sym;
-  JobReport r = BuildJobReport(logs, &sym);
+  ReadLogs(files, &logs, o.report.threads);
+  bool no_events = logs.processes.empty();
+  int64_t hazards = 0;
+  std::string report = RenderLogs(std::move(logs), o.report, &hazards);
   std::string out;
   if (err == 0) {
     if (WIFSIGNALED(status))
       out += "forkguard run: " + o.cmd[0] + " was killed by signal " +
              std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")\n";
-    if (r.processes.empty())
+    if (no_events)
       out +=
           "forkguard run: no events were logged: the program may be static or setuid, clear "
           "LD_PRELOAD, or the shim could not write to " +
           o.log_dir + "\n";
   }
-  out += RenderReportAs(r, o.format);
+  out += report;
   if (temp_log && o.keep_log) out += "forkguard run: event logs kept in " + o.log_dir + "\n";
   if (!temp_log) out += "forkguard run: event logs in " + o.log_dir + "\n";
   fputs(out.c_str(), stderr);
   fflush(stderr);
   if (temp_log && !o.keep_log) nftw(o.log_dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
 
-  if (err == 0 && o.fail_on_hazard && r.hazard_forks > 0) return kExitHazard;
+  if (err == 0 && o.report.fail_on_hazard && hazards > 0) return kExitHazard;
   return exit_code;
 }
 

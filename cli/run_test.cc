@@ -47,6 +47,31 @@ TEST(Run, ExitStatusIsTheProgramsAndTheReportIsPrinted) {
       << r.err;
 }
 
+// CMD may start without "--": the first argument that is not an option; what follows is its.
+TEST(Run, CommandWithoutDashDashKeepsItsOwnOptions) {
+  CliResult r = RunForkguard({"--fail-on", "never", "/bin/sh", "-c", "exit 6", "--mode", "x"});
+  EXPECT_EQ(r.status, 6) << r.err;
+  r = RunForkguard({"--", "/bin/sh", "-c", "exit 8", "--", "--help"});
+  EXPECT_EQ(r.status, 8) << r.err;
+}
+
+// The report's options are report's: every format, --native, --no-symbolize, --threads.
+TEST(Run, ReportOptionsAreReportsOwn) {
+  CliResult trace = RunForkguard(
+      {"--no-audit", "--format", "trace", "--threads", "1", "--", "/bin/sh", "-c", "(true)"});
+  EXPECT_EQ(trace.status, 0) << trace.err;
+  EXPECT_EQ(trace.err.rfind("{", 0), 0u) << trace.err;
+  EXPECT_NE(trace.err.find("\"traceEvents\""), std::string::npos) << trace.err;
+  CliResult html = RunForkguard({"--no-audit", "--format=html", "--native", "--no-symbolize", "--",
+                                 "/bin/sh", "-c", "(true)"});
+  EXPECT_EQ(html.status, 0) << html.err;
+  EXPECT_NE(html.err.find("<!doctype html>"), std::string::npos) << html.err;
+  CliResult md = RunForkguard({"--no-audit", "--format", "md", "--", "/bin/true"});
+  EXPECT_EQ(md.err.rfind("### forkguard: ", 0), 0u) << md.err;
+  EXPECT_EQ(RunForkguard({"--threads", "0", "--", "/bin/true"}).err,
+            "forkguard run: --threads takes a number from 1 to 999 (see forkguard run --help)\n");
+}
+
 TEST(Run, KilledProgramGives128PlusSignal) {
   CliResult r = RunForkguard({"--", "/bin/sh", "-c", "kill -9 $$"});
   EXPECT_EQ(r.status, 128 + 9) << r.err;
@@ -156,9 +181,34 @@ TEST(Run, ForwardsSigtermToTheProgram) {
 }
 
 TEST(Run, UsageErrorsAndHelp) {
-  EXPECT_EQ(RunForkguard({}).status, 2);
-  EXPECT_EQ(RunForkguard({"--mode", "loud", "--", "true"}).status, 2);
-  EXPECT_EQ(RunForkguard({"--bogus", "--", "true"}).status, 2);
+  // One line in flags::ReportUsageError's words, exit 2, for every bad command line.
+  auto usage = [](const std::string& what) {
+    return "forkguard run: " + what + " (see forkguard run --help)\n";
+  };
+  CliResult none = RunForkguard({});
+  EXPECT_EQ(none.status, 2);
+  EXPECT_EQ(none.err, usage("no command given"));
+  CliResult loud = RunForkguard({"--mode", "loud", "--", "true"});
+  EXPECT_EQ(loud.status, 2);
+  EXPECT_EQ(loud.err, usage("--mode takes warn, error, abort or off"));
+  CliResult bogus = RunForkguard({"--bogus", "--", "true"});
+  EXPECT_EQ(bogus.status, 2);
+  EXPECT_EQ(bogus.err, usage("unknown option --bogus"));
+  EXPECT_EQ(RunForkguard({"--log", "", "--", "true"}).err, usage("--log needs a directory"));
+  EXPECT_EQ(RunForkguard({"--format"}).err, usage("--format needs a value"));
+  EXPECT_EQ(RunForkguard({"--keep-log=yes", "--", "true"}).err, usage("--keep-log takes no value"));
+  CliResult report = RunCli({Forkguard(), "report"});
+  EXPECT_EQ(report.status, 2);
+  EXPECT_EQ(report.err, "forkguard report: no logs given (see forkguard report --help)\n");
+  CliResult doctor = RunCli({Forkguard(), "doctor", "--verbose"});
+  EXPECT_EQ(doctor.status, 2);
+  EXPECT_EQ(doctor.err,
+            "forkguard doctor: unknown option --verbose (see forkguard doctor --help)\n");
+  CliResult cmd = RunCli({Forkguard(), "rnu"});
+  EXPECT_EQ(cmd.status, 2);
+  EXPECT_EQ(cmd.err,
+            "forkguard: unknown command 'rnu' (commands: run, report, doctor) (see forkguard "
+            "--help)\n");
   CliResult h = RunForkguard({"--help"});
   EXPECT_EQ(h.status, 0);
   EXPECT_NE(h.out.find("EXIT STATUS"), std::string::npos);
@@ -198,6 +248,20 @@ TEST(Report, ReadsStandardInput) {
   EXPECT_NE(r.out.find("forkguard: 1 process (1 rank) on 1 host, 1 fork: 1 hazardous"),
             std::string::npos)
       << r.out;
+}
+
+// Paths and options in any order; after "--" everything is a path.
+TEST(Report, PathsAndOptionsInAnyOrder) {
+  std::string f = forkguard::testing::Runfile("cli/testdata/corpus/valid.jsonl");
+  CliResult before = RunCli({Forkguard(), "report", "--format", "json", f});
+  CliResult after = RunCli({Forkguard(), "report", f, "--format=json"});
+  EXPECT_EQ(before.status, 0) << before.err;
+  EXPECT_EQ(after.status, 0) << after.err;
+  EXPECT_EQ(before.out, after.out);
+  EXPECT_NE(after.out.find("\"schema\": \"forkguard.report/1\""), std::string::npos) << after.out;
+  CliResult dashes = RunCli({Forkguard(), "report", "--", "--format"});
+  EXPECT_EQ(dashes.status, 0) << dashes.err;  // a path named --format: a note, not an option
+  EXPECT_NE(dashes.out.find("--format"), std::string::npos) << dashes.out;
 }
 
 TEST(Run, MissingShimIs125) {

@@ -4,14 +4,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cli/format.h"
+
 namespace forkguard::cli {
 namespace {
-
-std::string Dirname(const std::string& p) {
-  size_t s = p.rfind('/');
-  if (s == std::string::npos) return ".";
-  return s == 0 ? "/" : p.substr(0, s);
-}
 
 std::string Absolute(const std::string& p) {
   char buf[PATH_MAX];

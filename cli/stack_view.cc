@@ -4,19 +4,10 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "cli/format.h"
+
 namespace forkguard::cli {
 namespace {
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
-
-std::string Basename(const std::string& p) {
-  size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
-}
 
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 

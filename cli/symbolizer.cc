@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cli/format.h"
+
 namespace forkguard::cli {
 
 struct Symbolizer::Module {
@@ -93,20 +95,6 @@ void Symbolizer::NoteOnce(const std::string& obj, const std::string& text) {
   if (noted_.emplace(obj, true).second) notes_.push_back({obj, text});
 }
 
-namespace {
-
-std::string HexBytes(const unsigned char* p, int n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < n; ++i) {
-    s += kDigits[p[i] >> 4];
-    s += kDigits[p[i] & 15];
-  }
-  return s;
-}
-
-}  // namespace
-
 void Symbolizer::Symbolize(Frame* f) {
   if (!f->sym.empty()) f->sym = Demangle(f->sym);
   if (f->python || f->obj.empty() || !f->off) return;
@@ -121,7 +109,7 @@ void Symbolizer::Symbolize(Frame* f) {
     const unsigned char* bits = nullptr;
     GElf_Addr vaddr = 0;
     int n = dwfl_module_build_id(m->mod, &bits, &vaddr);
-    std::string here = n > 0 ? HexBytes(bits, n) : "";
+    std::string here = n > 0 ? HexBytes(bits, static_cast<size_t>(n)) : "";
     if (here != f->build_id) {
       NoteOnce(f->obj, "the file here has another build-id (" + (here.empty() ? "none" : here) +
                            ") than the log's process had (" + f->build_id +

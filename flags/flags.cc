@@ -1,35 +1,59 @@
 #include "flags/flags.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <regex>
 #include <set>
 
 namespace forkguard::flags {
 
-Options Options::Parse(int argc, char** argv, const option* long_opts) {
+Options Options::Parse(int argc, char** argv, const option* long_opts, Positionals positionals) {
   Options o;
-  // "+": stop at the first non-option (reported below, not permuted away); ":": a missing
-  // value is ':' rather than '?'. opterr = 0: the errors are ours, reported once.
-  opterr = 0;
+  // "+": stop at the first non-option (reported below, or the start of the positionals);
+  // "-": return each non-option in order as if it were the value of option 1 (POSIXLY_CORRECT
+  // cannot turn that into "+"); ":": a missing value is ':' rather than '?'. Then the
+  // options that have a one-letter form.
+  std::string optstring = positionals == Positionals::kAnywhere ? "-:" : "+:";
+  for (const option* p = long_opts; p->name; ++p)
+    if (!p->flag && p->val > 0 && p->val < 128 && isalnum(p->val)) {
+      optstring += static_cast<char>(p->val);
+      if (p->has_arg == required_argument) optstring += ':';
+      if (p->has_arg == optional_argument) optstring += "::";
+    }
+  opterr = 0;  // the errors are ours, reported once
   optind = 0;  // glibc: a full reset, so that each command parses afresh
   for (;;) {
     int index = -1;
-    int c = getopt_long(argc, argv, "+:", long_opts, &index);
+    int c = getopt_long(argc, argv, optstring.c_str(), long_opts, &index);
     if (c == -1) break;
-    if (c == 0 && index >= 0) {
+    if (c == 1) {
+      o.positionals_.emplace_back(optarg);
+      continue;
+    }
+    if (c != '?' && c != ':' && index < 0)  // a one-letter form: find its entry
+      for (const option* p = long_opts; p->name; ++p)
+        if (!p->flag && p->val == c) index = static_cast<int>(p - long_opts);
+    if (c != '?' && c != ':' && index >= 0) {
       o.given_.emplace_back(long_opts[index].name, optarg ? optarg : "");
       continue;
     }
     std::string arg = optind > 0 && optind <= argc ? argv[optind - 1] : "";
     std::string name = arg.substr(0, arg.find('='));
+    // An unknown letter: getopt names it (in "-xh" optind has not moved past the word yet).
+    if (c == '?' && optopt > 0 && optopt < 128 && isalnum(optopt) &&
+        !strchr(optstring.c_str(), optopt))
+      name = std::string("-") + static_cast<char>(optopt);
     if (c == ':') throw UsageError(name + " needs a value");
     if (name.size() < arg.size())  // --name=VALUE for a no_argument option?
       for (const option* p = long_opts; p->name; ++p)
         if (name == std::string("--") + p->name) throw UsageError(name + " takes no value");
     throw UsageError("unknown option " + name);
   }
-  if (optind < argc) throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
+  if (optind < argc && positionals == Positionals::kNone)
+    throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
+  for (int i = optind; i < argc; ++i) o.positionals_.emplace_back(argv[i]);
   return o;
 }
 

@@ -1,6 +1,6 @@
 // One command-line parser for forkguard's binaries: getopt_long over one long_opts[] table
-// per command (as Darshan's tools do), and one way to report a bad command line. refloader
-// and rdma/transport_tool use it; the forkguard CLI's subcommands (cli/) are to move onto it.
+// per command (as Darshan's tools do), and one way to report a bad command line. refloader,
+// rdma/transport_tool and the forkguard CLI's subcommands (cli/) use it.
 #pragma once
 
 #include <getopt.h>
@@ -21,14 +21,27 @@ class UsageError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// What Parse does with the arguments that are not options.
+enum class Positionals {
+  kNone,          // a command of options only: the first one is "unexpected argument"
+  kAfterOptions,  // options, then (from the first non-option, or after "--") the rest as they
+                  // are, options or not: a command line to run (getopt's "+")
+  kAnywhere,      // mixed with the options in any order, kept in order; all after "--"; "-"
+                  // is one (standard input)
+};
+
 // The options one command was given, by long name.
 class Options {
  public:
   // Parses argv[1..argc) against `long_opts`, a getopt_long table that ends in an all-zero
-  // entry (argv[0] names the command). Long options only: `--name VALUE` or `--name=VALUE`
-  // for required_argument, `--name` for no_argument; unique abbreviations are getopt_long's.
-  // Anything else (unknown option, missing value, positional argument) throws UsageError.
-  static Options Parse(int argc, char** argv, const option* long_opts);
+  // entry (argv[0] names the command). `--name VALUE` or `--name=VALUE` for
+  // required_argument, `--name` for no_argument; unique abbreviations are getopt_long's. An
+  // entry whose `val` is a letter or digit (and `flag` null) may also be given as `-L`
+  // (`{"help", no_argument, nullptr, 'h'}`: -h), and is known by its long name. Anything
+  // else (unknown option, missing value, a positional argument `positionals` does not take)
+  // throws UsageError.
+  static Options Parse(int argc, char** argv, const option* long_opts,
+                       Positionals positionals = Positionals::kNone);
 
   bool Has(const std::string& name) const { return Find(name) != nullptr; }
   std::string Str(const std::string& name, const std::string& def) const;
@@ -40,10 +53,13 @@ class Options {
 
   // Every option given, in command-line order ("" for a no_argument one): to pass them on.
   const std::vector<std::pair<std::string, std::string>>& given() const { return given_; }
+  // The arguments that were not options, in command-line order (Positionals).
+  const std::vector<std::string>& positionals() const { return positionals_; }
 
  private:
   const std::string* Find(const std::string& name) const;  // the last one given wins
   std::vector<std::pair<std::string, std::string>> given_;
+  std::vector<std::string> positionals_;
 };
 
 // "4096", "4K" / "4KiB" / "4k", "1M", "2G" (powers of 1024); throws UsageError otherwise.

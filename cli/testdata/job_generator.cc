@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/format.h"
 #include "cli/json.h"
 #include "shim/event_schema.h"
 
@@ -28,12 +29,6 @@ __attribute__((noinline)) void SpawnHelper() { asm volatile("nop; nop" ::: "memo
 namespace {
 
 constexpr int64_t kBaseNs = 1764500000000000000;  // 2025-11-30
-
-std::string Hex(uint64_t v) {
-  char b[24];
-  snprintf(b, sizeof b, "0x%" PRIx64, v);
-  return b;
-}
 
 // {"obj","off","ip"} of code address `fn` as the shim records it (off =
 // address - load base of the object that holds it), plus `delta` bytes so the
