@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -717,7 +718,22 @@ struct Item {
   Note note;
 };
 
-void Walk(const std::string& dir, int depth, int* found, std::vector<Item>* items) {
+// Files and directories already taken, by (device, inode): a log reached twice through
+// symlinks (a job directory of links to per-host directories, a link loop) is read once.
+struct Seen {
+  std::set<std::pair<dev_t, ino_t>> dirs, files;
+  bool First(std::set<std::pair<dev_t, ino_t>>& set, const struct stat& st) {
+    return set.insert({st.st_dev, st.st_ino}).second;
+  }
+};
+
+bool IsLogName(const std::string& n) {
+  return n.size() > 6 && n.compare(n.size() - 6, 6, ".jsonl") == 0;
+}
+
+// Symlinks are followed, to files and to directories (collected logs are often links);
+// each directory and each file is taken once, so a link loop ends.
+void Walk(const std::string& dir, int depth, int* found, std::vector<Item>* items, Seen* seen) {
   DIR* d = opendir(dir.c_str());
   if (!d) {
     items->push_back({"", {dir, std::string("cannot read directory: ") + strerror(errno)}});
@@ -733,10 +749,14 @@ void Walk(const std::string& dir, int depth, int* found, std::vector<Item>* item
   for (const auto& n : names) {
     std::string p = dir + (dir.empty() || dir.back() == '/' ? "" : "/") + n;
     struct stat st;
-    if (lstat(p.c_str(), &st) != 0) continue;
+    if (stat(p.c_str(), &st) != 0) {
+      if (IsLogName(n)) items->push_back({"", {p, std::string("cannot read: ") + strerror(errno)}});
+      continue;
+    }
     if (S_ISDIR(st.st_mode)) {
-      if (depth < 8) Walk(p, depth + 1, found, items);
-    } else if (S_ISREG(st.st_mode) && n.size() > 6 && n.compare(n.size() - 6, 6, ".jsonl") == 0) {
+      if (depth < 8 && seen->First(seen->dirs, st)) Walk(p, depth + 1, found, items, seen);
+    } else if (S_ISREG(st.st_mode) && IsLogName(n)) {
+      if (!seen->First(seen->files, st)) continue;  // the same file through another link
       ++*found;
       items->push_back({p, {}});
     }
@@ -804,6 +824,7 @@ void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out
 
 void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads) {
   std::vector<Item> items;
+  Seen seen;
   for (const auto& p : paths) {
     if (p == "-") {
       items.push_back({p, {}});
@@ -816,9 +837,10 @@ void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads) {
     }
     if (S_ISDIR(st.st_mode)) {
       int found = 0;
-      Walk(p, 0, &found, &items);
+      seen.First(seen.dirs, st);
+      Walk(p, 0, &found, &items, &seen);
       if (found == 0) items.push_back({"", {p, "no event logs (*.jsonl) in this directory"}});
-    } else {
+    } else if (!S_ISREG(st.st_mode) || seen.First(seen.files, st)) {
       items.push_back({p, {}});
     }
   }

@@ -239,6 +239,35 @@ TEST(LogParser, StreamedFilesAcrossChunksAndThreads) {
   }
 }
 
+// Collected logs are often links: a job directory of links to per-host directories, or to
+// files. Links are followed; a file or directory reached twice (a loop) is read once; a
+// dangling link named like a log is noted.
+TEST(LogParser, SymlinkedFilesAndDirectoriesAreReadOnce) {
+  std::string real = forkguard::testing::MakeTempDir("real");
+  std::string job = forkguard::testing::MakeTempDir("job");
+  for (int pid : {11, 12}) {
+    FILE* out = fopen((real + "/p" + std::to_string(pid) + ".jsonl").c_str(), "w");
+    ASSERT_TRUE(out);
+    fprintf(out, "{\"schema\":\"forkguard.event/1\",\"event\":\"fork\",\"pid\":%d}\n", pid);
+    fclose(out);
+  }
+  ASSERT_EQ(0, symlink(real.c_str(), (job + "/host-a").c_str()));
+  ASSERT_EQ(0, symlink((real + "/p11.jsonl").c_str(), (job + "/again.jsonl").c_str()));
+  ASSERT_EQ(0, symlink(job.c_str(), (job + "/loop").c_str()));
+  ASSERT_EQ(0, symlink("/nonexistent/p9.jsonl", (job + "/dangling.jsonl").c_str()));
+  LogSet l;
+  ReadLogs({job}, &l);
+  EXPECT_EQ(l.processes.size(), 2u);
+  EXPECT_EQ(CountEvents(l, "fork"), 2);
+  EXPECT_EQ(l.files_read, 2);
+  EXPECT_TRUE(HasNote(l, "dangling.jsonl", "No such file or directory"));
+  // The same file named twice on the command line, and through its directory: once.
+  LogSet twice;
+  ReadLogs({real, real + "/p12.jsonl", job + "/again.jsonl"}, &twice);
+  EXPECT_EQ(twice.processes.size(), 2u);
+  EXPECT_EQ(twice.files_read, 2);
+}
+
 TEST(LogParser, BlankAndCrlfLines) {
   LogSet l;
   ReadLogs({Corpus("blank_lines.jsonl")}, &l);

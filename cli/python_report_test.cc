@@ -20,7 +20,7 @@
 namespace forkguard::cli {
 namespace {
 
-// The files one by one: runfiles are symlinks, which a directory walk skips.
+// The files one by one, in the order the directory lists them.
 JobReport Load(const std::string& dir) {
   std::vector<std::string> files;
   std::string path = forkguard::testing::Runfile("cli/testdata/real_rxe_python/" + dir);
