@@ -14,10 +14,15 @@
 // link_map.
 #include <elf.h>
 #include <link.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+
+#include "shim/job_identity.h"
+#include "shim/stderr_line.h"
 
 namespace {
 
@@ -52,10 +57,20 @@ bool IsWatchedName(const char* name) {
   return StartsWith(name, "ibv_") || StartsWith(name, "rdma_");
 }
 
+const char* Getenv(const char* name, void*) { return getenv(name); }
+
+// One line, prefixed like the shim's ("[host rN pid] "): under a launcher every rank's
+// stderr is one stream. Best effort: stderr may be closed; the module never changes
+// behaviour over it.
 void Say(const char* text) {
-  // Best effort: stderr may be closed; the module never changes behaviour over it.
-  ssize_t ignored = write(STDERR_FILENO, text, strlen(text));
-  (void)ignored;
+  bool secure = getauxval(AT_SECURE) != 0;
+  forkguard::JobIdentity id = forkguard::ReadJobIdentity(secure ? nullptr : Getenv, nullptr);
+  char host[256];
+  if (gethostname(host, sizeof(host) - 1) != 0) strcpy(host, "?");
+  host[sizeof(host) - 1] = '\0';
+  forkguard::SetIdentityHost(id, host);
+  forkguard::SetStderrIdentity(id.short_host, id.rank);
+  forkguard::WriteStderrLines(text);
 }
 
 // Dynamic-section pointers: glibc relocates them in place on x86-64 (absolute), some

@@ -78,6 +78,10 @@ TEST(AuditModule, AloneSaysOnceAndChangesNothing) {
   EXPECT_EQ(audited.out, plain.out);
   EXPECT_EQ(CountOf(audited.err, "libforkguard_audit.so does nothing without the shim"), 1)
       << audited.err;
+  // Prefixed like the shim's lines: "[host pid] forkguard: ..." (no rank outside a launcher).
+  EXPECT_EQ(audited.err.rfind("[", 0), 0u) << audited.err;
+  EXPECT_NE(audited.err.find("] forkguard: libforkguard_audit.so"), std::string::npos)
+      << audited.err;
   EXPECT_EQ(plain.err, "");
 }
 
