@@ -129,7 +129,7 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
       int expected = 0;
       if (log.enabled() && t->scratch_busy.compare_exchange_strong(expected, 1)) {
         TextBuffer b(t->scratch, kScratchBytes);
-        log.Begin(b, "child_segv");
+        log.Begin(b, schema::kChildSegv);
         b.Str(",\"addr\":").UDec(addr);
         b.Str(",\"range\":{\"addr\":").UDec(e.start).Str(",\"len\":").UDec(e.end - e.start);
         b.Str("},\"call\":\"").Str(e.call).Str("\",\"reg_stack\":");
@@ -240,7 +240,7 @@ void ChildNoteExec(const char* path) {
   if (!log.enabled()) return;
   char buf[2048];
   TextBuffer b(buf, sizeof(buf));
-  log.Begin(b, "child_exec");
+  log.Begin(b, schema::kChildExec);
   b.Str(",\"path\":").JsonStr(path);
   log.End(b);
 }

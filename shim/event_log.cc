@@ -461,7 +461,7 @@ void EventLog::End(TextBuffer& b) {
     // Keep the line valid JSON: replace it with a note that says what was lost.
     char small[512];
     TextBuffer n(small, sizeof(small));
-    Begin(n, "note");
+    Begin(n, schema::kNote);
     n.Str(",\"text\":\"an event did not fit in ").UDec(kLargeLineBytes);
     n.Str(" bytes and was dropped\"}\n");
     WriteLine(n.data(), n.size());
