@@ -220,7 +220,7 @@ void ReleaseChildSegvTable() { g_preparing.fetch_sub(1); }
 // ---- Child side: async-signal-safe. ----
 FORKGUARD_CHILD_PATH void ChildAfterFork(bool hazardous, bool explain_segv) {
   EventLog& log = GlobalEventLog();
-  log.ResetInChild(log.enabled() ? RealtimeNs() : 0);
+  log.ResetInChild(log.enabled() ? log.NowNs() : 0);
   // Only write what changes: untouched pages stay shared with the parent.
   if (g_hazard_child != (hazardous ? 1 : 0)) g_hazard_child = hazardous ? 1 : 0;
   if (g_preparing.load(std::memory_order_relaxed) != 0) g_preparing.store(0);
