@@ -257,7 +257,7 @@ void LogMrRegister(const MrRecord& rec, bool dontfork) {
   log.End(b);
 }
 
-void LogMrDeregister(const void* mr, const MrRecord* rec) {
+void LogMrDeregister(const void* mr) {
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;
   char buf[512];
@@ -265,11 +265,7 @@ void LogMrDeregister(const void* mr, const MrRecord* rec) {
   log.Begin(b, schema::kMrDeregister);
   b.Str(",\"handle\":");
   AppendJsonHex(b, reinterpret_cast<uintptr_t>(mr));
-  if (rec != nullptr) {
-    b.Str(",\"addr\":").UDec(rec->addr).Str(",\"len\":").UDec(rec->len);
-  } else {
-    b.Str(",\"addr\":null,\"len\":null");
-  }
+  b.Str(",\"addr\":null,\"len\":null");  // kept from when tracked MRs were logged too
   log.End(b);
 }
 

@@ -26,8 +26,9 @@ void LogRdmaInit(RdmaCall call, const char* device, const RawStack& stack, const
 // `mr_register`: a registration at `rec.stack`; `dontfork`: the library marked the whole
 // range MADV_DONTFORK during this call.
 void LogMrRegister(const MrRecord& rec, bool dontfork);
-// `mr_deregister`: `rec` is the removed record, null when the shim never saw the MR.
-void LogMrDeregister(const void* mr, const MrRecord* rec);
+// `mr_deregister`: an MR the shim never saw registered was deregistered (a tracked MR's
+// deregistration is not logged: see core::OnDeregMr).
+void LogMrDeregister(const void* mr);
 // `fork_init`: ibv_fork_init's result; `caller` "" when unknown.
 void LogForkInit(int ret, int err, const char* caller);
 
