@@ -276,7 +276,9 @@ Stack DecodeV2Frames(element v, FileState* state, int64_t id) {
 }
 
 // Events that only count: one per registration or verbs call, millions in a
-// job, and nothing in the report reads their fields.
+// job, and nothing in the report reads their fields. (mr_deregister: one per
+// deregistration in older files; the shim now writes it only for MRs it did
+// not see registered.)
 bool CountOnly(std::string_view type) {
   return type == "mr_register" || type == "mr_deregister" || type == "rdma_call" ||
          type == "fork_init";

@@ -129,7 +129,7 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
       int expected = 0;
       if (log.enabled() && t->scratch_busy.compare_exchange_strong(expected, 1)) {
         TextBuffer b(t->scratch, kScratchBytes);
-        log.Begin(b, "child_segv");
+        log.Begin(b, schema::kChildSegv);
         b.Str(",\"addr\":").UDec(addr);
         b.Str(",\"range\":{\"addr\":").UDec(e.start).Str(",\"len\":").UDec(e.end - e.start);
         b.Str("},\"call\":\"").Str(e.call).Str("\",\"reg_stack\":");
@@ -220,7 +220,7 @@ void ReleaseChildSegvTable() { g_preparing.fetch_sub(1); }
 // ---- Child side: async-signal-safe. ----
 FORKGUARD_CHILD_PATH void ChildAfterFork(bool hazardous, bool explain_segv) {
   EventLog& log = GlobalEventLog();
-  log.ResetInChild(log.enabled() ? RealtimeNs() : 0);
+  log.ResetInChild(log.enabled() ? log.NowNs() : 0);
   // Only write what changes: untouched pages stay shared with the parent.
   if (g_hazard_child != (hazardous ? 1 : 0)) g_hazard_child = hazardous ? 1 : 0;
   if (g_preparing.load(std::memory_order_relaxed) != 0) g_preparing.store(0);
@@ -240,7 +240,7 @@ void ChildNoteExec(const char* path) {
   if (!log.enabled()) return;
   char buf[2048];
   TextBuffer b(buf, sizeof(buf));
-  log.Begin(b, "child_exec");
+  log.Begin(b, schema::kChildExec);
   b.Str(",\"path\":").JsonStr(path);
   log.End(b);
 }

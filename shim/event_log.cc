@@ -5,10 +5,12 @@
 #include <link.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <utility>
 
 #include "shim/child_path.h"
@@ -46,6 +48,34 @@ uint64_t HashStack(const RawStack& stack, const PythonStack* py) {
     }
   }
   return h == 0 ? 1 : h;
+}
+
+// This thread's id, for the `tid` field, valid in process `pid` (a forked child's thread has
+// its parent's copy, keyed by the parent's pid: asked again there).
+struct LogThread {
+  pid_t pid;
+  pid_t tid;
+};
+__thread LogThread t_log_thread __attribute__((tls_model("initial-exec"))) = {0, 0};
+
+// Whether CLOCK_REALTIME is a system call here: the vDSO reads the clocksources with a
+// user-space counter (tsc, kvm-clock, arch_sys_counter, ...), not these. In a TCG guest
+// (hpet: the TSC is "unstable") a CLOCK_REALTIME read cost 0.6 us plus the soft-TLB refill
+// after it, CLOCK_REALTIME_COARSE 0.03 us.
+bool RealtimeIsSyscall() {
+  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char name[64];
+  ssize_t n = read(fd, name, sizeof(name) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  name[n] = '\0';
+  if (name[n - 1] == '\n') name[n - 1] = '\0';
+  for (const char* slow : {"hpet", "acpi_pm", "jiffies", "refined-jiffies", "pit"}) {
+    if (strcmp(name, slow) == 0) return true;
+  }
+  return false;
 }
 
 void AppendHexBytes(TextBuffer& b, const uint8_t* p, int n) {
@@ -228,6 +258,7 @@ int EventLog::StackIdLocked(const RawStack& stack, const PythonStack* py) {
   if (!enabled_ || broken_ || stacks_ == nullptr || modules_ == nullptr || record_ == nullptr) {
     return -1;
   }
+  Claim();  // a child's ids are of its own file
   uint64_t h = HashStack(stack, py);
   StackSlot* slot = nullptr;
   for (int i = 0; i < kStackProbes; ++i) {
@@ -321,13 +352,70 @@ void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink war
   modules_ = p == MAP_FAILED ? nullptr : static_cast<Module*>(p);
   p = mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   record_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
-  start_ns_ = RealtimeNs();
+  // The pid, cached where every kind of child sees 0 (raw clone() and syscall(SYS_fork) run
+  // no atfork handler): a line asks the kernel nothing but its write (Linux >= 4.14).
+  size_t page = static_cast<size_t>(getpagesize());
+  p = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p != MAP_FAILED && madvise(p, page, MADV_WIPEONFORK) == 0) {
+    pid_word_ = new (p) std::atomic<pid_t>(0);
+  } else if (p != MAP_FAILED) {
+    munmap(p, page);
+  }
+  owner_pid_.store(Pid(), std::memory_order_relaxed);
+  // One clock per process, for start_ns and every ts (never mixed: ts stays monotonic).
+  clock_ = RealtimeIsSyscall() ? CLOCK_REALTIME_COARSE : CLOCK_REALTIME;
+  start_ns_ = NowNs();
   enabled_ = true;
 }
 
+int64_t EventLog::NowNs() const {
+  timespec ts;
+  clock_gettime(clock_, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+pid_t EventLog::Pid() {
+  if (pid_word_ == nullptr) return getpid();
+  pid_t pid = pid_word_->load(std::memory_order_relaxed);
+  if (pid == 0) {
+    pid = getpid();
+    pid_word_->store(pid, std::memory_order_relaxed);
+  }
+  return pid;
+}
+
+// Before every line: this process owns the file state. A forked child's ResetInChild left it
+// unowned; a child no fork wrapper or atfork handler saw (raw clone(), clone3(),
+// syscall(SYS_fork)) finds its parent's, and starts its own file and tables here as
+// ResetInChild would (it used to go on with the parent's seq and stack ids in a file of its
+// own). Async-signal-safe.
+pid_t EventLog::Claim() {
+  pid_t pid = Pid();
+  pid_t owner = owner_pid_.load(std::memory_order_relaxed);
+  if (owner == pid) return pid;
+  // The parent's descriptor is left open, not closed: a clone(CLONE_FILES) child shares it.
+  if (owner_pid_.compare_exchange_strong(owner, pid) && owner != 0) StartOwnFile(NowNs(), false);
+  return pid;
+}
+
+// What a child's file starts with: no descriptor, seq 0, empty tables.
+FORKGUARD_CHILD_PATH void EventLog::StartOwnFile(int64_t start_ns, bool close_fd) {
+  broken_ = false;
+  if (fd_ >= 0 && close_fd) close(fd_);
+  fd_ = -1;
+  start_ns_ = start_ns;
+  seq_.store(0, std::memory_order_relaxed);
+  // The parent's stack and module records are in the parent's file: this file starts its
+  // own tables (entries of the old epoch count as empty; nothing is cleared here).
+  ++epoch_;
+  next_stack_id_ = 0;
+  next_module_id_ = 0;
+  if (t_log_thread.pid != 0) t_log_thread = LogThread{0, 0};
+}
+
 int EventLog::OpenOwnFile() {
-  pid_t pid = getpid();
-  if (fd_ >= 0 && fd_pid_ == pid) return fd_;
+  pid_t pid = Claim();
+  if (fd_ >= 0) return fd_;
   char path[1400];
   TextBuffer p(path, sizeof(path));
   p.Str(dir_).Str("/forkguard.").Str(id_.host).Char('.').Dec(pid).Char('.').Dec(start_ns_);
@@ -335,21 +423,20 @@ int EventLog::OpenOwnFile() {
   if (p.truncated()) return -1;
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return -1;
-  if (!WriteHeader(fd)) {
+  if (!WriteHeader(fd, pid)) {
     close(fd);
     return -1;
   }
   fd_ = fd;
-  fd_pid_ = pid;
   return fd_;
 }
 
 // The file's first line: the schema and everything /1 repeated on every line.
-bool EventLog::WriteHeader(int fd) {
+bool EventLog::WriteHeader(int fd, pid_t pid) {
   char buf[1024];
   TextBuffer b(buf, sizeof(buf));
   b.Str("{\"schema\":\"").Str(schema::kEventV2).Str("\",\"event\":\"").Str(schema::kHeader);
-  b.Str("\",\"host\":").JsonStr(id_.host).Str(",\"pid\":").Dec(getpid());
+  b.Str("\",\"host\":").JsonStr(id_.host).Str(",\"pid\":").Dec(pid);
   b.Str(",\"ppid\":").Dec(getppid()).Str(",\"prog\":").JsonStr(id_.prog);
   b.Str(",\"rank\":");
   if (id_.rank >= 0) {
@@ -380,10 +467,12 @@ bool EventLog::WriteHeader(int fd) {
 
 void EventLog::Begin(TextBuffer& b, const char* event) {
   b.Clear();
-  b.Str("{\"event\":\"").Str(event).Str("\",\"ts\":").Dec(RealtimeNs() - start_ns_);
+  pid_t pid = Claim();  // first: a child's seq and ts start from its own file
+  b.Str("{\"event\":\"").Str(event).Str("\",\"ts\":").Dec(NowNs() - start_ns_);
   b.Str(",\"seq\":").Dec(seq_.fetch_add(1, std::memory_order_relaxed));
-  pid_t tid = CurrentTid();
-  if (tid != getpid()) b.Str(",\"tid\":").Dec(tid);
+  if (t_log_thread.pid != pid)
+    t_log_thread = LogThread{pid, static_cast<pid_t>(syscall(SYS_gettid))};
+  if (t_log_thread.tid != pid) b.Str(",\"tid\":").Dec(t_log_thread.tid);
 }
 
 namespace {
@@ -461,7 +550,7 @@ void EventLog::End(TextBuffer& b) {
     // Keep the line valid JSON: replace it with a note that says what was lost.
     char small[512];
     TextBuffer n(small, sizeof(small));
-    Begin(n, "note");
+    Begin(n, schema::kNote);
     n.Str(",\"text\":\"an event did not fit in ").UDec(kLargeLineBytes);
     n.Str(" bytes and was dropped\"}\n");
     WriteLine(n.data(), n.size());
@@ -477,17 +566,15 @@ FORKGUARD_CHILD_PATH void EventLog::ResetInChild(int64_t start_ns) {
     return;
   }
   nested_busy_.store(false, std::memory_order_relaxed);
-  broken_ = false;
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
-  fd_pid_ = 0;
-  start_ns_ = start_ns;
-  seq_.store(0, std::memory_order_relaxed);
-  // The parent's stack and module records are in the parent's file: this file starts its
-  // own tables (entries of the old epoch count as empty; nothing is cleared here).
-  ++epoch_;
-  next_stack_id_ = 0;
-  next_module_id_ = 0;
+  // A child we are told about late (a raw clone that CheckUnseenChild found) may have
+  // started its own file already (Claim): keep it. In the child of a fork the page is zero.
+  pid_t cached = pid_word_ != nullptr ? pid_word_->load(std::memory_order_relaxed) : 0;
+  if (cached != 0 && cached == owner_pid_.load(std::memory_order_relaxed)) {
+    lock_.ResetInChild();
+    return;
+  }
+  StartOwnFile(start_ns, true);
+  owner_pid_.store(0, std::memory_order_relaxed);  // claimed by this child's first line
   lock_.ResetInChild();
 }
 

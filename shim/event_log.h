@@ -7,6 +7,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <time.h>
 
 #include <atomic>
 #include <cstdint>
@@ -58,6 +59,11 @@ class EventLog {
   // In a forked child: the parent's descriptor and counter are not ours. Async-signal-safe.
   void ResetInChild(int64_t start_ns);
 
+  // The clock of `ts` and `start_ns` (ns since the epoch): CLOCK_REALTIME, or
+  // CLOCK_REALTIME_COARSE on a kernel whose clocksource the vDSO cannot read (see Configure).
+  // Async-signal-safe.
+  int64_t NowNs() const;
+
   // A large preallocated buffer for events with stacks, guarded by a lock. When this thread
   // already holds it (a fork from a signal handler that interrupted a log write), a second
   // buffer reserved for that case is used. `ok()` is false when the log is disabled, a
@@ -81,8 +87,11 @@ class EventLog {
   StateLock& lock() { return lock_; }
 
  private:
+  pid_t Pid();
+  pid_t Claim();
+  void StartOwnFile(int64_t start_ns, bool close_fd);
   int OpenOwnFile();
-  bool WriteHeader(int fd);
+  bool WriteHeader(int fd, pid_t pid);
   struct Module;
   struct StackSlot;
   int ModuleOf(uintptr_t ip, bool* rescanned);
@@ -95,7 +104,13 @@ class EventLog {
   char dir_[1024] = {};
   LogIdentity id_;
   int fd_ = -1;
-  pid_t fd_pid_ = 0;
+  // The process whose file fd_, seq_ and the tables are (0: a forked child's, not claimed
+  // yet). Claim() compares it with Pid() before every line.
+  std::atomic<pid_t> owner_pid_{0};
+  // getpid(), cached in a page the kernel zeroes in the child of every fork (MADV_WIPEONFORK);
+  // null when that is not available (then Pid() asks the kernel every time).
+  std::atomic<pid_t>* pid_word_ = nullptr;
+  clockid_t clock_ = CLOCK_REALTIME;
   int64_t start_ns_ = 0;
   std::atomic<long> seq_{0};
   StateLock lock_;

@@ -1,7 +1,7 @@
 // forkguard.event/2: the names of the log's records, events and keys, in one place for the
-// shim's writers (shim/event_log.cc, shim/core.cc), the CLI's decoder (cli/event_log.cc) and
-// the test job generator (cli/testdata/job_generator*). Plain constexpr strings: the shim
-// uses them on its fork path, without libstdc++ allocation. What each one means:
+// shim's writers (shim/event_log.cc, shim/event_writer.cc, shim/child.cc), the CLI's decoder
+// (cli/event_log.cc) and the test job generator (cli/testdata/job_generator*). Plain constexpr
+// strings: the shim uses them on its fork path, without libstdc++ allocation. What each one means:
 // shim/EVENT_LOG.md; the shape as JSON Schema: docs/event-schema.json.
 #pragma once
 

@@ -61,6 +61,14 @@ struct ForkReport {
   const char* fix_text_library = nullptr;  // for FormatFix
   int fix_rule = -1;                       // FixRule, -1: the C-program default
   const char* child_exec_site = nullptr;   // where the exec'ing child is known from
+  // What the decision did, for the event log's `fork` event (shim/event_writer.h).
+  uint64_t site = 0;      // hash of the call site (fork_stack + fork_py)
+  bool reported = false;  // the message was printed
+  bool allowed = false;   // the site matched FORKGUARD_ALLOW: neither reported nor failed
+  // Decided without the tables (a fork from a signal handler that interrupted forkguard on
+  // this thread): no snap, no stacks, no site; `partial_live` has the descriptor counts.
+  bool partial = false;
+  LiveCounts partial_live;
 };
 
 // Formats the whole multi-line message (ends with '\n'). No malloc.

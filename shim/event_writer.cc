@@ -1,0 +1,361 @@
+#include "shim/event_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "shim/event_schema.h"
+#include "shim/fix_text.h"
+#include "shim/verdict.h"
+
+namespace forkguard {
+namespace {
+
+void AppendNullableStr(TextBuffer& b, const char* s) {
+  if (s != nullptr && s[0] != '\0') {
+    b.JsonStr(s);
+  } else {
+    b.Str("null");
+  }
+}
+
+void AppendNullableInt(TextBuffer& b, long v) {
+  if (v >= 0) {
+    b.Dec(v);
+  } else {
+    b.Str("null");
+  }
+}
+
+const char* Bool(bool v) { return v ? "true" : "false"; }
+
+void AppendLive(TextBuffer& b, const LiveCounts& c) {
+  b.Str(",\"live\":{\"contexts\":").Dec(c.contexts).Str(",\"pds\":").Dec(c.pds);
+  b.Str(",\"mrs\":").Dec(c.mrs).Str(",\"cm_channels\":").Dec(c.cm_channels);
+  b.Str(",\"cm_ids\":").Dec(c.cm_ids).Str(",\"uverbs_fds\":").Dec(c.uverbs_fds);
+  b.Str(",\"rdma_cm_fds\":").Dec(c.rdma_cm_fds).Char('}');
+}
+
+void AppendInit(TextBuffer& b, const InitRecord& init, int64_t now, EventLog& log, bool locked) {
+  b.Str(",\"").Str(schema::kKeyInit).Str("\":");
+  if (!init.set) {
+    b.Str("null");
+    return;
+  }
+  b.Str("{\"call\":\"").Str(RdmaCallName(init.call)).Str("\",\"device\":");
+  AppendNullableStr(b, init.device);
+  b.Str(",\"age_ms\":").Dec((now - init.mono_ns) / 1000000);
+  AppendStackRef(b, log, schema::kKeyStack, init.stack, &init.py, locked);
+  b.Char('}');
+}
+
+void AppendRanges(TextBuffer& b, const ForkReport& r) {
+  b.Str(",\"ranges\":[");
+  bool first = true;
+  const StateSnapshot* s = r.snap;
+  for (int i = 0; s != nullptr && i < s->mr_count; ++i) {
+    const MrRecord& m = s->mrs[i];
+    if (!first) b.Char(',');
+    first = false;
+    b.Str("{\"addr\":").UDec(m.addr).Str(",\"len\":").UDec(m.len);
+    b.Str(",\"call\":\"").Str(RdmaCallName(m.call)).Str("\",\"dontfork\":");
+    b.Str(Bool(r.mr_dontfork != nullptr && r.mr_dontfork[i])).Char('}');
+  }
+  // dc mappings with no watched registration (the backstop: static libibverbs).
+  for (int i = 0; s != nullptr && i < r.verdict.unattributed_dc && i < r.dc_count; ++i) {
+    const Vma& v = r.dc_vmas[i];
+    if (!first) b.Char(',');
+    first = false;
+    b.Str("{\"addr\":").UDec(v.start).Str(",\"len\":").UDec(v.end - v.start);
+    b.Str(",\"call\":null,\"dontfork\":true}");
+  }
+  b.Char(']');
+}
+
+void AppendForkSupport(TextBuffer& b, const ForkSupportFact& f) {
+  b.Str(",\"fork_support\":{\"on\":").Str(Bool(f.on)).Str(",\"by\":");
+  if (f.env != nullptr) {
+    b.JsonStr(f.env);
+  } else {
+    AppendNullableStr(b, f.caller);
+  }
+  b.Str(",\"rdma_core\":");
+  AppendNullableInt(b, f.rdma_core);
+  b.Char('}');
+}
+
+// The fork event (EVENT_LOG.md, `fork`). `locked`: the line owns the log's lock.
+void AppendFork(TextBuffer& b, EventLog& log, bool locked, const ForkReport& r) {
+  const ForkVerdict& v = r.verdict;
+  // A hazard decided with the tables: everything the message says.
+  const bool full = v.hazard() && !r.partial && r.snap != nullptr;
+  b.Str(",\"verdict\":\"").Str(v.hazard() ? "hazard" : "clean").Str("\",\"reasons\":[");
+  bool first = true;
+  for (Reason reason : {kChildSegv, kParentCorruption, kInheritedRdma}) {
+    if ((v.reasons & reason) == 0) continue;
+    if (!first) b.Char(',');
+    b.Char('"').Str(ReasonName(reason)).Char('"');
+    first = false;
+  }
+  const char* action = ForkActionName(r);
+  b.Str("],\"action\":\"").Str(action).Char('"');
+  if (strcmp(action, "failed") == 0) b.Str(",\"errno\":").Dec(FailErrno(r.via));
+  b.Str(",\"site\":");
+  if (r.partial) {
+    b.Str("null");
+  } else {
+    AppendJsonHex(b, r.site);
+  }
+  b.Str(",\"reported\":").Str(Bool(r.reported));
+  if (v.hazard()) b.Str(",\"allowed\":").Str(Bool(r.allowed));
+  if (r.partial || r.fork_stack == nullptr) {
+    // No stack: the loader's locks and the stack table may be mid-use on this thread.
+    b.Str(",\"").Str(schema::kKeyStack).Str("\":[]");
+  } else {
+    AppendStackRef(b, log, schema::kKeyStack, *r.fork_stack, r.fork_py, locked);
+  }
+  if (full) {
+    AppendInit(b, r.snap->init, r.now_mono_ns, log, locked);
+  } else {
+    b.Str(",\"").Str(schema::kKeyInit).Str("\":null");
+  }
+  AppendRanges(b, r);  // a clean or partial fork has no snap: []
+  AppendLive(b, r.snap != nullptr ? r.snap->counts : r.partial_live);
+  b.Str(",\"threads\":");
+  AppendNullableInt(b, r.threads);
+  b.Str(",\"max_map_count\":");
+  AppendNullableInt(b, r.max_map_count);
+  b.Str(",\"map_count\":");
+  AppendNullableInt(b, r.map_count);
+  b.Str(",\"kernel_cof\":");
+  if (full) {
+    const KernelCofFact& cof = r.cof;
+    b.Str(cof.value == KernelCof::kYes ? "true" : cof.value == KernelCof::kNo ? "false" : "null");
+    b.Str(",\"kernel_cof_source\":\"").Str(cof.source).Char('"');
+  } else {
+    b.Str("null");
+  }
+  if (r.partial) b.Str(",\"partial\":true");
+  b.Str(",\"via\":\"").Str(ForkViaName(r.via)).Char('"');
+  // Issue 13: the fix rule chosen, the exec'ing child, librdmacm's own leftovers, and who
+  // turned fork support on.
+  if (full) {
+    FixRule rule = r.fix_rule >= 0 ? static_cast<FixRule>(r.fix_rule) : FixRule::kCProgram;
+    b.Str(",\"fix\":\"").Str(FixRuleName(rule)).Char('"');
+  }
+  if (v.child_execs) b.Str(",\"child_execs\":true");
+  if (full && v.library_cache_only) b.Str(",\"held_by\":\"librdmacm\"");
+  if (full) AppendForkSupport(b, r.fork_support);
+}
+
+}  // namespace
+
+void LogNote(const char* text) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[2048];  // a config warning can name a 1 KiB path
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, schema::kNote);
+  b.Str(",\"text\":").JsonStr(text);
+  log.End(b);
+}
+
+void LogProcessStart(const char* mode, const char* shim_version) {
+  EventLog& log = GlobalEventLog();
+  EventLog::LargeLine line(log);
+  if (!line.ok()) return;
+  TextBuffer& b = line.text();
+  log.Begin(b, schema::kProcessStart);
+  b.Str(",\"argv\":[");
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char args[8192];
+    ssize_t n = read(fd, args, sizeof(args) - 1);
+    close(fd);
+    if (n > 0) {
+      args[n] = '\0';
+      bool first = true;
+      for (ssize_t i = 0; i < n;) {
+        if (!first) b.Char(',');
+        b.JsonStr(args + i);
+        first = false;
+        i += static_cast<ssize_t>(strlen(args + i)) + 1;
+      }
+    }
+  }
+  b.Str("],\"mode\":\"").Str(mode).Str("\",\"shim_version\":\"");
+  b.Str(shim_version).Str("\",\"exe\":");
+  char exe[1024];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    b.JsonStr(exe);
+  } else {
+    b.Str("null");
+  }
+  log.End(b);
+}
+
+void LogRdmaCall(const char* call, const char* device, const void* handle, bool ok, int err) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[1024];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, schema::kRdmaCall);
+  b.Str(",\"call\":\"").Str(call).Str("\",\"device\":");
+  if (device != nullptr) {
+    b.JsonStr(device);
+  } else {
+    b.Str("null");
+  }
+  b.Str(",\"handle\":");
+  AppendJsonHex(b, reinterpret_cast<uintptr_t>(handle));
+  b.Str(",\"ok\":").Str(Bool(ok)).Str(",\"errno\":").Dec(ok ? 0 : err);
+  log.End(b);
+}
+
+void LogRdmaInit(RdmaCall call, const char* device, const RawStack& stack, const PythonStack* py) {
+  EventLog& log = GlobalEventLog();
+  EventLog::LargeLine line(log);
+  if (!line.ok()) return;
+  TextBuffer& b = line.text();
+  log.Begin(b, schema::kRdmaInit);
+  b.Str(",\"call\":\"").Str(RdmaCallName(call)).Str("\",\"device\":");
+  AppendNullableStr(b, device);
+  AppendStackRef(b, log, schema::kKeyStack, stack, py, line.owns_lock());
+  log.End(b);
+}
+
+void LogMrRegister(const MrRecord& rec, bool dontfork) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  // The stack is written once per distinct stack of this process (its record, with the
+  // module map, precedes this line); a repeat registration is one short line with its id.
+  // No symbolization here: `forkguard report` does it from object + offset.
+  int stack_id = log.StackId(rec.stack, nullptr);
+  char buf[1024];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, schema::kMrRegister);
+  b.Str(",\"").Str(schema::kKeyMr).Str("\":[").UDec(rec.addr).Char(',').UDec(rec.len);
+  b.Char(',').Dec(rec.access).Char(',').UDec(rec.handle).Char(']');
+  b.Str(",\"").Str(schema::kKeyStack).Str("\":");
+  if (stack_id >= 0) {
+    b.Dec(stack_id);
+  } else {  // the table is busy (a signal handler on this thread) or full: inline
+    b.Char('[');
+    for (int i = 0; i < rec.stack.depth; ++i) {
+      if (i > 0) b.Char(',');
+      AppendJsonHex(b, rec.stack.ips[i]);
+    }
+    b.Char(']');
+  }
+  if (rec.call != RdmaCall::kRegMr) {
+    b.Str(",\"").Str(schema::kKeyCall).Str("\":\"").Str(RdmaCallName(rec.call)).Char('"');
+  }
+  if (dontfork) b.Str(",\"").Str(schema::kKeyDontfork).Str("\":true");
+  log.End(b);
+}
+
+void LogMrDeregister(const void* mr) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, schema::kMrDeregister);
+  b.Str(",\"handle\":");
+  AppendJsonHex(b, reinterpret_cast<uintptr_t>(mr));
+  b.Str(",\"addr\":null,\"len\":null");  // kept from when tracked MRs were logged too
+  log.End(b);
+}
+
+void LogForkInit(int ret, int err, const char* caller) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, schema::kForkInit);
+  b.Str(",\"result\":").Dec(ret).Str(",\"errno\":").Dec(ret == 0 ? 0 : err);
+  b.Str(",\"caller\":");
+  AppendNullableStr(b, caller);
+  log.End(b);
+}
+
+const char* ForkActionName(const ForkReport& r) {
+  if (r.mode == Mode::kOff) return "off";
+  // Allowed sites, clean forks, and hazards the modes do not apply to proceed.
+  if (r.allowed || !r.verdict.enforceable()) return "proceeded";
+  switch (r.mode) {
+    case Mode::kWarn:
+      return "proceeded";
+    case Mode::kError:
+      return r.via == ForkVia::kAtfork ? "proceeded" : "failed";
+    case Mode::kAbort:
+      return "aborted";
+    case Mode::kOff:
+      return "off";
+  }
+  return "proceeded";
+}
+
+void LogFork(const ForkReport& r, EventLog::LargeLine* line) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  if (line != nullptr) {
+    if (!line->ok()) return;
+    TextBuffer& b = line->text();
+    log.Begin(b, schema::kFork);
+    AppendFork(b, log, line->owns_lock(), r);
+    log.End(b);
+    return;
+  }
+  if (r.partial) {
+    // No stack to write and no lock to take: a small line on the (maybe signal) stack.
+    char buf[1024];
+    TextBuffer b(buf, sizeof(buf));
+    log.Begin(b, schema::kFork);
+    AppendFork(b, log, false, r);
+    log.End(b);
+    return;
+  }
+  EventLog::LargeLine own(log);
+  LogFork(r, &own);
+}
+
+void LogForkChild(pid_t child) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, schema::kForkChild);
+  b.Str(",\"child_pid\":").Dec(child);
+  log.End(b);
+}
+
+void LogSpawn(const char* call, pid_t child, bool ok) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, schema::kSpawn);
+  b.Str(",\"call\":\"").Str(call).Str("\",\"child_pid\":");
+  if (ok && child > 0) {
+    b.Dec(child);
+  } else {
+    b.Str("null");
+  }
+  b.Str(",\"ok\":").Str(Bool(ok)).Str(",\"safe\":true");
+  log.End(b);
+}
+
+void LogProcessExit() {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[512];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, schema::kProcessExit);
+  b.Str(",\"status\":null");
+  log.End(b);
+}
+
+}  // namespace forkguard
