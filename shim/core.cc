@@ -21,8 +21,10 @@
 #include "shim/message.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
+#include "shim/skippable_lock.h"
 #include "shim/stack.h"
 #include "shim/stderr_line.h"
+#include "shim/sys.h"
 #include "shim/verdict.h"
 
 #ifndef FORKGUARD_VERSION
@@ -93,8 +95,8 @@ std::atomic<int> g_rdma_core{-1};         // rdma-core version, from /proc/self/
 void EnsureForkFacts() {
   if (g_fork_facts.load(std::memory_order_acquire)) return;
   constexpr size_t kBytes = 8192;
-  void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p != MAP_FAILED) {
+  void* p = MapAnonymous(kBytes);
+  if (p != nullptr) {
     LearnRdmaDeviceNumbers(static_cast<char*>(p), kBytes);
     munmap(p, kBytes);
   }
@@ -114,9 +116,7 @@ void WriteStderr(const char* p, size_t n) { WriteStderrLines(p, n); }
 
 void CollectWarning(const char* line, void*) {
   if (g_warning_count >= kMaxWarnings) return;
-  size_t n = strnlen(line, sizeof(g_warnings[0]) - 1);
-  memcpy(g_warnings[g_warning_count], line, n);
-  g_warnings[g_warning_count][n] = '\0';
+  CopyCString(g_warnings[g_warning_count], sizeof(g_warnings[0]), line);
   ++g_warning_count;
 }
 
@@ -207,7 +207,7 @@ void Init() {
   SetStderrIdentity(g_job.short_host, g_job.rank);
   const char* prog = program_invocation_short_name;
   if (prog != nullptr && prog[0] != '\0') {
-    strncpy(g_prog, prog, sizeof(g_prog) - 1);
+    CopyCString(g_prog, sizeof(g_prog), prog);
   }
   if (!secure) {
     // rdma-core turns fork support on when either is set at all (any value).
@@ -340,14 +340,8 @@ uint64_t SiteOf(const RawStack& stack, const PythonStack* py) {
   if (py == nullptr) return h;
   for (int i = 0; i < py->depth; ++i) {
     const PythonStack::Frame& f = py->frames[i];
-    for (const char* p : {f.file, f.func}) {
-      for (; *p != '\0'; ++p) {
-        h ^= static_cast<unsigned char>(*p);
-        h *= 1099511628211ULL;
-      }
-    }
-    h ^= static_cast<uint64_t>(f.line);
-    h *= 1099511628211ULL;
+    h = Fnv1aStr(Fnv1aStr(h, f.file), f.func);
+    h = Fnv1aValue(h, static_cast<uint64_t>(f.line));
   }
   return h;
 }
@@ -494,7 +488,7 @@ inline void LogCleanFork(ForkVia via, bool interrupted) {
 // ibv_dontfork_range/ibv_dofork_range), and reading smaps walks every page table of the
 // process. Not cached when no MR is tracked (registrations we cannot see).
 struct DontforkCache {
-  StateLockLite lock;
+  SkippableLock lock;
   pid_t pid = 0;
   uint64_t generation = 0;
   int stored = 0;
@@ -526,9 +520,7 @@ void ReadDontforkView(const StateSnapshot& snap, Vma* out, int* stored, int* vma
   }
   if (!cacheable || !g_dc_cache.lock.TryLock()) return;
   if (g_dc_cache.vmas == nullptr) {
-    void* p = mmap(nullptr, sizeof(Vma) * kMaxDcVmas, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p != MAP_FAILED) g_dc_cache.vmas = static_cast<Vma*>(p);
+    g_dc_cache.vmas = static_cast<Vma*>(MapAnonymous(sizeof(Vma) * kMaxDcVmas));
   }
   if (g_dc_cache.vmas != nullptr) {
     memcpy(g_dc_cache.vmas, out, sizeof(Vma) * static_cast<size_t>(*stored));
@@ -567,19 +559,14 @@ struct Scratch {
   size_t dontfork_bytes = 0;
 
   bool MapFixed() {
-    void* p = mmap(nullptr, sizeof(Fixed), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return false;
-    fixed = static_cast<Fixed*>(p);  // zero-filled: a valid empty state for these PODs
-    return true;
+    // Zero-filled: a valid empty state for these PODs.
+    fixed = static_cast<Fixed*>(MapAnonymous(sizeof(Fixed), MAP_NORESERVE));
+    return fixed != nullptr;
   }
   bool MapFlags(int mr_count) {
     dontfork_bytes = static_cast<size_t>(mr_count) + 1;
-    void* p =
-        mmap(nullptr, dontfork_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return false;
-    mr_dontfork = static_cast<bool*>(p);
-    return true;
+    mr_dontfork = static_cast<bool*>(MapAnonymous(dontfork_bytes));
+    return mr_dontfork != nullptr;
   }
   ~Scratch() {
     if (mr_dontfork != nullptr) munmap(mr_dontfork, dontfork_bytes);
@@ -1089,7 +1076,7 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   // covered the range, absent when none did (not marked now, or marked earlier: unknown
   // without /proc). The kernel's view is read at fork time (fork event, ranges[].dontfork).
   if (call != RdmaCall::kRegDmabufMr && len > 0 && t_marks.bytes > 0) {
-    uintptr_t page = static_cast<uintptr_t>(getpagesize());
+    uintptr_t page = PageSize();
     uintptr_t lo = rec.addr & ~(page - 1);
     uintptr_t hi = (rec.addr + len + page - 1) & ~(page - 1);
     // Marks never overlap (each page is marked once), so bytes == hull means no hole.

@@ -4,7 +4,6 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,17 +12,13 @@
 #include <type_traits>
 
 #include "shim/child_path.h"
+#include "shim/sys.h"
 
 namespace forkguard {
 namespace {
 
 __thread pid_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
 __thread pid_t t_pid __attribute__((tls_model("initial-exec"))) = 0;
-
-void* MapPages(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-}
 
 // A growable array of (handle, T) in mmap'd pages. Not thread-safe: used under StateLock.
 template <typename T>
@@ -64,8 +59,8 @@ class MmapTable {
  private:
   bool Grow() {
     int cap = cap_ == 0 ? 64 : cap_ * 2;
-    auto* h = static_cast<uintptr_t*>(MapPages(sizeof(uintptr_t) * cap));
-    auto* it = static_cast<T*>(MapPages(sizeof(T) * cap));
+    auto* h = static_cast<uintptr_t*>(MapAnonymous(sizeof(uintptr_t) * cap));
+    auto* it = static_cast<T*>(MapAnonymous(sizeof(T) * cap));
     if (h == nullptr || it == nullptr) {
       if (h != nullptr) munmap(h, sizeof(uintptr_t) * cap);
       if (it != nullptr) munmap(it, sizeof(T) * cap);
@@ -105,13 +100,6 @@ struct Tables {
 // Constant-initialized: usable from wrappers that run before any constructor.
 constinit Tables g_tables;
 constinit RdmaState g_state;
-
-void CopyName(char* dst, size_t cap, const char* src) {
-  if (src == nullptr) src = "";
-  size_t n = strnlen(src, cap - 1);
-  memcpy(dst, src, n);
-  dst[n] = '\0';
-}
 
 // The prepare handler's decisions, per thread, as a stack: a fork from a signal handler
 // can run inside another fork's prepare..parent window on the same thread (then the lock is
@@ -195,44 +183,6 @@ bool HeldByOurAtfork() {
   return false;
 }
 
-const char* RdmaCallName(RdmaCall call) {
-  switch (call) {
-    case RdmaCall::kOpenDevice:
-      return "ibv_open_device";
-    case RdmaCall::kAllocPd:
-      return "ibv_alloc_pd";
-    case RdmaCall::kRegMr:
-      return "ibv_reg_mr";
-    case RdmaCall::kRegMrIova:
-      return "ibv_reg_mr_iova";
-    case RdmaCall::kRegMrIova2:
-      return "ibv_reg_mr_iova2";
-    case RdmaCall::kRegDmabufMr:
-      return "ibv_reg_dmabuf_mr";
-    case RdmaCall::kCreateEventChannel:
-      return "rdma_create_event_channel";
-    case RdmaCall::kCreateId:
-      return "rdma_create_id";
-    case RdmaCall::kCreateEp:
-      return "rdma_create_ep";
-    case RdmaCall::kBackstop:
-      return "open(/dev/infiniband)";
-  }
-  return "?";
-}
-
-int64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-int64_t RealtimeNs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 pid_t CurrentTid() {
   if (t_tid == 0) t_tid = static_cast<pid_t>(syscall(SYS_gettid));
   return t_tid;
@@ -298,7 +248,7 @@ void RdmaState::AddContext(uintptr_t handle, const char* device, bool by_library
   ContextRecord r;
   r.owner = CurrentPid();
   r.by_library = by_library;
-  CopyName(r.device, sizeof(r.device), device);
+  CopyCString(r.device, sizeof(r.device), device);
   Guard g(lock_);
   if (!g.ok()) return;
   bool replaced = false;
@@ -399,7 +349,7 @@ bool RdmaState::NoteInit(RdmaCall call, const char* device, const RawStack& stac
   if (g_tables.init.set) return false;
   g_tables.init.set = true;
   g_tables.init.call = call;
-  CopyName(g_tables.init.device, sizeof(g_tables.init.device), device);
+  CopyCString(g_tables.init.device, sizeof(g_tables.init.device), device);
   g_tables.init.mono_ns = mono_ns;
   g_tables.init.stack = stack;
   memcpy(static_cast<void*>(&g_tables.init.py), &py, sizeof(py));
@@ -455,7 +405,7 @@ bool RdmaState::TakeSnapshot(StateSnapshot* out) {
   memcpy(static_cast<void*>(&out->init), &g_tables.init, sizeof(out->init));
   if (c.mrs > 0) {
     size_t bytes = sizeof(MrRecord) * static_cast<size_t>(c.mrs);
-    void* p = MapPages(bytes);
+    void* p = MapAnonymous(bytes);
     if (p == nullptr) return false;
     out->mrs = static_cast<MrRecord*>(p);
     out->mapped_bytes = bytes;
