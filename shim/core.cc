@@ -17,6 +17,7 @@
 #include "shim/dlopen_check.h"
 #include "shim/event_log.h"
 #include "shim/fix_advice.h"
+#include "shim/fork_frames.h"
 #include "shim/job_identity.h"
 #include "shim/message.h"
 #include "shim/proc_facts.h"
@@ -53,15 +54,6 @@ pthread_once_t g_once = PTHREAD_ONCE_INIT;
 std::atomic<bool> g_fork_facts{false};
 bool g_ready = false;
 
-// Per forking thread; copied into the child with the thread.
-__thread bool t_in_fork_wrapper __attribute__((tls_model("initial-exec"))) = false;
-__thread bool t_pending_hazard __attribute__((tls_model("initial-exec"))) = false;
-__thread bool t_pending_explain __attribute__((tls_model("initial-exec"))) = false;
-__thread bool t_atfork_decided __attribute__((tls_model("initial-exec"))) = false;
-// The pid of the process this thread vforked from (our vfork prologue): a vfork child
-// shares our memory, so the unseen-child check must neither fire nor write in it.
-__thread pid_t t_vfork_from __attribute__((tls_model("initial-exec"))) = 0;
-
 // What the RDMA library marked MADV_DONTFORK (madvise through our wrapper) during this
 // thread's outermost registration call: the hull of the marked ranges and their total size.
 // This is how mr_register's `dontfork` is known without reading /proc/self/smaps.
@@ -71,12 +63,6 @@ struct DontforkMarks {
   size_t bytes;
 };
 __thread DontforkMarks t_marks __attribute__((tls_model("initial-exec"))) = {0, 0, 0};
-
-// After fork, the first write to a page copies it: around fork only write what changes.
-template <typename T>
-inline void SetIfChanged(T& var, T value) {
-  if (var != value) var = value;
-}
 
 // Fork support (issue 13's rdma-core x kernel x who matrix). Written outside the fork path
 // (Init, ibv_fork_init, the first RDMA init); read when a hazardous fork is explained.
@@ -177,20 +163,19 @@ void LogProcessStart() {
   log.End(b);
 }
 
-// atfork handlers of the core (registered after the state's, so our prepare runs first,
-// before the state lock is taken, and our child handler runs after the lock was reset).
-void CoreAtforkPrepare();
-void CoreAtforkParent() {
-  if (t_atfork_decided) {
-    SetIfChanged(t_atfork_decided, static_cast<bool>(false));
-    ReleaseChildSegvTable();
-  }
+// The core's part of the atfork handlers (shim/fork_frames.h: the prepare handler calls
+// `decide` before it takes the state lock, the child handler `child` after the lock was
+// reset).
+bool CoreAtforkDecide(ForkFrame* out);
+// A SIGSEGV table prepared by an atfork decision (a wrapper's own is released by the wrapper).
+void CoreAtforkParent(const ForkFrame& f) {
+  if (f.explain_segv) ReleaseChildSegvTable();
 }
-FORKGUARD_CHILD_PATH void CoreAtforkChild() {
-  ChildAfterFork(t_pending_hazard, t_pending_explain);
-  SetIfChanged(t_in_fork_wrapper, static_cast<bool>(false));
-  SetIfChanged(t_atfork_decided, static_cast<bool>(false));
+FORKGUARD_CHILD_PATH void CoreAtforkChild(const ForkFrame* f) {
+  ChildAfterFork(f != nullptr && f->hazard, f != nullptr && f->explain_segv);
 }
+constinit const ForkAtforkHooks kCoreAtforkHooks = {CoreAtforkDecide, CoreAtforkParent,
+                                                    CoreAtforkChild};
 
 void Init() {
   // Under AT_SECURE (setuid, capabilities) the environment is not ours to trust.
@@ -237,10 +222,7 @@ void Init() {
       WriteStderr(g_warnings[i], strlen(g_warnings[i]));
     }
   }
-  if (g_config.mode != Mode::kOff) {
-    InstallStateAtfork();
-    pthread_atfork(CoreAtforkPrepare, CoreAtforkParent, CoreAtforkChild);
-  }
+  if (g_config.mode != Mode::kOff) InstallForkAtfork(&kCoreAtforkHooks);
   g_ready = true;
   LogProcessStart();
   for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
@@ -255,11 +237,12 @@ void CheckUnseenChild() {
   pid_t cached = CachedPid();
   if (cached == 0 || !GlobalState().EverInitialized()) return;
   pid_t now = getpid();
+  ThreadForkFrames& forks = ThisThreadForks();
   if (now == cached) {
-    if (t_vfork_from != 0) t_vfork_from = 0;  // back in the parent after a vfork
+    if (forks.vfork_from != 0) forks.vfork_from = 0;  // back in the parent after a vfork
     return;
   }
-  if (t_vfork_from == cached) return;
+  if (forks.vfork_from == cached) return;
   ResetCachedTid();
   bool live = GlobalState().AnyLive();
   ChildAfterFork(live, false);
@@ -933,24 +916,18 @@ ForkDecision Decide(ForkVia via, bool interrupted_forkguard) {
   return DecideHazardousFork(fds, via);
 }
 
-void CoreAtforkPrepare() {
-  SetIfChanged(t_atfork_decided, static_cast<bool>(false));
-  // Our fork() decided this one. Consumed here, before the address space is copied, so
-  // that nothing needs writing after the fork (a write then copies the page).
-  if (t_in_fork_wrapper) {
-    t_in_fork_wrapper = false;
-    return;
-  }
-  // A fork that did not pass through our fork(): decide here (warn only).
-  if (!g_ready || g_config.mode == Mode::kOff) return;
+// A fork that did not pass through one of our wrappers (or a clean one that did, which
+// left no frame): decide here (warn only). Runs before the address space is copied.
+bool CoreAtforkDecide(ForkFrame* out) {
+  if (!g_ready || g_config.mode == Mode::kOff) return false;
   EnsureForkFacts();
   // The fast path first, here: Decide's frame reaches a deeper stack page, and after a
   // fork every first write to a page faults (one more fault per clean fork).
-  if (CleanWithoutLooking() && !GlobalEventLog().enabled()) return;
+  if (CleanWithoutLooking() && !GlobalEventLog().enabled()) return false;
   ForkDecision d = Decide(ForkVia::kAtfork, t_busy != 0);
-  SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
-  SetIfChanged(t_pending_explain, static_cast<bool>(d.explain_segv));
-  SetIfChanged(t_atfork_decided, static_cast<bool>(d.explain_segv));
+  out->hazard = d.hazard;
+  out->explain_segv = d.explain_segv;
+  return d.hazard || d.explain_segv;
 }
 
 // ibv_open_device/ibv_alloc_pd called by librdmacm's own code (its per-device cache, kept
@@ -1163,42 +1140,39 @@ ForkDecision BeforeFork(ForkVia via) {
   EnsureInit();
   if (g_config.mode == Mode::kOff) return ForkDecision();
   EnsureForkFacts();
-  bool prev_in_wrapper = t_in_fork_wrapper;
-  bool prev_hazard = t_pending_hazard;
-  bool prev_explain = t_pending_explain;
   // A clean fork without a log writes nothing at all here: after every fork the parent's
   // first write to any page faults (copy-on-write), and this is most forks of most
-  // programs. No marker either: the atfork prepare handler re-checks the same lock-free
-  // fast path and finds nothing to do.
-  if (CleanWithoutLooking() && !GlobalEventLog().enabled()) {
-    ForkDecision d;
-    d.prev_in_wrapper = prev_in_wrapper;
-    d.prev_hazard = prev_hazard;
-    d.prev_explain = prev_explain;
-    return d;
+  // programs. No frame either: the atfork prepare handler re-checks the same lock-free
+  // fast path and finds nothing to do. Nested in another fork on this thread, a fork always
+  // gets a frame (fork_frames.h: so that its atfork handlers can tell theirs).
+  bool clean = CleanWithoutLooking() && !GlobalEventLog().enabled();
+  if (clean && ThisThreadForks().depth == 0) return ForkDecision();
+  ForkDecision d;
+  if (!clean) {
+    int saved = errno;
+    CheckUnseenChild();
+    d = Decide(via, t_busy != 0);
+    if (errno != saved) errno = saved;
   }
-  int saved = errno;
-  CheckUnseenChild();
-  ForkDecision d = Decide(via, t_busy != 0);
-  if (errno != saved) errno = saved;
-  d.prev_in_wrapper = prev_in_wrapper;
-  d.prev_hazard = prev_hazard;
-  d.prev_explain = prev_explain;
-  // _Fork runs no atfork handlers: nothing would consume the marker (AfterRawForkChild
-  // applies the decision in the child instead).
+  // The frame tells the atfork handlers that this fork is decided and what its child is.
+  // _Fork runs no atfork handlers (AfterRawForkChild applies the decision in the child).
   if (!d.fail && via != ForkVia::kUnderscoreFork) {
-    SetIfChanged(t_in_fork_wrapper, static_cast<bool>(true));
-    SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
-    SetIfChanged(t_pending_explain, static_cast<bool>(d.explain_segv));
+    ForkFrame f{};
+    f.stage = ForkFrame::Stage::kDecided;
+    f.by_wrapper = true;
+    f.hazard = d.hazard;
+    f.explain_segv = d.explain_segv;
+    d.framed = PushForkFrame(f) != nullptr;
   }
   return d;
 }
 
 FORKGUARD_CHILD_PATH void AfterForkChild(const ForkDecision& d) {
-  if (g_config.mode == Mode::kOff) return;
-  SetIfChanged(t_in_fork_wrapper, static_cast<bool>(d.prev_in_wrapper));
-  SetIfChanged(t_pending_hazard, static_cast<bool>(d.prev_hazard));
-  SetIfChanged(t_pending_explain, static_cast<bool>(d.prev_explain));
+  if (d.framed) {
+    PopForkFrame();
+  } else if (d.hazard) {
+    ChildAfterFork(true, d.explain_segv);  // no frame carried it: the stack was full
+  }
 }
 
 FORKGUARD_CHILD_PATH void AfterRawForkChild(const ForkDecision& d) {
@@ -1211,9 +1185,7 @@ FORKGUARD_CHILD_PATH void AfterRawForkChild(const ForkDecision& d) {
 }
 
 void AfterForkParent(const ForkDecision& d, pid_t child) {
-  SetIfChanged(t_in_fork_wrapper, static_cast<bool>(d.prev_in_wrapper));
-  SetIfChanged(t_pending_hazard, static_cast<bool>(d.prev_hazard));
-  SetIfChanged(t_pending_explain, static_cast<bool>(d.prev_explain));
+  if (d.framed) PopForkFrame();
   if (d.explain_segv) ReleaseChildSegvTable();
   if (g_config.mode == Mode::kOff || child <= 0) return;
   EventLog& log = GlobalEventLog();
@@ -1244,7 +1216,7 @@ void OnSpawn(const char* call, pid_t child, int ret) {
 }
 
 void OnVfork() {
-  t_vfork_from = CurrentPid();
+  ThisThreadForks().vfork_from = CurrentPid();
   OnSpawn("vfork", 0, 0);
 }
 

@@ -1,6 +1,5 @@
 #include "shim/state.h"
 
-#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -12,6 +11,7 @@
 #include <type_traits>
 
 #include "shim/child_path.h"
+#include "shim/fork_frames.h"
 #include "shim/sys.h"
 
 namespace forkguard {
@@ -101,55 +101,6 @@ struct Tables {
 constinit Tables g_tables;
 constinit RdmaState g_state;
 
-// The prepare handler's decisions, per thread, as a stack: a fork from a signal handler
-// can run inside another fork's prepare..parent window on the same thread (then the lock is
-// already ours and the inner fork must not release it). A slot is true while its prepare
-// holds the lock and false otherwise; push and pop order their steps (signal fences) so
-// that a handler's fork landing between any two of them neither overwrites the outer
-// fork's slot nor sees a slot claim the lock that the lock does not back.
-constexpr int kAtforkSlots = 32;
-__thread bool t_atfork_took[kAtforkSlots] __attribute__((tls_model("initial-exec"))) = {};
-__thread int t_atfork_depth __attribute__((tls_model("initial-exec"))) = 0;
-
-// After fork every page either process writes first is copied: a process that never
-// touched RDMA must not write the shim's pages around fork (no lock, no flag).
-void AtforkPrepare() {
-  StateLock& l = g_state.lock();
-  if (!g_state.AnyLive() && !g_state.EverInitialized() && !l.HeldByAnyone()) return;
-  // Beyond the slots (32 nested handler forks) the lock is not taken: never leaked.
-  bool take = !l.HeldByThisThread() && t_atfork_depth < kAtforkSlots;
-  if (take) take = l.Lock();  // a lock given up on: the fork goes on without it
-  // Depth first, then the slot: a handler's fork before the increment pushes and pops the
-  // same slot and leaves it false; one after it sees the slot still false (the lock is then
-  // held "not by our atfork": it decides without the tables) and pushes above it.
-  int slot = t_atfork_depth;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_atfork_depth = slot + 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (take) t_atfork_took[slot] = true;
-}
-
-// Pops this fork's entry; true when its prepare took the lock. The slot is read and cleared
-// before the depth drops, so a handler's fork after the drop cannot change what we read.
-FORKGUARD_CHILD_PATH bool PopTook() {
-  int slot = t_atfork_depth - 1;
-  if (slot < 0) return false;
-  bool took = slot < kAtforkSlots && t_atfork_took[slot];
-  if (took) t_atfork_took[slot] = false;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_atfork_depth = slot;
-  return took;
-}
-
-void AtforkParent() {
-  if (PopTook()) g_state.lock().Unlock();
-}
-FORKGUARD_CHILD_PATH void AtforkChild() {
-  PopTook();
-  ResetCachedTid();
-  g_state.lock().ResetInChild();
-}
-
 }  // namespace
 
 namespace {
@@ -175,13 +126,6 @@ class Guard {
 };
 
 }  // namespace
-
-bool HeldByOurAtfork() {
-  for (int i = 0; i < t_atfork_depth && i < kAtforkSlots; ++i) {
-    if (t_atfork_took[i]) return true;
-  }
-  return false;
-}
 
 pid_t CurrentTid() {
   if (t_tid == 0) t_tid = static_cast<pid_t>(syscall(SYS_gettid));
@@ -435,12 +379,5 @@ bool RdmaState::FirstTimeForSite(uint64_t site) {
 }
 
 RdmaState& GlobalState() { return g_state; }
-
-void InstallStateAtfork() {
-  static std::atomic<bool> installed{false};
-  bool expected = false;
-  if (!installed.compare_exchange_strong(expected, true)) return;
-  pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
-}
 
 }  // namespace forkguard

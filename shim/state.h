@@ -161,12 +161,7 @@ class RdmaState {
 
 RdmaState& GlobalState();
 
-// True when this thread holds the state lock because its pthread_atfork prepare handler
-// took it (we are between a fork's prepare and parent/child handlers on this thread).
-bool HeldByOurAtfork();
-
-// Registers the atfork handlers of the state lock (idempotent).
-void InstallStateAtfork();
+// The state lock across fork (the atfork handlers, HeldByOurAtfork): shim/fork_frames.h.
 
 // Small helpers with no policy (the clocks are in shim/sys.h).
 pid_t CurrentTid();
