@@ -23,19 +23,17 @@
 
 #include "shim/job_identity.h"
 #include "shim/stderr_line.h"
+#include "shim/sys.h"
 
 namespace {
+
+using forkguard::BaseName;
 
 // The shim, as seen in la_objopen (nullptr until then). Written under the loader lock;
 // read by la_symbind64, which lazy binding calls without it.
 struct link_map* g_shim = nullptr;  // only through __atomic builtins
 // Cookies are left at the loader's default, the link_map address, so refcook/defcook
 // identify objects directly.
-
-const char* BaseName(const char* path) {
-  const char* slash = strrchr(path, '/');
-  return slash != nullptr ? slash + 1 : path;
-}
 
 bool StartsWith(const char* s, const char* prefix) {
   return strncmp(s, prefix, strlen(prefix)) == 0;

@@ -15,6 +15,7 @@
 #include "shim/event_log.h"
 #include "shim/message.h"
 #include "shim/stderr_line.h"
+#include "shim/sys.h"
 #include "shim/text_buffer.h"
 
 namespace forkguard {
@@ -53,18 +54,6 @@ std::atomic<int> g_preparing{0};
 volatile sig_atomic_t g_hazard_child = 0;
 struct sigaction g_prev_segv;
 volatile sig_atomic_t g_handler_installed = 0;
-
-// Concurrent forks ask at once: an atomic (relaxed; every thread computes the same value),
-// async-signal-safe, no guard variable.
-uintptr_t PageSize() {
-  static std::atomic<uintptr_t> page{0};
-  uintptr_t p = page.load(std::memory_order_relaxed);
-  if (p == 0) {
-    p = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    page.store(p, std::memory_order_relaxed);
-  }
-  return p;
-}
 
 // Lets the signal act as it would have without us. A previous handler function is called
 // directly with its own mask (we stay installed, so a later fault in a registered range is
@@ -174,9 +163,8 @@ bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork, b
                  kTextPerEntry * static_cast<size_t>(count) + kScratchBytes;
   bytes = (bytes + PageSize() - 1) & ~(PageSize() - 1);
   g_preparing.fetch_add(1);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
+  void* p = MapAnonymous(bytes, MAP_NORESERVE);
+  if (p == nullptr) {
     g_preparing.fetch_sub(1);
     return false;
   }

@@ -18,12 +18,15 @@
 #include "shim/event_log.h"
 #include "shim/event_writer.h"
 #include "shim/fix_advice.h"
+#include "shim/fork_frames.h"
 #include "shim/job_identity.h"
 #include "shim/message.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
+#include "shim/skippable_lock.h"
 #include "shim/stack.h"
 #include "shim/stderr_line.h"
+#include "shim/sys.h"
 #include "shim/verdict.h"
 
 #ifndef FORKGUARD_VERSION
@@ -52,15 +55,6 @@ pthread_once_t g_once = PTHREAD_ONCE_INIT;
 std::atomic<bool> g_fork_facts{false};
 bool g_ready = false;
 
-// Per forking thread; copied into the child with the thread.
-__thread bool t_in_fork_wrapper __attribute__((tls_model("initial-exec"))) = false;
-__thread bool t_pending_hazard __attribute__((tls_model("initial-exec"))) = false;
-__thread bool t_pending_explain __attribute__((tls_model("initial-exec"))) = false;
-__thread bool t_atfork_decided __attribute__((tls_model("initial-exec"))) = false;
-// The pid of the process this thread vforked from (our vfork prologue): a vfork child
-// shares our memory, so the unseen-child check must neither fire nor write in it.
-__thread pid_t t_vfork_from __attribute__((tls_model("initial-exec"))) = 0;
-
 // What the RDMA library marked MADV_DONTFORK (madvise through our wrapper) during this
 // thread's outermost registration call: the hull of the marked ranges and their total size.
 // This is how mr_register's `dontfork` is known without reading /proc/self/smaps.
@@ -70,12 +64,6 @@ struct DontforkMarks {
   size_t bytes;
 };
 __thread DontforkMarks t_marks __attribute__((tls_model("initial-exec"))) = {0, 0, 0};
-
-// After fork, the first write to a page copies it: around fork only write what changes.
-template <typename T>
-inline void SetIfChanged(T& var, T value) {
-  if (var != value) var = value;
-}
 
 // Fork support (issue 13's rdma-core x kernel x who matrix). Written outside the fork path
 // (Init, ibv_fork_init, the first RDMA init); read when a hazardous fork is explained.
@@ -94,8 +82,8 @@ std::atomic<int> g_rdma_core{-1};         // rdma-core version, from /proc/self/
 void EnsureForkFacts() {
   if (g_fork_facts.load(std::memory_order_acquire)) return;
   constexpr size_t kBytes = 8192;
-  void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p != MAP_FAILED) {
+  void* p = MapAnonymous(kBytes);
+  if (p != nullptr) {
     LearnRdmaDeviceNumbers(static_cast<char*>(p), kBytes);
     munmap(p, kBytes);
   }
@@ -115,9 +103,7 @@ void WriteStderr(const char* p, size_t n) { WriteStderrLines(p, n); }
 
 void CollectWarning(const char* line, void*) {
   if (g_warning_count >= kMaxWarnings) return;
-  size_t n = strnlen(line, sizeof(g_warnings[0]) - 1);
-  memcpy(g_warnings[g_warning_count], line, n);
-  g_warnings[g_warning_count][n] = '\0';
+  CopyCString(g_warnings[g_warning_count], sizeof(g_warnings[0]), line);
   ++g_warning_count;
 }
 
@@ -132,20 +118,19 @@ ProcessIdentity Identity() {
   return id;
 }
 
-// atfork handlers of the core (registered after the state's, so our prepare runs first,
-// before the state lock is taken, and our child handler runs after the lock was reset).
-void CoreAtforkPrepare();
-void CoreAtforkParent() {
-  if (t_atfork_decided) {
-    SetIfChanged(t_atfork_decided, static_cast<bool>(false));
-    ReleaseChildSegvTable();
-  }
+// The core's part of the atfork handlers (shim/fork_frames.h: the prepare handler calls
+// `decide` before it takes the state lock, the child handler `child` after the lock was
+// reset).
+bool CoreAtforkDecide(ForkFrame* out);
+// A SIGSEGV table prepared by an atfork decision (a wrapper's own is released by the wrapper).
+void CoreAtforkParent(const ForkFrame& f) {
+  if (f.explain_segv) ReleaseChildSegvTable();
 }
-FORKGUARD_CHILD_PATH void CoreAtforkChild() {
-  ChildAfterFork(t_pending_hazard, t_pending_explain);
-  SetIfChanged(t_in_fork_wrapper, static_cast<bool>(false));
-  SetIfChanged(t_atfork_decided, static_cast<bool>(false));
+FORKGUARD_CHILD_PATH void CoreAtforkChild(const ForkFrame* f) {
+  ChildAfterFork(f != nullptr && f->hazard, f != nullptr && f->explain_segv);
 }
+constinit const ForkAtforkHooks kCoreAtforkHooks = {CoreAtforkDecide, CoreAtforkParent,
+                                                    CoreAtforkChild};
 
 void Init() {
   // Under AT_SECURE (setuid, capabilities) the environment is not ours to trust.
@@ -162,7 +147,7 @@ void Init() {
   SetStderrIdentity(g_job.short_host, g_job.rank);
   const char* prog = program_invocation_short_name;
   if (prog != nullptr && prog[0] != '\0') {
-    strncpy(g_prog, prog, sizeof(g_prog) - 1);
+    CopyCString(g_prog, sizeof(g_prog), prog);
   }
   if (!secure) {
     // rdma-core turns fork support on when either is set at all (any value).
@@ -192,10 +177,7 @@ void Init() {
       WriteStderr(g_warnings[i], strlen(g_warnings[i]));
     }
   }
-  if (g_config.mode != Mode::kOff) {
-    InstallStateAtfork();
-    pthread_atfork(CoreAtforkPrepare, CoreAtforkParent, CoreAtforkChild);
-  }
+  if (g_config.mode != Mode::kOff) InstallForkAtfork(&kCoreAtforkHooks);
   g_ready = true;
   LogProcessStart(ModeName(g_config.mode), FORKGUARD_VERSION);
   for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
@@ -210,11 +192,12 @@ void CheckUnseenChild() {
   pid_t cached = CachedPid();
   if (cached == 0 || !GlobalState().EverInitialized()) return;
   pid_t now = getpid();
+  ThreadForkFrames& forks = ThisThreadForks();
   if (now == cached) {
-    if (t_vfork_from != 0) t_vfork_from = 0;  // back in the parent after a vfork
+    if (forks.vfork_from != 0) forks.vfork_from = 0;  // back in the parent after a vfork
     return;
   }
-  if (t_vfork_from == cached) return;
+  if (forks.vfork_from == cached) return;
   ResetCachedTid();
   bool live = GlobalState().AnyLive();
   ChildAfterFork(live, false);
@@ -265,14 +248,8 @@ uint64_t SiteOf(const RawStack& stack, const PythonStack* py) {
   if (py == nullptr) return h;
   for (int i = 0; i < py->depth; ++i) {
     const PythonStack::Frame& f = py->frames[i];
-    for (const char* p : {f.file, f.func}) {
-      for (; *p != '\0'; ++p) {
-        h ^= static_cast<unsigned char>(*p);
-        h *= 1099511628211ULL;
-      }
-    }
-    h ^= static_cast<uint64_t>(f.line);
-    h *= 1099511628211ULL;
+    h = Fnv1aStr(Fnv1aStr(h, f.file), f.func);
+    h = Fnv1aValue(h, static_cast<uint64_t>(f.line));
   }
   return h;
 }
@@ -358,7 +335,7 @@ inline void LogCleanFork(ForkVia via, bool interrupted) {
 // ibv_dontfork_range/ibv_dofork_range), and reading smaps walks every page table of the
 // process. Not cached when no MR is tracked (registrations we cannot see).
 struct DontforkCache {
-  StateLockLite lock;
+  SkippableLock lock;
   pid_t pid = 0;
   uint64_t generation = 0;
   int stored = 0;
@@ -390,9 +367,7 @@ void ReadDontforkView(const StateSnapshot& snap, Vma* out, int* stored, int* vma
   }
   if (!cacheable || !g_dc_cache.lock.TryLock()) return;
   if (g_dc_cache.vmas == nullptr) {
-    void* p = mmap(nullptr, sizeof(Vma) * kMaxDcVmas, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p != MAP_FAILED) g_dc_cache.vmas = static_cast<Vma*>(p);
+    g_dc_cache.vmas = static_cast<Vma*>(MapAnonymous(sizeof(Vma) * kMaxDcVmas));
   }
   if (g_dc_cache.vmas != nullptr) {
     memcpy(g_dc_cache.vmas, out, sizeof(Vma) * static_cast<size_t>(*stored));
@@ -431,19 +406,14 @@ struct Scratch {
   size_t dontfork_bytes = 0;
 
   bool MapFixed() {
-    void* p = mmap(nullptr, sizeof(Fixed), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return false;
-    fixed = static_cast<Fixed*>(p);  // zero-filled: a valid empty state for these PODs
-    return true;
+    // Zero-filled: a valid empty state for these PODs.
+    fixed = static_cast<Fixed*>(MapAnonymous(sizeof(Fixed), MAP_NORESERVE));
+    return fixed != nullptr;
   }
   bool MapFlags(int mr_count) {
     dontfork_bytes = static_cast<size_t>(mr_count) + 1;
-    void* p =
-        mmap(nullptr, dontfork_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return false;
-    mr_dontfork = static_cast<bool*>(p);
-    return true;
+    mr_dontfork = static_cast<bool*>(MapAnonymous(dontfork_bytes));
+    return mr_dontfork != nullptr;
   }
   ~Scratch() {
     if (mr_dontfork != nullptr) munmap(mr_dontfork, dontfork_bytes);
@@ -718,24 +688,18 @@ ForkDecision Decide(ForkVia via, bool interrupted_forkguard) {
   return DecideHazardousFork(fds, via);
 }
 
-void CoreAtforkPrepare() {
-  SetIfChanged(t_atfork_decided, static_cast<bool>(false));
-  // Our fork() decided this one. Consumed here, before the address space is copied, so
-  // that nothing needs writing after the fork (a write then copies the page).
-  if (t_in_fork_wrapper) {
-    t_in_fork_wrapper = false;
-    return;
-  }
-  // A fork that did not pass through our fork(): decide here (warn only).
-  if (!g_ready || g_config.mode == Mode::kOff) return;
+// A fork that did not pass through one of our wrappers (or a clean one that did, which
+// left no frame): decide here (warn only). Runs before the address space is copied.
+bool CoreAtforkDecide(ForkFrame* out) {
+  if (!g_ready || g_config.mode == Mode::kOff) return false;
   EnsureForkFacts();
   // The fast path first, here: Decide's frame reaches a deeper stack page, and after a
   // fork every first write to a page faults (one more fault per clean fork).
-  if (CleanWithoutLooking() && !GlobalEventLog().enabled()) return;
+  if (CleanWithoutLooking() && !GlobalEventLog().enabled()) return false;
   ForkDecision d = Decide(ForkVia::kAtfork, t_busy != 0);
-  SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
-  SetIfChanged(t_pending_explain, static_cast<bool>(d.explain_segv));
-  SetIfChanged(t_atfork_decided, static_cast<bool>(d.explain_segv));
+  out->hazard = d.hazard;
+  out->explain_segv = d.explain_segv;
+  return d.hazard || d.explain_segv;
 }
 
 // ibv_open_device/ibv_alloc_pd called by librdmacm's own code (its per-device cache, kept
@@ -841,7 +805,7 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   // without /proc). The kernel's view is read at fork time (fork event, ranges[].dontfork).
   bool dontfork = false;
   if (call != RdmaCall::kRegDmabufMr && len > 0 && t_marks.bytes > 0) {
-    uintptr_t page = static_cast<uintptr_t>(getpagesize());
+    uintptr_t page = PageSize();
     uintptr_t lo = rec.addr & ~(page - 1);
     uintptr_t hi = (rec.addr + len + page - 1) & ~(page - 1);
     // Marks never overlap (each page is marked once), so bytes == hull means no hole.
@@ -902,42 +866,39 @@ ForkDecision BeforeFork(ForkVia via) {
   EnsureInit();
   if (g_config.mode == Mode::kOff) return ForkDecision();
   EnsureForkFacts();
-  bool prev_in_wrapper = t_in_fork_wrapper;
-  bool prev_hazard = t_pending_hazard;
-  bool prev_explain = t_pending_explain;
   // A clean fork without a log writes nothing at all here: after every fork the parent's
   // first write to any page faults (copy-on-write), and this is most forks of most
-  // programs. No marker either: the atfork prepare handler re-checks the same lock-free
-  // fast path and finds nothing to do.
-  if (CleanWithoutLooking() && !GlobalEventLog().enabled()) {
-    ForkDecision d;
-    d.prev_in_wrapper = prev_in_wrapper;
-    d.prev_hazard = prev_hazard;
-    d.prev_explain = prev_explain;
-    return d;
+  // programs. No frame either: the atfork prepare handler re-checks the same lock-free
+  // fast path and finds nothing to do. Nested in another fork on this thread, a fork always
+  // gets a frame (fork_frames.h: so that its atfork handlers can tell theirs).
+  bool clean = CleanWithoutLooking() && !GlobalEventLog().enabled();
+  if (clean && ThisThreadForks().depth == 0) return ForkDecision();
+  ForkDecision d;
+  if (!clean) {
+    int saved = errno;
+    CheckUnseenChild();
+    d = Decide(via, t_busy != 0);
+    if (errno != saved) errno = saved;
   }
-  int saved = errno;
-  CheckUnseenChild();
-  ForkDecision d = Decide(via, t_busy != 0);
-  if (errno != saved) errno = saved;
-  d.prev_in_wrapper = prev_in_wrapper;
-  d.prev_hazard = prev_hazard;
-  d.prev_explain = prev_explain;
-  // _Fork runs no atfork handlers: nothing would consume the marker (AfterRawForkChild
-  // applies the decision in the child instead).
+  // The frame tells the atfork handlers that this fork is decided and what its child is.
+  // _Fork runs no atfork handlers (AfterRawForkChild applies the decision in the child).
   if (!d.fail && via != ForkVia::kUnderscoreFork) {
-    SetIfChanged(t_in_fork_wrapper, static_cast<bool>(true));
-    SetIfChanged(t_pending_hazard, static_cast<bool>(d.hazard));
-    SetIfChanged(t_pending_explain, static_cast<bool>(d.explain_segv));
+    ForkFrame f{};
+    f.stage = ForkFrame::Stage::kDecided;
+    f.by_wrapper = true;
+    f.hazard = d.hazard;
+    f.explain_segv = d.explain_segv;
+    d.framed = PushForkFrame(f) != nullptr;
   }
   return d;
 }
 
 FORKGUARD_CHILD_PATH void AfterForkChild(const ForkDecision& d) {
-  if (g_config.mode == Mode::kOff) return;
-  SetIfChanged(t_in_fork_wrapper, static_cast<bool>(d.prev_in_wrapper));
-  SetIfChanged(t_pending_hazard, static_cast<bool>(d.prev_hazard));
-  SetIfChanged(t_pending_explain, static_cast<bool>(d.prev_explain));
+  if (d.framed) {
+    PopForkFrame();
+  } else if (d.hazard) {
+    ChildAfterFork(true, d.explain_segv);  // no frame carried it: the stack was full
+  }
 }
 
 FORKGUARD_CHILD_PATH void AfterRawForkChild(const ForkDecision& d) {
@@ -950,9 +911,7 @@ FORKGUARD_CHILD_PATH void AfterRawForkChild(const ForkDecision& d) {
 }
 
 void AfterForkParent(const ForkDecision& d, pid_t child) {
-  SetIfChanged(t_in_fork_wrapper, static_cast<bool>(d.prev_in_wrapper));
-  SetIfChanged(t_pending_hazard, static_cast<bool>(d.prev_hazard));
-  SetIfChanged(t_pending_explain, static_cast<bool>(d.prev_explain));
+  if (d.framed) PopForkFrame();
   if (d.explain_segv) ReleaseChildSegvTable();
   if (g_config.mode == Mode::kOff || child <= 0) return;
   LogForkChild(child);
@@ -965,7 +924,7 @@ void OnSpawn(const char* call, pid_t child, int ret) {
 }
 
 void OnVfork() {
-  t_vfork_from = CurrentPid();
+  ThisThreadForks().vfork_from = CurrentPid();
   OnSpawn("vfork", 0, 0);
 }
 

@@ -60,11 +60,8 @@ struct ForkDecision {
   int err = 0;
   bool hazard = false;
   bool explain_segv = false;  // the child gets the SIGSEGV explanation
-  // This thread's fork bookkeeping before this fork: a fork from a signal handler can nest
-  // inside another fork's wrapper; AfterFork* put it back.
-  bool prev_in_wrapper = false;
-  bool prev_hazard = false;
-  bool prev_explain = false;
+  // BeforeFork pushed this fork's frame (shim/fork_frames.h); AfterFork* pop it.
+  bool framed = false;
 };
 // In the parent, before the real fork. Clean forks: no allocation, no output. `via`: which
 // entry point (fork, _Fork, daemon, forkpty); a failed decision's errno depends on it.

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "shim/stderr_line.h"
+#include "shim/sys.h"
 
 namespace forkguard {
 namespace {
@@ -37,9 +38,7 @@ void NoteDlopenFlags(const char* file, int flags) {
   int expected = 0;
   if (!g_deepbind_noted.compare_exchange_strong(expected, 1)) return;  // first one wins
   const char* name = file != nullptr ? file : "(main program)";
-  size_t n = strnlen(name, sizeof g_deepbind_file - 1);
-  memcpy(g_deepbind_file, name, n);
-  g_deepbind_file[n] = '\0';
+  CopyCString(g_deepbind_file, sizeof g_deepbind_file, name);
   g_deepbind_noted.store(2, std::memory_order_release);
 }
 

@@ -16,6 +16,7 @@
 #include "shim/child_path.h"
 #include "shim/log_dir.h"
 #include "shim/stderr_line.h"
+#include "shim/sys.h"
 
 namespace forkguard {
 namespace {
@@ -32,13 +33,10 @@ uint64_t Mix(uint64_t h, uint64_t v) {
   return h * 0xff51afd7ed558ccdULL;
 }
 
-uint64_t MixStr(uint64_t h, const char* s) {
-  for (; *s != '\0'; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 0x100000001b3ULL;
-  return Mix(h, 0xff);
-}
+uint64_t MixStr(uint64_t h, const char* s) { return Mix(Fnv1aStr(h, s), 0xff); }
 
 uint64_t HashStack(const RawStack& stack, const PythonStack* py) {
-  uint64_t h = Mix(0xcbf29ce484222325ULL, static_cast<uint64_t>(stack.depth));
+  uint64_t h = Mix(kFnv1aBasis, static_cast<uint64_t>(stack.depth));
   for (int i = 0; i < stack.depth; ++i) h = Mix(h, stack.ips[i]);
   if (py != nullptr) {
     for (int i = 0; i < py->depth; ++i) {
@@ -76,11 +74,6 @@ bool RealtimeIsSyscall() {
     if (strcmp(name, slow) == 0) return true;
   }
   return false;
-}
-
-void AppendHexBytes(TextBuffer& b, const uint8_t* p, int n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  for (int i = 0; i < n; ++i) b.Char(kDigits[p[i] >> 4]).Char(kDigits[p[i] & 15]);
 }
 
 }  // namespace
@@ -170,7 +163,7 @@ void EventLog::ScanModules() {
         any = true;
       }
       if (!any) return 0;
-      uintptr_t page = static_cast<uintptr_t>(getpagesize());
+      uintptr_t page = PageSize();
       m.base = m.lo & ~(page - 1);
       int n = *ctx->second;
       for (int i = 0; i < n; ++i) {
@@ -200,9 +193,7 @@ void EventLog::ScanModules() {
       }
       const char* path = info->dlpi_name;
       if (path == nullptr || path[0] == '\0') path = n == 0 ? MainExecutableFile() : "";
-      size_t len = strnlen(path, sizeof(m.path) - 1);
-      memcpy(m.path, path, len);
-      m.path[len] = '\0';
+      CopyCString(m.path, sizeof(m.path), path);
       ctx->first[n] = m;
       ++*ctx->second;
       return 0;
@@ -234,7 +225,7 @@ bool EventLog::EnsureModuleWritten(int m) {
   b.Str(",\"build_id\":");
   if (mod.build_id_len > 0) {
     b.Char('"');
-    AppendHexBytes(b, mod.build_id, mod.build_id_len);
+    b.HexBytes(mod.build_id, static_cast<size_t>(mod.build_id_len));
     b.Char('"');
   } else {
     b.Str("null");
@@ -336,29 +327,19 @@ void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink war
     return;
   }
   dir = path;
-  size_t n = strnlen(dir, sizeof(dir_) - 1);
-  memcpy(dir_, dir, n);
-  dir_[n] = '\0';
-  void* p =
-      mmap(nullptr, kLargeLineBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  large_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
-  p = mmap(nullptr, kLargeLineBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  nested_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
-  p = mmap(nullptr, sizeof(StackSlot) * kStackSlots, PROT_READ | PROT_WRITE,
-           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  stacks_ = p == MAP_FAILED ? nullptr : static_cast<StackSlot*>(p);
-  p = mmap(nullptr, sizeof(Module) * kMaxModules, PROT_READ | PROT_WRITE,
-           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  modules_ = p == MAP_FAILED ? nullptr : static_cast<Module*>(p);
-  p = mmap(nullptr, kRecordBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  record_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+  CopyCString(dir_, sizeof(dir_), dir);
+  large_ = static_cast<char*>(MapAnonymous(kLargeLineBytes));
+  nested_ = static_cast<char*>(MapAnonymous(kLargeLineBytes));
+  stacks_ = static_cast<StackSlot*>(MapAnonymous(sizeof(StackSlot) * kStackSlots));
+  modules_ = static_cast<Module*>(MapAnonymous(sizeof(Module) * kMaxModules));
+  record_ = static_cast<char*>(MapAnonymous(kRecordBytes));
   // The pid, cached where every kind of child sees 0 (raw clone() and syscall(SYS_fork) run
   // no atfork handler): a line asks the kernel nothing but its write (Linux >= 4.14).
-  size_t page = static_cast<size_t>(getpagesize());
-  p = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p != MAP_FAILED && madvise(p, page, MADV_WIPEONFORK) == 0) {
+  size_t page = static_cast<size_t>(PageSize());
+  void* p = MapAnonymous(page);
+  if (p != nullptr && madvise(p, page, MADV_WIPEONFORK) == 0) {
     pid_word_ = new (p) std::atomic<pid_t>(0);
-  } else if (p != MAP_FAILED) {
+  } else if (p != nullptr) {
     munmap(p, page);
   }
   owner_pid_.store(Pid(), std::memory_order_relaxed);
@@ -458,11 +439,7 @@ bool EventLog::WriteHeader(int fd, pid_t pid) {
   }
   b.Str(",\"start_ns\":").Dec(start_ns_).Str("}\n");
   if (b.truncated()) return false;
-  for (;;) {
-    ssize_t w = write(fd, b.data(), b.size());
-    if (w < 0 && errno == EINTR) continue;
-    return w == static_cast<ssize_t>(b.size());
-  }
+  return WriteNoEintr(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size());
 }
 
 void EventLog::Begin(TextBuffer& b, const char* event) {
@@ -534,13 +511,10 @@ bool EventLog::WriteLine(const char* p, size_t n) {
   }
   // One write(2): a line is never split between processes. A short or failed write (full
   // disk) ends logging for this process, so no later line lands after a torn one.
-  for (;;) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w == static_cast<ssize_t>(n)) return true;
-    Fail("write", w < 0 ? errno : ENOSPC);
-    return false;
-  }
+  ssize_t w = WriteNoEintr(fd, p, n);
+  if (w == static_cast<ssize_t>(n)) return true;
+  Fail("write", w < 0 ? errno : ENOSPC);
+  return false;
 }
 
 void EventLog::End(TextBuffer& b) {

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "shim/proc_facts.h"
+#include "shim/sys.h"
 
 namespace forkguard {
 namespace {
@@ -33,21 +34,6 @@ struct LinuxDirent64 {
 constexpr int kMiscMajor = 10;
 std::atomic<int> g_uverbs_major{-1};
 std::atomic<int> g_rdma_cm_minor{-1};
-
-// Reads a small /proc file into buf; returns the length or -1.
-ssize_t ReadAll(const char* path, char* buf, size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  size_t total = 0;
-  while (total + 1 < cap) {
-    ssize_t n = read(fd, buf + total, cap - 1 - total);
-    if (n <= 0) break;
-    total += static_cast<size_t>(n);
-  }
-  close(fd);
-  buf[total] = '\0';
-  return static_cast<ssize_t>(total);
-}
 
 // Character devices that are never RDMA: mem (null, zero, urandom), tty, console/ptmx, pts.
 bool IsCommonCharDevice(unsigned maj) { return maj == 1 || maj == 4 || maj == 5 || maj == 136; }
@@ -85,10 +71,11 @@ int FindNumberForName(const char* text, const char* section, const char* name) {
 
 void LearnRdmaDeviceNumbers(char* buf, size_t cap) {
   if (g_uverbs_major.load(std::memory_order_relaxed) < 0 &&
-      ReadAll("/proc/devices", buf, cap) > 0) {
+      ReadSmallFile("/proc/devices", buf, cap) > 0) {
     g_uverbs_major.store(FindNumberForName(buf, "Character devices:", "infiniband_verbs"));
   }
-  if (g_rdma_cm_minor.load(std::memory_order_relaxed) < 0 && ReadAll("/proc/misc", buf, cap) > 0) {
+  if (g_rdma_cm_minor.load(std::memory_order_relaxed) < 0 &&
+      ReadSmallFile("/proc/misc", buf, cap) > 0) {
     g_rdma_cm_minor.store(FindNumberForName(buf, nullptr, "rdma_cm"));
   }
 }

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shim/sys.h"
+
 namespace forkguard {
 namespace {
 
@@ -62,9 +64,7 @@ JobIdentity ReadJobIdentity(EnvLookup env, void* env_ctx) {
 
 void SetIdentityHost(JobIdentity& id, const char* name) {
   if (name == nullptr || name[0] == '\0') name = "?";
-  size_t n = strnlen(name, sizeof(id.host) - 1);
-  memcpy(id.host, name, n);
-  id.host[n] = '\0';
+  size_t n = CopyCString(id.host, sizeof(id.host), name);
   size_t s = 0;
   while (s < n && s < sizeof(id.short_host) - 1 && name[s] != '.') ++s;
   if (s == 0) {

@@ -11,6 +11,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "shim/sys.h"
+
 namespace forkguard {
 namespace {
 
@@ -19,26 +21,6 @@ int HexVal(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-// Reads a small /proc file into buf (NUL-terminated); returns bytes or -1.
-ssize_t ReadSmallFile(const char* path, char* buf, size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  size_t total = 0;
-  while (total + 1 < cap) {
-    ssize_t n = read(fd, buf + total, cap - 1 - total);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      close(fd);
-      return -1;
-    }
-    if (n == 0) break;
-    total += static_cast<size_t>(n);
-  }
-  close(fd);
-  buf[total] = '\0';
-  return static_cast<ssize_t>(total);
 }
 
 }  // namespace
@@ -119,8 +101,7 @@ bool ReadDontforkVmas(Vma* out, int cap, int* stored, int* dontfork_count, int* 
   SmapsScanner scanner(out, cap);
   char buf[8192];
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n = ReadNoEintr(fd, buf, sizeof(buf));
     if (n <= 0) break;
     scanner.Feed(buf, static_cast<size_t>(n));
   }
@@ -166,8 +147,7 @@ int CountMaps() {
   char buf[8192];
   int lines = 0;
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n = ReadNoEintr(fd, buf, sizeof(buf));
     if (n <= 0) break;
     for (ssize_t i = 0; i < n; ++i) lines += buf[i] == '\n';
   }
@@ -198,8 +178,7 @@ int RdmaCoreVersionFromMaps() {
   size_t used = 0;
   int version = -1;
   while (version < 0) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n = ReadNoEintr(fd, buf, sizeof(buf));
     if (n <= 0) break;
     for (ssize_t i = 0; i < n && version < 0; ++i) {
       if (buf[i] != '\n') {

@@ -19,6 +19,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shim/skippable_lock.h"
+#include "shim/sys.h"
+
 // libstdc++'s demangler with a callback: formats on the stack, never calls malloc (the
 // message may be formatted in a fork from a signal handler that interrupted malloc). Only
 // the static libstdc++.a has it: libforkguard.so pulls it in (-Wl,--undefined); elsewhere
@@ -186,7 +189,7 @@ constexpr size_t kCacheSlots = 4096;
 CachedFrame* g_cache = nullptr;
 unsigned long long g_cache_adds = 0;
 unsigned long long g_cache_subs = 0;
-StateLockLite g_cache_lock;
+SkippableLock g_cache_lock;
 
 int ReadLoadCounters(struct dl_phdr_info* info, size_t size, void* data) {
   auto* out = static_cast<unsigned long long*>(data);
@@ -235,7 +238,7 @@ struct ElfSymbols {
 constexpr int kMaxElfObjects = 64;
 ElfSymbols g_elf[kMaxElfObjects];
 int g_elf_count = 0;
-StateLockLite g_elf_lock;
+SkippableLock g_elf_lock;
 
 void LoadElfSymbols(const char* path, ElfSymbols* out) {
   out->path = path;
@@ -263,7 +266,7 @@ void LoadElfSymbols(const char* path, ElfSymbols* out) {
   uintptr_t first_load = UINTPTR_MAX;
   for (int i = 0; i < eh->e_phnum; ++i) {
     if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load) {
-      first_load = ph[i].p_vaddr & ~(static_cast<uintptr_t>(getpagesize()) - 1);
+      first_load = ph[i].p_vaddr & ~(PageSize() - 1);
     }
   }
   const auto* sh = reinterpret_cast<const ElfW(Shdr)*>(base + eh->e_shoff);
@@ -344,9 +347,7 @@ void BeginSymbolizing() {
   dl_iterate_phdr(ReadLoadCounters, counters);
   if (!g_cache_lock.TryLock()) return;
   if (g_cache == nullptr) {
-    void* p = mmap(nullptr, sizeof(CachedFrame) * kCacheSlots, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p != MAP_FAILED) g_cache = static_cast<CachedFrame*>(p);
+    g_cache = static_cast<CachedFrame*>(MapAnonymous(sizeof(CachedFrame) * kCacheSlots));
   } else if (counters[0] != g_cache_adds || counters[1] != g_cache_subs) {
     memset(static_cast<void*>(g_cache), 0, sizeof(CachedFrame) * kCacheSlots);
   }
@@ -381,12 +382,6 @@ SymbolizedFrame Symbolize(uintptr_t ip, bool is_return_address) {
 }
 
 const char* MainExecutableFile() { return MainExecutablePath(); }
-
-const char* BaseName(const char* path) {
-  if (path == nullptr) return "";
-  const char* slash = strrchr(path, '/');
-  return slash != nullptr ? slash + 1 : path;
-}
 
 bool IsRdmaLibraryObject(const char* obj) {
   const char* base = BaseName(obj);
@@ -442,14 +437,9 @@ bool IsSignalTrampoline(uintptr_t ip) {
 }
 
 uint64_t StackSiteHash(const RawStack& stack) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a
-  auto mix = [&h](const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) {
-      h ^= b[i];
-      h *= 1099511628211ULL;
-    }
-  };
+  // FNV-1a from a seed one digit short of its basis: kept, so sites stay what logs said.
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](const void* p, size_t n) { h = Fnv1a(h, p, n); };
   for (int i = 0; i < stack.depth; ++i) {
     // A fork from a signal handler: the frames past the signal trampoline are wherever the
     // program happened to be interrupted, not part of the call site.

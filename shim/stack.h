@@ -5,24 +5,12 @@
 // symbol name) happens only when a message is printed or an event is logged.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 #include "shim/text_buffer.h"
 
 namespace forkguard {
-
-// A try-lock for caches that can simply be skipped when busy (never waits: safe when a
-// signal handler interrupts the holder on the same thread).
-class StateLockLite {
- public:
-  bool TryLock() { return !busy_.exchange(true, std::memory_order_acquire); }
-  void Unlock() { busy_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> busy_{false};
-};
 
 struct RawStack {
   static constexpr int kCapacity = 64;
@@ -62,9 +50,6 @@ SymbolizedFrame Symbolize(uintptr_t ip, bool is_return_address);
 
 // Absolute path of the main executable ("" when /proc is unavailable).
 const char* MainExecutableFile();
-
-// Last path component of `path` ("" for nullptr).
-const char* BaseName(const char* path);
 
 // True for frames inside the RDMA libraries or the shim (not "user" code).
 bool IsRdmaLibraryObject(const char* obj);

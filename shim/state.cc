@@ -1,10 +1,8 @@
 #include "shim/state.h"
 
-#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,17 +11,14 @@
 #include <type_traits>
 
 #include "shim/child_path.h"
+#include "shim/fork_frames.h"
+#include "shim/sys.h"
 
 namespace forkguard {
 namespace {
 
 __thread pid_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
 __thread pid_t t_pid __attribute__((tls_model("initial-exec"))) = 0;
-
-void* MapPages(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-}
 
 // A growable array of (handle, T) in mmap'd pages. Not thread-safe: used under StateLock.
 template <typename T>
@@ -64,8 +59,8 @@ class MmapTable {
  private:
   bool Grow() {
     int cap = cap_ == 0 ? 64 : cap_ * 2;
-    auto* h = static_cast<uintptr_t*>(MapPages(sizeof(uintptr_t) * cap));
-    auto* it = static_cast<T*>(MapPages(sizeof(T) * cap));
+    auto* h = static_cast<uintptr_t*>(MapAnonymous(sizeof(uintptr_t) * cap));
+    auto* it = static_cast<T*>(MapAnonymous(sizeof(T) * cap));
     if (h == nullptr || it == nullptr) {
       if (h != nullptr) munmap(h, sizeof(uintptr_t) * cap);
       if (it != nullptr) munmap(it, sizeof(T) * cap);
@@ -106,62 +101,6 @@ struct Tables {
 constinit Tables g_tables;
 constinit RdmaState g_state;
 
-void CopyName(char* dst, size_t cap, const char* src) {
-  if (src == nullptr) src = "";
-  size_t n = strnlen(src, cap - 1);
-  memcpy(dst, src, n);
-  dst[n] = '\0';
-}
-
-// The prepare handler's decisions, per thread, as a stack: a fork from a signal handler
-// can run inside another fork's prepare..parent window on the same thread (then the lock is
-// already ours and the inner fork must not release it). A slot is true while its prepare
-// holds the lock and false otherwise; push and pop order their steps (signal fences) so
-// that a handler's fork landing between any two of them neither overwrites the outer
-// fork's slot nor sees a slot claim the lock that the lock does not back.
-constexpr int kAtforkSlots = 32;
-__thread bool t_atfork_took[kAtforkSlots] __attribute__((tls_model("initial-exec"))) = {};
-__thread int t_atfork_depth __attribute__((tls_model("initial-exec"))) = 0;
-
-// After fork every page either process writes first is copied: a process that never
-// touched RDMA must not write the shim's pages around fork (no lock, no flag).
-void AtforkPrepare() {
-  StateLock& l = g_state.lock();
-  if (!g_state.AnyLive() && !g_state.EverInitialized() && !l.HeldByAnyone()) return;
-  // Beyond the slots (32 nested handler forks) the lock is not taken: never leaked.
-  bool take = !l.HeldByThisThread() && t_atfork_depth < kAtforkSlots;
-  if (take) take = l.Lock();  // a lock given up on: the fork goes on without it
-  // Depth first, then the slot: a handler's fork before the increment pushes and pops the
-  // same slot and leaves it false; one after it sees the slot still false (the lock is then
-  // held "not by our atfork": it decides without the tables) and pushes above it.
-  int slot = t_atfork_depth;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_atfork_depth = slot + 1;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (take) t_atfork_took[slot] = true;
-}
-
-// Pops this fork's entry; true when its prepare took the lock. The slot is read and cleared
-// before the depth drops, so a handler's fork after the drop cannot change what we read.
-FORKGUARD_CHILD_PATH bool PopTook() {
-  int slot = t_atfork_depth - 1;
-  if (slot < 0) return false;
-  bool took = slot < kAtforkSlots && t_atfork_took[slot];
-  if (took) t_atfork_took[slot] = false;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_atfork_depth = slot;
-  return took;
-}
-
-void AtforkParent() {
-  if (PopTook()) g_state.lock().Unlock();
-}
-FORKGUARD_CHILD_PATH void AtforkChild() {
-  PopTook();
-  ResetCachedTid();
-  g_state.lock().ResetInChild();
-}
-
 }  // namespace
 
 namespace {
@@ -187,51 +126,6 @@ class Guard {
 };
 
 }  // namespace
-
-bool HeldByOurAtfork() {
-  for (int i = 0; i < t_atfork_depth && i < kAtforkSlots; ++i) {
-    if (t_atfork_took[i]) return true;
-  }
-  return false;
-}
-
-const char* RdmaCallName(RdmaCall call) {
-  switch (call) {
-    case RdmaCall::kOpenDevice:
-      return "ibv_open_device";
-    case RdmaCall::kAllocPd:
-      return "ibv_alloc_pd";
-    case RdmaCall::kRegMr:
-      return "ibv_reg_mr";
-    case RdmaCall::kRegMrIova:
-      return "ibv_reg_mr_iova";
-    case RdmaCall::kRegMrIova2:
-      return "ibv_reg_mr_iova2";
-    case RdmaCall::kRegDmabufMr:
-      return "ibv_reg_dmabuf_mr";
-    case RdmaCall::kCreateEventChannel:
-      return "rdma_create_event_channel";
-    case RdmaCall::kCreateId:
-      return "rdma_create_id";
-    case RdmaCall::kCreateEp:
-      return "rdma_create_ep";
-    case RdmaCall::kBackstop:
-      return "open(/dev/infiniband)";
-  }
-  return "?";
-}
-
-int64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-int64_t RealtimeNs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 pid_t CurrentTid() {
   if (t_tid == 0) t_tid = static_cast<pid_t>(syscall(SYS_gettid));
@@ -298,7 +192,7 @@ void RdmaState::AddContext(uintptr_t handle, const char* device, bool by_library
   ContextRecord r;
   r.owner = CurrentPid();
   r.by_library = by_library;
-  CopyName(r.device, sizeof(r.device), device);
+  CopyCString(r.device, sizeof(r.device), device);
   Guard g(lock_);
   if (!g.ok()) return;
   bool replaced = false;
@@ -399,7 +293,7 @@ bool RdmaState::NoteInit(RdmaCall call, const char* device, const RawStack& stac
   if (g_tables.init.set) return false;
   g_tables.init.set = true;
   g_tables.init.call = call;
-  CopyName(g_tables.init.device, sizeof(g_tables.init.device), device);
+  CopyCString(g_tables.init.device, sizeof(g_tables.init.device), device);
   g_tables.init.mono_ns = mono_ns;
   g_tables.init.stack = stack;
   memcpy(static_cast<void*>(&g_tables.init.py), &py, sizeof(py));
@@ -455,7 +349,7 @@ bool RdmaState::TakeSnapshot(StateSnapshot* out) {
   memcpy(static_cast<void*>(&out->init), &g_tables.init, sizeof(out->init));
   if (c.mrs > 0) {
     size_t bytes = sizeof(MrRecord) * static_cast<size_t>(c.mrs);
-    void* p = MapPages(bytes);
+    void* p = MapAnonymous(bytes);
     if (p == nullptr) return false;
     out->mrs = static_cast<MrRecord*>(p);
     out->mapped_bytes = bytes;
@@ -485,12 +379,5 @@ bool RdmaState::FirstTimeForSite(uint64_t site) {
 }
 
 RdmaState& GlobalState() { return g_state; }
-
-void InstallStateAtfork() {
-  static std::atomic<bool> installed{false};
-  bool expected = false;
-  if (!installed.compare_exchange_strong(expected, true)) return;
-  pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
-}
 
 }  // namespace forkguard

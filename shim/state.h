@@ -14,23 +14,11 @@
 #include <cstdint>
 
 #include "shim/python_stack.h"
+#include "shim/rdma_call.h"
 #include "shim/stack.h"
+#include "shim/sys.h"
 
 namespace forkguard {
-
-enum class RdmaCall : uint8_t {
-  kOpenDevice,
-  kAllocPd,
-  kRegMr,
-  kRegMrIova,
-  kRegMrIova2,
-  kRegDmabufMr,
-  kCreateEventChannel,
-  kCreateId,
-  kCreateEp,
-  kBackstop,  // found by the descriptor scan, no call seen
-};
-const char* RdmaCallName(RdmaCall call);
 
 constexpr size_t kDeviceNameLen = 64;
 
@@ -173,16 +161,9 @@ class RdmaState {
 
 RdmaState& GlobalState();
 
-// True when this thread holds the state lock because its pthread_atfork prepare handler
-// took it (we are between a fork's prepare and parent/child handlers on this thread).
-bool HeldByOurAtfork();
+// The state lock across fork (the atfork handlers, HeldByOurAtfork): shim/fork_frames.h.
 
-// Registers the atfork handlers of the state lock (idempotent).
-void InstallStateAtfork();
-
-// Small helpers with no policy.
-int64_t MonotonicNs();
-int64_t RealtimeNs();
+// Small helpers with no policy (the clocks are in shim/sys.h).
 pid_t CurrentTid();
 // getpid() cached per thread (reset with the tid in a forked child by the atfork handler).
 pid_t CurrentPid();

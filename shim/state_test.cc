@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "shim/fork_frames.h"
+
 namespace forkguard {
 namespace {
 
@@ -124,7 +126,7 @@ TEST(RdmaStateTest, ConcurrentUpdatesAndSnapshots) {
 // The atfork prepare handler holds the lock across fork: a child forked while other
 // threads update the tables sees a consistent table whose lock is free.
 TEST(RdmaStateTest, ForkDuringUpdatesGivesTheChildAUsableState) {
-  InstallStateAtfork();
+  InstallForkAtfork(nullptr);
   RdmaState& st = GlobalState();
   st.AddContext(0x70, "rxe0");  // makes the prepare handler take the lock
   std::atomic<bool> stop{false};
@@ -164,7 +166,7 @@ std::string LeakedLockScenario() {
   auto check = [&failures](bool ok, const char* what) {
     if (!ok) failures += std::string(what) + "; ";
   };
-  InstallStateAtfork();
+  InstallForkAtfork(nullptr);
   RdmaState& st = GlobalState();
   SetLockBoundNsForTesting(200LL * 1000 * 1000);
   std::thread holder([&] { check(st.lock().Lock(), "holder took the lock"); });

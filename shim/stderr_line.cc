@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "shim/sys.h"
 #include "shim/text_buffer.h"
 
 namespace forkguard {
@@ -26,15 +27,7 @@ void FinishWrite(int fd, const struct iovec* iov, int iovcnt, size_t done) {
     p += done;
     n -= done;
     done = 0;
-    while (n > 0) {
-      ssize_t w = write(fd, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return;
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
+    if (!WriteAll(fd, p, n)) return;
   }
 }
 
@@ -50,9 +43,7 @@ size_t CutLength(const char* line, size_t len, size_t room) {
 
 void SetStderrIdentity(const char* short_host, long rank) {
   if (short_host == nullptr || short_host[0] == '\0') short_host = "?";
-  size_t n = strnlen(short_host, sizeof(g_host) - 1);
-  memcpy(g_host, short_host, n);
-  g_host[n] = '\0';
+  CopyCString(g_host, sizeof(g_host), short_host);
   g_rank = rank;
 }
 

@@ -78,18 +78,24 @@ class TextBuffer {
     while (n > 0) Char(tmp[--n]);
     return *this;
   }
-  // Lower-case hex without prefix.
+  // Lower-case hex without prefix: the shim's one hex formatter.
+  static constexpr char kHexDigits[] = "0123456789abcdef";
   TextBuffer& Hex(uint64_t v) {
     char tmp[20];
     int n = 0;
     do {
-      tmp[n++] = "0123456789abcdef"[v & 0xf];
+      tmp[n++] = kHexDigits[v & 0xf];
       v >>= 4;
     } while (v != 0);
     while (n > 0) Char(tmp[--n]);
     return *this;
   }
   TextBuffer& Ptr(uint64_t v) { return Str("0x").Hex(v); }
+  // Two hex digits per byte (build ids).
+  TextBuffer& HexBytes(const uint8_t* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) Char(kHexDigits[p[i] >> 4]).Char(kHexDigits[p[i] & 0xf]);
+    return *this;
+  }
 
   // A JSON string literal including the quotes; escapes per RFC 8259. Bytes >= 0x80 are
   // passed through when they form valid UTF-8 and replaced by U+FFFD otherwise, so every
@@ -113,7 +119,7 @@ class TextBuffer {
         Str("\\r");
         ++p;
       } else if (c < 0x20 || c == 0x7f) {
-        Str("\\u00").Char("0123456789abcdef"[c >> 4]).Char("0123456789abcdef"[c & 0xf]);
+        Str("\\u00").HexBytes(&c, 1);
         ++p;
       } else if (c < 0x80) {
         Char(static_cast<char>(c));
