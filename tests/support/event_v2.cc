@@ -206,7 +206,10 @@ std::optional<std::string> EventV2Expander::Expand(const std::string& line, std:
     } else if (key == schema::kKeyInit && value.type() == element_type::OBJECT) {
       out += ",\"init\":{";
       int n = 0;
-      for (auto [k2, v2] : value.get_object().value_unsafe()) {
+      // The object itself, not a reference into get_object()'s temporary result (a range-for
+      // over value_unsafe() of a temporary dangles: ASan's stack-use-after-scope).
+      simdjson::dom::object obj = value.get_object().value_unsafe();
+      for (auto [k2, v2] : obj) {
         if (n++ > 0) out += ",";
         out +=
             Quote(k2) + ":" + (k2 == schema::kKeyStack ? stack_text(v2) : simdjson::to_string(v2));
@@ -215,7 +218,8 @@ std::optional<std::string> EventV2Expander::Expand(const std::string& line, std:
     } else if (key == schema::kKeyMr && value.type() == element_type::ARRAY) {
       long long f[4] = {0, 0, 0, 0};
       int n = 0;
-      for (element x : value.get_array().value_unsafe()) {
+      simdjson::dom::array arr = value.get_array().value_unsafe();
+      for (element x : arr) {
         uint64_t u = 0;
         if (n < 4 && x.get_uint64().get(u) == simdjson::SUCCESS) f[n] = static_cast<long long>(u);
         ++n;
