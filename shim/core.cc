@@ -1059,7 +1059,8 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   constexpr int kRegistrationDepth = 12;
   int depth = g_config.stack_depth;
   if (depth > kRegistrationDepth) depth = kRegistrationDepth;
-  CaptureStack(&rec.stack, depth);
+  // A repeat site is checked on the live stack instead of unwound (stack.h).
+  CaptureRepeatedStack(&rec.stack, depth);
   GlobalState().AddMr(rec);
   NoteInit(call, nullptr);
   EventLog& log = GlobalEventLog();

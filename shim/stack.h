@@ -34,6 +34,13 @@ struct RawStack {
 // function. Never allocates with malloc.
 void CaptureStack(RawStack* out, int max_depth);
 
+// The same stack for a call site that is reached again and again (registration): the
+// first time libunwind walks it, later calls from the same return address with the same
+// frames above it check those frames on the live stack (a few loads per frame) instead of
+// unwinding. Call it from the shim's hooks only (it finds the intercepted call through
+// the shim's own frame pointers); falls back to CaptureStack when unsure.
+void CaptureRepeatedStack(RawStack* out, int max_depth);
+
 // Records the address range of the shim's own code; called from the constructor. Safe to
 // call again. Capture before it ran keeps the shim's frames (harmless, just longer).
 void InitOwnCodeRange();
