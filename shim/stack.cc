@@ -226,6 +226,10 @@ struct SiteCache {
 SiteCache* g_sites = nullptr;  // mmap'd on first use, under g_sites_lock
 StateLockLite g_sites_lock;
 
+int SiteSet(uintptr_t ip) {
+  return static_cast<int>((ip * 0x9e3779b97f4a7c15ULL) >> 58) & (kSiteSets - 1);
+}
+
 // The intercepted call as the program made it: its return address, the stack pointer and
 // RBP just after it returns.
 struct UserCall {
@@ -234,22 +238,27 @@ struct UserCall {
   uintptr_t rbp;
 };
 
-// Only our own frames: each keeps RBP as frame pointer, so [rbp] is the caller's RBP and
-// [rbp + 8] the return address. Bounded, and any frame chain that does not go up the
-// stack by a sane step is refused.
-__attribute__((noinline, no_sanitize_address)) bool FindUserCall(UserCall* uc) {
-  const auto* fp = static_cast<const uintptr_t*>(__builtin_frame_address(0));
+// Only our own frames, from `fp` (a frame of ours) up: each keeps RBP as frame pointer, so
+// [rbp] is the caller's RBP and [rbp + 8] the return address. Bounded, and any frame chain
+// that does not go up the stack by a sane step is refused.
+__attribute__((always_inline, no_sanitize_address)) inline bool FindUserCall(const void* frame,
+                                                                             UserCall* uc) {
+  const auto* fp = static_cast<const uintptr_t*>(frame);
+  // IsOwnCode's single-segment case, inlined (it cannot be across no_sanitize_address).
+  const int own = g_own_count.load(std::memory_order_acquire);
+  if (own != 1) return false;
+  const uintptr_t lo = g_own[0].lo;
+  const uintptr_t hi = g_own[0].hi;
   for (int i = 0; i < 8; ++i) {
     uintptr_t ret = fp[1];
-    if (!IsOwnCode(ret)) {
+    if (ret < lo || ret >= hi) {
       uc->ip = ret;
       uc->sp = reinterpret_cast<uintptr_t>(fp + 2);
       uc->rbp = fp[0];
       return ret != 0;
     }
     const auto* next = reinterpret_cast<const uintptr_t*>(fp[0]);
-    uintptr_t step = reinterpret_cast<uintptr_t>(next) - reinterpret_cast<uintptr_t>(fp);
-    if (next <= fp || step > 65536 || (reinterpret_cast<uintptr_t>(next) & 7) != 0) {
+    if (next <= fp || next - fp > 8192 || (reinterpret_cast<uintptr_t>(next) & 7) != 0) {
       return false;
     }
     fp = next;
@@ -260,17 +269,17 @@ __attribute__((noinline, no_sanitize_address)) bool FindUserCall(UserCall* uc) {
 // The live stack has the recorded frames (see above). Reads only at the recorded offsets
 // above uc.sp, and each only once the frames below it matched.
 __attribute__((no_sanitize_address)) bool SiteMatches(const SiteEntry& e, const UserCall& uc) {
-  uintptr_t sp = uc.sp;
   uintptr_t rbp = uc.rbp;
   for (int k = 0; k + 1 < e.depth; ++k) {
     const SiteRule& r = e.rules[k];
-    uintptr_t cfa = r.cfa_size != 0 ? sp + static_cast<uintptr_t>(r.cfa_size) : rbp + 16;
-    if (cfa != uc.sp + static_cast<uintptr_t>(r.cfa_rel)) return false;
+    // CFA = SP + N: where the unwind info says, given the frames below matched. A
+    // frame-pointer frame's CFA comes from RBP and must be where it was.
+    uintptr_t cfa = uc.sp + static_cast<uintptr_t>(r.cfa_rel);
+    if (r.cfa_size == 0 && cfa != rbp + 16) return false;
     if (*reinterpret_cast<const uintptr_t*>(cfa - 8) != e.ips[k + 1]) return false;
     if (r.rbp_off != kNoRbpSave) {
       rbp = *reinterpret_cast<const uintptr_t*>(cfa + static_cast<intptr_t>(r.rbp_off));
     }
-    sp = cfa;
   }
   return true;
 }
@@ -346,46 +355,60 @@ bool WalkSite(const UserCall& uc, int want, SiteEntry* e, RawStack* out) {
 
 }  // namespace
 
-void CaptureRepeatedStack(RawStack* out, int max_depth) {
-  if (max_depth < 1) max_depth = 1;
-  UserCall uc;
-  if (max_depth > kSiteFrames || !FindUserCall(&uc)) return CaptureStack(out, max_depth);
+namespace {
+
+// A call site not in the cache (or the cache busy): walk it and keep what the walk learned.
+__attribute__((noinline)) void CaptureMissedSite(const UserCall& uc, int max_depth, RawStack* out) {
   if (!g_sites_lock.TryLock()) return CaptureStack(out, max_depth);
   if (g_sites == nullptr) {
     void* p = mmap(nullptr, sizeof(SiteCache), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
     if (p != MAP_FAILED) g_sites = static_cast<SiteCache*>(p);
   }
-  if (g_sites == nullptr) {
-    g_sites_lock.Unlock();
-    return CaptureStack(out, max_depth);
-  }
-  int set = static_cast<int>((uc.ip * 0x9e3779b97f4a7c15ULL) >> 58) & (kSiteSets - 1);
-  SiteEntry* ways = g_sites->entries[set];
-  bool known_bad = false;
-  for (int w = 0; w < kSiteWays; ++w) {
-    const SiteEntry& e = ways[w];
-    if (e.depth == 0 || e.ips[0] != uc.ip || e.want != max_depth) continue;
-    if (e.depth < 0) {
-      known_bad = true;
-      break;
+  SiteCache* sites = g_sites;
+  bool walk = sites != nullptr;
+  int set = SiteSet(uc.ip);
+  if (walk) {
+    for (const SiteEntry& e : sites->entries[set]) {
+      if (e.ips[0] == uc.ip && e.want == max_depth && e.depth < 0) walk = false;  // known bad
     }
-    if (!SiteMatches(e, uc)) continue;
-    for (int i = 0; i < e.depth; ++i) out->ips[i] = e.ips[i];
-    out->depth = e.depth;
-    g_sites_lock.Unlock();
-    return;
+    if (sites->fills[set] >= kSiteMaxFills) walk = false;
   }
-  bool walk = !known_bad && g_sites->fills[set] < kSiteMaxFills;
   g_sites_lock.Unlock();
   SiteEntry fresh;
   if (!walk || !WalkSite(uc, max_depth, &fresh, out)) return CaptureStack(out, max_depth);
   if (!g_sites_lock.TryLock()) return;
-  int w = g_sites->victim[set];
-  g_sites->victim[set] = static_cast<uint8_t>((w + 1) % kSiteWays);
-  ++g_sites->fills[set];
-  memcpy(static_cast<void*>(&ways[w]), &fresh, sizeof(fresh));
+  int w = sites->victim[set];
+  sites->victim[set] = static_cast<uint8_t>((w + 1) % kSiteWays);
+  ++sites->fills[set];
+  memcpy(static_cast<void*>(&sites->entries[set][w]), &fresh, sizeof(fresh));
   g_sites_lock.Unlock();
+}
+
+}  // namespace
+
+// Reads our own frames and the stack above them (SiteMatches).
+__attribute__((no_sanitize_address)) void CaptureRepeatedStack(RawStack* out, int max_depth) {
+  if (max_depth < 1) max_depth = 1;
+  UserCall uc;
+  if (max_depth > kSiteFrames || !FindUserCall(__builtin_frame_address(0), &uc)) {
+    return CaptureStack(out, max_depth);
+  }
+  if (g_sites_lock.TryLock()) {
+    if (g_sites != nullptr) {
+      for (const SiteEntry& e : g_sites->entries[SiteSet(uc.ip)]) {
+        if (e.ips[0] != uc.ip || e.want != max_depth || e.depth <= 0 || !SiteMatches(e, uc)) {
+          continue;
+        }
+        for (int i = 0; i < e.depth; ++i) out->ips[i] = e.ips[i];
+        out->depth = e.depth;
+        g_sites_lock.Unlock();
+        return;
+      }
+    }
+    g_sites_lock.Unlock();
+  }
+  CaptureMissedSite(uc, max_depth, out);
 }
 
 namespace {
