@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "shim/text_buffer.h"
 
@@ -24,10 +25,19 @@ class StateLockLite {
   std::atomic<bool> busy_{false};
 };
 
+// Only ips[0..depth) mean anything. At run time the rest is left as it is: zeroing 512
+// bytes was a tenth of what the shim added to a registration. Constant initialization
+// (the shim's constinit tables) zeroes it all.
 struct RawStack {
   static constexpr int kCapacity = 64;
   int depth = 0;
-  uintptr_t ips[kCapacity] = {};
+  uintptr_t ips[kCapacity];
+
+  constexpr RawStack() {
+    if (std::is_constant_evaluated()) {
+      for (uintptr_t& ip : ips) ip = 0;
+    }
+  }
 };
 
 // Frames of the shim itself are dropped, so ips[0] is the caller of the intercepted
