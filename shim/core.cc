@@ -48,6 +48,7 @@ char g_prog[256] = "?";
 long g_rank = -1;
 JobIdentity g_job;
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
+std::atomic<bool> g_init_done{false};  // Init() returned (EnsureInit's fast path)
 std::atomic<bool> g_fork_facts{false};
 bool g_ready = false;
 
@@ -244,6 +245,7 @@ void Init() {
   g_ready = true;
   LogProcessStart();
   for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
+  g_init_done.store(true, std::memory_order_release);
 }
 
 // A process created by a raw clone()/clone3() syscall (Go's runtime, sandboxes) runs no
@@ -353,8 +355,7 @@ uint64_t SiteOf(const RawStack& stack, const PythonStack* py) {
 }
 
 // A forked child using an object its parent created: say so once per process.
-void CheckInheritedUse(const char* call, const void* handle) {
-  if (!IsHazardousChild() || handle == nullptr) return;
+void ReportInheritedUse(const char* call, const void* handle) {
   pid_t self = getpid();
   if (!GlobalState().IsInheritedHandle(reinterpret_cast<uintptr_t>(handle), self)) return;
   static pid_t reported_in = 0;
@@ -369,6 +370,11 @@ void CheckInheritedUse(const char* call, const void* handle) {
     WriteStderr(b.data(), b.size());
   }
   LogNote(b.data());
+}
+
+// Every RDMA hook: nothing but a flag test outside a hazardous child.
+inline void CheckInheritedUse(const char* call, const void* handle) {
+  if (IsHazardousChild() && handle != nullptr) ReportInheritedUse(call, handle);
 }
 
 bool MatchesAllowList(const RawStack& stack, const PythonStack& py) {
@@ -988,7 +994,11 @@ void OnRelease(const char* call, const void* handle, bool (RdmaState::*remove)(u
 
 }  // namespace
 
-void EnsureInit() { pthread_once(&g_once, Init); }
+void EnsureInit() {
+  // Every hook starts here: one load once initialized, not a call into pthread_once.
+  if (g_init_done.load(std::memory_order_acquire)) return;
+  pthread_once(&g_once, Init);
+}
 
 void OnOpenDevice(const void* ctx, const char* device, int err, const void* caller) {
   BusyScope busy;
@@ -1039,7 +1049,7 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
              int access, int err) {
   BusyScope busy;
   if (!Active()) return;
-  CheckInheritedUse(RdmaCallName(call), pd);
+  if (IsHazardousChild()) CheckInheritedUse(RdmaCallName(call), pd);
   if (mr == nullptr) {
     LogRdmaCall(RdmaCallName(call), nullptr, nullptr, false, err);
     return;
@@ -1062,7 +1072,7 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   // A repeat site is checked on the live stack instead of unwound (stack.h).
   CaptureRepeatedStack(&rec.stack, depth);
   GlobalState().AddMr(rec);
-  NoteInit(call, nullptr);
+  if (!GlobalState().EverInitialized()) NoteInit(call, nullptr);
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;
   // The stack is written once per distinct stack of this process (its record, with the
