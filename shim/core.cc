@@ -1061,15 +1061,13 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   rec.access = access;
   rec.call = call;
   rec.owner = CurrentPid();
-  // Unwinding is most of what a registration costs (libunwind, per frame), and it is paid
-  // on every registration, logged or not (a repeat site is only known once unwound): the
-  // stack is shown in a hazard message (its innermost user frame), in a child's SIGSEGV
+  // The stack is shown in a hazard message (its innermost user frame), in a child's SIGSEGV
   // explanation and in the log's stack record, for which the innermost frames say where.
-  // Forks and RDMA init keep FORKGUARD_STACK_DEPTH frames.
+  // Forks and RDMA init keep FORKGUARD_STACK_DEPTH frames. A call site seen before is
+  // checked on the live stack instead of unwound (stack.h CaptureRepeatedStack).
   constexpr int kRegistrationDepth = 12;
   int depth = g_config.stack_depth;
   if (depth > kRegistrationDepth) depth = kRegistrationDepth;
-  // A repeat site is checked on the live stack instead of unwound (stack.h).
   CaptureRepeatedStack(&rec.stack, depth);
   GlobalState().AddMr(rec);
   if (!GlobalState().EverInitialized()) NoteInit(call, nullptr);
