@@ -280,14 +280,24 @@ void CheckUnseenChild() {
   WriteStderr(b.data(), b.size());
 }
 
-// Entry of every RDMA hook.
-bool Active() {
+// Set once a hook found everything in place (Init, the fork facts, the unwinder asked
+// for; the mode is not off): from then on a hook's entry is this one load.
+std::atomic<bool> g_hooks_ready{false};
+
+__attribute__((noinline)) bool ActiveSlow() {
   EnsureInit();
   EnsureForkFacts();
   if (g_config.mode == Mode::kOff) return false;
   LoadUnwinder();
+  g_hooks_ready.store(true, std::memory_order_release);
   return true;
 }
+
+// Entry of every RDMA hook.
+inline bool Active() { return g_hooks_ready.load(std::memory_order_acquire) || ActiveSlow(); }
+
+// No FORKGUARD_LOG: the event log can never be enabled (not even asked).
+inline bool NoLog() { return g_config.log_dir[0] == '\0'; }
 
 void LogRdmaCall(const char* call, const char* device, const void* handle, bool ok, int err) {
   EventLog& log = GlobalEventLog();
@@ -1069,8 +1079,10 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   int depth = g_config.stack_depth;
   if (depth > kRegistrationDepth) depth = kRegistrationDepth;
   CaptureRepeatedStack(&rec.stack, depth);
-  GlobalState().AddMr(rec);
-  if (!GlobalState().EverInitialized()) NoteInit(call, nullptr);
+  RdmaState& st = GlobalState();
+  st.AddMr(rec);
+  if (!st.EverInitialized()) NoteInit(call, nullptr);
+  if (NoLog()) return;
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;
   // The stack is written once per distinct stack of this process (its record, with the
@@ -1113,11 +1125,11 @@ void OnDeregMr(const void* mr, int ret, int err) {
   BusyScope busy;
   if (!Active()) return;
   CheckInheritedUse("ibv_dereg_mr", mr);
-  EventLog& log = GlobalEventLog();
-  if (!log.enabled()) {
+  if (NoLog() || !GlobalEventLog().enabled()) {
     if (ret == 0) GlobalState().RemoveMr(reinterpret_cast<uintptr_t>(mr), nullptr);
     return;
   }
+  EventLog& log = GlobalEventLog();
   MrRecord rec;
   bool known = ret == 0 && GlobalState().RemoveMr(reinterpret_cast<uintptr_t>(mr), &rec);
   char buf[512];
