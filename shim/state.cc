@@ -16,6 +16,8 @@
 #include "shim/child_path.h"
 
 namespace forkguard {
+
+constinit RdmaState g_rdma_state;
 namespace {
 
 __thread pid_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
@@ -106,7 +108,7 @@ struct Tables {
 
 // Constant-initialized: usable from wrappers that run before any constructor.
 constinit Tables g_tables;
-constinit RdmaState g_state;
+constinit RdmaState& g_state = g_rdma_state;
 
 void CopyName(char* dst, size_t cap, const char* src) {
   if (src == nullptr) src = "";
@@ -492,8 +494,6 @@ bool RdmaState::FirstTimeForSite(uint64_t site) {
   if (g_tables.site_count < Tables::kMaxSites) g_tables.sites[g_tables.site_count++] = site;
   return true;
 }
-
-RdmaState& GlobalState() { return g_state; }
 
 void InstallStateAtfork() {
   static std::atomic<bool> installed{false};

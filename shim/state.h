@@ -171,7 +171,9 @@ class RdmaState {
   uint64_t mr_generation_ = 0;  // under the lock
 };
 
-RdmaState& GlobalState();
+// Inline: every RDMA hook asks.
+extern RdmaState g_rdma_state;
+inline RdmaState& GlobalState() { return g_rdma_state; }
 
 // True when this thread holds the state lock because its pthread_atfork prepare handler
 // took it (we are between a fork's prepare and parent/child handlers on this thread).
