@@ -19,6 +19,8 @@
 #include "shim/text_buffer.h"
 
 namespace forkguard {
+
+volatile sig_atomic_t g_hazard_child = 0;
 namespace {
 
 constexpr uint32_t kTableMagic = 0x66676331;  // "fgc1"
@@ -51,7 +53,6 @@ struct TableHeader {
 
 std::atomic<TableHeader*> g_table{nullptr};
 std::atomic<int> g_preparing{0};
-volatile sig_atomic_t g_hazard_child = 0;
 struct sigaction g_prev_segv;
 volatile sig_atomic_t g_handler_installed = 0;
 
@@ -220,8 +221,6 @@ FORKGUARD_CHILD_PATH void ChildAfterFork(bool hazardous, bool explain_segv) {
   sigemptyset(&sa.sa_mask);
   if (sigaction(SIGSEGV, &sa, &g_prev_segv) == 0) g_handler_installed = 1;
 }
-
-bool IsHazardousChild() { return g_hazard_child != 0; }
 
 void ChildNoteExec(const char* path) {
   EventLog& log = GlobalEventLog();

@@ -6,6 +6,8 @@
 // fork: heap pages can share a page with a registered buffer and be gone in the child.
 #pragma once
 
+#include <signal.h>
+
 #include <cstdint>
 
 #include "shim/state.h"
@@ -25,8 +27,9 @@ void ReleaseChildSegvTable();
 // SIGSEGV handler.
 void ChildAfterFork(bool hazardous, bool explain_segv);
 
-// True in a child of a hazardous fork (until it execs).
-bool IsHazardousChild();
+// True in a child of a hazardous fork (until it execs). Inline: every RDMA hook asks.
+extern volatile sig_atomic_t g_hazard_child;
+inline bool IsHazardousChild() { return g_hazard_child != 0; }
 
 // Child of a hazardous fork calling exec*: logs child_exec (the child is benign).
 void ChildNoteExec(const char* path);

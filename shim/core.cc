@@ -52,6 +52,7 @@ char g_prog[256] = "?";
 long g_rank = -1;
 JobIdentity g_job;
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
+std::atomic<bool> g_init_done{false};  // Init() returned (EnsureInit's fast path)
 std::atomic<bool> g_fork_facts{false};
 bool g_ready = false;
 
@@ -181,6 +182,7 @@ void Init() {
   g_ready = true;
   LogProcessStart(ModeName(g_config.mode), FORKGUARD_VERSION);
   for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
+  g_init_done.store(true, std::memory_order_release);
 }
 
 // A process created by a raw clone()/clone3() syscall (Go's runtime, sandboxes) runs no
@@ -216,14 +218,24 @@ void CheckUnseenChild() {
   WriteStderr(b.data(), b.size());
 }
 
-// Entry of every RDMA hook.
-bool Active() {
+// Set once a hook found everything in place (Init, the fork facts, the unwinder asked
+// for; the mode is not off): from then on a hook's entry is this one load.
+std::atomic<bool> g_hooks_ready{false};
+
+__attribute__((noinline)) bool ActiveSlow() {
   EnsureInit();
   EnsureForkFacts();
   if (g_config.mode == Mode::kOff) return false;
   LoadUnwinder();
+  g_hooks_ready.store(true, std::memory_order_release);
   return true;
 }
+
+// Entry of every RDMA hook.
+inline bool Active() { return g_hooks_ready.load(std::memory_order_acquire) || ActiveSlow(); }
+
+// No FORKGUARD_LOG: the event log can never be enabled (not even asked).
+inline bool NoLog() { return g_config.log_dir[0] == '\0'; }
 
 void NoteInit(RdmaCall call, const char* device) {
   RdmaState& st = GlobalState();
@@ -255,8 +267,7 @@ uint64_t SiteOf(const RawStack& stack, const PythonStack* py) {
 }
 
 // A forked child using an object its parent created: say so once per process.
-void CheckInheritedUse(const char* call, const void* handle) {
-  if (!IsHazardousChild() || handle == nullptr) return;
+void ReportInheritedUse(const char* call, const void* handle) {
   pid_t self = getpid();
   if (!GlobalState().IsInheritedHandle(reinterpret_cast<uintptr_t>(handle), self)) return;
   static pid_t reported_in = 0;
@@ -271,6 +282,11 @@ void CheckInheritedUse(const char* call, const void* handle) {
     WriteStderr(b.data(), b.size());
   }
   LogNote(b.data());
+}
+
+// Every RDMA hook: nothing but a flag test outside a hazardous child.
+inline void CheckInheritedUse(const char* call, const void* handle) {
+  if (IsHazardousChild() && handle != nullptr) ReportInheritedUse(call, handle);
 }
 
 bool MatchesAllowList(const RawStack& stack, const PythonStack& py) {
@@ -724,7 +740,11 @@ void OnRelease(const char* call, const void* handle, bool (RdmaState::*remove)(u
 
 }  // namespace
 
-void EnsureInit() { pthread_once(&g_once, Init); }
+void EnsureInit() {
+  // Every hook starts here: one load once initialized, not a call into pthread_once.
+  if (g_init_done.load(std::memory_order_acquire)) return;
+  pthread_once(&g_once, Init);
+}
 
 void OnOpenDevice(const void* ctx, const char* device, int err, const void* caller) {
   BusyScope busy;
@@ -775,7 +795,7 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
              int access, int err) {
   BusyScope busy;
   if (!Active()) return;
-  CheckInheritedUse(RdmaCallName(call), pd);
+  if (IsHazardousChild()) CheckInheritedUse(RdmaCallName(call), pd);
   if (mr == nullptr) {
     LogRdmaCall(RdmaCallName(call), nullptr, nullptr, false, err);
     return;
@@ -787,18 +807,18 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   rec.access = access;
   rec.call = call;
   rec.owner = CurrentPid();
-  // Unwinding is most of what a registration costs (libunwind, per frame), and it is paid
-  // on every registration, logged or not (a repeat site is only known once unwound): the
-  // stack is shown in a hazard message (its innermost user frame), in a child's SIGSEGV
+  // The stack is shown in a hazard message (its innermost user frame), in a child's SIGSEGV
   // explanation and in the log's stack record, for which the innermost frames say where.
-  // Forks and RDMA init keep FORKGUARD_STACK_DEPTH frames.
+  // Forks and RDMA init keep FORKGUARD_STACK_DEPTH frames. A call site seen before is
+  // checked on the live stack instead of unwound (stack.h CaptureRepeatedStack).
   constexpr int kRegistrationDepth = 12;
   int depth = g_config.stack_depth;
   if (depth > kRegistrationDepth) depth = kRegistrationDepth;
-  CaptureStack(&rec.stack, depth);
-  GlobalState().AddMr(rec);
-  NoteInit(call, nullptr);
-  if (!GlobalEventLog().enabled()) return;
+  CaptureRepeatedStack(&rec.stack, depth);
+  RdmaState& st = GlobalState();
+  st.AddMr(rec);
+  if (!st.EverInitialized()) NoteInit(call, nullptr);
+  if (NoLog() || !GlobalEventLog().enabled()) return;
   // No smaps read here (it made registration with a log tens of times slower): `dontfork`
   // is true when the library's own madvise(MADV_DONTFORK) calls during this registration
   // covered the range, absent when none did (not marked now, or marked earlier: unknown

@@ -8,14 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifdef FORKGUARD_TSAN
 // Types only: the functions are looked up in the dlopen'ed libunwind.so.8.
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
-#endif
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -84,19 +83,23 @@ using UnwBacktraceFn = int (*)(void**, int);
 std::atomic<UnwBacktraceFn> g_unw_backtrace{nullptr};
 std::atomic<bool> g_unw_tried{false};
 
+// The unw_step API: the call-site cache's walk (below), and TSan builds' capture.
+using UnwGetContextFn = int (*)(unw_context_t*);
+using UnwInitLocalFn = int (*)(unw_cursor_t*, unw_context_t*);
+using UnwStepFn = int (*)(unw_cursor_t*);
+using UnwGetRegFn = int (*)(unw_cursor_t*, unw_regnum_t, unw_word_t*);
+using UnwGetSaveLocFn = int (*)(unw_cursor_t*, int, unw_save_loc_t*);
+std::atomic<UnwGetContextFn> g_unw_getcontext{nullptr};
+std::atomic<UnwInitLocalFn> g_unw_init_local{nullptr};
+std::atomic<UnwStepFn> g_unw_step{nullptr};
+std::atomic<UnwGetRegFn> g_unw_get_reg{nullptr};
+std::atomic<UnwGetSaveLocFn> g_unw_get_save_loc{nullptr};
+
 #ifdef FORKGUARD_TSAN
 // TSan builds: unw_backtrace's fast path keeps a per-thread trace cache whose pthread key
 // destructor runs after TSan finished the thread (its mutex lands in TSan's interceptor:
 // SIGSEGV at thread exit). UNW_CACHE_NONE does not avoid it (libunwind 1.6 creates the key
 // anyway); the unw_step loop uses no per-thread state, so TSan builds walk with it.
-using UnwGetContextFn = int (*)(unw_context_t*);
-using UnwInitLocalFn = int (*)(unw_cursor_t*, unw_context_t*);
-using UnwStepFn = int (*)(unw_cursor_t*);
-using UnwGetRegFn = int (*)(unw_cursor_t*, unw_regnum_t, unw_word_t*);
-std::atomic<UnwGetContextFn> g_unw_getcontext{nullptr};
-std::atomic<UnwInitLocalFn> g_unw_init_local{nullptr};
-std::atomic<UnwStepFn> g_unw_step{nullptr};
-std::atomic<UnwGetRegFn> g_unw_get_reg{nullptr};
 
 // Same contract as unw_backtrace: return addresses, starting with our caller's frame.
 __attribute__((noinline)) int StepBacktrace(void** ips, int want) {
@@ -129,11 +132,12 @@ void LoadUnwinder() {
   if (g_unw_tried.exchange(true)) return;
   void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) return;
-#ifdef FORKGUARD_TSAN
   g_unw_getcontext.store(reinterpret_cast<UnwGetContextFn>(dlsym(h, "_Ux86_64_getcontext")));
   g_unw_init_local.store(reinterpret_cast<UnwInitLocalFn>(dlsym(h, "_ULx86_64_init_local")));
   g_unw_step.store(reinterpret_cast<UnwStepFn>(dlsym(h, "_ULx86_64_step")));
   g_unw_get_reg.store(reinterpret_cast<UnwGetRegFn>(dlsym(h, "_ULx86_64_get_reg")));
+  g_unw_get_save_loc.store(reinterpret_cast<UnwGetSaveLocFn>(dlsym(h, "_ULx86_64_get_save_loc")));
+#ifdef FORKGUARD_TSAN
   // One walk before publishing: libunwind initializes its globals (signal mask, caches) on
   // first use without synchronization TSan can see; every later walker acquires `fn` below.
   void* warm[4];
@@ -151,6 +155,7 @@ void InitOwnCodeRange() {
 
 bool IsOwnCode(uintptr_t ip) {
   int n = g_own_count.load(std::memory_order_acquire);
+  if (n == 1) return ip >= g_own[0].lo && ip < g_own[0].hi;  // the usual single segment
   for (int i = 0; i < n; ++i) {
     if (ip >= g_own[i].lo && ip < g_own[i].hi) return true;
   }
@@ -174,6 +179,239 @@ void CaptureStack(RawStack* out, int max_depth) {
     out->ips[depth++] = reinterpret_cast<uintptr_t>(ips[i]);
   }
   out->depth = depth < 0 ? 0 : depth;
+}
+
+namespace {
+
+// ---- CaptureRepeatedStack: a cache per call site, validated on the live stack ----
+//
+// The frame that called the intercepted function is found by walking the shim's own
+// frames through their frame pointers (every shim function keeps one: FORKGUARD_COPTS);
+// beyond them the program's and its libraries' frames are walked by libunwind only the
+// first time a call site is seen. That walk records, for each frame, how its caller's frame
+// is found - the rule libunwind's own trace cache keeps per instruction: CFA = SP + N
+// (fixed by the unwind info at that address) or CFA = RBP + 16 (a frame-pointer frame),
+// return address at CFA - 8, and where the frame saved the caller's RBP. A later call from
+// the same return address applies those rules to the live stack and must find, frame by
+// frame, the same return addresses at the same stack offsets (the CFA of a frame-pointer
+// frame is checked against the recorded layout before anything at it is read): the stack
+// is then the one libunwind would return, for a few loads per frame instead of a walk.
+// Anything else (another caller deeper down, a frame of another size, a signal frame,
+// unwind info of another shape) falls back to libunwind.
+
+constexpr int kSiteFrames = 16;  // user frames per entry (registration asks for 12)
+constexpr int kNoRbpSave = INT32_MIN;
+
+struct SiteRule {    // from frame k to its caller, frame k + 1
+  int32_t cfa_rel;   // CFA of frame k - SP at the intercepted call (the stack layout)
+  int32_t cfa_size;  // CFA - SP of frame k, or 0: CFA = RBP + 16
+  int32_t rbp_off;   // frame k saved its caller's RBP at CFA + rbp_off, or kNoRbpSave
+};
+
+struct SiteEntry {
+  uintptr_t ips[kSiteFrames];  // ips[0]: the return address of the intercepted call
+  SiteRule rules[kSiteFrames - 1];
+  int8_t depth;  // 0: empty; -1: this call site's stack cannot be cached
+  int8_t want;   // the max_depth it was captured for
+};
+
+constexpr int kSiteSets = 64;
+constexpr int kSiteWays = 4;
+// Walks per set: a call site whose stack keeps changing (recursion of varying depth,
+// alloca) stops being walked into the cache and costs an unw_backtrace, as before.
+constexpr int kSiteMaxFills = 32;
+
+struct SiteCache {
+  SiteEntry entries[kSiteSets][kSiteWays];
+  uint8_t victim[kSiteSets];
+  uint8_t fills[kSiteSets];
+};
+SiteCache* g_sites = nullptr;  // mmap'd on first use, under g_sites_lock
+SkippableLock g_sites_lock;
+
+int SiteSet(uintptr_t ip) {
+  return static_cast<int>((ip * 0x9e3779b97f4a7c15ULL) >> 58) & (kSiteSets - 1);
+}
+
+// The intercepted call as the program made it: its return address, the stack pointer and
+// RBP just after it returns.
+struct UserCall {
+  uintptr_t ip;
+  uintptr_t sp;
+  uintptr_t rbp;
+};
+
+// Only our own frames, from `fp` (a frame of ours) up: each keeps RBP as frame pointer, so
+// [rbp] is the caller's RBP and [rbp + 8] the return address. Bounded, and any frame chain
+// that does not go up the stack by a sane step is refused.
+__attribute__((always_inline, no_sanitize_address)) inline bool FindUserCall(const void* frame,
+                                                                             UserCall* uc) {
+  const auto* fp = static_cast<const uintptr_t*>(frame);
+  // IsOwnCode's single-segment case, inlined (it cannot be across no_sanitize_address).
+  const int own = g_own_count.load(std::memory_order_acquire);
+  if (own != 1) return false;
+  const uintptr_t lo = g_own[0].lo;
+  const uintptr_t hi = g_own[0].hi;
+  for (int i = 0; i < 8; ++i) {
+    uintptr_t ret = fp[1];
+    if (ret < lo || ret >= hi) {
+      uc->ip = ret;
+      uc->sp = reinterpret_cast<uintptr_t>(fp + 2);
+      uc->rbp = fp[0];
+      return ret != 0;
+    }
+    const auto* next = reinterpret_cast<const uintptr_t*>(fp[0]);
+    if (next <= fp || next - fp > 8192 || (reinterpret_cast<uintptr_t>(next) & 7) != 0) {
+      return false;
+    }
+    fp = next;
+  }
+  return false;
+}
+
+// The live stack has the recorded frames (see above). Reads only at the recorded offsets
+// above uc.sp, and each only once the frames below it matched.
+__attribute__((no_sanitize_address)) bool SiteMatches(const SiteEntry& e, const UserCall& uc) {
+  uintptr_t rbp = uc.rbp;
+  for (int k = 0; k + 1 < e.depth; ++k) {
+    const SiteRule& r = e.rules[k];
+    // CFA = SP + N: where the unwind info says, given the frames below matched. A
+    // frame-pointer frame's CFA comes from RBP and must be where it was.
+    uintptr_t cfa = uc.sp + static_cast<uintptr_t>(r.cfa_rel);
+    if (r.cfa_size == 0 && cfa != rbp + 16) return false;
+    if (*reinterpret_cast<const uintptr_t*>(cfa - 8) != e.ips[k + 1]) return false;
+    if (r.rbp_off != kNoRbpSave) {
+      rbp = *reinterpret_cast<const uintptr_t*>(cfa + static_cast<intptr_t>(r.rbp_off));
+    }
+  }
+  return true;
+}
+
+// libunwind's unw_step walk from here up to `want` frames above the intercepted call:
+// fills *out (the stack, always, when it returns true) and *e with the frames' rules;
+// e->depth is -1 when the stack is fine but cannot be checked by rules (see above).
+bool WalkSite(const UserCall& uc, int want, SiteEntry* e, RawStack* out) {
+  if (g_unw_backtrace.load(std::memory_order_acquire) == nullptr) return false;
+  UnwGetContextFn get_context = g_unw_getcontext.load(std::memory_order_relaxed);
+  UnwInitLocalFn init_local = g_unw_init_local.load(std::memory_order_relaxed);
+  UnwStepFn step = g_unw_step.load(std::memory_order_relaxed);
+  UnwGetRegFn get_reg = g_unw_get_reg.load(std::memory_order_relaxed);
+  UnwGetSaveLocFn get_save_loc = g_unw_get_save_loc.load(std::memory_order_relaxed);
+  if (get_context == nullptr || init_local == nullptr || step == nullptr || get_reg == nullptr ||
+      get_save_loc == nullptr) {
+    return false;
+  }
+  unw_context_t ctx;
+  unw_cursor_t c;
+  if (get_context(&ctx) != 0 || init_local(&c, &ctx) != 0) return false;
+  auto reg = [&](int r) {
+    unw_word_t v = 0;
+    return get_reg(&c, r, &v) == 0 ? static_cast<uintptr_t>(v) : uintptr_t{0};
+  };
+  // Up through our own frames to the intercepted call.
+  uintptr_t ip = 0;
+  for (int i = 0;; ++i) {
+    if (i == 16 || step(&c) <= 0) return false;
+    ip = reg(UNW_REG_IP);
+    if (ip == uc.ip) break;
+    if (!IsOwnCode(ip)) return false;
+  }
+  uintptr_t sp = reg(UNW_REG_SP);
+  uintptr_t rbp = reg(UNW_X86_64_RBP);
+  bool rules_ok = sp == uc.sp && rbp == uc.rbp;
+  int d = 0;
+  e->ips[d++] = ip;
+  while (d < want && step(&c) > 0) {
+    uintptr_t next_ip = reg(UNW_REG_IP);
+    if (next_ip == 0) break;
+    uintptr_t cfa = reg(UNW_REG_SP);
+    uintptr_t next_rbp = reg(UNW_X86_64_RBP);
+    unw_save_loc_t rip_at{};
+    unw_save_loc_t rbp_at{};
+    get_save_loc(&c, UNW_REG_IP, &rip_at);
+    get_save_loc(&c, UNW_X86_64_RBP, &rbp_at);
+    SiteRule& r = e->rules[d - 1];
+    r.cfa_rel = static_cast<int32_t>(cfa - uc.sp);
+    r.cfa_size = cfa == rbp + 16 ? 0 : static_cast<int32_t>(cfa - sp);
+    bool rbp_saved = rbp_at.type == UNW_SLT_MEMORY && rbp_at.u.addr >= sp && rbp_at.u.addr < cfa;
+    r.rbp_off =
+        rbp_saved ? static_cast<int32_t>(static_cast<intptr_t>(rbp_at.u.addr - cfa)) : kNoRbpSave;
+    // The shapes the rules describe, and nothing else.
+    if (cfa <= sp || cfa - sp > (1u << 20) || cfa - uc.sp > (1u << 30) ||
+        rip_at.type != UNW_SLT_MEMORY || rip_at.u.addr != cfa - 8 || IsSignalTrampoline(ip) ||
+        IsSignalTrampoline(next_ip) || (!rbp_saved && next_rbp != rbp) ||
+        // RBP used as a frame pointer in a frame whose CFA is elsewhere (stack realignment)
+        (r.cfa_size != 0 && rbp_saved && rbp_at.u.addr == rbp)) {
+      rules_ok = false;
+    }
+    e->ips[d++] = next_ip;
+    ip = next_ip;
+    sp = cfa;
+    rbp = next_rbp;
+  }
+  for (int i = 0; i < d; ++i) out->ips[i] = e->ips[i];
+  out->depth = d;
+  e->depth = static_cast<int8_t>(rules_ok ? d : -1);
+  e->want = static_cast<int8_t>(want);
+  return true;
+}
+
+}  // namespace
+
+namespace {
+
+// A call site not in the cache (or the cache busy): walk it and keep what the walk learned.
+__attribute__((noinline)) void CaptureMissedSite(const UserCall& uc, int max_depth, RawStack* out) {
+  if (!g_sites_lock.TryLock()) return CaptureStack(out, max_depth);
+  if (g_sites == nullptr) {
+    void* p = mmap(nullptr, sizeof(SiteCache), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p != MAP_FAILED) g_sites = static_cast<SiteCache*>(p);
+  }
+  SiteCache* sites = g_sites;
+  bool walk = sites != nullptr;
+  int set = SiteSet(uc.ip);
+  if (walk) {
+    for (const SiteEntry& e : sites->entries[set]) {
+      if (e.ips[0] == uc.ip && e.want == max_depth && e.depth < 0) walk = false;  // known bad
+    }
+    if (sites->fills[set] >= kSiteMaxFills) walk = false;
+  }
+  g_sites_lock.Unlock();
+  SiteEntry fresh;
+  if (!walk || !WalkSite(uc, max_depth, &fresh, out)) return CaptureStack(out, max_depth);
+  if (!g_sites_lock.TryLock()) return;
+  int w = sites->victim[set];
+  sites->victim[set] = static_cast<uint8_t>((w + 1) % kSiteWays);
+  ++sites->fills[set];
+  memcpy(static_cast<void*>(&sites->entries[set][w]), &fresh, sizeof(fresh));
+  g_sites_lock.Unlock();
+}
+
+}  // namespace
+
+// Reads our own frames and the stack above them (SiteMatches).
+__attribute__((no_sanitize_address)) void CaptureRepeatedStack(RawStack* out, int max_depth) {
+  if (max_depth < 1) max_depth = 1;
+  UserCall uc;
+  if (max_depth > kSiteFrames || !FindUserCall(__builtin_frame_address(0), &uc)) {
+    return CaptureStack(out, max_depth);
+  }
+  if (g_sites_lock.TryLock()) {
+    if (g_sites != nullptr) {
+      for (const SiteEntry& e : g_sites->entries[SiteSet(uc.ip)]) {
+        if (e.ips[0] != uc.ip || e.want != max_depth || e.depth <= 0 || !SiteMatches(e, uc)) {
+          continue;
+        }
+        for (int i = 0; i < e.depth; ++i) out->ips[i] = e.ips[i];
+        out->depth = e.depth;
+        g_sites_lock.Unlock();
+        return;
+      }
+    }
+    g_sites_lock.Unlock();
+  }
+  CaptureMissedSite(uc, max_depth, out);
 }
 
 namespace {

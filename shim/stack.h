@@ -7,20 +7,37 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "shim/text_buffer.h"
 
 namespace forkguard {
 
+// Only ips[0..depth) mean anything. At run time the rest is left as it is: zeroing 512
+// bytes was a tenth of what the shim added to a registration. Constant initialization
+// (the shim's constinit tables) zeroes it all.
 struct RawStack {
   static constexpr int kCapacity = 64;
   int depth = 0;
-  uintptr_t ips[kCapacity] = {};
+  uintptr_t ips[kCapacity];
+
+  constexpr RawStack() {
+    if (std::is_constant_evaluated()) {
+      for (uintptr_t& ip : ips) ip = 0;
+    }
+  }
 };
 
 // Frames of the shim itself are dropped, so ips[0] is the caller of the intercepted
 // function. Never allocates with malloc.
 void CaptureStack(RawStack* out, int max_depth);
+
+// The same stack for a call site that is reached again and again (registration): the
+// first time libunwind walks it, later calls from the same return address with the same
+// frames above it check those frames on the live stack (a few loads per frame) instead of
+// unwinding. Call it from the shim's hooks only (it finds the intercepted call through
+// the shim's own frame pointers); falls back to CaptureStack when unsure.
+void CaptureRepeatedStack(RawStack* out, int max_depth);
 
 // Records the address range of the shim's own code; called from the constructor. Safe to
 // call again. Capture before it ran keeps the shim's frames (harmless, just longer).

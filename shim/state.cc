@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -15,6 +16,8 @@
 #include "shim/sys.h"
 
 namespace forkguard {
+
+constinit RdmaState g_rdma_state;
 namespace {
 
 __thread pid_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
@@ -36,8 +39,9 @@ class MmapTable {
     }
     return -1;
   }
-  // Replaces an existing entry with the same handle (a destroy we did not see).
-  bool Insert(uintptr_t h, const T& v, bool* replaced) {
+  // Replaces an existing entry with the same handle (a destroy we did not see). Copies the
+  // first `bytes` of v (the rest of the entry is left as it was).
+  bool Insert(uintptr_t h, const T& v, bool* replaced, size_t bytes = sizeof(T)) {
     int i = Find(h);
     *replaced = i >= 0;
     if (i < 0) {
@@ -45,7 +49,7 @@ class MmapTable {
       i = size_++;
     }
     handles_[i] = h;
-    memcpy(static_cast<void*>(&items_[i]), &v, sizeof(T));
+    memcpy(static_cast<void*>(&items_[i]), &v, bytes);
     return true;
   }
   void RemoveAt(int i) {
@@ -99,7 +103,7 @@ struct Tables {
 
 // Constant-initialized: usable from wrappers that run before any constructor.
 constinit Tables g_tables;
-constinit RdmaState g_state;
+constinit RdmaState& g_state = g_rdma_state;
 
 }  // namespace
 
@@ -234,7 +238,14 @@ void RdmaState::AddMr(const MrRecord& record) {
   if (!g.ok()) return;
   bool replaced = false;
   ++mr_generation_;
-  if (g_tables.mrs.Insert(record.handle, record, &replaced) && !replaced) live_.fetch_add(1);
+  // Only the frames the stack has: most of a RawStack is unused capacity.
+  int depth = record.stack.depth;
+  if (depth < 0 || depth > RawStack::kCapacity) depth = RawStack::kCapacity;
+  size_t bytes = offsetof(MrRecord, stack) + offsetof(RawStack, ips) +
+                 sizeof(uintptr_t) * static_cast<size_t>(depth);
+  if (g_tables.mrs.Insert(record.handle, record, &replaced, bytes) && !replaced) {
+    live_.fetch_add(1);
+  }
 }
 
 bool RdmaState::RemoveMr(uintptr_t handle, MrRecord* removed) {
@@ -378,6 +389,5 @@ bool RdmaState::FirstTimeForSite(uint64_t site) {
   return true;
 }
 
-RdmaState& GlobalState() { return g_state; }
 
 }  // namespace forkguard

@@ -159,7 +159,9 @@ class RdmaState {
   uint64_t mr_generation_ = 0;  // under the lock
 };
 
-RdmaState& GlobalState();
+// Inline: every RDMA hook asks.
+extern RdmaState g_rdma_state;
+inline RdmaState& GlobalState() { return g_rdma_state; }
 
 // The state lock across fork (the atfork handlers, HeldByOurAtfork): shim/fork_frames.h.
 
