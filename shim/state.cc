@@ -389,5 +389,4 @@ bool RdmaState::FirstTimeForSite(uint64_t site) {
   return true;
 }
 
-
 }  // namespace forkguard
