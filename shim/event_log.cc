@@ -101,6 +101,21 @@ FORKGUARD_CHILD_PATH EventLog& GlobalEventLog() { return g_log; }
 
 void AppendJsonHex(TextBuffer& b, uint64_t v) { b.Char('"').Ptr(v).Char('"'); }
 
+namespace {
+
+// A stack's Python frames as {"py":{...}} elements, after the native ones when `after_native`.
+void AppendPythonFrames(TextBuffer& b, const PythonStack* py, bool after_native) {
+  if (py == nullptr) return;
+  for (int i = 0; i < py->depth; ++i) {
+    if (i > 0 || after_native) b.Char(',');
+    const PythonStack::Frame& f = py->frames[i];
+    b.Str("{\"py\":{\"file\":").JsonStr(f.file).Str(",\"line\":").Dec(f.line);
+    b.Str(",\"func\":").JsonStr(f.func).Str("}}");
+  }
+}
+
+}  // namespace
+
 void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize, const PythonStack* py) {
   b.Char('[');
   for (int i = 0; i < stack.depth; ++i) {
@@ -120,14 +135,7 @@ void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize, const
     }
     b.Char('}');
   }
-  if (py != nullptr) {
-    for (int i = 0; i < py->depth; ++i) {
-      if (i > 0 || stack.depth > 0) b.Char(',');
-      const PythonStack::Frame& f = py->frames[i];
-      b.Str("{\"py\":{\"file\":").JsonStr(f.file).Str(",\"line\":").Dec(f.line);
-      b.Str(",\"func\":").JsonStr(f.func).Str("}}");
-    }
-  }
+  AppendPythonFrames(b, py, stack.depth > 0);
   b.Char(']');
 }
 
@@ -282,14 +290,7 @@ int EventLog::StackIdLocked(const RawStack& stack, const PythonStack* py) {
     }
     b.Char(']');
   }
-  if (py != nullptr) {
-    for (int i = 0; i < py->depth; ++i) {
-      if (i > 0 || stack.depth > 0) b.Char(',');
-      const PythonStack::Frame& f = py->frames[i];
-      b.Str("{\"py\":{\"file\":").JsonStr(f.file).Str(",\"line\":").Dec(f.line);
-      b.Str(",\"func\":").JsonStr(f.func).Str("}}");
-    }
-  }
+  AppendPythonFrames(b, py, stack.depth > 0);
   b.Str("]}\n");
   if (b.truncated() || !WriteLine(b.data(), b.size())) return -1;
   ++next_stack_id_;

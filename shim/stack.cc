@@ -627,11 +627,13 @@ bool IsRdmaLibraryObject(const char* obj) {
          strncmp(base, "libforkguard", 12) == 0;
 }
 
-void FormatFrame(TextBuffer& out, int index, const SymbolizedFrame& f, bool demangle) {
-  out.Char('#').Dec(index).Char(' ');
+namespace {
+
+// "sym[+0xoff] (obj+0xoff)", "?? (obj+0xoff)" or "?? (0xip)".
+void AppendFrameText(TextBuffer& out, const SymbolizedFrame& f, bool demangle, bool offset) {
   if (f.sym != nullptr) {
     AppendSymbol(out, f.sym, demangle);
-    out.Str("+0x").Hex(f.sym_off);
+    if (offset) out.Str("+0x").Hex(f.sym_off);
   } else {
     out.Str("??");
   }
@@ -644,23 +646,19 @@ void FormatFrame(TextBuffer& out, int index, const SymbolizedFrame& f, bool dema
   out.Char(')');
 }
 
+}  // namespace
+
+void FormatFrame(TextBuffer& out, int index, const SymbolizedFrame& f, bool demangle) {
+  out.Char('#').Dec(index).Char(' ');
+  AppendFrameText(out, f, demangle, /*offset=*/true);
+}
+
 void FormatInnermostUserFrame(TextBuffer& out, const RawStack& stack, bool demangle) {
   for (int i = 0; i < stack.depth; ++i) {
     SymbolizedFrame f = Symbolize(stack.ips[i], i > 0);
     if (f.obj != nullptr && IsRdmaLibraryObject(f.obj)) continue;
     if (f.sym == nullptr && f.obj == nullptr) continue;
-    if (f.sym != nullptr) {
-      AppendSymbol(out, f.sym, demangle);
-    } else {
-      out.Str("??");
-    }
-    out.Str(" (");
-    if (f.obj != nullptr) {
-      out.Str(BaseName(f.obj)).Str("+0x").Hex(f.obj_off);
-    } else {
-      out.Ptr(f.ip);
-    }
-    out.Char(')');
+    AppendFrameText(out, f, demangle, /*offset=*/false);
     return;
   }
   out.Str("an unknown caller");
