@@ -975,7 +975,10 @@ void AfterForkParent(const ForkDecision& d, pid_t child) {
 
 void OnSpawn(const char* call, pid_t child, int ret) {
   BusyScope busy;
-  if (!Active()) return;
+  // Without a log there is nothing to write: not Active(), which registers our atfork
+  // handlers (a posix_spawn or vfork is no reason for every later fork to run them).
+  EnsureInit();
+  if (NoLog() || !Active()) return;
   LogSpawn(call, child, ret == 0);
 }
 
