@@ -94,6 +94,15 @@ void EnsureForkFacts() {
   g_fork_facts.store(true, std::memory_order_release);
 }
 
+// Whether this machine may have RDMA user-space devices, asked at start without reading
+// /proc (EnsureForkFacts does that at the first fork): the classes ib_uverbs and rdma_ucm
+// create, or the device directory. Without /sys to ask, assume they may.
+bool RdmaDevicesMayExist() {
+  if (access("/sys/class/misc", F_OK) != 0) return true;
+  return access("/sys/class/infiniband_verbs", F_OK) == 0 ||
+         access("/sys/class/misc/rdma_cm", F_OK) == 0 || access("/dev/infiniband", F_OK) == 0;
+}
+
 // Config warnings, kept until the log is configured (so they are also logged).
 constexpr int kMaxWarnings = 8;
 char g_warnings[kMaxWarnings][1280];  // a FORKGUARD_LOG warning names a path (up to 1 KiB)
@@ -178,7 +187,14 @@ void Init() {
       WriteStderr(g_warnings[i], strlen(g_warnings[i]));
     }
   }
-  if (g_config.mode != Mode::kOff) InstallForkAtfork(&kCoreAtforkHooks);
+  // Our atfork handlers are registered now only when something may need them before the
+  // first watched RDMA call: the log (every fork is logged) or RDMA devices on this machine
+  // (the descriptor backstop decides forks that bypass our wrappers). Otherwise at that
+  // first call (ActiveSlow, OnOpened, OnDeepBind): until then a fork runs no code of ours in
+  // the child (shim/README.md, "Cost").
+  if (g_config.mode != Mode::kOff && (GlobalEventLog().enabled() || RdmaDevicesMayExist())) {
+    InstallForkAtfork(&kCoreAtforkHooks);
+  }
   g_ready = true;
   LogProcessStart(ModeName(g_config.mode), FORKGUARD_VERSION);
   for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
@@ -226,6 +242,12 @@ __attribute__((noinline)) bool ActiveSlow() {
   EnsureInit();
   EnsureForkFacts();
   if (g_config.mode == Mode::kOff) return false;
+  // The first watched RDMA call: our atfork handlers before anything of ours takes a lock
+  // (every hook calls Active() before it touches the tables). A fork on another thread
+  // either runs all of them (registered first: glibc's fork holds its atfork lock from the
+  // prepare handlers to the parent/child ones, and pthread_atfork takes the same lock) or
+  // none, and then nothing of ours was locked or tracked when it copied the process.
+  InstallForkAtfork(&kCoreAtforkHooks);
   LoadUnwinder();
   g_hooks_ready.store(true, std::memory_order_release);
   return true;
@@ -882,6 +904,16 @@ void OnCmDestroy(const char* call, const void* handle, int ret, int err) {
   OnRelease(call, handle, &RdmaState::RemoveCm, ret, err);
 }
 
+bool ForkNeedsNothing(ForkVia via) {
+  EnsureInit();
+  if (g_config.mode == Mode::kOff) return true;
+  EnsureForkFacts();
+  if (!CleanWithoutLooking() || GlobalEventLog().enabled() || ThisThreadForks().depth != 0) {
+    return false;
+  }
+  return via != ForkVia::kUnderscoreFork || !ForkAtforkInstalled();
+}
+
 ForkDecision BeforeFork(ForkVia via) {
   EnsureInit();
   if (g_config.mode == Mode::kOff) return ForkDecision();
@@ -901,8 +933,10 @@ ForkDecision BeforeFork(ForkVia via) {
     if (errno != saved) errno = saved;
   }
   // The frame tells the atfork handlers that this fork is decided and what its child is.
-  // _Fork runs no atfork handlers (AfterRawForkChild applies the decision in the child).
-  if (!d.fail && via != ForkVia::kUnderscoreFork) {
+  // _Fork runs no atfork handlers (AfterRawForkChild applies the decision in the child),
+  // and nor does any fork before our handlers are registered (then AfterForkChild does).
+  d.no_atfork = !ForkAtforkInstalled();
+  if (!d.fail && via != ForkVia::kUnderscoreFork && !d.no_atfork) {
     ForkFrame f{};
     f.stage = ForkFrame::Stage::kDecided;
     f.by_wrapper = true;
@@ -914,7 +948,9 @@ ForkDecision BeforeFork(ForkVia via) {
 }
 
 FORKGUARD_CHILD_PATH void AfterForkChild(const ForkDecision& d) {
-  if (d.framed) {
+  if (d.no_atfork) {
+    AfterRawForkChild(d);
+  } else if (d.framed) {
     PopForkFrame();
   } else if (d.hazard) {
     ChildAfterFork(true, d.explain_segv);  // no frame carried it: the stack was full
@@ -939,12 +975,18 @@ void AfterForkParent(const ForkDecision& d, pid_t child) {
 
 void OnSpawn(const char* call, pid_t child, int ret) {
   BusyScope busy;
-  if (!Active()) return;
+  // Without a log there is nothing to write: not Active(), which registers our atfork
+  // handlers (a posix_spawn or vfork is no reason for every later fork to run them).
+  EnsureInit();
+  if (NoLog() || !Active()) return;
   LogSpawn(call, child, ret == 0);
 }
 
 void OnVfork() {
-  ThisThreadForks().vfork_from = CurrentPid();
+  // getpid(), not CurrentPid(): a pid cached on this thread before any watched call would
+  // be inherited by the child of a later fork that resets no cache (our atfork handlers are
+  // registered at the first watched call; until then a fork runs none).
+  ThisThreadForks().vfork_from = getpid();
   OnSpawn("vfork", 0, 0);
 }
 
@@ -960,11 +1002,16 @@ void OnOpened(const char* path, int fd) {
   // of the same name in a private directory (containers without /dev/infiniband).
   const char* base = BaseName(path);
   if (strncmp(base, "uverbs", 6) == 0 || strcmp(base, "rdma_cm") == 0) {
+    // Before the flag: a fork that sees the backstop armed finds our handlers registered.
+    if (g_ready && g_config.mode != Mode::kOff) InstallForkAtfork(&kCoreAtforkHooks);
     g_backstop_armed.store(true, std::memory_order_relaxed);
   }
 }
 
-void OnDeepBind() { g_backstop_armed.store(true, std::memory_order_relaxed); }
+void OnDeepBind() {
+  if (g_ready && g_config.mode != Mode::kOff) InstallForkAtfork(&kCoreAtforkHooks);
+  g_backstop_armed.store(true, std::memory_order_relaxed);
+}
 
 void OnExec(const char* path) {
   // Async-signal-safe: a child may exec right after fork.

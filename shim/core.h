@@ -62,7 +62,19 @@ struct ForkDecision {
   bool explain_segv = false;  // the child gets the SIGSEGV explanation
   // BeforeFork pushed this fork's frame (shim/fork_frames.h); AfterFork* pop it.
   bool framed = false;
+  // Our atfork handlers were not registered when this fork was decided (a process that
+  // never made a watched RDMA call, on a machine whose RDMA devices appeared after it
+  // started): no frame, and the wrapper applies the child side itself, as for _Fork.
+  bool no_atfork = false;
 };
+// True when a fork from our wrappers needs nothing of the shim, before or after: the mode
+// is off, or nothing is tracked, no RDMA descriptor is possible, there is no log and no
+// fork is in progress on this thread (what BeforeFork would decide is "clean, no frame").
+// The wrappers then tail-call the real function, so the child returns straight to the
+// caller and runs no shim code. For _Fork (its wrapper resets our per-thread caches in the
+// child) it is also required that our atfork handlers were never registered: nothing was
+// ever watched in this process, so there is nothing to reset. Lock-free, writes nothing.
+bool ForkNeedsNothing(ForkVia via);
 // In the parent, before the real fork. Clean forks: no allocation, no output. `via`: which
 // entry point (fork, _Fork, daemon, forkpty); a failed decision's errno depends on it.
 ForkDecision BeforeFork(ForkVia via);

@@ -13,6 +13,8 @@ namespace {
 __thread ThreadForkFrames t_forks __attribute__((tls_model("initial-exec"))) = {};
 
 std::atomic<const ForkAtforkHooks*> g_hooks{nullptr};
+std::atomic<bool> g_installed{false};  // pthread_atfork returned (ForkAtforkInstalled)
+pthread_once_t g_install_once = PTHREAD_ONCE_INIT;
 
 inline void Fence() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 
@@ -153,10 +155,16 @@ bool HeldByOurAtfork() {
 
 void InstallForkAtfork(const ForkAtforkHooks* hooks) {
   if (hooks != nullptr) g_hooks.store(hooks, std::memory_order_release);
-  static std::atomic<bool> installed{false};
-  bool expected = false;
-  if (!installed.compare_exchange_strong(expected, true)) return;
-  pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
+  if (g_installed.load(std::memory_order_acquire)) return;
+  // pthread_once, not a flag: a second thread's first RDMA call must not go on to take our
+  // locks while the first thread's registration is still in progress (a fork in between
+  // would run no handler of ours and its child would inherit the lock held).
+  pthread_once(&g_install_once, [] {
+    pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
+    g_installed.store(true, std::memory_order_release);
+  });
 }
+
+bool ForkAtforkInstalled() { return g_installed.load(std::memory_order_acquire); }
 
 }  // namespace forkguard

@@ -440,12 +440,18 @@ FG_EXPORT void rdma_destroy_ep(struct rdma_cm_id* id) {
 
 // ---- process creation ----
 
+// Every fork wrapper first asks whether the fork needs anything of ours (core.h
+// ForkNeedsNothing: nothing watched, no log, nothing in progress): then it tail-calls the
+// real function (a jmp: `objdump -d --disassemble=fork libforkguard.so`), so the child
+// returns straight to the caller and runs no shim code - with our atfork handlers not yet
+// registered (no RDMA call so far), a fork's child faults in no page of the shim.
 FG_EXPORT FORKGUARD_CHILD_PATH_FIRST pid_t fork(void) noexcept {
   FG_REAL(fork);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
   }
+  if (core::ForkNeedsNothing(forkguard::ForkVia::kFork)) return real();
   core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kFork);
   if (d.fail) {
     errno = d.err;
@@ -473,6 +479,7 @@ FG_EXPORT FORKGUARD_CHILD_PATH pid_t _Fork(void) noexcept {
     errno = ENOSYS;
     return -1;
   }
+  if (core::ForkNeedsNothing(forkguard::ForkVia::kUnderscoreFork)) return real();
   core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kUnderscoreFork);
   if (d.fail) {
     errno = d.err;
@@ -497,6 +504,7 @@ FG_EXPORT int daemon(int nochdir, int noclose) noexcept {
     errno = ENOSYS;
     return -1;
   }
+  if (core::ForkNeedsNothing(forkguard::ForkVia::kDaemon)) return real(nochdir, noclose);
   pid_t self = getpid();
   core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kDaemon);
   if (d.fail) {
@@ -520,6 +528,9 @@ FG_EXPORT int forkpty(int* amaster, char* name, const struct termios* termp,
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
+  }
+  if (core::ForkNeedsNothing(forkguard::ForkVia::kForkpty)) {
+    return real(amaster, name, termp, winp);
   }
   core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kForkpty);
   if (d.fail) {
