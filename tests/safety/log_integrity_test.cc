@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,16 +112,22 @@ TEST(LogIntegrity, KilledAtAnyInstantLosesOnlyTheLinesInFlight) {
   for (int i = 0; i < kKilled; ++i) {
     Started s = Start({prog, "spam", std::to_string(kThreads), "100000", "0", "stub0"}, opt,
                       "k" + std::to_string(i), out_dir);
-    // Once its file is there (the shim started), at a random instant of its logging: its
+    // Once its threads are logging (its file holds more than the header and the start:
+    // under load a process can take a while to get there), at a random instant of it: the
     // threads write a line every ~2 us here.
     std::string mark = "." + std::to_string(s.pid) + ".";
-    for (int waited = 0; waited < 10000; ++waited) {
-      bool there = false;
+    for (int waited = 0; waited < 20000; ++waited) {
+      off_t size = 0;
       if (DIR* d = opendir(log_dir.c_str())) {
-        while (dirent* e = readdir(d)) there = there || strstr(e->d_name, mark.c_str()) != nullptr;
+        while (dirent* e = readdir(d)) {
+          struct stat st;
+          if (strstr(e->d_name, mark.c_str()) != nullptr &&
+              stat((log_dir + "/" + e->d_name).c_str(), &st) == 0)
+            size = st.st_size;
+        }
         closedir(d);
       }
-      if (there) break;
+      if (size >= 16 * 1024) break;
       usleep(1000);
     }
     usleep(1000 + static_cast<useconds_t>(rng() % 30000));
