@@ -39,7 +39,10 @@ __thread int t_busy __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 
-constinit Config g_config;
+// Every global here starts as zero bytes (sys.h, ZeroFilled): the configuration is all zero
+// (mode warn, no log) until Init() parses the environment, which every hook waits for.
+constinit Config g_config{.mode = Mode::kWarn, .report = ReportPolicy::kOnce, .stack_depth = 0};
+static_assert(Mode::kWarn == Mode{} && ReportPolicy::kOnce == ReportPolicy{});
 
 // Whether the /proc/self/fd scan can find anything. On a kernel with the RDMA user-space
 // devices it always can (a descriptor opened by a raw syscall needs no symbol we see), so
@@ -47,10 +50,11 @@ constinit Config g_config;
 // device node was opened through open*(), a library was loaded RTLD_DEEPBIND (its opens
 // bypass us), or the process started with RDMA descriptors. Inherited by forked children.
 std::atomic<bool> g_backstop_armed{false};
-char g_host[256] = "?";
-char g_prog[256] = "?";
-long g_rank = -1;
-JobIdentity g_job;
+// Set by Init().
+char g_host[256];
+char g_prog[256];
+long g_rank;
+constinit JobIdentity g_job{.rank = 0, .local_rank = 0, .host = {}, .short_host = {}};
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
 std::atomic<bool> g_init_done{false};  // Init() returned (EnsureInit's fast path)
 std::atomic<bool> g_fork_facts{false};
@@ -71,7 +75,7 @@ __thread DontforkMarks t_marks __attribute__((tls_model("initial-exec"))) = {0, 
 char g_fork_env[64] = "";                 // "RDMAV_FORK_SAFE=1" when the environment asks for it
 std::atomic<bool> g_fork_init_ok{false};  // an ibv_fork_init() returned 0
 char g_fork_init_caller[128] = "";        // basename of the object that called it
-std::atomic<int> g_rdma_core{-1};         // rdma-core version, from /proc/self/maps
+ZeroFilledAtomic<int, -1> g_rdma_core;    // rdma-core version, from /proc/self/maps
 
 // What a fork decision needs to know about the machine: the RDMA device numbers
 // (/proc/devices, /proc/misc) and whether the process started with RDMA descriptors
@@ -156,9 +160,7 @@ void Init() {
   g_rank = g_job.rank;
   SetStderrIdentity(g_job.short_host, g_job.rank);
   const char* prog = program_invocation_short_name;
-  if (prog != nullptr && prog[0] != '\0') {
-    CopyCString(g_prog, sizeof(g_prog), prog);
-  }
+  CopyCString(g_prog, sizeof(g_prog), prog != nullptr && prog[0] != '\0' ? prog : "?");
   if (!secure) {
     // rdma-core turns fork support on when either is set at all (any value).
     for (const char* var : {"RDMAV_FORK_SAFE", "IBV_FORK_SAFE"}) {
@@ -418,7 +420,7 @@ void ReadDontforkView(const StateSnapshot& snap, Vma* out, int* stored, int* vma
 
 // vm.max_map_count: a sysctl, read once per process.
 long MaxMapCount() {
-  static std::atomic<long> cached{-2};
+  static constinit ZeroFilledAtomic<long, -2> cached;
   long v = cached.load(std::memory_order_relaxed);
   if (v == -2) {
     v = ReadMaxMapCount();

@@ -225,7 +225,7 @@ int EventLog::ModuleOf(uintptr_t ip, bool* rescanned) {
 
 bool EventLog::EnsureModuleWritten(int m) {
   Module& mod = modules_[m];
-  if (mod.epoch == epoch_) return true;
+  if (mod.epoch == epoch_.get()) return true;
   TextBuffer b(record_, kRecordBytes);
   b.Str("{\"event\":\"").Str(schema::kModule).Str("\",\"id\":").Dec(next_module_id_);
   b.Str(",\"path\":").JsonStr(mod.path).Str(",\"base\":");
@@ -241,7 +241,7 @@ bool EventLog::EnsureModuleWritten(int m) {
   b.Str("}\n");
   if (b.truncated() || !WriteLine(b.data(), b.size())) return false;
   mod.id = next_module_id_++;
-  mod.epoch = epoch_;
+  mod.epoch = epoch_.get();
   return true;
 }
 
@@ -262,8 +262,8 @@ int EventLog::StackIdLocked(const RawStack& stack, const PythonStack* py) {
   StackSlot* slot = nullptr;
   for (int i = 0; i < kStackProbes; ++i) {
     StackSlot& s = stacks_[(h + static_cast<uint64_t>(i)) & (kStackSlots - 1)];
-    if (s.epoch == epoch_ && s.hash == h) return s.id;
-    if (s.epoch != epoch_) {  // empty, or of an older file (a parent's)
+    if (s.epoch == epoch_.get() && s.hash == h) return s.id;
+    if (s.epoch != epoch_.get()) {  // empty, or of an older file (a parent's)
       slot = &s;
       break;
     }
@@ -296,7 +296,7 @@ int EventLog::StackIdLocked(const RawStack& stack, const PythonStack* py) {
   ++next_stack_id_;
   slot->hash = h;
   slot->id = id;
-  slot->epoch = epoch_;
+  slot->epoch = epoch_.get();
   return id;
 }
 
@@ -383,13 +383,13 @@ pid_t EventLog::Claim() {
 // What a child's file starts with: no descriptor, seq 0, empty tables.
 FORKGUARD_CHILD_PATH void EventLog::StartOwnFile(int64_t start_ns, bool close_fd) {
   broken_ = false;
-  if (fd_ >= 0 && close_fd) close(fd_);
-  fd_ = -1;
+  if (fd_.get() >= 0 && close_fd) close(fd_.get());
+  fd_.set(-1);
   start_ns_ = start_ns;
   seq_.store(0, std::memory_order_relaxed);
   // The parent's stack and module records are in the parent's file: this file starts its
   // own tables (entries of the old epoch count as empty; nothing is cleared here).
-  ++epoch_;
+  epoch_.set(epoch_.get() + 1);
   next_stack_id_ = 0;
   next_module_id_ = 0;
   if (t_log_thread.pid != 0) t_log_thread = LogThread{0, 0};
@@ -397,7 +397,7 @@ FORKGUARD_CHILD_PATH void EventLog::StartOwnFile(int64_t start_ns, bool close_fd
 
 int EventLog::OpenOwnFile() {
   pid_t pid = Claim();
-  if (fd_ >= 0) return fd_;
+  if (fd_.get() >= 0) return fd_.get();
   char path[1400];
   TextBuffer p(path, sizeof(path));
   p.Str(dir_).Str("/forkguard.").Str(id_.host).Char('.').Dec(pid).Char('.').Dec(start_ns_);
@@ -409,8 +409,8 @@ int EventLog::OpenOwnFile() {
     close(fd);
     return -1;
   }
-  fd_ = fd;
-  return fd_;
+  fd_.set(fd);
+  return fd;
 }
 
 // The file's first line: the schema and everything /1 repeated on every line.

@@ -17,6 +17,7 @@
 #include "shim/python_stack.h"
 #include "shim/stack.h"
 #include "shim/state.h"
+#include "shim/sys.h"
 #include "shim/text_buffer.h"
 
 namespace forkguard {
@@ -102,8 +103,9 @@ class EventLog {
 
   bool enabled_ = false;
   char dir_[1024] = {};
-  LogIdentity id_;
-  int fd_ = -1;
+  // Every member starts as zero bytes (sys.h, ZeroFilled): the global log is .bss.
+  LogIdentity id_{nullptr, nullptr, 0, 0, nullptr};  // set by Configure
+  ZeroFilled<int, -1> fd_;                           // -1: not open
   // The process whose file fd_, seq_ and the tables are (0: a forked child's, not claimed
   // yet). Claim() compares it with Pid() before every line.
   std::atomic<pid_t> owner_pid_{0};
@@ -122,7 +124,7 @@ class EventLog {
   bool quiet_ = false;
   // Stack and module tables (mmap'd at Configure; entries of an older epoch are not in this
   // file: a forked child bumps the epoch, one word, and re-emits what it uses).
-  uint32_t epoch_ = 1;
+  ZeroFilled<uint32_t, 1> epoch_;
   int next_stack_id_ = 0;
   int next_module_id_ = 0;
   StackSlot* stacks_ = nullptr;

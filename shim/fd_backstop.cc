@@ -32,8 +32,8 @@ struct LinuxDirent64 {
 };
 
 constexpr int kMiscMajor = 10;
-std::atomic<int> g_uverbs_major{-1};
-std::atomic<int> g_rdma_cm_minor{-1};
+ZeroFilledAtomic<int, -1> g_uverbs_major;
+ZeroFilledAtomic<int, -1> g_rdma_cm_minor;
 
 // Character devices that are never RDMA: mem (null, zero, urandom), tty, console/ptmx, pts.
 bool IsCommonCharDevice(unsigned maj) { return maj == 1 || maj == 4 || maj == 5 || maj == 136; }

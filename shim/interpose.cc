@@ -88,24 +88,30 @@ bool IsOurs(void* p) {
   return forkguard::IsOwnCode(reinterpret_cast<uintptr_t>(p));
 }
 
+// Which symbol a hook resolves, and from which library when RTLD_NEXT does not find it:
+// constant data, read-only after relocation.
+struct HookSpec {
+  const char* name;
+  const char* version;
+  const char* library;
+};
+
 // The real function behind one of our exported wrappers; resolved once, retried while the
-// library is not loaded yet.
+// library is not loaded yet. Only the resolved pointer is writable, and it starts as zero
+// bytes (.bss): see ZeroFilled in sys.h for why the shim has no initialized data.
 template <typename Fn>
 class RealFunction {
  public:
-  constexpr RealFunction(const char* name, const char* version, const char* library)
-      : name_(name), version_(version), library_(library) {}
-
-  // `self` (the wrapper as named by the caller) is not trusted to be ours; see IsOurs.
-  Fn Get(Fn /*self*/) {
+  Fn Get(const HookSpec& spec) {
     void* p = fn_.load(std::memory_order_acquire);
     if (p != nullptr) return reinterpret_cast<Fn>(p);
     core::BusyScope busy;  // dlsym/dlopen take the loader's locks
-    p = LookUp(RTLD_NEXT, name_, version_);
+    // The symbol as the caller names it (`&::sym`) is not trusted to be ours; see IsOurs.
+    p = LookUp(RTLD_NEXT, spec.name, spec.version);
     if (p == nullptr || IsOurs(p)) {
       p = nullptr;
-      if (void* h = dlopen(library_, RTLD_NOW | RTLD_NOLOAD); h != nullptr) {
-        p = LookUp(h, name_, version_);
+      if (void* h = dlopen(spec.library, RTLD_NOW | RTLD_NOLOAD); h != nullptr) {
+        p = LookUp(h, spec.name, spec.version);
         // A NOLOAD handle only adds a reference to an already loaded library.
         dlclose(h);
       }
@@ -116,9 +122,6 @@ class RealFunction {
   }
 
  private:
-  const char* name_;
-  const char* version_;
-  const char* library_;
   std::atomic<void*> fn_{nullptr};
 };
 
@@ -140,6 +143,7 @@ class ErrnoKeeper {
 }  // namespace forkguard
 
 using forkguard::ErrnoKeeper;
+using forkguard::HookSpec;
 using forkguard::Kind;
 using forkguard::kLibc;
 using forkguard::kRdmacm;
@@ -150,11 +154,14 @@ using forkguard::RealFunction;
 namespace core = forkguard::core;
 
 #define FG_EXPORT extern "C" __attribute__((visibility("default")))
-// One hook per symbol (namespace scope, constant-initialized): hook_<sym>.
-#define FG_HOOK(sym, version, lib) \
-  constinit RealFunction<decltype(&::sym)> hook_##sym(#sym, version, lib)
+// One hook per symbol (namespace scope): spec_<sym>, what to resolve, and hook_<sym>, the
+// resolved pointer. FG_HOOK_AS names the function type where <sym>'s own does not fit.
+#define FG_HOOK_AS(type, sym, version, lib)          \
+  constexpr HookSpec spec_##sym{#sym, version, lib}; \
+  constinit RealFunction<type> hook_##sym
+#define FG_HOOK(sym, version, lib) FG_HOOK_AS(decltype(&::sym), sym, version, lib)
 // `real`: the resolved next definition of sym.
-#define FG_REAL(sym) auto real = hook_##sym.Get(&::sym)
+#define FG_REAL(sym) auto real = hook_##sym.Get(spec_##sym)
 
 namespace {
 FG_HOOK(ibv_open_device, "IBVERBS_1.1", kVerbs);
@@ -186,20 +193,20 @@ FG_HOOK(execv, nullptr, kLibc);
 FG_HOOK(execvp, nullptr, kLibc);
 FG_HOOK(execvpe, nullptr, kLibc);
 FG_HOOK(fexecve, nullptr, kLibc);
-constinit RealFunction<pid_t (*)()> hook_vfork("vfork", nullptr, kLibc);
+FG_HOOK_AS(pid_t (*)(), vfork, nullptr, kLibc);
 using OpenFn = int (*)(const char*, int, ...);
 using OpenatFn = int (*)(int, const char*, int, ...);
 using Open2Fn = int (*)(const char*, int);
 using Openat2Fn = int (*)(int, const char*, int);
-constinit RealFunction<int (*)(void*, size_t, int)> hook_madvise("madvise", nullptr, kLibc);
-constinit RealFunction<OpenFn> hook_open("open", nullptr, kLibc);
-constinit RealFunction<OpenFn> hook_open64("open64", nullptr, kLibc);
-constinit RealFunction<OpenatFn> hook_openat("openat", nullptr, kLibc);
-constinit RealFunction<OpenatFn> hook_openat64("openat64", nullptr, kLibc);
-constinit RealFunction<Open2Fn> hook___open_2("__open_2", nullptr, kLibc);
-constinit RealFunction<Open2Fn> hook___open64_2("__open64_2", nullptr, kLibc);
-constinit RealFunction<Openat2Fn> hook___openat_2("__openat_2", nullptr, kLibc);
-constinit RealFunction<Openat2Fn> hook___openat64_2("__openat64_2", nullptr, kLibc);
+FG_HOOK_AS(int (*)(void*, size_t, int), madvise, nullptr, kLibc);
+FG_HOOK_AS(OpenFn, open, nullptr, kLibc);
+FG_HOOK_AS(OpenFn, open64, nullptr, kLibc);
+FG_HOOK_AS(OpenatFn, openat, nullptr, kLibc);
+FG_HOOK_AS(OpenatFn, openat64, nullptr, kLibc);
+FG_HOOK_AS(Open2Fn, __open_2, nullptr, kLibc);
+FG_HOOK_AS(Open2Fn, __open64_2, nullptr, kLibc);
+FG_HOOK_AS(Openat2Fn, __openat_2, nullptr, kLibc);
+FG_HOOK_AS(Openat2Fn, __openat64_2, nullptr, kLibc);
 }  // namespace
 
 // ---- libibverbs ----
@@ -580,7 +587,7 @@ extern "C" __attribute__((visibility("hidden"))) void* forkguard_dlopen_unavaila
 // then the parent would resume on a clobbered stack. The exported vfork is assembly that
 // calls the (ordinary) prologue, then tail-jumps to the real vfork with the caller's frame.
 extern "C" __attribute__((visibility("hidden"))) void* forkguard_vfork_prologue() {
-  auto real = hook_vfork.Get(reinterpret_cast<pid_t (*)()>(&vfork));
+  auto real = hook_vfork.Get(spec_vfork);
   {
     ErrnoKeeper e;
     core::OnVfork();
@@ -612,13 +619,14 @@ vfork:
 // dlopen with the caller's return address still on the stack.
 extern "C" __attribute__((visibility("hidden"))) void* forkguard_dlopen_prologue(const char* file,
                                                                                  int flags) {
-  static constinit RealFunction<void* (*)(const char*, int)> hook("dlopen", nullptr, kLibc);
+  static constexpr HookSpec kSpec{"dlopen", nullptr, kLibc};
+  static constinit RealFunction<void* (*)(const char*, int)> hook;
   {
     ErrnoKeeper e;
     forkguard::NoteDlopenFlags(file, flags);
     if ((flags & RTLD_DEEPBIND) != 0) core::OnDeepBind();
   }
-  auto real = hook.Get(reinterpret_cast<void* (*)(const char*, int)>(&dlopen));
+  auto real = hook.Get(kSpec);
   // Without the real dlopen there is nothing sensible to jump to: fail like dlopen does.
   return real != nullptr ? reinterpret_cast<void*>(real)
                          : reinterpret_cast<void*>(&forkguard_dlopen_unavailable);
@@ -674,7 +682,7 @@ int Opened(const char* path, int fd) {
 // MADV_DONTFORK (the library marking the range it registers) is noted; elsewhere the cost
 // is one TLS read.
 FG_EXPORT int madvise(void* addr, size_t len, int advice) noexcept {
-  auto real = hook_madvise.Get(reinterpret_cast<int (*)(void*, size_t, int)>(&::madvise));
+  auto real = hook_madvise.Get(spec_madvise);
   int r = real != nullptr ? real(addr, len, advice)
                           : static_cast<int>(syscall(SYS_madvise, addr, len, advice));
   if (r == 0 && advice == MADV_DONTFORK && forkguard::t_rdma_depth > 0) {
@@ -689,7 +697,7 @@ FG_EXPORT int open(const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  OpenFn real = hook_open.Get(reinterpret_cast<OpenFn>(&::open));
+  OpenFn real = hook_open.Get(spec_open);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -702,7 +710,7 @@ FG_EXPORT int open64(const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  OpenFn real = hook_open64.Get(reinterpret_cast<OpenFn>(&::open64));
+  OpenFn real = hook_open64.Get(spec_open64);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -715,7 +723,7 @@ FG_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  OpenatFn real = hook_openat.Get(reinterpret_cast<OpenatFn>(&::openat));
+  OpenatFn real = hook_openat.Get(spec_openat);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -728,7 +736,7 @@ FG_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  OpenatFn real = hook_openat64.Get(reinterpret_cast<OpenatFn>(&::openat64));
+  OpenatFn real = hook_openat64.Get(spec_openat64);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -743,7 +751,7 @@ extern "C" int __openat_2(int, const char*, int);
 extern "C" int __openat64_2(int, const char*, int);
 
 FG_EXPORT int __open_2(const char* path, int flags) {
-  Open2Fn real = hook___open_2.Get(&::__open_2);
+  Open2Fn real = hook___open_2.Get(spec___open_2);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -752,7 +760,7 @@ FG_EXPORT int __open_2(const char* path, int flags) {
 }
 
 FG_EXPORT int __open64_2(const char* path, int flags) {
-  Open2Fn real = hook___open64_2.Get(&::__open64_2);
+  Open2Fn real = hook___open64_2.Get(spec___open64_2);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -761,7 +769,7 @@ FG_EXPORT int __open64_2(const char* path, int flags) {
 }
 
 FG_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
-  Openat2Fn real = hook___openat_2.Get(&::__openat_2);
+  Openat2Fn real = hook___openat_2.Get(spec___openat_2);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -770,7 +778,7 @@ FG_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
 }
 
 FG_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
-  Openat2Fn real = hook___openat64_2.Get(&::__openat64_2);
+  Openat2Fn real = hook___openat64_2.Get(spec___openat64_2);
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
@@ -889,27 +897,27 @@ FG_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
 
 __attribute__((constructor)) static void ForkguardConstructor() {
   core::EnsureInit();
-  hook_fork.Get(&::fork);
-  hook__Fork.Get(&::_Fork);
-  hook_daemon.Get(&::daemon);
-  hook_forkpty.Get(&::forkpty);
-  hook_vfork.Get(reinterpret_cast<pid_t (*)()>(&vfork));
-  hook_posix_spawn.Get(&::posix_spawn);
-  hook_posix_spawnp.Get(&::posix_spawnp);
-  hook_execve.Get(&::execve);
-  hook_execv.Get(&::execv);
-  hook_execvp.Get(&::execvp);
-  hook_execvpe.Get(&::execvpe);
-  hook_fexecve.Get(&::fexecve);
-  hook_madvise.Get(reinterpret_cast<int (*)(void*, size_t, int)>(&::madvise));
-  hook_open.Get(reinterpret_cast<OpenFn>(&::open));
-  hook_open64.Get(reinterpret_cast<OpenFn>(&::open64));
-  hook_openat.Get(reinterpret_cast<OpenatFn>(&::openat));
-  hook_openat64.Get(reinterpret_cast<OpenatFn>(&::openat64));
-  hook___open_2.Get(&::__open_2);
-  hook___open64_2.Get(&::__open64_2);
-  hook___openat_2.Get(&::__openat_2);
-  hook___openat64_2.Get(&::__openat64_2);
+  hook_fork.Get(spec_fork);
+  hook__Fork.Get(spec__Fork);
+  hook_daemon.Get(spec_daemon);
+  hook_forkpty.Get(spec_forkpty);
+  hook_vfork.Get(spec_vfork);
+  hook_posix_spawn.Get(spec_posix_spawn);
+  hook_posix_spawnp.Get(spec_posix_spawnp);
+  hook_execve.Get(spec_execve);
+  hook_execv.Get(spec_execv);
+  hook_execvp.Get(spec_execvp);
+  hook_execvpe.Get(spec_execvpe);
+  hook_fexecve.Get(spec_fexecve);
+  hook_madvise.Get(spec_madvise);
+  hook_open.Get(spec_open);
+  hook_open64.Get(spec_open64);
+  hook_openat.Get(spec_openat);
+  hook_openat64.Get(spec_openat64);
+  hook___open_2.Get(spec___open_2);
+  hook___open64_2.Get(spec___open64_2);
+  hook___openat_2.Get(spec___openat_2);
+  hook___openat64_2.Get(spec___openat64_2);
 }
 
 __attribute__((destructor)) static void ForkguardDestructor() { core::OnExit(); }

@@ -260,8 +260,8 @@ KernelCof CofFromNetlink() {
   return result;
 }
 
-std::atomic<int> g_cof_state{0};  // 0 unasked, 1 asking, 2 cached
-KernelCofFact g_cof;
+std::atomic<int> g_cof_state{0};                    // 0 unasked, 1 asking, 2 cached
+KernelCofFact g_cof{KernelCof::kUnknown, nullptr};  // read once g_cof_state is 2
 
 }  // namespace
 

@@ -149,7 +149,7 @@ FORKGUARD_CHILD_PATH void ResetCachedTid() {
 }
 
 namespace {
-std::atomic<int64_t> g_lock_bound_ns{30LL * 1000 * 1000 * 1000};
+ZeroFilledAtomic<int64_t, 30LL * 1000 * 1000 * 1000> g_lock_bound_ns;
 }  // namespace
 
 int64_t LockBoundNs() { return g_lock_bound_ns.load(std::memory_order_relaxed); }

@@ -12,8 +12,9 @@
 namespace forkguard {
 namespace {
 
-char g_host[64] = "?";
-long g_rank = -1;
+// Zero-filled (sys.h, ZeroFilled): "" reads as "?" until SetStderrIdentity.
+char g_host[64];
+ZeroFilled<long, -1> g_rank;
 
 // Writes what is left after a short writev (a signal, a full disk): best effort.
 void FinishWrite(int fd, const struct iovec* iov, int iovcnt, size_t done) {
@@ -44,13 +45,13 @@ size_t CutLength(const char* line, size_t len, size_t room) {
 void SetStderrIdentity(const char* short_host, long rank) {
   if (short_host == nullptr || short_host[0] == '\0') short_host = "?";
   CopyCString(g_host, sizeof(g_host), short_host);
-  g_rank = rank;
+  g_rank.set(rank);
 }
 
 size_t FormatStderrPrefix(char* buf, size_t cap, pid_t pid) {
   TextBuffer b(buf, cap);
-  b.Char('[').Str(g_host);
-  if (g_rank >= 0) b.Str(" r").Dec(g_rank);
+  b.Char('[').Str(g_host[0] != '\0' ? g_host : "?");
+  if (long rank = g_rank.get(); rank >= 0) b.Str(" r").Dec(rank);
   b.Char(' ').Dec(pid).Str("] ");
   return b.size();
 }

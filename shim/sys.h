@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace forkguard {
 
@@ -132,5 +133,40 @@ inline int64_t RealtimeNs() {
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
+
+// A value that reads as `kInitial` while its storage starts as zero bytes. Every global of
+// the shim is zero-filled (.bss) and none is initialized data (.data): a preloaded object's
+// writable file-backed page is one more mapping in every process, which every fork() of the
+// host copies and every exit unmaps (shim/README.md, "Cost";
+// //tests/shim:mapping_test checks it). It holds the value's distance from kInitial, in
+// unsigned arithmetic (wraps, never overflows).
+template <typename T, T kInitial>
+class ZeroFilled {
+  using U = std::make_unsigned_t<T>;
+
+ public:
+  T get() const { return static_cast<T>(static_cast<U>(v_) + static_cast<U>(kInitial)); }
+  void set(T v) { v_ = static_cast<T>(static_cast<U>(v) - static_cast<U>(kInitial)); }
+
+ private:
+  T v_ = 0;
+};
+
+// The same for a std::atomic<T>: load and store with the given order.
+template <typename T, T kInitial>
+class ZeroFilledAtomic {
+  using U = std::make_unsigned_t<T>;
+
+ public:
+  T load(std::memory_order o = std::memory_order_seq_cst) const {
+    return static_cast<T>(static_cast<U>(v_.load(o)) + static_cast<U>(kInitial));
+  }
+  void store(T v, std::memory_order o = std::memory_order_seq_cst) {
+    v_.store(static_cast<T>(static_cast<U>(v) - static_cast<U>(kInitial)), o);
+  }
+
+ private:
+  std::atomic<T> v_{0};
+};
 
 }  // namespace forkguard
