@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/shim.sh (scripts/bench shim) - what libforkguard.so costs, measured side
-# by side: every case runs REPS times alternating without / with the shim, each
-# run reports its median; the ratio of the medians of those medians is printed.
+# by side: every case runs REPS times (the small fork 3 x REPS) alternating without /
+# with the shim, each run reports its median; the ratio of the medians of those medians is
+# printed (and judged), then the median of the per-round ratios.
 #   host:   (a) fork+_exit+waitpid small and with 256 MiB touched, (d) a libc path
 #           the shim does not watch, (e) a bash loop of 300 fork+exec of /bin/true (every
 #           process starts with the shim preloaded)
@@ -54,32 +55,41 @@ line_sizes() {
 			if (files) printf "%-36s log bytes per process: %.0f (%d files)\n", n, total / files, files
 		}' "$LOGDIR"/*.jsonl 2>/dev/null || true
 }
-# case-name target-ratio log|nolog args...
+# case-name target-ratio log|nolog args...   (REPS runs of each; CASE_REPS overrides)
 measure() {
 	local name=$1 target=$2 log=$3; shift 3
-	local base=() shim=() i logenv=()
+	local base=() shim=() i logenv=() reps=${CASE_REPS:-$REPS}
 	[ "$log" = log ] && logenv=("FORKGUARD_LOG=$LOGDIR")
 	name="$name [$log]"
-	for ((i = 0; i < REPS; i++)); do
+	for ((i = 0; i < reps; i++)); do
 		base+=("$("$B" "$@" | sed -n 's/.*median_ns=\([0-9]*\).*/\1/p')")
 		shim+=("$(env LD_PRELOAD="$SHIM" FORKGUARD_MODE=warn "${logenv[@]}" "$B" "$@" 2>/dev/null |
 			sed -n 's/.*median_ns=\([0-9]*\).*/\1/p')")
-		[ "$log" = log ] && [ $((i + 1)) = "$REPS" ] && line_sizes "$name"
+		[ "$log" = log ] && [ $((i + 1)) = "$reps" ] && line_sizes "$name"
 		rm -f "$LOGDIR"/*.jsonl
 	done
 	local mb ms
 	mb=$(printf '%s\n' "${base[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 	ms=$(printf '%s\n' "${shim[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-	awk -v n="$name" -v b="$mb" -v s="$ms" -v t="$target" -v r="$REPS" 'BEGIN {
+	# Also the median of the per-round ratios (run i with the shim / run i without): the
+	# runs alternate, so this one cancels what drifts between rounds. The target is judged
+	# on the ratio of the medians, as always.
+	local mr
+	mr=$(for ((i = 0; i < reps; i++)); do echo "${shim[i]} ${base[i]}"; done |
+		awk '{print $1 / $2}' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+	awk -v n="$name" -v b="$mb" -v s="$ms" -v t="$target" -v r="$reps" -v pr="$mr" 'BEGIN {
 		ratio = s / b
-		printf "%-36s baseline %10.1f us   shim %10.1f us   ratio %.3fx   target <= %s   %s  (median of %d runs)\n",
-			n, b / 1000, s / 1000, ratio, t, (ratio <= t ? "met" : "MISSED"), r }'
+		printf "%-36s baseline %10.1f us   shim %10.1f us   ratio %.3fx   target <= %s   %s  (median of %d runs; per-round %.3fx)\n",
+			n, b / 1000, s / 1000, ratio, t, (ratio <= t ? "met" : "MISSED"), r, pr }'
 }
 case "${1:-host}" in
 	host)
 		for log in nolog log; do
 			# Issue 13: <= 1.03 without a log (the default); with one every fork writes two events.
-			measure "(a) fork small" "$([ $log = nolog ] && echo 1.03 || echo 1.15)" $log fork-small 2000
+			# One run's median of a small fork moves +-15% from process to process on this
+			# host (CPU placement, the stack's random offset: a fork's frames straddle two
+			# pages in ~15% of processes) while the shim adds ~1-2%: three times the runs.
+			CASE_REPS=$((REPS * 3)) measure "(a) fork small" "$([ $log = nolog ] && echo 1.03 || echo 1.15)" $log fork-small 2000
 			measure "(a) fork 256 MiB touched" 1.05 $log fork-256m 100
 			measure "(d) unwatched libc path" 1.02 $log libc 20000
 		done
