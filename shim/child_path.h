@@ -11,3 +11,15 @@
 
 #define FORKGUARD_CHILD_PATH __attribute__((section(".text.hot.forkguard_child")))
 #define FORKGUARD_CHILD_PATH_FIRST FORKGUARD_CHILD_PATH __attribute__((aligned(4096)))
+
+// FORKGUARD_REG_PATH marks what an unlogged ibv_reg_mr/ibv_dereg_mr runs in the shim (the
+// wrappers, core::OnRegMr/OnDeregMr, the call-site cache's hit, the MR table's insert and
+// remove). In the TCG guest every jump to another code page and every return leaves the
+// translated code for a lookup of the next block (only a direct jump within one page is
+// chained), so these share one section: the GNU linker's default script places
+// `.text.sorted.*` together, sorted by name, right after `.text.hot.*` (the child path
+// above). The ibv_reg_mr wrapper, first by its section's name, is page-aligned so that the
+// group (about 3 KiB) is one page and every call within it is a chained jump.
+#define FORKGUARD_REG_PATH __attribute__((section(".text.sorted.forkguard_reg.1")))
+#define FORKGUARD_REG_PATH_FIRST \
+  __attribute__((section(".text.sorted.forkguard_reg.0"), aligned(4096)))

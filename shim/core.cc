@@ -36,6 +36,7 @@
 namespace forkguard::core {
 
 __thread int t_busy __attribute__((tls_model("initial-exec"))) = 0;
+__thread DontforkMarks t_marks __attribute__((tls_model("initial-exec"))) = {0, 0, 0};
 
 namespace {
 
@@ -59,16 +60,6 @@ pthread_once_t g_once = PTHREAD_ONCE_INIT;
 std::atomic<bool> g_init_done{false};  // Init() returned (EnsureInit's fast path)
 std::atomic<bool> g_fork_facts{false};
 bool g_ready = false;
-
-// What the RDMA library marked MADV_DONTFORK (madvise through our wrapper) during this
-// thread's outermost registration call: the hull of the marked ranges and their total size.
-// This is how mr_register's `dontfork` is known without reading /proc/self/smaps.
-struct DontforkMarks {
-  uintptr_t lo;
-  uintptr_t hi;
-  size_t bytes;
-};
-__thread DontforkMarks t_marks __attribute__((tls_model("initial-exec"))) = {0, 0, 0};
 
 // Fork support (issue 13's rdma-core x kernel x who matrix). Written outside the fork path
 // (Init, ibv_fork_init, the first RDMA init); read when a hazardous fork is explained.
@@ -798,10 +789,6 @@ void OnDeallocPd(const void* pd, int ret, int err) {
   OnRelease("ibv_dealloc_pd", pd, &RdmaState::RemovePd, ret, err);
 }
 
-void BeforeRegMr() {
-  if (t_marks.bytes != 0) t_marks = DontforkMarks{0, 0, 0};
-}
-
 void OnDontfork(const void* addr, size_t len) {
   uintptr_t lo = reinterpret_cast<uintptr_t>(addr);
   uintptr_t hi = lo + len;
@@ -815,8 +802,26 @@ void OnDontfork(const void* addr, size_t len) {
   t_marks.bytes += len;
 }
 
-void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, size_t len,
-             int access, int err) {
+// OnRegMr's log record, out of line (the registration path without a log stays one page).
+static __attribute__((noinline)) void LogRegistration(const MrRecord& rec) {
+  if (!GlobalEventLog().enabled()) return;
+  // No smaps read here (it made registration with a log tens of times slower): `dontfork`
+  // is true when the library's own madvise(MADV_DONTFORK) calls during this registration
+  // covered the range, absent when none did (not marked now, or marked earlier: unknown
+  // without /proc). The kernel's view is read at fork time (fork event, ranges[].dontfork).
+  bool dontfork = false;
+  if (rec.call != RdmaCall::kRegDmabufMr && rec.len > 0 && t_marks.bytes > 0) {
+    uintptr_t page = PageSize();
+    uintptr_t lo = rec.addr & ~(page - 1);
+    uintptr_t hi = (rec.addr + rec.len + page - 1) & ~(page - 1);
+    // Marks never overlap (each page is marked once), so bytes == hull means no hole.
+    dontfork = t_marks.lo <= lo && t_marks.hi >= hi && t_marks.bytes >= t_marks.hi - t_marks.lo;
+  }
+  LogMrRegister(rec, dontfork);
+}
+
+FORKGUARD_REG_PATH void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr,
+                                size_t len, int access, int err) {
   BusyScope busy;
   if (!Active()) return;
   if (IsHazardousChild()) CheckInheritedUse(RdmaCallName(call), pd);
@@ -842,23 +847,11 @@ void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, si
   RdmaState& st = GlobalState();
   st.AddMr(rec);
   if (!st.EverInitialized()) NoteInit(call, nullptr);
-  if (NoLog() || !GlobalEventLog().enabled()) return;
-  // No smaps read here (it made registration with a log tens of times slower): `dontfork`
-  // is true when the library's own madvise(MADV_DONTFORK) calls during this registration
-  // covered the range, absent when none did (not marked now, or marked earlier: unknown
-  // without /proc). The kernel's view is read at fork time (fork event, ranges[].dontfork).
-  bool dontfork = false;
-  if (call != RdmaCall::kRegDmabufMr && len > 0 && t_marks.bytes > 0) {
-    uintptr_t page = PageSize();
-    uintptr_t lo = rec.addr & ~(page - 1);
-    uintptr_t hi = (rec.addr + len + page - 1) & ~(page - 1);
-    // Marks never overlap (each page is marked once), so bytes == hull means no hole.
-    dontfork = t_marks.lo <= lo && t_marks.hi >= hi && t_marks.bytes >= t_marks.hi - t_marks.lo;
-  }
-  LogMrRegister(rec, dontfork);
+  if (NoLog()) return;
+  LogRegistration(rec);
 }
 
-void OnDeregMr(const void* mr, int ret, int err) {
+FORKGUARD_REG_PATH void OnDeregMr(const void* mr, int ret, int err) {
   BusyScope busy;
   if (!Active()) return;
   CheckInheritedUse("ibv_dereg_mr", mr);

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "shim/message.h"
 #include "shim/state.h"
@@ -43,8 +44,20 @@ void OnAllocPd(const void* pd, const void* ctx, int err, const void* caller);
 void OnDeallocPd(const void* pd, int ret, int err);
 void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr, size_t len,
              int access, int err);
-// Before the real call of the outermost ibv_reg_mr* on this thread.
-void BeforeRegMr();
+// What the RDMA library marked MADV_DONTFORK (madvise through our wrapper) during this
+// thread's outermost registration call: the hull of the marked ranges and their total size.
+// This is how mr_register's `dontfork` is known without reading /proc/self/smaps.
+struct DontforkMarks {
+  uintptr_t lo;
+  uintptr_t hi;
+  size_t bytes;
+};
+extern __thread DontforkMarks t_marks __attribute__((tls_model("initial-exec")));
+// Before the real call of the outermost ibv_reg_mr* on this thread (inline: the wrapper's
+// hot path makes no call of its own before the real function).
+inline void BeforeRegMr() {
+  if (t_marks.bytes != 0) t_marks = DontforkMarks{0, 0, 0};
+}
 // madvise(addr, len, MADV_DONTFORK) succeeded inside a watched RDMA call on this thread
 // (the library marking a range it registers). Async-signal-safe, no allocation.
 void OnDontfork(const void* addr, size_t len);

@@ -66,6 +66,10 @@ class Nesting {
     --t_rdma_depth;
   }
   bool outermost() const { return outermost_; }
+  // A call of this kind is already in progress on this thread: this one will not be
+  // reported, and counting it would change nothing any deeper call can see (the depths stay
+  // nonzero), so the wrappers of the registration path tail-call the real function.
+  static bool Inside(Kind kind) { return t_kind_depth[static_cast<int>(kind)] != 0; }
 
  private:
   int& depth_;
@@ -105,9 +109,15 @@ class RealFunction {
   Fn Get(const HookSpec& spec) {
     void* p = fn_.load(std::memory_order_acquire);
     if (p != nullptr) return reinterpret_cast<Fn>(p);
+    return Resolve(spec);
+  }
+
+ private:
+  // Out of line: the wrappers' own code stays small (see FORKGUARD_REG_PATH).
+  __attribute__((noinline)) Fn Resolve(const HookSpec& spec) {
     core::BusyScope busy;  // dlsym/dlopen take the loader's locks
     // The symbol as the caller names it (`&::sym`) is not trusted to be ours; see IsOurs.
-    p = LookUp(RTLD_NEXT, spec.name, spec.version);
+    void* p = LookUp(RTLD_NEXT, spec.name, spec.version);
     if (p == nullptr || IsOurs(p)) {
       p = nullptr;
       if (void* h = dlopen(spec.library, RTLD_NOW | RTLD_NOLOAD); h != nullptr) {
@@ -121,7 +131,6 @@ class RealFunction {
     return reinterpret_cast<Fn>(p);
   }
 
- private:
   std::atomic<void*> fn_{nullptr};
 };
 
@@ -139,9 +148,28 @@ class ErrnoKeeper {
   int saved_;
 };
 
+// errno's address, asked of libc once per thread: the same for the thread's life (and in a
+// forked child, whose thread is a copy). The registration path's ErrnoKeeper, which then
+// makes no call into libc.
+__thread int* t_errno_at __attribute__((tls_model("initial-exec"))) = nullptr;
+class CachedErrnoKeeper {
+ public:
+  CachedErrnoKeeper()
+      : at_(t_errno_at != nullptr ? t_errno_at : (t_errno_at = &errno)), saved_(*at_) {}
+  ~CachedErrnoKeeper() {
+    if (*at_ != saved_) *at_ = saved_;
+  }
+  int value() const { return saved_; }
+
+ private:
+  int* at_;
+  int saved_;
+};
+
 }  // namespace
 }  // namespace forkguard
 
+using forkguard::CachedErrnoKeeper;
 using forkguard::ErrnoKeeper;
 using forkguard::HookSpec;
 using forkguard::Kind;
@@ -266,19 +294,21 @@ FG_EXPORT int ibv_dealloc_pd(struct ibv_pd* pd) {
   return r;
 }
 
-FG_EXPORT struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access) {
+// The registration path (FORKGUARD_REG_PATH): a nested call tail-calls the real function;
+// the outermost one makes two calls of its own, the real function and the core's.
+FG_EXPORT FORKGUARD_REG_PATH_FIRST struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr,
+                                                             size_t length, int access) {
   FG_REAL(ibv_reg_mr);
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
   }
+  if (Nesting::Inside(Kind::kMr)) return real(pd, addr, length, access);
   Nesting n(Kind::kMr);
-  if (n.outermost()) core::BeforeRegMr();
+  core::BeforeRegMr();
   ibv_mr* r = real(pd, addr, length, access);
-  if (n.outermost()) {
-    ErrnoKeeper e;
-    core::OnRegMr(RdmaCall::kRegMr, r, pd, addr, length, access, e.value());
-  }
+  CachedErrnoKeeper e;
+  core::OnRegMr(RdmaCall::kRegMr, r, pd, addr, length, access, e.value());
   return r;
 }
 
@@ -289,30 +319,29 @@ FG_EXPORT struct ibv_mr* ibv_reg_mr_iova(struct ibv_pd* pd, void* addr, size_t l
     errno = ENOSYS;
     return nullptr;
   }
+  if (Nesting::Inside(Kind::kMr)) return real(pd, addr, length, iova, access);
   Nesting n(Kind::kMr);
-  if (n.outermost()) core::BeforeRegMr();
+  core::BeforeRegMr();
   ibv_mr* r = real(pd, addr, length, iova, access);
-  if (n.outermost()) {
-    ErrnoKeeper e;
-    core::OnRegMr(RdmaCall::kRegMrIova, r, pd, addr, length, access, e.value());
-  }
+  CachedErrnoKeeper e;
+  core::OnRegMr(RdmaCall::kRegMrIova, r, pd, addr, length, access, e.value());
   return r;
 }
 
-FG_EXPORT struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t length,
-                                          uint64_t iova, unsigned int access) {
+FG_EXPORT FORKGUARD_REG_PATH struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr,
+                                                             size_t length, uint64_t iova,
+                                                             unsigned int access) {
   FG_REAL(ibv_reg_mr_iova2);
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
   }
+  if (Nesting::Inside(Kind::kMr)) return real(pd, addr, length, iova, access);
   Nesting n(Kind::kMr);
-  if (n.outermost()) core::BeforeRegMr();
+  core::BeforeRegMr();
   ibv_mr* r = real(pd, addr, length, iova, access);
-  if (n.outermost()) {
-    ErrnoKeeper e;
-    core::OnRegMr(RdmaCall::kRegMrIova2, r, pd, addr, length, static_cast<int>(access), e.value());
-  }
+  CachedErrnoKeeper e;
+  core::OnRegMr(RdmaCall::kRegMrIova2, r, pd, addr, length, static_cast<int>(access), e.value());
   return r;
 }
 
@@ -323,27 +352,25 @@ FG_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, s
     errno = ENOSYS;
     return nullptr;
   }
+  if (Nesting::Inside(Kind::kMr)) return real(pd, offset, length, iova, fd, access);
   Nesting n(Kind::kMr);
-  if (n.outermost()) core::BeforeRegMr();
+  core::BeforeRegMr();
   ibv_mr* r = real(pd, offset, length, iova, fd, access);
-  if (n.outermost()) {
-    ErrnoKeeper e;
-    // dma-buf memory is not in our address space: the range is the iova window.
-    core::OnRegMr(RdmaCall::kRegDmabufMr, r, pd, reinterpret_cast<void*>(iova), length, access,
-                  e.value());
-  }
+  CachedErrnoKeeper e;
+  // dma-buf memory is not in our address space: the range is the iova window.
+  core::OnRegMr(RdmaCall::kRegDmabufMr, r, pd, reinterpret_cast<void*>(iova), length, access,
+                e.value());
   return r;
 }
 
-FG_EXPORT int ibv_dereg_mr(struct ibv_mr* mr) {
+FG_EXPORT FORKGUARD_REG_PATH int ibv_dereg_mr(struct ibv_mr* mr) {
   FG_REAL(ibv_dereg_mr);
   if (real == nullptr) return ENOSYS;
+  if (Nesting::Inside(Kind::kMr)) return real(mr);
   Nesting n(Kind::kMr);
   int r = real(mr);
-  if (n.outermost()) {
-    ErrnoKeeper e;
-    core::OnDeregMr(mr, r, e.value());
-  }
+  CachedErrnoKeeper e;
+  core::OnDeregMr(mr, r, e.value());
   return r;
 }
 

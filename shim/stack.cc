@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shim/child_path.h"
 #include "shim/skippable_lock.h"
 #include "shim/sys.h"
 
@@ -391,7 +392,8 @@ __attribute__((noinline)) void CaptureMissedSite(const UserCall& uc, int max_dep
 }  // namespace
 
 // Reads our own frames and the stack above them (SiteMatches).
-__attribute__((no_sanitize_address)) void CaptureRepeatedStack(RawStack* out, int max_depth) {
+FORKGUARD_REG_PATH __attribute__((no_sanitize_address)) void CaptureRepeatedStack(RawStack* out,
+                                                                                  int max_depth) {
   if (max_depth < 1) max_depth = 1;
   UserCall uc;
   if (max_depth > kSiteFrames || !FindUserCall(__builtin_frame_address(0), &uc)) {
@@ -403,7 +405,9 @@ __attribute__((no_sanitize_address)) void CaptureRepeatedStack(RawStack* out, in
         if (e.ips[0] != uc.ip || e.want != max_depth || e.depth <= 0 || !SiteMatches(e, uc)) {
           continue;
         }
-        for (int i = 0; i < e.depth; ++i) out->ips[i] = e.ips[i];
+        // All of the entry's frames, a constant size: inline moves, not a loop.
+        static_assert(kSiteFrames <= RawStack::kCapacity);
+        memcpy(out->ips, e.ips, sizeof(e.ips));
         out->depth = e.depth;
         g_sites_lock.Unlock();
         return;

@@ -18,10 +18,9 @@
 namespace forkguard {
 
 constinit RdmaState g_rdma_state;
-namespace {
-
 __thread pid_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
 __thread pid_t t_pid __attribute__((tls_model("initial-exec"))) = 0;
+namespace {
 
 // A growable array of (handle, T) in mmap'd pages. Not thread-safe: used under StateLock.
 template <typename T>
@@ -39,17 +38,23 @@ class MmapTable {
     }
     return -1;
   }
-  // Replaces an existing entry with the same handle (a destroy we did not see). Copies the
-  // first `bytes` of v (the rest of the entry is left as it was).
-  bool Insert(uintptr_t h, const T& v, bool* replaced, size_t bytes = sizeof(T)) {
+  // The entry for handle h: the existing one (a destroy we did not see) or a new one at the
+  // end; nullptr when the table cannot grow. The caller fills it.
+  T* Slot(uintptr_t h, bool* replaced) {
     int i = Find(h);
     *replaced = i >= 0;
     if (i < 0) {
-      if (size_ == cap_ && !Grow()) return false;
+      if (size_ == cap_ && !Grow()) return nullptr;
       i = size_++;
     }
     handles_[i] = h;
-    memcpy(static_cast<void*>(&items_[i]), &v, bytes);
+    return &items_[i];
+  }
+  // Replaces an existing entry with the same handle (a destroy we did not see).
+  bool Insert(uintptr_t h, const T& v, bool* replaced) {
+    T* slot = Slot(h, replaced);
+    if (slot == nullptr) return false;
+    memcpy(static_cast<void*>(slot), &v, sizeof(T));
     return true;
   }
   void RemoveAt(int i) {
@@ -61,7 +66,8 @@ class MmapTable {
   }
 
  private:
-  bool Grow() {
+  // Out of line: the registration path only calls it for its 65th, 129th ... live MR.
+  __attribute__((noinline)) bool Grow() {
     int cap = cap_ == 0 ? 64 : cap_ * 2;
     auto* h = static_cast<uintptr_t*>(MapAnonymous(sizeof(uintptr_t) * cap));
     auto* it = static_cast<T*>(MapAnonymous(sizeof(T) * cap));
@@ -131,12 +137,12 @@ class Guard {
 
 }  // namespace
 
-pid_t CurrentTid() {
+pid_t CurrentTidSlow() {
   if (t_tid == 0) t_tid = static_cast<pid_t>(syscall(SYS_gettid));
   return t_tid;
 }
 
-pid_t CurrentPid() {
+pid_t CurrentPidSlow() {
   if (t_pid == 0) t_pid = getpid();
   return t_pid;
 }
@@ -155,8 +161,7 @@ ZeroFilledAtomic<int64_t, 30LL * 1000 * 1000 * 1000> g_lock_bound_ns;
 int64_t LockBoundNs() { return g_lock_bound_ns.load(std::memory_order_relaxed); }
 void SetLockBoundNsForTesting(int64_t ns) { g_lock_bound_ns.store(ns); }
 
-bool StateLock::Lock() {
-  pid_t me = CurrentTid();
+bool StateLock::LockSlow(pid_t me) {
   int64_t start = 0;
   for (int spins = 0;; ++spins) {
     pid_t expected = 0;
@@ -178,12 +183,6 @@ bool StateLock::Lock() {
       return false;
     }
   }
-}
-
-void StateLock::Unlock() { owner_.store(0, std::memory_order_release); }
-
-bool StateLock::HeldByThisThread() const {
-  return owner_.load(std::memory_order_relaxed) == CurrentTid();
 }
 
 FORKGUARD_CHILD_PATH void StateLock::ResetInChild() {
@@ -233,22 +232,31 @@ bool RdmaState::RemovePd(uintptr_t handle) {
   return true;
 }
 
-void RdmaState::AddMr(const MrRecord& record) {
+// The registration path (FORKGUARD_REG_PATH): no call once the lock is free and the table
+// has room. The record is copied in pieces of constant size (inline moves, not a call of
+// memcpy into libc): the fields, then the frames - a registration's (at most 12) as 16.
+FORKGUARD_REG_PATH void RdmaState::AddMr(const MrRecord& record) {
   Guard g(lock_);
   if (!g.ok()) return;
   bool replaced = false;
   ++mr_generation_;
+  MrRecord* slot = g_tables.mrs.Slot(record.handle, &replaced);
+  if (slot == nullptr) return;
+  constexpr size_t kHead = offsetof(MrRecord, stack) + offsetof(RawStack, ips);
+  memcpy(static_cast<void*>(slot), &record, kHead);
   // Only the frames the stack has: most of a RawStack is unused capacity.
+  constexpr int kFixedFrames = 16;
   int depth = record.stack.depth;
-  if (depth < 0 || depth > RawStack::kCapacity) depth = RawStack::kCapacity;
-  size_t bytes = offsetof(MrRecord, stack) + offsetof(RawStack, ips) +
-                 sizeof(uintptr_t) * static_cast<size_t>(depth);
-  if (g_tables.mrs.Insert(record.handle, record, &replaced, bytes) && !replaced) {
-    live_.fetch_add(1);
+  if (depth >= 0 && depth <= kFixedFrames) {
+    memcpy(slot->stack.ips, record.stack.ips, sizeof(uintptr_t) * kFixedFrames);
+  } else {
+    if (depth < 0 || depth > RawStack::kCapacity) depth = RawStack::kCapacity;
+    memcpy(slot->stack.ips, record.stack.ips, sizeof(uintptr_t) * static_cast<size_t>(depth));
   }
+  if (!replaced) live_.fetch_add(1);
 }
 
-bool RdmaState::RemoveMr(uintptr_t handle, MrRecord* removed) {
+FORKGUARD_REG_PATH bool RdmaState::RemoveMr(uintptr_t handle, MrRecord* removed) {
   Guard g(lock_);
   if (!g.ok()) return false;
   int i = g_tables.mrs.Find(handle);

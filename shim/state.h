@@ -86,6 +86,27 @@ struct StateSnapshot {
   size_t mapped_bytes = 0;
 };
 
+// Small helpers with no policy (the clocks are in shim/sys.h). Inline: the registration
+// path asks on every call (the syscalls are made once per thread, out of line).
+extern __thread pid_t t_tid __attribute__((tls_model("initial-exec")));
+extern __thread pid_t t_pid __attribute__((tls_model("initial-exec")));
+pid_t CurrentTidSlow();
+pid_t CurrentPidSlow();
+inline pid_t CurrentTid() {
+  pid_t tid = t_tid;
+  return tid != 0 ? tid : CurrentTidSlow();
+}
+// getpid() cached per thread (reset with the tid in a forked child by the atfork handler).
+inline pid_t CurrentPid() {
+  pid_t pid = t_pid;
+  return pid != 0 ? pid : CurrentPidSlow();
+}
+// Forget the cached thread id (in a forked child).
+void ResetCachedTid();
+// The pid CurrentPid() cached on this thread, 0 when none yet (no syscall, no write). In a
+// process created by a raw clone()/clone3() it is still the parent's.
+pid_t CachedPid();
+
 // Lock held by the atfork prepare handler and by every table update. Reentrant for the
 // owning thread only in the sense that the prepare handler skips it when the forking thread
 // already holds it (fork from a signal handler that interrupted an update).
@@ -98,9 +119,15 @@ struct StateSnapshot {
 // scan) and the program goes on.
 class StateLock {
  public:
-  [[nodiscard]] bool Lock();
-  void Unlock();
-  bool HeldByThisThread() const;
+  // Inline: the uncontended case is one compare-and-swap (LockSlow waits).
+  [[nodiscard]] bool Lock() {
+    pid_t expected = 0;
+    pid_t me = CurrentTid();
+    if (owner_.compare_exchange_strong(expected, me, std::memory_order_acquire)) return true;
+    return LockSlow(me);
+  }
+  void Unlock() { owner_.store(0, std::memory_order_release); }
+  bool HeldByThisThread() const { return owner_.load(std::memory_order_relaxed) == CurrentTid(); }
   bool HeldByAnyone() const;
   void ResetInChild();
   bool GaveUp() const { return gave_up_.load(std::memory_order_relaxed); }
@@ -108,6 +135,7 @@ class StateLock {
   pid_t StuckOwner() const { return stuck_owner_.load(std::memory_order_relaxed); }
 
  private:
+  bool LockSlow(pid_t me);
   std::atomic<pid_t> owner_{0};
   std::atomic<bool> gave_up_{false};
   std::atomic<pid_t> stuck_owner_{0};
@@ -164,15 +192,5 @@ extern RdmaState g_rdma_state;
 inline RdmaState& GlobalState() { return g_rdma_state; }
 
 // The state lock across fork (the atfork handlers, HeldByOurAtfork): shim/fork_frames.h.
-
-// Small helpers with no policy (the clocks are in shim/sys.h).
-pid_t CurrentTid();
-// getpid() cached per thread (reset with the tid in a forked child by the atfork handler).
-pid_t CurrentPid();
-// Forget the cached thread id (in a forked child).
-void ResetCachedTid();
-// The pid CurrentPid() cached on this thread, 0 when none yet (no syscall, no write). In a
-// process created by a raw clone()/clone3() it is still the parent's.
-pid_t CachedPid();
 
 }  // namespace forkguard
