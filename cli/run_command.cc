@@ -286,9 +286,12 @@ int RunMain(int argc, char** argv, const char* argv0) {
   for (auto& s : o.cmd) argvp.push_back(s.data());
   argvp.push_back(nullptr);
 
+  // No SA_RESTART: the waitpid loop below retries on EINTR itself. A restarted wait would
+  // also hide the signal from a runtime that defers handlers to the next intercepted call
+  // (TSan: the forwarding never ran and `run` hung in wait4).
   struct sigaction sa {};
   sa.sa_sigaction = Forward;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   struct sigaction old_actions[4];
   for (int i = 0; i < 4; ++i) sigaction(kForwarded[i], &sa, &old_actions[i]);

@@ -771,6 +771,11 @@ int main(int argc, char** argv) {
         if (int rc = api.dereg_mr(mr); rc != 0) DieRc("ibv_dereg_mr (churn)", rc);
         churned.fetch_add(1);
       }
+      // Past the cap the thread stays alive until the parent is done forking: every fork
+      // then copies a process with this thread in it, whatever the speed. (Under TSan a
+      // thread that ended unjoined before a fork is a "thread leak" at the child's _exit,
+      // exit status 66; one alive at the fork turns the child's reports off.)
+      while (!stop_churn.load()) usleep(1000);
       free(p);
     });
     while (churned.load() == 0) sched_yield();  // the thread is running

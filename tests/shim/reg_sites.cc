@@ -87,7 +87,14 @@ __attribute__((noinline)) void reg_sites_alloca_caller(int bytes, const char* la
 
 namespace {
 
+// Every loop below that registers is kept a loop: one label must be one call site. With
+// optimization (the sanitizer configs build with -O1) GCC unrolls a short counted loop
+// completely, and each copy of the call is another return address, i.e. truly another
+// stack (seen: thread-a's three calls as three call sites under --config=asan/tsan).
+#define REG_SITES_KEEP_LOOP _Pragma("GCC unroll 1")
+
 void* Thread(void*) {
+  REG_SITES_KEEP_LOOP
   for (int i = 0; i < 3; ++i) reg_sites_caller_a("thread-a");
   return nullptr;
 }
@@ -114,13 +121,16 @@ int main(int argc, char** argv) {
   if (p == MAP_FAILED) Die("mmap");
   g_buf = static_cast<char*>(p);
   memset(g_buf, 'x', 4096);
+  REG_SITES_KEEP_LOOP
   for (int round = 0; round < 4; ++round) {
     reg_sites_caller_a("a1");
     reg_sites_caller_b("b", false);
     reg_sites_caller_a("a2");  // another call site in main: another stack
     reg_sites_no_fp(round);
     static const char* const kDepth[] = {"r0", "r1", "r2", "r3"};
+    REG_SITES_KEEP_LOOP
     for (int d = 0; d < 6; ++d) reg_sites_recurse(d % 4, kDepth[d % 4]);
+    REG_SITES_KEEP_LOOP
     for (int k = 0; k < 4; ++k) reg_sites_alloca(16 + 1000 * ((k + round) % 4), "alloca");
     reg_sites_alloca_caller(32, "alloca-caller-1");
     reg_sites_alloca_caller(5000, "alloca-caller-2");

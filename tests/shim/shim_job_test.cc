@@ -6,6 +6,7 @@
 // - `forkguard report` keeps the 4 jobs apart, ranks 0-15 each; `--job ID` selects one.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,6 +62,17 @@ const Launcher kLaunchers[] = {
 
 std::string Dirname(const std::string& p) { return p.substr(0, p.rfind('/')); }
 
+// The processes get exactly the environment below, plus the sanitizer options `bazel test
+// --config=asan|tsan|ubsan` sets (.bazelrc): without ASAN_OPTIONS' verify_asan_link_order=0
+// an ASan program with the shim preloaded exits 1 at start ("ASan runtime does not come
+// first"). None of them is set in the plain build.
+std::vector<std::string> WithSanitizerOptions(std::vector<std::string> env) {
+  for (const char* name : {"ASAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS"}) {
+    if (const char* v = getenv(name)) env.push_back(std::string(name) + "=" + v);
+  }
+  return env;
+}
+
 // Runs argv with exactly `env`, stdout to `out_fd` (or /dev/null when -1), stderr to err_fd.
 pid_t Start(const std::vector<std::string>& argv, const std::vector<std::string>& env, int out_fd,
             int err_fd) {
@@ -103,7 +115,7 @@ Output RunCli(const std::vector<std::string>& argv) {
   int o[2], e[2];
   EXPECT_EQ(pipe(o), 0);
   EXPECT_EQ(pipe(e), 0);
-  pid_t pid = Start(argv, {"PATH=/usr/bin:/bin"}, o[1], e[1]);
+  pid_t pid = Start(argv, WithSanitizerOptions({"PATH=/usr/bin:/bin"}), o[1], e[1]);
   close(o[1]);
   close(e[1]);
   Output r;
@@ -134,7 +146,7 @@ class ShimJob : public ::testing::Test {
                                         "LD_LIBRARY_PATH=" + stub,
                                         "FORKGUARD_LOG=" + log + "/%j/%h"};
         for (const auto& v : l.vars(r)) env.push_back(v);
-        pid_t pid = Start({program}, env, -1, p[1]);
+        pid_t pid = Start({program}, WithSanitizerOptions(env), -1, p[1]);
         ASSERT_GT(pid, 0);
         started[pid] = r;
       }

@@ -30,6 +30,15 @@ ShimRun Stub(const std::vector<std::string>& args, const std::string& mode = "",
 
 std::string Ctx(const ShimRun& r) { return r.proc.Describe(); }
 
+// Threads of the sanitizer's runtime in a program that created threads (the "threads"
+// fact counts every thread of the process): TSan starts its background thread with the
+// program's first pthread_create.
+#ifdef FORKGUARD_TSAN
+constexpr long kRuntimeThreads = 1;
+#else
+constexpr long kRuntimeThreads = 0;
+#endif
+
 // The stub itself behaves like rdma-core (so the tests below mean something).
 TEST(StubBaseline, ForkSafeChildReallyDiesOfSigsegv) {
   ProgramRun safe = RunWithoutShim(kProgram, {"--fork-safe", "--touch-buffer"}, {}, Verbs::kStub);
@@ -327,6 +336,12 @@ TEST(ShimStub, RdmacmOnlyProgramCaught) {
 }
 
 TEST(ShimStub, VforkExecIsNotAHazard) {
+#ifdef FORKGUARD_TSAN
+  // TSan's vfork interceptor calls its fork interceptor ("we simply turn vfork into fork"):
+  // the child is a real fork of a process with a MADV_DONTFORK registration, which the
+  // shim rightly reports as a hazard. There is no vfork to check in this build.
+  GTEST_SKIP() << "NOT RUN: TSan's runtime turns every vfork() into fork(); run without TSan";
+#endif
   ShimRun r = Stub({"--fork-safe", "--vfork"});
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
   EXPECT_EQ("", r.proc.err) << Ctx(r);
@@ -357,7 +372,7 @@ TEST(ShimStub, ConcurrentRegistrationsAllTracked) {
   ASSERT_EQ(1u, forks.size()) << Ctx(r);
   EXPECT_EQ(7, forks[0].json["live"].Int("mrs")) << Ctx(r);
   EXPECT_EQ(7u, forks[0].json["ranges"].array.size()) << Ctx(r);
-  EXPECT_EQ(7, forks[0].json.Int("threads")) << Ctx(r);
+  EXPECT_EQ(7 + kRuntimeThreads, forks[0].json.Int("threads")) << Ctx(r);
   EXPECT_EQ(0u, r.log.OfPid("mr_deregister", r.proc.pid).size()) << Ctx(r);
   ExpectWellFormedLog(r);
 }
