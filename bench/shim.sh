@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
 		--reps) REPS=$2; shift ;;
 		--host-only) HOST_ONLY=1 ;;
 		--guest-only) GUEST_ONLY=1 ;;
-		*) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+		*) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 	esac
 	shift
 done
