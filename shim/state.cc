@@ -246,6 +246,7 @@ FORKGUARD_REG_PATH void RdmaState::AddMr(const MrRecord& record) {
   memcpy(static_cast<void*>(slot), &record, kHead);
   // Only the frames the stack has: most of a RawStack is unused capacity.
   constexpr int kFixedFrames = 16;
+  static_assert(kFixedFrames <= RawStack::kCapacity);
   int depth = record.stack.depth;
   if (depth >= 0 && depth <= kFixedFrames) {
     memcpy(slot->stack.ips, record.stack.ips, sizeof(uintptr_t) * kFixedFrames);
