@@ -1,16 +1,18 @@
 #include "facts/fork_rule.h"
 
-#include <cstdio>
 #include <cstring>
+#include <initializer_list>
 
 namespace forkguard::facts {
 namespace {
 
 constexpr const char* kKindNames[kMemoryKinds] = {"anonymous", "thp",          "hugetlb",
                                                   "shared",    "private-file", "unknown"};
-constexpr const char* kWhyNames[kProbeWhys] = {
-    "none",   "not-probed",    "no-io_uring", "io_uring-disabled", "memlock", "no-hugetlb-pages",
-    "no-thp", "not-probeable", "failed"};
+constexpr const char* kWhyNames[kProbeWhys] = {"not-probed",  "none",
+                                               "no-io_uring", "io_uring-disabled",
+                                               "memlock",     "no-hugetlb-pages",
+                                               "no-thp",      "not-probeable",
+                                               "failed"};
 
 // The words for a kind inside a sentence ("pinned hugetlb pages").
 const char* KindWords(MemoryKind k) {
@@ -29,6 +31,16 @@ const char* KindWords(MemoryKind k) {
       break;
   }
   return "";
+}
+
+// Joins the parts into buf (cut to cap); no printf: the shim formats this on its fork path.
+const char* Join(char* buf, unsigned long cap, std::initializer_list<const char*> parts) {
+  unsigned long used = 0;
+  for (const char* p : parts) {
+    for (; *p != '\0' && used + 1 < cap; ++p) buf[used++] = *p;
+  }
+  if (cap > 0) buf[used] = '\0';
+  return buf;
 }
 
 }  // namespace
@@ -234,17 +246,13 @@ const char* BasisText(const RangeVerdict& v, char* buf, unsigned long cap) {
     case Basis::kShared:
       return "MAP_SHARED memory is shared with the child at fork, never copied";
     case Basis::kProbeIntact:
-      snprintf(buf, cap,
-               "measured: this kernel copies pinned %s pages for the child at fork (io_uring "
-               "probe)",
-               KindWords(v.probed_as));
-      return buf;
+      return Join(buf, cap,
+                  {"measured: this kernel copies pinned ", KindWords(v.probed_as),
+                   " pages for the child at fork (io_uring probe)"});
     case Basis::kProbeStale:
-      snprintf(buf, cap,
-               "measured: this kernel does not copy pinned %s pages at fork (io_uring probe): "
-               "the parent's next write goes to a new page while the device keeps the old one",
-               KindWords(v.probed_as));
-      return buf;
+      return Join(buf, cap,
+                  {"measured: this kernel does not copy pinned ", KindWords(v.probed_as),
+                   " pages at fork (io_uring probe)"});
     case Basis::kReportedCof:
       return "the kernel reports copy-on-fork for pinned pages (RDMA netlink)";
     case Basis::kReportedNoCof:
@@ -256,11 +264,9 @@ const char* BasisText(const RangeVerdict& v, char* buf, unsigned long cap) {
       return "the range's mapping was not found in /proc/self/smaps and the kernel does not "
              "report copy-on-fork";
     case Basis::kUnknownKernel:
-      snprintf(buf, cap,
-               "the kernel does not report copy-on-fork (RDMA netlink) and for pinned %s pages "
-               "%s",
-               KindWords(v.probed_as), ProbeWhyText(v.why));
-      return buf;
+      return Join(buf, cap,
+                  {"the kernel does not report copy-on-fork (RDMA netlink) and for pinned ",
+                   KindWords(v.probed_as), " pages ", ProbeWhyText(v.why)});
   }
   return "";
 }

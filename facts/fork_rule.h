@@ -35,9 +35,11 @@ enum class PinFate : unsigned char {
 const char* PinFateName(PinFate f);  // "unknown", "intact", "stale"
 
 // Why a probe result is unknown.
+// Zero is "not probed", so that a zero-filled PinProbe (the shim's globals start as zero
+// bytes) means nothing is known.
 enum class ProbeWhy : unsigned char {
-  kNone,             // measured
   kNotProbed,        // no probe result for this boot (the shim never probes: see pin_probe.h)
+  kNone,             // measured
   kNoIoUring,        // io_uring_setup: ENOSYS (kernel without io_uring, or a seccomp filter)
   kIoUringDisabled,  // io_uring_setup: EPERM (kernel.io_uring_disabled, or a seccomp filter)
   kMemlock,          // registering the buffer failed with ENOMEM (RLIMIT_MEMLOCK)
@@ -47,7 +49,7 @@ enum class ProbeWhy : unsigned char {
   kFailed,           // another error (the cache keeps its errno)
 };
 constexpr int kProbeWhys = 9;
-const char* ProbeWhyName(ProbeWhy w);  // "none", "not-probed", "no-io_uring", ...
+const char* ProbeWhyName(ProbeWhy w);  // "not-probed", "none", "no-io_uring", ...
 bool ParseProbeWhy(const char* name, ProbeWhy* out);
 // A phrase for messages, e.g. "io_uring is disabled (kernel.io_uring_disabled)".
 const char* ProbeWhyText(ProbeWhy w);
