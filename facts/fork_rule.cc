@@ -101,7 +101,7 @@ const char* ProbeWhyText(ProbeWhy w) {
     case ProbeWhy::kMemlock:
       return "the probe could not pin its buffer (RLIMIT_MEMLOCK too low)";
     case ProbeWhy::kNoHugetlbPages:
-      return "the probe found no free hugetlb page (vm.nr_hugepages)";
+      return "the probe found fewer than two free hugetlb pages (vm.nr_hugepages)";
     case ProbeWhy::kNoThp:
       return "the probe's buffer got no transparent huge page (THP disabled)";
     case ProbeWhy::kNotProbeable:

@@ -125,6 +125,25 @@ struct Buffer {
   }
 };
 
+long ReadLong(const char* path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[32];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  return atol(buf);
+}
+
+// Free 2 MiB hugetlb pages not reserved by a mapping.
+long FreeHugePages() {
+  long free_pages = ReadLong("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+  long reserved = ReadLong("/sys/kernel/mm/hugepages/hugepages-2048kB/resv_hugepages");
+  if (free_pages < 0) return -1;
+  return free_pages - (reserved > 0 ? reserved : 0);
+}
+
 ProbeWhy Allocate(MemoryKind kind, Buffer* b, int* err) {
   switch (kind) {
     case MemoryKind::kAnonymous:
@@ -157,6 +176,9 @@ ProbeWhy Allocate(MemoryKind kind, Buffer* b, int* err) {
       if (b->map == MAP_FAILED) return ProbeWhy::kNoHugetlbPages;
       b->data = static_cast<char*>(b->map);
       memset(b->data, 'A', b->len);
+      // The parent's write after the fork needs a second page for its copy; without one
+      // the kernel takes the page from the child instead and the answer would be wrong.
+      if (FreeHugePages() < 1) return ProbeWhy::kNoHugetlbPages;
       return ProbeWhy::kNone;
     default:
       return ProbeWhy::kNotProbeable;
@@ -417,7 +439,25 @@ bool WritePinProbeCache(const PinProbe& p, char* err, size_t cap) {
 PinProbe PinProbeForThisBoot(bool* probed) {
   PinProbe p;
   if (ReadPinProbeCache(&p)) {
-    if (probed != nullptr) *probed = false;
+    // A kind left unknown for a reason that can change during a boot (hugetlb pages
+    // reserved since, THP turned on, a higher memlock limit, a passing failure) is probed
+    // again; io_uring's absence is not.
+    bool again = false;
+    for (MemoryKind k : {MemoryKind::kAnonymous, MemoryKind::kThp, MemoryKind::kHugetlb}) {
+      int i = static_cast<int>(k);
+      ProbeWhy w = p.why[i];
+      if (p.fate[i] != PinFate::kUnknown || w == ProbeWhy::kNoIoUring ||
+          w == ProbeWhy::kIoUringDisabled || w == ProbeWhy::kNotProbeable) {
+        continue;
+      }
+      ProbeKind(k, &p);
+      again = true;
+    }
+    if (probed != nullptr) *probed = again;
+    if (again) {
+      char err[256];
+      WritePinProbeCache(p, err, sizeof(err));
+    }
     return p;
   }
   p = RunPinProbe();

@@ -39,8 +39,9 @@ bool ReadPinProbeCache(PinProbe* out);
 // Writes it atomically (a temporary file renamed into place), creating the directory (0700).
 // False with a reason in `err`.
 bool WritePinProbeCache(const PinProbe& p, char* err, size_t cap);
-// This boot's answer: the cache, else a fresh probe written to the cache. `probed` (may be
-// null) says whether the probe ran now.
+// This boot's answer: the cache, else a fresh probe written to the cache; a kind the cache
+// has as unknown for a reason that can change within a boot (no free hugetlb page, THP off,
+// memlock, a failure) is probed again. `probed` (may be null) says whether a probe ran now.
 PinProbe PinProbeForThisBoot(bool* probed);
 
 // The cache's text: "kind fate [why [errno]]" lines after a "forkguard pin-probe 1" line.
