@@ -193,17 +193,20 @@ void Write(const Rdma& r, ibv_qp* qp, void* laddr, uint32_t lkey, void* raddr, u
     Fail("RDMA WRITE completed with %s", ibv_wc_status_str(wc.status));
 }
 
-// Does [addr, addr+len) hold the byte pattern seeded by `seed` (position-dependent so
-// that a page mapped twice or a shifted copy is not mistaken for it)?
-uint8_t PatternByte(uint8_t seed, size_t i) {
-  return static_cast<uint8_t>(seed + i * 131 + (i >> 12));
+// Does [addr, addr+len) hold the pattern seeded by `seed`? Position-dependent (a page
+// mapped twice or a shifted copy is not mistaken for it), one 64-bit word at a time
+// (CPU-bound code is several times slower in the TCG guest). Lengths are multiples of 8.
+uint64_t PatternWord(uint8_t seed, size_t i) {
+  return (seed * 0x0101010101010101ull) ^ (i * 0x9E3779B97F4A7C15ull);
 }
 void Fill(uint8_t* p, size_t len, uint8_t seed) {
-  for (size_t i = 0; i < len; ++i) p[i] = PatternByte(seed, i);
+  uint64_t* w = reinterpret_cast<uint64_t*>(p);
+  for (size_t i = 0; i < len / 8; ++i) w[i] = PatternWord(seed, i);
 }
 bool Holds(const uint8_t* p, size_t len, uint8_t seed) {
-  for (size_t i = 0; i < len; ++i)
-    if (p[i] != PatternByte(seed, i)) return false;
+  const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
+  for (size_t i = 0; i < len / 8; ++i)
+    if (w[i] != PatternWord(seed, i)) return false;
   return true;
 }
 
