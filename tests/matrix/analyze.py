@@ -181,6 +181,7 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds):
         booted = os.path.exists(os.path.join(kd, "finished"))
         if not booted:
             why = (read(os.path.join(kd, "boot.err")).strip().splitlines() or ["no output"])[-5:]
+            kinfo["boot_error"] = "\n".join(why)
             for f in glob.glob(os.path.join(raw, "fetch-kernel-" + k + ".err")):
                 why = read(f).strip().splitlines()[-3:] + why
             cases.append((f"kernel {k}: the guest ran every cell", "\n".join(why)))
@@ -288,6 +289,30 @@ def doc(path):
       + (f", {c['unknown']} not established" if c.get("unknown") else "")
       + f". Lane time {res.get('seconds', '?')} s (fetch {res.get('fetch_seconds', '?')} s).")
     w("")
+    w("## Overview")
+    w("")
+    w("Truth per cell, and the verdict where it differs (**✗ verdict**); ✓ where they agree.")
+    w("")
+    cols = [(k, rc) for k in res["kernels"] for rc in
+            dict.fromkeys(c["rdma_core"] for c in k["cells"])]
+    if cols:
+        w("| memory | fork support | " + " | ".join(
+            f"{k['uname'] or k['kernel']} rdma-core {rc}" for k, rc in cols) + " |")
+        w("|---|---|" + "---|" * len(cols))
+        for kind in KINDS:
+            for fs in FORK_SUPPORT:
+                row = []
+                for k, rc in cols:
+                    cell = next((c for c in k["cells"] if c["rdma_core"] == rc and c["kind"] == kind
+                                 and c["fork_support_cell"] == fs), None)
+                    if cell is None:
+                        row.append("")
+                        continue
+                    t = truth_label(set(cell.get("truth", [])))
+                    row.append(f"{t} ✓" if cell["ok"] else f"{t} **✗ {verdict_label(cell)}**")
+                if any(row):
+                    w(f"| {KIND_TEXT[kind]} | {FS_TEXT[fs]} | " + " | ".join(row) + " |")
+        w("")
     for k in res["kernels"]:
         w(f"## Kernel {k['uname'] or k['kernel']}")
         w("")
@@ -295,7 +320,11 @@ def doc(path):
             w(f"`rdma system show`: `{k['rdma_system']}`. The cells took {k.get('cells_seconds') or '?'} s in the guest.")
             w("")
         if not k["cells"]:
-            w("Not run: the guest did not boot or finish (see the lane's log).")
+            w("Not run: the guest did not boot or did not finish. The lane's last lines about it:")
+            w("")
+            w("```")
+            w(k.get("boot_error") or "(nothing)")
+            w("```")
             w("")
             continue
         rcs = []
@@ -321,8 +350,9 @@ def doc(path):
             w("")
     w("## Notes")
     w("")
-    w("- Kernel 6.12 (trixie) is booted like the others when `scripts/matrix-lane --kernels=` lists it;")
-    w("  a kernel that does not boot in the guest fails its testcase with the console's reason.")
+    w("- A kernel that does not boot in the guest fails its testcase with the console's reason.")
+    w("- Lane time includes waiting for the guest lock shared with other runs on this machine; the")
+    w("  cells' own time in the guest is given per kernel.")
     w("- rdma-core 33 (bullseye's binaries) and 56 (trixie's source, built here) are never installed")
     w("  on the host: each is a tree laid over the guest's throw-away root.")
     print("\n".join(o))
