@@ -180,6 +180,7 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds):
         results["kernels"].append(kinfo)
         booted = os.path.exists(os.path.join(kd, "finished"))
         if not booted:
+            # The cells that did run are still judged below; the rest is this failure.
             why = (read(os.path.join(kd, "boot.err")).strip().splitlines() or ["no output"])[-5:]
             kinfo["boot_error"] = "\n".join(why)
             for f in glob.glob(os.path.join(raw, "fetch-kernel-" + k + ".err")):
@@ -187,8 +188,9 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds):
             cases.append((f"kernel {k}: the guest ran every cell", "\n".join(why)))
             failed += 1
             print(f"matrix-lane: FAIL kernel {k}: the guest did not finish: {' | '.join(why)}")
-            continue
         for rc in rcs:
+            if not booted and not os.path.isdir(os.path.join(kd, rc)):
+                continue
             if os.path.exists(os.path.join(kd, f"layer-{rc}.err")) or not os.path.isdir(os.path.join(kd, rc)):
                 why = read(os.path.join(raw, f"fetch-rdma-core-{rc}.err")).strip()[-400:]
                 cases.append((f"kernel {kinfo['uname'] or k} / rdma-core {rc}: laid over / in the guest",
@@ -319,13 +321,15 @@ def doc(path):
         if k.get("rdma_system"):
             w(f"`rdma system show`: `{k['rdma_system']}`. The cells took {k.get('cells_seconds') or '?'} s in the guest.")
             w("")
+        if k.get("boot_error"):
+            w("The guest did not boot or did not finish" + (" (the cells below are those that ran)"
+              if k["cells"] else "") + ". The lane's last lines about it:")
+            w("")
+            w("```")
+            w(k["boot_error"])
+            w("```")
+            w("")
         if not k["cells"]:
-            w("Not run: the guest did not boot or did not finish. The lane's last lines about it:")
-            w("")
-            w("```")
-            w(k.get("boot_error") or "(nothing)")
-            w("```")
-            w("")
             continue
         rcs = []
         for cell in k["cells"]:
