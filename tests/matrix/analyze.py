@@ -1,6 +1,7 @@
 """The fork matrix's results (scripts/matrix-lane): truth and verdict per cell.
 
   analyze.py junit RAW OUT --kernels=L --rdma-cores=L [--seconds=N --fetch-seconds=N]
+                   [--note=TEXT]...   (a line for the doc's notes, e.g. how RAW was put together)
       reads RAW/kernel-K/<rc>/<kind>-<fork support>/{bare,warn,error}.{json,err,rc}
       and the shim's event logs beside them; writes OUT/matrix.xml (one testcase per
       cell) and OUT/results.json; prints one line per cell and the counts.
@@ -162,8 +163,9 @@ def verdict_label(cell):
     return "clean" if cell.get("verdict") == "clean" else "inherited-rdma only"
 
 
-def junit(raw, out, kernels, rcs, seconds, fetch_seconds):
-    cases, results = [], {"kernels": [], "seconds": seconds, "fetch_seconds": fetch_seconds}
+def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
+    cases, results = [], {"kernels": [], "seconds": seconds, "fetch_seconds": fetch_seconds,
+                          "notes": list(notes)}
     counts = {x: 0 for x in TRUTHS}
     counts["unknown"] = 0
     failed = 0
@@ -357,6 +359,8 @@ def doc(path):
     w("- A kernel that does not boot in the guest fails its testcase with the console's reason.")
     w("- Lane time includes waiting for the guest lock shared with other runs on this machine; the")
     w("  cells' own time in the guest is given per kernel.")
+    for n in res.get("notes", []):
+        w(f"- {n}")
     w("- rdma-core 33 (bullseye's binaries) and 56 (trixie's source, built here) are never installed")
     w("  on the host: each is a tree laid over the guest's throw-away root.")
     print("\n".join(o))
@@ -368,8 +372,9 @@ def main(argv):
         return doc(argv[2])
     if len(argv) >= 4 and argv[1] == "junit":
         opts = dict(a[2:].split("=", 1) for a in argv[4:] if a.startswith("--") and "=" in a)
+        notes = [a[len("--note="):] for a in argv[4:] if a.startswith("--note=")]
         return junit(argv[2], argv[3], opts.get("kernels", "").split(","), opts.get("rdma-cores", "").split(","),
-                     opts.get("seconds", "?"), opts.get("fetch-seconds", "?"))
+                     opts.get("seconds", "?"), opts.get("fetch-seconds", "?"), notes)
     print(__doc__, file=sys.stderr)
     return 2
 
