@@ -288,10 +288,15 @@ def doc(path):
     w("in stale cells `FORKGUARD_MODE=error` must refuse the fork and the data come out intact.")
     w("")
     c = res.get("counts", {})
-    w(f"**{res.get('cases', 0)} cells, {res.get('failed', 0)} failed.** Truths: "
-      + ", ".join(f"{c.get(x, 0)} {x}" for x in TRUTHS)
-      + (f", {c['unknown']} not established" if c.get("unknown") else "")
-      + f". Lane time {res.get('seconds', '?')} s (fetch {res.get('fetch_seconds', '?')} s).")
+    cells = [x for k in res["kernels"] for x in k["cells"]]
+    bad = sum(1 for x in cells if not x["ok"])
+    others = res.get("failed", 0) - bad
+    w(f"**{len(cells)} cells measured, {bad} failed** (the verdict disagrees with the truth, or the truth "
+      "could not be established). Truths: " + ", ".join(f"{c.get(x, 0)} {x}" for x in TRUTHS)
+      + (f", {c['unknown']} not established" if c.get("unknown") else "") + "."
+      + (f" {others} more failure(s): a kernel or rdma-core that did not run (below)." if others else "")
+      + (f" Lane time {res['seconds']} s (fetch {res.get('fetch_seconds', '?')} s)."
+         if str(res.get("seconds", "?")) != "?" else ""))
     w("")
     w("## Overview")
     w("")
