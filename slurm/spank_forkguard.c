@@ -74,12 +74,16 @@ static int on_option(int val, const char* optarg, int remote) {
   return 0;
 }
 
-struct spank_option spank_options[] = {
-    {"forkguard", "[warn|error|abort|off]",
-     "catch fork() after RDMA initialization in the tasks (forkguard's shim); "
-     "the value is its mode, off turns a site default off",
-     2, 0, on_option},
-    SPANK_OPTIONS_TABLE_END};
+/* Registered by slurm_spank_init with spank_option_register, not exported as the
+ * spank_options[] table: sbatch and salloc (the allocator context) only see registered ones. */
+static struct spank_option forkguard_option = {
+    "forkguard",
+    "[warn|error|abort|off]",
+    "catch fork() after RDMA initialization in the tasks (forkguard's shim); "
+    "the value is its mode, off turns a site default off",
+    2,
+    0,
+    on_option};
 
 static void copy_arg(char* dst, size_t size, const char* key, const char* val) {
   if (strlen(val) >= size) {
@@ -134,8 +138,13 @@ static void parse_args(int ac, char** av) {
 static int enabled(void) { return job_choice == -1 ? site_on : job_choice; }
 
 int slurm_spank_init(spank_t sp, int ac, char** av) {
-  (void)sp;
   parse_args(ac, av);
+  spank_context_t ctx = spank_context();
+  if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR || ctx == S_CTX_REMOTE) {
+    spank_err_t e = spank_option_register(sp, &forkguard_option);
+    if (e != ESPANK_SUCCESS)
+      slurm_error("forkguard: cannot register --forkguard (%s)", spank_strerror(e));
+  }
   return 0;
 }
 

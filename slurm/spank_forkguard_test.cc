@@ -22,6 +22,8 @@ namespace {
 std::map<std::string, std::string> g_env;
 std::vector<std::string> g_log;
 int g_remote = 1;
+spank_context_t g_context = S_CTX_REMOTE;
+std::vector<spank_option*> g_registered;
 
 void Log(const char* level, const char* fmt, va_list ap) {
   char buf[1024];
@@ -33,6 +35,11 @@ void Log(const char* level, const char* fmt, va_list ap) {
 
 extern "C" {
 int spank_remote(spank_t) { return g_remote; }
+spank_context_t spank_context(void) { return g_context; }
+spank_err_t spank_option_register(spank_t, struct spank_option* opt) {
+  g_registered.push_back(opt);
+  return static_cast<spank_err_t>(ESPANK_SUCCESS);
+}
 const char* spank_strerror(spank_err_t) { return "fake error"; }
 spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
   va_list ap;
@@ -88,10 +95,8 @@ class Plugin {
     if (handle_ != nullptr) dlclose(handle_);
   }
   int init_rc() const { return init_rc_; }
-  const spank_option* Option() {
-    auto* t = static_cast<spank_option*>(dlsym(handle_, "spank_options"));
-    return t;
-  }
+  // The option slurm_spank_init registered.
+  const spank_option* Option() { return g_registered.empty() ? nullptr : g_registered.back(); }
   int SetOption(const char* value) { return Option()->cb(Option()->val, value, g_remote); }
   // What slurmstepd calls for a step: user_init once, then task_init in each task.
   void RunStep() {
@@ -123,7 +128,9 @@ class SpankForkguardTest : public ::testing::Test {
   void SetUp() override {
     g_env.clear();
     g_log.clear();
+    g_registered.clear();
     g_remote = 1;
+    g_context = S_CTX_REMOTE;
     shim_ = std::string(getenv("TEST_TMPDIR")) + "/libforkguard.so";
     FILE* f = fopen(shim_.c_str(), "w");
     ASSERT_NE(f, nullptr);
@@ -137,11 +144,24 @@ TEST_F(SpankForkguardTest, IsASpankPluginWithTheOption) {
   Plugin p({});
   EXPECT_STREQ(p.Sym("plugin_name"), "forkguard");
   EXPECT_STREQ(p.Sym("plugin_type"), "spank");
+  // Registered (sbatch and salloc see no spank_options[] table), in the remote context too.
+  ASSERT_EQ(g_registered.size(), 1u);
   const spank_option* o = p.Option();
-  ASSERT_NE(o, nullptr);
   EXPECT_STREQ(o->name, "forkguard");
   EXPECT_EQ(o->has_arg, 2);  // --forkguard or --forkguard=MODE
-  EXPECT_EQ(o[1].name, nullptr);
+}
+
+TEST_F(SpankForkguardTest, OptionRegisteredForSrunSbatchSallocAndTheTasks) {
+  for (spank_context_t c : {S_CTX_LOCAL, S_CTX_ALLOCATOR, S_CTX_REMOTE}) {
+    g_registered.clear();
+    g_context = c;
+    Plugin p({});
+    EXPECT_EQ(g_registered.size(), 1u) << c;
+  }
+  g_registered.clear();
+  g_context = S_CTX_JOB_SCRIPT;
+  Plugin p({});
+  EXPECT_TRUE(g_registered.empty());
 }
 
 TEST_F(SpankForkguardTest, OffByDefaultNothingChanges) {
