@@ -168,6 +168,7 @@ void Init() {
   lid.rank = g_rank;
   lid.local_rank = g_job.local_rank;
   lid.job = g_job.job;
+  lid.step = g_job.step;
   GlobalEventLog().Configure(g_config.log_dir, lid, CollectWarning, nullptr, g_config.quiet);
   // Clean forks are logged with their stack; otherwise stacks are needed only once RDMA
   // is seen (see Active()).
