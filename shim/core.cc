@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "api/check_result.h"
 #include "shim/child.h"
 #include "shim/child_path.h"
 #include "shim/config.h"
@@ -23,6 +24,7 @@
 #include "shim/message.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
+#include "shim/query.h"
 #include "shim/skippable_lock.h"
 #include "shim/stack.h"
 #include "shim/stderr_line.h"
@@ -498,8 +500,10 @@ ForkSupportFact CurrentForkSupport() {
 }
 
 // The decision for a fork with RDMA state. `via` atfork: the fork cannot be failed and the
-// kernel is not asked anything new.
-ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
+// kernel is not asked anything new. With `query` (forkguard_fork_check) nothing forks: the
+// same decision is made and written there, and nothing is printed, logged or enforced.
+ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via,
+                                 forkguard_check_result* query = nullptr) {
   ForkDecision d;
   RdmaState& st = GlobalState();
   LoadUnwinder();  // RDMA found by the backstop only: no hook loaded it yet
@@ -535,8 +539,18 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   in.kernel_cof = cof.value;
   ForkVerdict v = DecideVerdict(in, scratch.mr_dontfork);
   if (!v.hazard()) {
+    if (query != nullptr) {
+      ForkReport r;
+      r.verdict = v;
+      r.snap = &snap;
+      r.mr_dontfork = scratch.mr_dontfork;
+      r.dc_count = dc_stored;
+      r.cof = cof;
+      FillQueryResult(query, r, nullptr);
+    } else {
+      LogCleanFork(via, false);
+    }
     RdmaState::FreeSnapshot(&snap);
-    LogCleanFork(via, false);
     return d;
   }
 
@@ -552,15 +566,29 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
     in.child_execs = true;
     v = DecideVerdict(in, scratch.mr_dontfork);
     if (!v.hazard()) {
+      if (query != nullptr) {
+        ForkReport r;
+        r.verdict = v;
+        r.snap = &snap;
+        r.mr_dontfork = scratch.mr_dontfork;
+        r.dc_count = dc_stored;
+        r.cof = cof;
+        r.fork_stack = &fork_stack;
+        r.fork_py = &fork_py;
+        FillQueryResult(query, r, nullptr);
+      } else if (GlobalEventLog().enabled()) {
+        WriteCleanForkEvent(via, false, /*child_execs=*/true);
+      }
       RdmaState::FreeSnapshot(&snap);
-      if (GlobalEventLog().enabled()) WriteCleanForkEvent(via, false, /*child_execs=*/true);
       return d;
     }
   }
   d.hazard = true;
   uint64_t site = SiteOf(fork_stack, &fork_py);
   bool allowed = MatchesAllowList(fork_stack, fork_py);
-  bool report = !allowed && (g_config.report == ReportPolicy::kAlways || st.FirstTimeForSite(site));
+  // A query must not use up the site's one message: the fork that follows still prints it.
+  bool report = !allowed && query == nullptr &&
+                (g_config.report == ReportPolicy::kAlways || st.FirstTimeForSite(site));
 
   ForkReport r;
   r.who = Identity();
@@ -596,6 +624,15 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   r.allowed = allowed;
   r.reported = report && !g_config.quiet;
   bool enforce = !allowed && v.enforceable();
+
+  if (query != nullptr) {
+    TextBuffer msg(scratch.fixed->message, Scratch::kMessageBytes);
+    FormatHazardMessage(msg, r, /*demangle=*/true);
+    FillQueryResult(query, r, msg.data());
+    query->enforceable = enforce ? 1 : 0;
+    RdmaState::FreeSnapshot(&snap);
+    return d;
+  }
 
   if (report && !g_config.quiet) {
     TextBuffer msg(scratch.fixed->message, Scratch::kMessageBytes);
@@ -940,6 +977,30 @@ ForkDecision BeforeFork(ForkVia via) {
     d.framed = PushForkFrame(f) != nullptr;
   }
   return d;
+}
+
+int QueryFork(forkguard_check_result* out) {
+  EnsureInit();
+  EnsureForkFacts();
+  // Called from a signal handler that interrupted forkguard on this thread: the tables and
+  // the loader cannot be entered. Say so rather than guess.
+  if (t_busy != 0 || (GlobalState().lock().HeldByThisThread() && !HeldByOurAtfork())) {
+    errno = EAGAIN;
+    return -1;
+  }
+  BusyScope busy;
+  RdmaFds fds;
+  if (!CleanWithoutLooking()) fds = ScanRdmaFds();
+  if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {
+    FillCleanQueryResult(out, fds);
+  } else {
+    DecideHazardousFork(fds, ForkVia::kFork, out);
+  }
+  if (g_config.mode == Mode::kOff) {
+    api::CopyField(out->detail, sizeof(out->detail),
+                   "FORKGUARD_MODE=off: the shim tracks no RDMA calls; descriptors only");
+  }
+  return 0;
 }
 
 FORKGUARD_CHILD_PATH void AfterForkChild(const ForkDecision& d) {
