@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/census.h"
 #include "api/check_result.h"
 #include "api/forkguard.h"
 #include "api/rdma_resources.h"
@@ -29,46 +30,21 @@ std::string Plural(int n, const char* what) { return std::to_string(n) + " " + w
 void ProcCheck(forkguard_check_result* out) {
   ResetResult(out, FORKGUARD_SOURCE_PROC);
   LearnRdmaDeviceNumbers();
-  RdmaFds fds = ScanRdmaFds();
+  ResourceDump dump = DumpRdmaResources();
+  pid_t self = getpid();
+  ProcessFacts p = GatherProcess(self, &dump);
+  bool netlink = p.netlink;
+  const ResourceCounts& mine = p.objects;
+  int orphans = 0;
+  for (const RdmaResource& r : dump.resources) orphans += !r.kernel && r.tid == 0;
+  RdmaFds fds;
+  fds.uverbs = p.uverbs_fds.value_or(0);
+  fds.rdma_cm = p.rdma_cm_fds.value_or(0);
   out->uverbs_fds = fds.uverbs;
   out->rdma_cm_fds = fds.rdma_cm;
-  out->vm_pin_kb = ReadVmPinKb("self");
-
-  // The kernel's view of MADV_DONTFORK.
-  constexpr int kMaxDc = 4096;
-  std::vector<Vma> dc(kMaxDc);
-  int stored = 0;
-  int dc_total = 0;
-  int vma_count = 0;
-  bool smaps = ReadDontforkVmas(dc.data(), kMaxDc, &stored, &dc_total, &vma_count);
-  out->dc_vmas = smaps ? dc_total : -1;
-
-  // This process's objects from the netlink dump (threads mapped to their process).
-  ResourceDump dump = DumpRdmaResources();
-  ResourceCounts mine;
-  int orphans = 0;
-  std::vector<MrRecord> mrs;
-  bool every_mr_placed = true;
-  pid_t self = getpid();
-  if (dump.error.empty()) {
-    for (const RdmaResource& r : dump.resources) {
-      if (r.kernel) continue;
-      if (r.tid == 0) {
-        ++orphans;
-        continue;
-      }
-      if (r.tid != self && ThreadGroup(r.tid) != self) continue;
-      mine.Add(r);
-      if (r.kind != ResourceKind::kMr) continue;
-      if (!r.has_iova) {
-        every_mr_placed = false;
-        continue;
-      }
-      MrRecord m;
-      m.addr = r.iova;
-      m.len = r.mr_len;
-      mrs.push_back(m);
-    }
+  out->vm_pin_kb = p.vm_pin_kb;
+  out->dc_vmas = p.dc_count.value_or(-1);
+  if (netlink) {
     out->contexts = mine.contexts;
     out->pds = mine.pds;
     out->mrs = mine.mrs;
@@ -81,41 +57,20 @@ void ProcCheck(forkguard_check_result* out) {
   CopyField(out->kernel_cof_source, sizeof(out->kernel_cof_source),
             cof.source != nullptr ? cof.source : "unknown");
 
-  // The rule's input. Registrations whose addresses the kernel did not give are
-  // registrations nobody saw: with no context known, the rule counts every dc mapping as
-  // registered memory while device descriptors are open (as the shim does for a static
-  // libibverbs). With the netlink dump saying this process has no MR, dc mappings are not
-  // registrations and the real counts go in.
-  VerdictInput in;
-  in.counts.uverbs_fds = fds.uverbs;
-  in.counts.rdma_cm_fds = fds.rdma_cm;
-  in.dc_vmas = dc.data();
-  in.dc_count = smaps ? stored : 0;
-  in.kernel_cof = cof.value;
-  bool netlink = dump.error.empty();
-  if (netlink) {
-    in.counts.pds = mine.pds;
-    in.counts.mrs = mine.mrs;
-    in.counts.cm_ids = mine.cm_ids;
-    bool addresses_known = mine.mrs == 0 || every_mr_placed;
-    if (addresses_known) {
-      in.counts.contexts = mine.contexts;
-      in.mrs = mrs.data();
-      in.mr_count = static_cast<int>(mrs.size());
-    }
-  }
-  std::vector<char> flags(mrs.size() + 1);
-  ForkVerdict v = DecideVerdict(in, reinterpret_cast<bool*>(flags.data()));
+  std::vector<char> flags(p.mr_ranges.size() + 1);
+  ForkVerdict v = DecideForProcess(p, cof.value, reinterpret_cast<bool*>(flags.data()));
   SetVerdict(out, v.reasons);
   out->enforceable = v.enforceable() ? 1 : 0;
   out->dontfork_mrs = v.dontfork_mrs;
   out->corruptible_mrs = v.corruptible_mrs;
   out->unattributed_dc = v.unattributed_dc;
-  out->range_total = static_cast<int>(mrs.size());
-  for (size_t i = 0; i < mrs.size() && out->range_count < FORKGUARD_MAX_RANGES; ++i) {
+  bool placed = mine.mrs == 0 || p.mr_addresses_known;
+  out->range_total = placed ? static_cast<int>(p.mr_ranges.size()) : mine.mrs;
+  for (size_t i = 0; placed && i < p.mr_ranges.size() && out->range_count < FORKGUARD_MAX_RANGES;
+       ++i) {
     forkguard_range& g = out->ranges[out->range_count++];
-    g.start = mrs[i].addr;
-    g.length = mrs[i].len;
+    g.start = p.mr_ranges[i].start;
+    g.length = p.mr_ranges[i].end - p.mr_ranges[i].start;
     g.dontfork = flags[i] != 0;
     g.corruptible = !g.dontfork && cof.value == KernelCof::kNo;
   }
@@ -123,7 +78,7 @@ void ProcCheck(forkguard_check_result* out) {
   std::string detail = "no shim: from /proc and RDMA netlink, no call sites";
   if (!netlink) {
     detail += "; " + dump.error;
-  } else if (!(mine.mrs == 0 || every_mr_placed)) {
+  } else if (!placed) {
     detail += "; MR addresses unknown: every MADV_DONTFORK mapping counts as registered";
   }
   if (orphans > 0) {

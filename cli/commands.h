@@ -33,6 +33,7 @@ std::string RenderReportAs(const JobReport& r, const std::string& format, bool s
 int RunMain(int argc, char** argv, const char* argv0);
 int ReportMain(int argc, char** argv);
 int DoctorMain(int argc, char** argv, const char* argv0);
+int PsMain(int argc, char** argv);
 
 // How a report is made: what `report` and `run` share.
 struct ReportOptions {
@@ -66,10 +67,12 @@ std::vector<option> OptionTable(std::vector<option> own, const option* shared = 
 extern const std::vector<option> kRunOptions;
 extern const std::vector<option> kReportOptions;
 extern const std::vector<option> kDoctorOptions;
+extern const std::vector<option> kPsOptions;
 
 extern const char kRunHelp[];
 extern const char kReportHelp[];
 extern const char kDoctorHelp[];
+extern const char kPsHelp[];
 extern const char kMainHelp[];
 
 }  // namespace forkguard::cli
