@@ -19,6 +19,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFail = 1;          // doctor: a check failed
 inline constexpr int kExitUsage = 2;         // bad command line
 inline constexpr int kExitHazard = 3;        // --fail-on hazard and a hazardous fork was seen
+inline constexpr int kExitUnwatched = 4;     // run --require-watched: a process ran unwatched
 inline constexpr int kExitInternal = 125;    // forkguard itself failed
 inline constexpr int kExitCannotExec = 126;  // run: the command is not executable
 inline constexpr int kExitNotFound = 127;    // run: the command was not found

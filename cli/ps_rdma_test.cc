@@ -41,8 +41,19 @@ void Start(Holder* h, const std::vector<std::string>& argv, const std::vector<st
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  std::vector<std::string> envs = env;
-  for (char** e = environ; *e != nullptr; ++e) envs.push_back(*e);
+  // `env` replaces the test's variables of the same name; "NAME=" removes NAME.
+  std::vector<std::string> envs;
+  for (const std::string& e : env) {
+    if (e.back() != '=') envs.push_back(e);
+  }
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    bool replaced = false;
+    for (const std::string& x : env) {
+      replaced = replaced || kv.compare(0, x.find('=') + 1, x, 0, x.find('=') + 1) == 0;
+    }
+    if (!replaced) envs.push_back(kv);
+  }
   std::vector<char*> av, ev;
   for (const std::string& a : argv) av.push_back(const_cast<char*>(a.c_str()));
   av.push_back(nullptr);

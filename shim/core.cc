@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include "shim/dlopen_check.h"
 #include "shim/event_log.h"
 #include "shim/event_writer.h"
+#include "shim/exec_watch.h"
 #include "shim/fix_advice.h"
 #include "shim/fork_frames.h"
 #include "shim/job_identity.h"
@@ -1067,6 +1069,38 @@ void OnOpened(const char* path, int fd) {
 void OnDeepBind() {
   if (g_ready && g_config.mode != Mode::kOff) InstallForkAtfork(&kCoreAtforkHooks);
   g_backstop_armed.store(true, std::memory_order_relaxed);
+}
+
+void OnExecTarget(const char* file, char* const envp[], bool search) {
+  // Async-signal-safe, as OnExec. Only with a log: the record is for `forkguard run`/`report`.
+  if (!g_ready || g_config.mode == Mode::kOff) return;
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char resolved[1024];
+  unsigned why = ExecUnwatchedReasons(file, envp != nullptr ? envp : environ, search, resolved,
+                                      sizeof(resolved));
+  // Nothing to say, or a target that cannot be opened (the exec fails, or we cannot tell).
+  if (why == 0 || resolved[0] == '\0' || access(resolved, F_OK) != 0) return;
+  RdmaFds fds = ScanRdmaFds();
+  bool held = GlobalState().AnyLive() || fds.uverbs > 0 || fds.rdma_cm > 0;
+  char buf[2048];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str(",\"path\":").JsonStr(resolved).Str(",\"why\":[");
+  bool first = true;
+  for (ExecUnwatched r : {kExecPreloadRemoved, kExecStatic, kExecSetuid}) {
+    if ((why & r) == 0) continue;
+    if (!first) b.Char(',');
+    b.Char('"').Str(ExecUnwatchedName(r)).Char('"');
+    first = false;
+  }
+  b.Str("],\"held_rdma\":").Str(held ? "true" : "false");
+  b.Str(",\"exec_by\":").JsonStr(g_prog);
+  if (b.truncated()) return;
+  // The program keeps this process's pid; a vforked child shares our memory and our cached
+  // pid: ask the kernel. The record goes into a file of its own, under that pid.
+  pid_t pid = static_cast<pid_t>(syscall(SYS_getpid));
+  pid_t ppid = static_cast<pid_t>(syscall(SYS_getppid));
+  log.WriteForeignFile(pid, ppid, BaseName(resolved), schema::kUnwatchedExec, b.data());
 }
 
 void OnExec(const char* path) {

@@ -108,6 +108,11 @@ void OnSpawn(const char* call, pid_t child, int ret);
 void OnVfork();
 // exec* about to be called: in a hazardous child this logs child_exec.
 void OnExec(const char* path);
+// exec* about to be called with `envp` (null: this environment); `search`: `file` is looked
+// up in PATH (execvp*). With a log, a program that will run without the shim (its
+// environment drops the preload, a static binary, a setuid program) is logged as
+// unwatched_exec (shim/exec_watch.h). Async-signal-safe.
+void OnExecTarget(const char* file, char* const envp[], bool search);
 // The process is exiting normally (shim destructor).
 void OnExit();
 // open*() returned `fd` for `path` (async-signal-safe). Opening an RDMA device node arms the

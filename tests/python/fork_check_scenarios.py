@@ -29,7 +29,7 @@ class CtypesVerbs:
         lib.ibv_dereg_mr.argtypes = [vp]
         self.lib = lib
         n = ctypes.c_int()
-        self.ctx = lib.ibv_open_device(lib.ibv_get_device_list(ctypes.byref(n))[0])  # MARK:init
+        self.ctx = lib.ibv_open_device(lib.ibv_get_device_list(ctypes.byref(n))[0])  # MARK:init-ctypes
         self.pd = lib.ibv_alloc_pd(self.ctx)
         self.mr = None
         self.buf = None
@@ -50,7 +50,7 @@ class Pyverbs:
         from pyverbs.device import Context
         from pyverbs.pd import PD
 
-        self.ctx = Context(name=os.environ.get("RXE_DEV", "rxe0"))  # MARK:init
+        self.ctx = Context(name=os.environ.get("RXE_DEV", "rxe0"))  # MARK:init-pyverbs
         self.pd = PD(self.ctx)
         self.mr = None
 
