@@ -66,6 +66,24 @@ TEST(Unwatched, EachKindIsNamedAndRequireWatchedFails) {
       << r.err;
 }
 
+// forkguard report names them too, from the kept logs.
+TEST(Unwatched, ReportNamesThemFromTheLogs) {
+  std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
+  std::string fg = forkguard::testing::Runfile("cli/forkguard");
+  std::string logs = std::string(getenv("TEST_TMPDIR")) + "/report-logs";
+  CliResult run =
+      RunCli({fg, "run", "--no-audit", "--log", logs, "--", "/bin/sh", "-c", "env -i /bin/true"},
+             {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/'))});
+  EXPECT_EQ(run.status, 0) << run.err;  // without --require-watched: the program's status
+  CliResult r = RunCli({fg, "report", logs});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("unwatched: 1 process of this run ran without the shim"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(", exec'd by env:\n      its environment has no LD_PRELOAD with the shim"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(Unwatched, EveryProcessWatchedPasses) {
   CliResult r = RunUnderForkguard(
       "/bin/true; env /bin/true; /usr/bin/python3 -c 'import subprocess; "
