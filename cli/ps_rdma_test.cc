@@ -117,7 +117,7 @@ std::string PublicCopy(const std::string& path) {
 
 TEST(PsRdma, ListsTheRdmaProcessesAsRootAndAsNobody) {
   RdmaDevice dev = RequireRdmaDevice();
-  std::string holder = Runfile("cli/testdata/rdma_holder");
+  std::string holder = Runfile("cli/rdma_holder");
   Holder plain, shimmed, idle;
   ASSERT_NO_FATAL_FAILURE(Start(
       &plain, {holder},
