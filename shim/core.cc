@@ -513,7 +513,21 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via,
   if (!scratch.MapFixed()) return d;
   StateSnapshot& snap = scratch.fixed->snap;
   // No tables (their lock was given up on, or no memory for the copy): still a verdict.
-  if (!st.TakeSnapshot(&snap)) return DecideWithoutState(fds, via);
+  if (!st.TakeSnapshot(&snap)) {
+    // A query is answered without the tables' details (and never printed, logged or failed).
+    if (query != nullptr) {
+      FillCleanQueryResult(query, fds);
+      bool held = st.AnyLive() || fds.uverbs > 0 || fds.rdma_cm > 0;
+      unsigned reasons = held ? static_cast<unsigned>(kInheritedRdma) : 0u;
+      api::SetVerdict(query, reasons);
+      query->contexts = query->pds = query->mrs = query->cm_ids = query->cm_channels = -1;
+      api::CopyField(query->detail, sizeof(query->detail),
+                     "partial: the shim's tables could not be read (descriptors and the live "
+                     "count only)");
+      return d;
+    }
+    return DecideWithoutState(fds, via);
+  }
   snap.counts.uverbs_fds = fds.uverbs;
   snap.counts.rdma_cm_fds = fds.rdma_cm;
   if (!scratch.MapFlags(snap.mr_count)) {
@@ -993,10 +1007,15 @@ int QueryFork(forkguard_check_result* out) {
   BusyScope busy;
   RdmaFds fds;
   if (!CleanWithoutLooking()) fds = ScanRdmaFds();
+  out->source = 0;  // set by whatever fills the result
   if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {
     FillCleanQueryResult(out, fds);
   } else {
     DecideHazardousFork(fds, ForkVia::kFork, out);
+  }
+  if (out->source == 0) {  // no memory for the decision's scratch
+    errno = ENOMEM;
+    return -1;
   }
   if (g_config.mode == Mode::kOff) {
     api::CopyField(out->detail, sizeof(out->detail),
