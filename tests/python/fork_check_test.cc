@@ -2,16 +2,13 @@
 // the same process: the check's verdict must be the one the shim then prints for the fork.
 // Host: the stub libibverbs through ctypes. FORKGUARD_TEST_RDMA (fork_check_rdma_test):
 // pyverbs on rxe0, where the /proc + RDMA netlink answer must agree as well.
-// FORKGUARD_TEST_TORCH (fork_check_torch_rdma_test): forkguard.torch on a real DataLoader
-// on rxe0, with the shim and without it (its own target: torch takes minutes to import in
-// the guest).
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/audit/run_program.h"
 #include "tests/support/runfiles.h"
-#if defined(FORKGUARD_TEST_RDMA) || defined(FORKGUARD_TEST_TORCH)
+#ifdef FORKGUARD_TEST_RDMA
 #include "tests/support/rdma_device.h"
 #endif
 
@@ -28,7 +25,6 @@ std::string After(const std::string& text, const std::string& prefix) {
   return text.substr(at, text.find('\n', at) - at);
 }
 
-#ifndef FORKGUARD_TEST_TORCH
 ProgramResult RunScenario(const std::string& scenario, bool shim, const std::string& fork_safe) {
   std::string device = "rxe0";
 #ifdef FORKGUARD_TEST_RDMA
@@ -141,53 +137,6 @@ TEST(ForkCheck, SafeContextWorkersRunWithoutHazard) {
   // No process of the run forked with RDMA state: the shim said nothing.
   EXPECT_EQ(r.err.find("fork after RDMA init"), std::string::npos) << r.err;
 }
-
-#endif  // !FORKGUARD_TEST_TORCH
-
-#ifdef FORKGUARD_TEST_TORCH
-ProgramResult RunTorch(bool shim) {
-  RdmaDevice dev = RequireRdmaDevice();
-  std::vector<std::string> env = {
-      "LD_PRELOAD=" + (shim ? Runfile("shim/libforkguard.so") : std::string()),
-      "FORKGUARD_CHECK_LIB=" + Runfile("api/libforkguard_check.so"),
-      "PYTHONPATH=" + Dir(Dir(Runfile("python/forkguard/__init__.py"))),
-      "PYTHONDONTWRITEBYTECODE=1",
-      "FORKGUARD_MODE=warn",
-      "FORKGUARD_LOG=",
-      "RXE_DEV=" + dev.name,
-      "RDMAV_FORK_SAFE=",
-      "IBV_FORK_SAFE="};
-  ProgramResult r =
-      RunProgram({"/usr/bin/python3", Runfile("tests/python/fork_check_torch.py")}, env, 280);
-  EXPECT_FALSE(r.timed_out) << "fork_check_torch.py hung";
-  return r;
-}
-
-#ifdef FORKGUARD_TEST_TORCH_NO_SHIM
-TEST(ForkCheckTorch, WithoutTheShimTheFallbackStopsAndSwitchesToo) {
-  ProgramResult r = RunTorch(/*shim=*/false);
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_EQ(After(r.out, "error: "), "raised") << r.out << r.err;
-  EXPECT_NE(After(r.out, "error-first: ").find("forkguard: fork check in pid"), std::string::npos)
-      << r.out;
-  EXPECT_EQ(After(r.out, "switch: "), "sum 140 (context forkserver)") << r.out << r.err;
-}
-#else
-TEST(ForkCheckTorch, UnderTheShimErrorNamesTheInitAndSwitchRunsCleanWorkers) {
-  ProgramResult r = RunTorch(/*shim=*/true);
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_EQ(After(r.out, "error: "), "raised") << r.out << r.err;
-  EXPECT_NE(After(r.out, "error-first: ").find("forkguard: fork after RDMA init in pid"),
-            std::string::npos)
-      << r.out;
-  EXPECT_NE(After(r.out, "error-init: ").find("rdma_common.py"), std::string::npos) << r.out;
-  EXPECT_EQ(After(r.out, "error-text-has-init: "), "True") << r.out;
-  EXPECT_EQ(After(r.out, "switch: "), "sum 140 (context forkserver)") << r.out << r.err;
-  // No worker was forked with RDMA state: the shim printed nothing.
-  EXPECT_EQ(r.err.find("fork after RDMA init"), std::string::npos) << r.err;
-}
-#endif
-#endif
 
 }  // namespace
 }  // namespace forkguard::testing
