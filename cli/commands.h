@@ -19,6 +19,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFail = 1;          // doctor: a check failed
 inline constexpr int kExitUsage = 2;         // bad command line
 inline constexpr int kExitHazard = 3;        // --fail-on hazard and a hazardous fork was seen
+inline constexpr int kExitUnwatched = 4;     // run --require-watched: a process ran unwatched
 inline constexpr int kExitInternal = 125;    // forkguard itself failed
 inline constexpr int kExitCannotExec = 126;  // run: the command is not executable
 inline constexpr int kExitNotFound = 127;    // run: the command was not found
@@ -33,6 +34,7 @@ std::string RenderReportAs(const JobReport& r, const std::string& format, bool s
 int RunMain(int argc, char** argv, const char* argv0);
 int ReportMain(int argc, char** argv);
 int DoctorMain(int argc, char** argv, const char* argv0);
+int PsMain(int argc, char** argv);
 
 // How a report is made: what `report` and `run` share.
 struct ReportOptions {
@@ -66,10 +68,12 @@ std::vector<option> OptionTable(std::vector<option> own, const option* shared = 
 extern const std::vector<option> kRunOptions;
 extern const std::vector<option> kReportOptions;
 extern const std::vector<option> kDoctorOptions;
+extern const std::vector<option> kPsOptions;
 
 extern const char kRunHelp[];
 extern const char kReportHelp[];
 extern const char kDoctorHelp[];
+extern const char kPsHelp[];
 extern const char kMainHelp[];
 
 }  // namespace forkguard::cli

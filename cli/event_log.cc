@@ -373,6 +373,20 @@ void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e, FileS
     e->call = Str(o, "path");
   } else if (t == "note") {
     e->text = Str(o, "text");
+  } else if (t == "unwatched_exec") {
+    e->text = Str(o, "path");
+    e->call = Str(o, "exec_by");
+    simdjson::dom::array a;
+    if (Member(o, "why", &x) && x.get_array().get(a) == simdjson::SUCCESS) {
+      for (element r : a) {
+        std::string_view v;
+        if (r.get_string().get(v) == simdjson::SUCCESS && e->reasons.size() < 16)
+          e->reasons.emplace_back(v);
+      }
+    }
+    bool held = false;
+    if (Member(o, "held_rdma", &x) && x.get_bool().get(held) == simdjson::SUCCESS)
+      e->held_rdma = held;
   }
 }
 

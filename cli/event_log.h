@@ -99,8 +99,11 @@ struct Event {
   std::optional<uint64_t> addr;
   std::optional<uint64_t> range_addr;
   std::optional<uint64_t> range_len;
-  // note
+  // note; unwatched_exec: the program's path (and `call`: the program that exec'd it,
+  // `reasons`: why it runs without the shim)
   std::string text;
+  // unwatched_exec: whether the process held RDMA state when it exec'd
+  std::optional<bool> held_rdma;
 };
 
 // The first registrations of a process, for timelines (bounded: the rest are counted).

@@ -16,6 +16,7 @@
 #include "cli/report_render.h"
 #include "cli/report_trace.h"
 #include "cli/symbolizer.h"
+#include "cli/unwatched.h"
 #include "flags/flags.h"
 
 namespace forkguard::cli {
@@ -197,6 +198,10 @@ bool SetReportOption(const std::string& name, const std::string& v, ReportOption
 }
 
 std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards) {
+  // The processes that ran without the shim, after a text or markdown report.
+  std::string unwatched;
+  if (o.format == "text" || o.format == "markdown")
+    unwatched = FormatUnwatched(FindUnwatched(logs));
   std::vector<std::string> ids = JobIds(logs);
   if (o.job) {
     const std::string& job = *o.job;
@@ -229,10 +234,11 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards) 
   }
   if (ids.size() > 1 && o.format != "json")
     return RenderJobSections(SplitByJob(std::move(logs)), o.format, symbolizer, o.show_native,
-                             hazards);
+                             hazards) +
+           unwatched;
   JobReport r = BuildJobReport(logs, symbolizer);
   *hazards = r.hazard_forks;
-  return RenderReportAs(r, o.format, o.show_native);
+  return RenderReportAs(r, o.format, o.show_native) + unwatched;
 }
 
 const std::vector<option> kReportOptions =

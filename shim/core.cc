@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,18 +14,21 @@
 
 #include "facts/fork_rule.h"
 #include "facts/machine_facts.h"
+#include "api/check_result.h"
 #include "shim/child.h"
 #include "shim/child_path.h"
 #include "shim/config.h"
 #include "shim/dlopen_check.h"
 #include "shim/event_log.h"
 #include "shim/event_writer.h"
+#include "shim/exec_watch.h"
 #include "shim/fix_advice.h"
 #include "shim/fork_frames.h"
 #include "shim/job_identity.h"
 #include "shim/message.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
+#include "shim/query.h"
 #include "shim/skippable_lock.h"
 #include "shim/stack.h"
 #include "shim/stderr_line.h"
@@ -572,8 +576,10 @@ ForkSupportFact CurrentForkSupport() {
 }
 
 // The decision for a fork with RDMA state. `via` atfork: the fork cannot be failed and the
-// kernel is not asked anything new.
-ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
+// kernel is not asked anything new. With `query` (forkguard_fork_check) nothing forks: the
+// same decision is made and written there, and nothing is printed, logged or enforced.
+ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via,
+                                 forkguard_check_result* query = nullptr) {
   ForkDecision d;
   RdmaState& st = GlobalState();
   LoadUnwinder();  // RDMA found by the backstop only: no hook loaded it yet
@@ -581,7 +587,21 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   if (!scratch.MapFixed()) return d;
   StateSnapshot& snap = scratch.fixed->snap;
   // No tables (their lock was given up on, or no memory for the copy): still a verdict.
-  if (!st.TakeSnapshot(&snap)) return DecideWithoutState(fds, via);
+  if (!st.TakeSnapshot(&snap)) {
+    // A query is answered without the tables' details (and never printed, logged or failed).
+    if (query != nullptr) {
+      FillCleanQueryResult(query, fds);
+      bool held = st.AnyLive() || fds.uverbs > 0 || fds.rdma_cm > 0;
+      unsigned reasons = held ? static_cast<unsigned>(kInheritedRdma) : 0u;
+      api::SetVerdict(query, reasons);
+      query->contexts = query->pds = query->mrs = query->cm_ids = query->cm_channels = -1;
+      api::CopyField(query->detail, sizeof(query->detail),
+                     "partial: the shim's tables could not be read (descriptors and the live "
+                     "count only)");
+      return d;
+    }
+    return DecideWithoutState(fds, via);
+  }
   snap.counts.uverbs_fds = fds.uverbs;
   snap.counts.rdma_cm_fds = fds.rdma_cm;
   if (!scratch.MapFlags(snap.mr_count)) {
@@ -623,8 +643,18 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   in.machine = &machine;
   ForkVerdict v = DecideVerdict(in, scratch.mr_dontfork, scratch.mr_fate);
   if (!v.hazard()) {
+    if (query != nullptr) {
+      ForkReport r;
+      r.verdict = v;
+      r.snap = &snap;
+      r.mr_dontfork = scratch.mr_dontfork;
+      r.dc_count = dc_stored;
+      r.cof = cof;
+      FillQueryResult(query, r, nullptr);
+    } else {
+      LogCleanFork(via, false);
+    }
     RdmaState::FreeSnapshot(&snap);
-    LogCleanFork(via, false);
     return d;
   }
 
@@ -640,15 +670,29 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
     in.child_execs = true;
     v = DecideVerdict(in, scratch.mr_dontfork, scratch.mr_fate);
     if (!v.hazard()) {
+      if (query != nullptr) {
+        ForkReport r;
+        r.verdict = v;
+        r.snap = &snap;
+        r.mr_dontfork = scratch.mr_dontfork;
+        r.dc_count = dc_stored;
+        r.cof = cof;
+        r.fork_stack = &fork_stack;
+        r.fork_py = &fork_py;
+        FillQueryResult(query, r, nullptr);
+      } else if (GlobalEventLog().enabled()) {
+        WriteCleanForkEvent(via, false, /*child_execs=*/true);
+      }
       RdmaState::FreeSnapshot(&snap);
-      if (GlobalEventLog().enabled()) WriteCleanForkEvent(via, false, /*child_execs=*/true);
       return d;
     }
   }
   d.hazard = true;
   uint64_t site = SiteOf(fork_stack, &fork_py);
   bool allowed = MatchesAllowList(fork_stack, fork_py);
-  bool report = !allowed && (g_config.report == ReportPolicy::kAlways || st.FirstTimeForSite(site));
+  // A query must not use up the site's one message: the fork that follows still prints it.
+  bool report = !allowed && query == nullptr &&
+                (g_config.report == ReportPolicy::kAlways || st.FirstTimeForSite(site));
 
   ForkReport r;
   r.who = Identity();
@@ -687,6 +731,15 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   r.allowed = allowed;
   r.reported = report && !g_config.quiet;
   bool enforce = !allowed && v.enforceable();
+
+  if (query != nullptr) {
+    TextBuffer msg(scratch.fixed->message, Scratch::kMessageBytes);
+    FormatHazardMessage(msg, r, /*demangle=*/true);
+    FillQueryResult(query, r, msg.data());
+    query->enforceable = enforce ? 1 : 0;
+    RdmaState::FreeSnapshot(&snap);
+    return d;
+  }
 
   if (report && !g_config.quiet) {
     TextBuffer msg(scratch.fixed->message, Scratch::kMessageBytes);
@@ -1033,6 +1086,35 @@ ForkDecision BeforeFork(ForkVia via) {
   return d;
 }
 
+int QueryFork(forkguard_check_result* out) {
+  EnsureInit();
+  EnsureForkFacts();
+  // Called from a signal handler that interrupted forkguard on this thread: the tables and
+  // the loader cannot be entered. Say so rather than guess.
+  if (t_busy != 0 || (GlobalState().lock().HeldByThisThread() && !HeldByOurAtfork())) {
+    errno = EAGAIN;
+    return -1;
+  }
+  BusyScope busy;
+  RdmaFds fds;
+  if (!CleanWithoutLooking()) fds = ScanRdmaFds();
+  out->source = 0;  // set by whatever fills the result
+  if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {
+    FillCleanQueryResult(out, fds);
+  } else {
+    DecideHazardousFork(fds, ForkVia::kFork, out);
+  }
+  if (out->source == 0) {  // no memory for the decision's scratch
+    errno = ENOMEM;
+    return -1;
+  }
+  if (g_config.mode == Mode::kOff) {
+    api::CopyField(out->detail, sizeof(out->detail),
+                   "FORKGUARD_MODE=off: the shim tracks no RDMA calls; descriptors only");
+  }
+  return 0;
+}
+
 FORKGUARD_CHILD_PATH void AfterForkChild(const ForkDecision& d) {
   if (d.no_atfork) {
     AfterRawForkChild(d);
@@ -1097,6 +1179,38 @@ void OnOpened(const char* path, int fd) {
 void OnDeepBind() {
   if (g_ready && g_config.mode != Mode::kOff) InstallForkAtfork(&kCoreAtforkHooks);
   g_backstop_armed.store(true, std::memory_order_relaxed);
+}
+
+void OnExecTarget(const char* file, char* const envp[], bool search) {
+  // Async-signal-safe, as OnExec. Only with a log: the record is for `forkguard run`/`report`.
+  if (!g_ready || g_config.mode == Mode::kOff) return;
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char resolved[1024];
+  unsigned why = ExecUnwatchedReasons(file, envp != nullptr ? envp : environ, search, resolved,
+                                      sizeof(resolved));
+  // Nothing to say, or a target that cannot be opened (the exec fails, or we cannot tell).
+  if (why == 0 || resolved[0] == '\0' || access(resolved, F_OK) != 0) return;
+  RdmaFds fds = ScanRdmaFds();
+  bool held = GlobalState().AnyLive() || fds.uverbs > 0 || fds.rdma_cm > 0;
+  char buf[2048];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str(",\"path\":").JsonStr(resolved).Str(",\"why\":[");
+  bool first = true;
+  for (ExecUnwatched r : {kExecPreloadRemoved, kExecStatic, kExecSetuid}) {
+    if ((why & r) == 0) continue;
+    if (!first) b.Char(',');
+    b.Char('"').Str(ExecUnwatchedName(r)).Char('"');
+    first = false;
+  }
+  b.Str("],\"held_rdma\":").Str(held ? "true" : "false");
+  b.Str(",\"exec_by\":").JsonStr(g_prog);
+  if (b.truncated()) return;
+  // The program keeps this process's pid; a vforked child shares our memory and our cached
+  // pid: ask the kernel. The record goes into a file of its own, under that pid.
+  pid_t pid = static_cast<pid_t>(syscall(SYS_getpid));
+  pid_t ppid = static_cast<pid_t>(syscall(SYS_getppid));
+  log.WriteForeignFile(pid, ppid, BaseName(resolved), schema::kUnwatchedExec, b.data());
 }
 
 void OnExec(const char* path) {

@@ -444,6 +444,36 @@ bool EventLog::WriteHeader(int fd, pid_t pid) {
   return WriteNoEintr(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size());
 }
 
+bool EventLog::WriteForeignFile(pid_t pid, pid_t ppid, const char* prog, const char* event,
+                                const char* fields) {
+  if (!enabled_) return false;
+  int64_t start = NowNs();
+  char path[1400];
+  TextBuffer p(path, sizeof(path));
+  p.Str(dir_).Str("/forkguard.").Str(id_.host).Char('.').Dec(pid).Char('.').Dec(start);
+  p.Str(".jsonl");
+  if (p.truncated()) return false;
+  char buf[3072];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str("{\"schema\":\"").Str(schema::kEventV2).Str("\",\"event\":\"").Str(schema::kHeader);
+  b.Str("\",\"host\":").JsonStr(id_.host).Str(",\"pid\":").Dec(pid);
+  b.Str(",\"ppid\":").Dec(ppid).Str(",\"prog\":").JsonStr(prog);
+  b.Str(",\"rank\":null,\"local_rank\":null,\"job\":");
+  if (id_.job != nullptr && id_.job[0] != '\0') {
+    b.JsonStr(id_.job);
+  } else {
+    b.Str("null");
+  }
+  b.Str(",\"start_ns\":").Dec(start).Str("}\n");
+  b.Str("{\"event\":\"").Str(event).Str("\",\"ts\":0,\"seq\":0").Str(fields).Str("}\n");
+  if (b.truncated()) return false;
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return false;
+  bool ok = WriteNoEintr(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size());
+  close(fd);
+  return ok;
+}
+
 void EventLog::Begin(TextBuffer& b, const char* event) {
   b.Clear();
   pid_t pid = Claim();  // first: a child's seq and ts start from its own file

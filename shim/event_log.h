@@ -57,6 +57,12 @@ class EventLog {
   // Closes the object and writes the line. A line that did not fit is replaced by a short
   // `note` so every line stays valid JSON. Async-signal-safe.
   void End(TextBuffer& b);
+  // A file of its own for another process: one that exec'd a program which runs without the
+  // shim (shim/exec_watch.h). Its header names `pid`, `ppid` and `prog`; then one line,
+  // `{"event":EVENT,"ts":0,"seq":0` + `fields` + `}`. Written and closed at once; nothing of
+  // this process's own log changes (a vforked child shares it). Async-signal-safe.
+  bool WriteForeignFile(pid_t pid, pid_t ppid, const char* prog, const char* event,
+                        const char* fields);
 
   // In a forked child: the parent's descriptor and counter are not ours. Async-signal-safe.
   void ResetInChild(int64_t start_ns);

@@ -822,6 +822,7 @@ FG_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) n
     return -1;
   }
   core::OnExec(path);
+  core::OnExecTarget(path, envp, false);
   return real(path, argv, envp);
 }
 
@@ -832,6 +833,7 @@ FG_EXPORT int execv(const char* path, char* const argv[]) noexcept {
     return -1;
   }
   core::OnExec(path);
+  core::OnExecTarget(path, nullptr, false);
   return real(path, argv);
 }
 
@@ -842,6 +844,7 @@ FG_EXPORT int execvp(const char* file, char* const argv[]) noexcept {
     return -1;
   }
   core::OnExec(file);
+  core::OnExecTarget(file, nullptr, true);
   return real(file, argv);
 }
 
@@ -852,6 +855,7 @@ FG_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) 
     return -1;
   }
   core::OnExec(file);
+  core::OnExecTarget(file, envp, true);
   return real(file, argv, envp);
 }
 

@@ -21,6 +21,12 @@ for args in "" "--order=fork-first" "--fork-safe --touch-buffer" "--spawn" "--fo
 	FORKGUARD_LOG="$tmp/run$i" LD_LIBRARY_PATH="$stub" LD_PRELOAD="$shim" "$prog" $args \
 		> "$tmp/run$i.out" 2>&1 || { echo "FAIL: fork_after_rdma $args"; cat "$tmp/run$i.out"; exit 1; }
 done
+# A program exec'd without the shim (env -i drops LD_PRELOAD): unwatched_exec in a file of
+# its own.
+mkdir "$tmp/run_unwatched"
+FORKGUARD_LOG="$tmp/run_unwatched" LD_PRELOAD="$shim" /usr/bin/env -i /bin/true
+grep -q '"event":"unwatched_exec"' "$tmp/run_unwatched"/*.jsonl ||
+	{ echo "FAIL: no unwatched_exec for env -i"; exit 1; }
 mkdir "$tmp/job"
 "$gen" "$tmp/job" --events-per-process 40 > /dev/null
 "$py" - "$schema" "$tmp" "$@" <<'PY'
@@ -30,7 +36,7 @@ schema = json.load(open(sys.argv[1]))
 V = jsonschema.Draft202012Validator
 V.check_schema(schema)
 v = V(schema)
-live = sorted(glob.glob(f"{sys.argv[2]}/run*/*.jsonl"))
+live = sorted(glob.glob(f"{sys.argv[2]}/run*/*.jsonl"))  # run_unwatched too
 gen = sorted(glob.glob(f"{sys.argv[2]}/job/*.jsonl"))
 files = live + gen + sys.argv[3:]
 bad = 0
