@@ -125,7 +125,13 @@ ForkVerdict DecideForProcess(const ProcessFacts& p, KernelCof cof, bool* mr_dont
   in.counts.rdma_cm_fds = p.rdma_cm_fds.value_or(0);
   in.dc_vmas = p.dc.data();
   in.dc_count = static_cast<int>(p.dc.size());
-  in.kernel_cof = cof;
+  // The same machine facts the shim's rule reads: the kernel's report and this boot's pin
+  // probe (from its cache; a process's memory kinds are not read here, so ranges the rule
+  // cannot place stay "unknown").
+  facts::MachineFacts machine;
+  machine.reported_cof = cof;
+  machine.probe = CachedPinProbe();
+  in.machine = &machine;
   std::vector<MrRecord> mrs;
   if (p.netlink) {
     in.counts.pds = p.objects.pds;
