@@ -186,7 +186,8 @@ struct ForkHistogram {
   int64_t width_ns = 1000000;   // 1 ms, doubled as needed
   std::vector<int64_t> forks;   // per bin (kBins once the first fork is added)
   std::vector<int64_t> hazard;  // of them, hazardous
-  void Add(int64_t ts_ns, bool is_hazard);
+  void Add(int64_t ts_ns, bool is_hazard) { Add(ts_ns, 1, is_hazard ? 1 : 0); }
+  void Add(int64_t ts_ns, int64_t n, int64_t n_hazard);  // n forks at ts_ns
 };
 
 // All events of one process (one file normally; a file whose lines name
@@ -210,6 +211,13 @@ struct ProcessLog {
   std::optional<int64_t> rank;
   std::optional<int64_t> local_rank;
   std::string job;  // "" when the launcher gave none (logs before the field: also "")
+  // The programs this process ran before `prog`, each ended by an `exec` event (its log
+  // joined to the next one of the same pid: JoinExecs), oldest first; empty for most.
+  struct Exec {
+    std::string prog;
+    std::string file;
+  };
+  std::vector<Exec> execs;
   int64_t first_ts_ns = 0;
   std::vector<Event> events;
   std::vector<Stack> stacks;  // distinct stacks of this process, by Event::stack
@@ -246,6 +254,12 @@ void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out
 // from the file names the shim writes (forkguard.HOST.PID.START.jsonl); when some input is
 // named otherwise (or is standard input) every child is kept.
 void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads = 0);
+
+// One pid on one host (and job) whose log ends with an `exec` event and a later log of the
+// same pid that starts after it: one process that ran two programs. Joins such logs into
+// the first (in place: events, stacks, fork tallies and counts), the later program's
+// identity winning. ReadLogs does this; ParseLogText, one file, does not.
+void JoinExecs(LogSet* logs);
 
 // "0x1a2b" or an integer -> value.
 std::optional<uint64_t> ParseAddress(const JsonValue* v);

@@ -136,6 +136,7 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     n.pid = p->pid;
     n.ppid = p->ppid;
     n.prog = p->prog;
+    n.execs = p->execs;
     n.rank = p->rank;
     n.local_rank = p->local_rank;
     n.job = p->job;

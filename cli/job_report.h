@@ -24,6 +24,8 @@ struct ProcessNode {
   std::string prog;
   std::string exe;
   std::vector<std::string> argv;
+  // The programs it ran before `prog` and exec'd away from (one pid, several logs joined).
+  std::vector<ProcessLog::Exec> execs;
   std::optional<int64_t> rank;
   std::optional<int64_t> local_rank;
   std::string job;  // "" when unknown

@@ -69,7 +69,13 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
   d.Set("hosts", std::move(hosts));
 
   // One compact row per process and its marks (see the page's script for the layout).
-  JsonValue procs = JsonValue::Array(), marks = JsonValue::Array();
+  // M is written process by process into `marks` (the largest part: never one tree).
+  JsonValue procs = JsonValue::Array();
+  std::string marks = "[";
+  // B: for a process whose forks are not all listed, every fork counted in time bins:
+  // "index": [t0_us, width_us, [forks per bin], [hazardous per bin]] (only the listed forks
+  // are marks; absent for small jobs, whose every fork is a mark).
+  JsonValue bins = JsonValue::Object();
   for (size_t i = 0; i < r.processes.size(); ++i) {
     const ProcessNode& p = r.processes[i];
     const ProcessTimeline& pt = t.processes[i];
@@ -138,10 +144,29 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
       }
       ms.Push(std::move(x));
     }
-    marks.Push(std::move(ms));
+    if (i) marks += ',';
+    marks += WriteJson(ms, -1);
+    if (pt.forks_listed < pt.forks && !pt.bin_forks.empty()) {
+      JsonValue b = JsonValue::Array(), nf = JsonValue::Array(), nh = JsonValue::Array();
+      b.Push(Int(RelUs(t, pt.bins_t0_ns)));
+      b.Push(Int(std::max<int64_t>(1, pt.bin_width_ns / 1000)));
+      for (size_t k = 0; k < pt.bin_forks.size(); ++k) {
+        nf.Push(Int(pt.bin_forks[k]));
+        nh.Push(Int(pt.bin_hazard[k]));
+      }
+      b.Push(std::move(nf));
+      b.Push(std::move(nh));
+      bins.Append(std::to_string(i), std::move(b));
+    }
   }
   d.Set("P", std::move(procs));
-  d.Set("M", std::move(marks));
+  const char kMarksMarker[] = "\x01forkguard: the marks\x02";
+  marks += ']';
+  d.Set("M", Str(kMarksMarker));
+  if (!bins.members().empty()) {
+    d.Set("B", std::move(bins));
+    d.Set("forks_listed", Int(static_cast<int64_t>(r.fork_list.size())));
+  }
 
   JsonValue findings = JsonValue::Array();
   int id = 0;
@@ -228,6 +253,10 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
   // Inside <script> the text must never contain "</script" or "<!--": '<' only
   // occurs inside JSON strings, where \u003c means the same.
   std::string json = WriteJson(d, -1), data;
+  const std::string marker = JsonQuote(kMarksMarker);
+  if (size_t at = json.find(marker); at != std::string::npos)
+    json.replace(at, marker.size(), marks);
+  marks = std::string();
   data.reserve(json.size() + json.size() / 16);
   for (char c : json) {
     if (c == '<')
@@ -236,9 +265,9 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
       data.push_back(c);
   }
   std::string page = kPage;
-  const std::string marker = "/*FORKGUARD_DATA*/";
-  size_t at = page.find(marker);
-  if (at != std::string::npos) page.replace(at, marker.size(), data);
+  const std::string data_marker = "/*FORKGUARD_DATA*/";
+  size_t at = page.find(data_marker);
+  if (at != std::string::npos) page.replace(at, data_marker.size(), data);
   return page;
 }
 
