@@ -12,9 +12,10 @@
 # other verbs calls to the lines asked.
 # Default: 4096 processes (512 ranks x 8) x 1000 lines, 200 forks per process.
 # --full adds the same job with 800 forks per process and the flatness series: 512 processes
-# (64 ranks x 8) with 100, 200, 400 and 800 forks each (peak RSS must not grow with forks).
+# (64 ranks x 8) with 100, 200, 400 and 800 forks each (peak RSS must not grow with forks);
+# --flat runs only the flatness series.
 # forkguard runs under an address-space limit (--as-limit MiB, default 4096).
-# Usage: scripts/bench report [--full] [--processes N] [--procs-per-rank N] [--hosts N]
+# Usage: scripts/bench report [--full | --flat] [--processes N] [--procs-per-rank N] [--hosts N]
 #          [--events N] [--forks N] [--sites N] [--as-limit MiB] [--keep DIR] [--threads N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,7 @@ PROCS=4096 PPR=8 HOSTS=64 EVENTS=1000 FORKS=200 SITES=16 AS_MIB=4096 KEEP= THREA
 while [ $# -gt 0 ]; do
 	case "$1" in
 		--full) FULL=1; shift; continue ;;
+		--flat) FULL=2; shift; continue ;;
 		--processes) PROCS=$2; shift ;;
 		--procs-per-rank) PPR=$2; shift ;;
 		--hosts) HOSTS=$2; shift ;;
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
 		--as-limit) AS_MIB=$2; shift ;;
 		--keep) KEEP=$2; shift ;;
 		--threads) THREADS=$2; shift ;;
-		*) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+		*) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 	esac
 	shift
 done
@@ -142,11 +144,13 @@ def bench(name, d, truth, formats=("text", "json", "html", "trace"), with_baseli
 
 P, PPR, H, EV, F = (int(E[k]) for k in ("PROCS", "PPR", "HOSTS", "EVENTS", "FORKS"))
 print(f"load average: {os.getloadavg()[0]:.2f} (nproc {os.cpu_count()})")
-d, t = job(f"p{P}-f{F}", P, PPR, H, EV, F)
-bench(f"{P} processes x {EV} lines, {F} forks each", d, t)
+if E["FULL"] != "2":
+    d, t = job(f"p{P}-f{F}", P, PPR, H, EV, F)
+    bench(f"{P} processes x {EV} lines, {F} forks each", d, t)
 if E["FULL"] == "1":
     d, t = job(f"p{P}-f800", P, PPR, H, EV, 800)
     bench(f"{P} processes x {EV} lines, 800 forks each", d, t)
+if E["FULL"] in ("1", "2"):
     rows = []
     for forks in (100, 200, 400, 800):
         d, t = job(f"p512-f{forks}", 512, 8, 8, EV, forks)

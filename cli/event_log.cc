@@ -230,6 +230,10 @@ struct FileState {
   std::map<std::pair<std::string, int64_t>, Proc>::iterator v2_proc = by_proc.end();
   std::unordered_map<int64_t, Module> modules;
   std::unordered_map<int64_t, int> stacks;  // /2 id -> index in ProcessLog::stacks
+  // /2 stack records not decoded yet (their frames' JSON): most are registration stacks,
+  // which no kept event uses; a record is decoded when a kept event first names it.
+  std::unordered_map<int64_t, std::string> raw_stacks;
+  bool HasStack(int64_t id) const { return stacks.count(id) || raw_stacks.count(id); }
   // Where the line being decoded is (for the notes of stack references).
   FileNotes* notes = nullptr;
   int lineno = 0;
@@ -358,6 +362,25 @@ int InternStack(element v, FileState::Proc* proc, ProcessLog* p) {
   return InternDecoded(DecodeStack(v), proc, p);
 }
 
+Stack DecodeV2Frames(element v, FileState* state, int64_t id);
+
+// The index of /2 stack record `id` in p->stacks, decoding it on first use; -1 when unknown.
+int V2Stack(int64_t id, FileState* state, FileState::Proc* proc, ProcessLog* p) {
+  auto it = state->stacks.find(id);
+  if (it != state->stacks.end()) return it->second;
+  auto raw = state->raw_stacks.find(id);
+  if (raw == state->raw_stacks.end()) return -1;
+  // A parser of its own: the line being decoded lives in LineParser()'s document.
+  thread_local simdjson::dom::parser parser;
+  element fe;
+  int index = -1;
+  if (parser.parse(raw->second).get(fe) == simdjson::SUCCESS)
+    index = InternDecoded(DecodeV2Frames(fe, state, id), proc, p);
+  state->raw_stacks.erase(raw);
+  state->stacks[id] = index;
+  return index;
+}
+
 // A stack value: an array (inline frames, /1 and /2) or, in /2, the id of a stack record.
 int StackAt(object o, std::string_view key, FileState::Proc* proc, ProcessLog* p,
             FileState* state = nullptr) {
@@ -366,8 +389,7 @@ int StackAt(object o, std::string_view key, FileState::Proc* proc, ProcessLog* p
   if (state != nullptr && state->v2 &&
       (e.type() == element_type::INT64 || e.type() == element_type::UINT64)) {
     int64_t id = IntOf(e).value_or(-1);
-    auto it = state->stacks.find(id);
-    if (it != state->stacks.end()) return it->second;
+    if (state->HasStack(id)) return V2Stack(id, state, proc, p);
     state->notes->Add(state->lineno, "stack id used before or without its record",
                       "stack " + std::to_string(id) + " (the event is kept without it)");
     return -1;
@@ -612,7 +634,7 @@ void UseEvent(object v, std::string type, int64_t ts, int lineno, FileNotes* not
     // /2: a registration's stack id must name a record already read (cheap: one lookup).
     element se;
     if (state->v2 && Member(v, schema::kKeyStack, &se) && se.type() == element_type::INT64 &&
-        !state->stacks.count(se.get_int64().value_unsafe()))
+        !state->HasStack(se.get_int64().value_unsafe()))
       notes->Add(lineno, "stack id used before or without its record",
                  "stack " + std::to_string(se.get_int64().value_unsafe()) +
                      " (the event is counted without it)");
@@ -662,6 +684,7 @@ void ParseV2Header(object v, int lineno, FileNotes* notes, FileState* state,
   state->v2_proc = it;
   state->modules.clear();
   state->stacks.clear();
+  state->raw_stacks.clear();
   ++out->lines_used;
   ++out->processes[it->second.index].summary.lines;
 }
@@ -692,7 +715,7 @@ void ParseV2Line(object v, int lineno, FileNotes* notes, FileState* state, LogSe
       }
       state->modules[*id] = {Str(v, "path"), Str(v, schema::kKeyBuildId)};
     } else {
-      if (state->stacks.count(*id)) {
+      if (state->HasStack(*id)) {
         notes->Add(lineno, "duplicate stack id", std::to_string(*id) + " (the first kept)");
         return;
       }
@@ -701,7 +724,25 @@ void ParseV2Line(object v, int lineno, FileNotes* notes, FileState* state, LogSe
         notes->Add(lineno, "a stack record without frames, skipped", std::to_string(*id));
         return;
       }
-      state->stacks[*id] = InternDecoded(DecodeV2Frames(fe, state, *id), &it->second, &p);
+      // Kept as text until an event uses it, unless it names a module not met (yet): then
+      // decoded now, as the note about it is about this line.
+      bool modules_known = true;
+      simdjson::dom::array frames;
+      if (fe.get_array().get(frames) == simdjson::SUCCESS) {
+        for (element f : frames) {
+          simdjson::dom::array pair;
+          element me;
+          if (f.get_array().get(pair) == simdjson::SUCCESS &&
+              pair.at(0).get(me) == simdjson::SUCCESS) {
+            int64_t m = IntOf(me).value_or(-1);
+            if (m >= 0 && !state->modules.count(m)) modules_known = false;
+          }
+        }
+      }
+      if (modules_known)
+        state->raw_stacks[*id] = simdjson::minify(fe);
+      else
+        state->stacks[*id] = InternDecoded(DecodeV2Frames(fe, state, *id), &it->second, &p);
     }
     ++out->lines_used;
     ++p.summary.lines;

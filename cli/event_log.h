@@ -200,8 +200,8 @@ struct ForkHistogram {
 struct ProcessLog {
   // Forks kept individually per process: the first kForkSampleHead and the last
   // kForkSampleTail (all of them when there are at most their sum).
-  static constexpr size_t kForkSampleHead = 16;
-  static constexpr size_t kForkSampleTail = 16;
+  static constexpr size_t kForkSampleHead = 8;
+  static constexpr size_t kForkSampleTail = 8;
 
   std::string file;
   std::string host;

@@ -101,7 +101,7 @@ OPTIONS
         is decoded once (simdjson) and only what the report needs is kept:
         memory grows with processes and distinct call sites and stacks, not with
         the registrations or forks logged: forks are counted per process and call
-        site, the first 16 and last 16 of each process kept to be listed (json
+        site, the first 8 and last 8 of each process kept to be listed (json
         "forks", html and trace marks; every count stays exact and the report
         says when it lists a sample).
     -h, --help

@@ -75,7 +75,7 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
   // B: for a process whose forks are not all listed, every fork counted in time bins:
   // "index": [t0_us, width_us, [forks per bin], [hazardous per bin]] (only the listed forks
   // are marks; absent for small jobs, whose every fork is a mark).
-  JsonValue bins = JsonValue::Object();
+  std::string bins;  // written as text, like M
   for (size_t i = 0; i < r.processes.size(); ++i) {
     const ProcessNode& p = r.processes[i];
     const ProcessTimeline& pt = t.processes[i];
@@ -147,24 +147,25 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
     if (i) marks += ',';
     marks += WriteJson(ms, -1);
     if (pt.forks_listed < pt.forks && !pt.bin_forks.empty()) {
-      JsonValue b = JsonValue::Array(), nf = JsonValue::Array(), nh = JsonValue::Array();
-      b.Push(Int(RelUs(t, pt.bins_t0_ns)));
-      b.Push(Int(std::max<int64_t>(1, pt.bin_width_ns / 1000)));
-      for (size_t k = 0; k < pt.bin_forks.size(); ++k) {
-        nf.Push(Int(pt.bin_forks[k]));
-        nh.Push(Int(pt.bin_hazard[k]));
+      bins += (bins.empty() ? "{\"" : ",\"") + std::to_string(i) + "\":[" +
+              std::to_string(RelUs(t, pt.bins_t0_ns)) + "," +
+              std::to_string(std::max<int64_t>(1, pt.bin_width_ns / 1000));
+      for (const auto* v : {&pt.bin_forks, &pt.bin_hazard}) {
+        bins += ",[";
+        for (size_t k = 0; k < v->size(); ++k) bins += (k ? "," : "") + std::to_string((*v)[k]);
+        bins += "]";
       }
-      b.Push(std::move(nf));
-      b.Push(std::move(nh));
-      bins.Append(std::to_string(i), std::move(b));
+      bins += "]";
     }
   }
   d.Set("P", std::move(procs));
   const char kMarksMarker[] = "\x01forkguard: the marks\x02";
   marks += ']';
   d.Set("M", Str(kMarksMarker));
-  if (!bins.members().empty()) {
-    d.Set("B", std::move(bins));
+  const char kBinsMarker[] = "\x01forkguard: the bins\x02";
+  if (!bins.empty()) {
+    bins += "}";
+    d.Set("B", Str(kBinsMarker));
     d.Set("forks_listed", Int(static_cast<int64_t>(r.fork_list.size())));
   }
 
@@ -257,6 +258,10 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
   if (size_t at = json.find(marker); at != std::string::npos)
     json.replace(at, marker.size(), marks);
   marks = std::string();
+  const std::string bins_marker = JsonQuote(kBinsMarker);
+  if (size_t at = json.find(bins_marker); !bins.empty() && at != std::string::npos)
+    json.replace(at, bins_marker.size(), bins);
+  bins = std::string();
   data.reserve(json.size() + json.size() / 16);
   for (char c : json) {
     if (c == '<')

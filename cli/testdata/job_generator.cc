@@ -210,7 +210,7 @@ const char kVerbs[] = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0";
 // execs, and a DataLoader without persistent workers forking its workers every epoch.
 enum class Site { kWorkerPool, kHelper, kEpoch };
 
-JsonValue ForkStack(Site site) {
+JsonValue MakeForkStack(Site site) {
   JsonValue s = JsonValue::Array();
   s.Push(LibFrame("libc.so.6", kLibc, 0xd8f40, "fork"));
   switch (site) {
@@ -232,16 +232,28 @@ JsonValue ForkStack(Site site) {
   return s;
 }
 
+// Made once per site (dladdr and realpath per frame are slow at a million forks).
+const JsonValue& ForkStack(Site site) {
+  static const JsonValue kStacks[] = {MakeForkStack(Site::kWorkerPool),
+                                      MakeForkStack(Site::kHelper), MakeForkStack(Site::kEpoch)};
+  return kStacks[static_cast<int>(site)];
+}
+
 const char* SiteHash(Site site) {
   return site == Site::kHelper ? "0x5e1f00d" : site == Site::kEpoch ? "0xe90c4" : "0xa11ce5";
 }
 
-JsonValue InitStack() {
+JsonValue MakeInitStack() {
   JsonValue s = JsonValue::Array();
   s.Push(LibFrame("libibverbs.so.1", kVerbs, 0x11e20, "ibv_open_device"));
   s.Push(FrameOf(&InitRdmaTransport, 1));
   s.Push(PyFrame("train.py", 17, "setup_transport"));
   return s;
+}
+
+const JsonValue& InitStack() {
+  static const JsonValue kStack = MakeInitStack();
+  return kStack;
 }
 
 // The registration stack of padding site `k`: libibverbs, a transport library
@@ -456,9 +468,14 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
         rg.Set("addr", JsonValue::String(Hex(0x7f1200000000)));
         rg.Set("len", JsonValue::Int(4 << 20));
         sv.Set("range", std::move(rg));
-        JsonValue rs = JsonValue::Array();  // raw addresses, as the shim writes in the child
-        rs.Push(JsonValue::String(FrameOf(&InitRdmaTransport, 1).GetString("ip")));
-        rs.Push(JsonValue::String("0x7f0000011e30"));
+        // Frames with their address only, as the shim writes in the child's signal handler.
+        JsonValue rs = JsonValue::Array();
+        for (std::string ip :
+             {FrameOf(&InitRdmaTransport, 1).GetString("ip"), std::string("0x7f0000011e30")}) {
+          JsonValue f = JsonValue::Object();
+          f.Set("ip", JsonValue::String(ip));
+          rs.Push(std::move(f));
+        }
         sv.Set("call", JsonValue::String("ibv_reg_mr"));
         sv.Set("reg_stack", std::move(rs));
         sv.Set("signal", JsonValue::Int(11));
