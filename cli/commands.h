@@ -6,8 +6,10 @@
 #include <getopt.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace forkguard::cli {
@@ -59,7 +61,9 @@ inline constexpr option kReportMakingOptions[] = {
 bool SetReportOption(const std::string& name, const std::string& value, ReportOptions* o);
 // The report of `logs` as `forkguard report` prints it; *hazards: its hazardous forks. Throws
 // flags::UsageError for a --job not in the logs.
-std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards);
+// With `stream`, --format trace is written to it as it is made (and "" returned).
+std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards,
+                       const std::function<void(std::string_view)>* stream = nullptr);
 
 // A command's getopt_long table: `own`, then `shared` (ending in {}), then --help/-h, {}.
 std::vector<option> OptionTable(std::vector<option> own, const option* shared = nullptr);

@@ -35,10 +35,13 @@ bool HasNote(const LogSet& l, const std::string& suffix, const std::string& text
   return false;
 }
 
-int CountEvents(const LogSet& l, const std::string& type) {
-  int n = 0;
-  for (const auto& p : l.processes)
+// Events of `type`; fork lines are tallied per site by the reader, not kept as events.
+int64_t CountEvents(const LogSet& l, const std::string& type) {
+  int64_t n = 0;
+  for (const auto& p : l.processes) {
+    if (type == "fork") n += p.forks;
     for (const auto& e : p.events) n += e.type == type;
+  }
   return n;
 }
 
@@ -50,7 +53,8 @@ TEST(LogParser, ValidFile) {
   EXPECT_EQ(l.processes[0].pid, 4242);
   EXPECT_EQ(l.processes[0].host, "h1");
   EXPECT_EQ(l.processes[0].rank, 0);
-  EXPECT_EQ(l.processes[0].events.size(), 3u);
+  EXPECT_EQ(l.processes[0].events.size() + l.processes[0].forks, 3u);
+  EXPECT_EQ(l.processes[0].forks, 1);
 }
 
 // Logs the real libforkguard.so wrote on rxe0 (Soft-RoCE guest): hazard_prog
@@ -342,15 +346,90 @@ TEST(LogParserV2, BadInputIsNotedTheRestKept) {
     if (e.type == "rdma_init") {
       EXPECT_EQ(e.stack, -1);
     }
-    if (e.type != "fork") continue;
-    const Stack& st = p.StackAt(e.stack);  // stack 1: its module 7 unknown, raw offsets
-    ASSERT_EQ(st.size(), 3u);
-    EXPECT_EQ(st[0].obj, "/nonexistent/trainer");
-    EXPECT_TRUE(st[1].obj.empty());
-    EXPECT_EQ(st[1].ip, 16u);
-    EXPECT_EQ(e.init_stack, -1);  // stack 9 was never written
-    EXPECT_EQ(e.verdict, "hazard");
   }
+  ASSERT_EQ(p.fork_sites.size(), 1u);
+  const ForkSite& f = p.fork_sites[0];
+  const Stack& st = p.StackAt(f.stack);  // stack 1: its module 7 unknown, raw offsets
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(st[0].obj, "/nonexistent/trainer");
+  EXPECT_TRUE(st[1].obj.empty());
+  EXPECT_EQ(st[1].ip, 16u);
+  EXPECT_EQ(f.init_stack, -1);  // stack 9 was never written
+  EXPECT_EQ(f.verdict, "hazard");
+}
+
+// A process that forks every epoch: every fork counted per site, a bounded sample kept
+// (the first and last forks, in log order), each fork_child paired with the newest fork
+// without a child, and the children without a log of their own only counted.
+TEST(LogParser, ManyForksAreTalliedAndSampled) {
+  std::string text;
+  auto line = [&](int64_t ts, const std::string& event, const std::string& rest) {
+    text += "{\"schema\":\"forkguard.event/1\",\"event\":\"" + event +
+            "\",\"ts_ns\":" + std::to_string(ts) +
+            ",\"pid\":10,\"ppid\":1,\"host\":\"h\",\"prog\":\"p\"" + rest + "}\n";
+  };
+  const int kForks = 1000;
+  for (int i = 0; i < kForks; ++i) {
+    bool hazard = i % 4 != 0;
+    line(1000 + 10 * i, "fork",
+         std::string(",\"verdict\":\"") + (hazard ? "hazard" : "clean") +
+             "\",\"action\":\"proceeded\",\"site\":\"0xa\",\"reasons\":[\"child-segv\"]," +
+             "\"ranges\":[{\"len\":" + std::to_string(i) + "}]");
+    line(1001 + 10 * i, "fork_child", ",\"child_pid\":" + std::to_string(100000 + i));
+  }
+  // Read as files the shim names: only child 100500 has a log of its own.
+  std::string dir = ::testing::TempDir() + "/many_forks";
+  mkdir(dir.c_str(), 0700);
+  auto write = [&](const std::string& name, const std::string& body) {
+    FILE* f = fopen((dir + "/" + name).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs(body.c_str(), f);
+    fclose(f);
+  };
+  write("forkguard.h.10.1.jsonl", text);
+  write("forkguard.h.100500.2.jsonl",
+        "{\"schema\":\"forkguard.event/1\",\"event\":\"process_start\",\"ts_ns\":6000,"
+        "\"pid\":100500,\"ppid\":10,\"host\":\"h\",\"prog\":\"p\"}\n");
+  LogSet l;
+  ReadLogs({dir}, &l);
+  ASSERT_EQ(l.processes.size(), 2u);
+  const ProcessLog& p = l.processes[0];
+  EXPECT_EQ(p.forks, kForks);
+  EXPECT_EQ(p.fork_children, kForks);
+  ASSERT_EQ(p.fork_sites.size(), 2u);  // hazard and clean at site 0xa
+  int64_t hazard = 0, children = 0;
+  for (const ForkSite& s : p.fork_sites) {
+    hazard += s.hazard;
+    children += s.children;
+    EXPECT_EQ(s.reasons.at("child-segv"), s.count);
+  }
+  EXPECT_EQ(hazard, kForks * 3 / 4);
+  EXPECT_EQ(children, kForks);
+  EXPECT_EQ(p.fork_sites[0].verdict, "clean");  // fork 0 is clean
+  EXPECT_EQ(p.fork_sites[0].max_range_bytes, 996);
+  EXPECT_EQ(p.fork_sites[1].max_range_bytes, 999);
+  EXPECT_EQ(p.first_fork_ns, 1000);
+  EXPECT_EQ(p.last_fork_ns, 1000 + 10 * (kForks - 1));
+  ASSERT_EQ(p.fork_sample.size(), ProcessLog::kForkSampleHead + ProcessLog::kForkSampleTail);
+  EXPECT_EQ(p.fork_sample.front().ordinal, 0);
+  EXPECT_EQ(p.fork_sample.front().child_pid, 100000);
+  EXPECT_EQ(p.fork_sample.back().ordinal, kForks - 1);
+  EXPECT_EQ(p.fork_sample.back().child_pid, 100000 + kForks - 1);
+  for (size_t i = 1; i < p.fork_sample.size(); ++i)
+    EXPECT_LT(p.fork_sample[i - 1].line, p.fork_sample[i].line);
+  ASSERT_EQ(p.child_links.size(), 1u);
+  EXPECT_EQ(p.child_links[0].child_pid, 100500);
+  EXPECT_EQ(p.child_links[0].fork_ts_ns, 1000 + 10 * 500);
+  int64_t binned = 0;
+  for (int64_t n : p.fork_bins.forks) binned += n;
+  EXPECT_EQ(binned, kForks);
+  EXPECT_EQ(p.fork_bins.forks.size(), ForkHistogram::kBins);
+
+  // Named otherwise, every child is kept.
+  LogSet all;
+  ParseLogText("any.jsonl", text, &all);
+  ASSERT_EQ(all.processes.size(), 1u);
+  EXPECT_EQ(all.processes[0].child_links.size(), static_cast<size_t>(kForks));
 }
 
 namespace {

@@ -43,7 +43,9 @@ DESCRIPTION
       - the clean forks (no live RDMA resources) per call site;
       - every RDMA initialization site;
       - the children killed by SIGSEGV touching RDMA-registered memory;
-      - the process tree (parent/child links from ppid);
+      - the process tree (parent/child links from ppid); a process that exec'd
+        (a shell wrapper that execs python) is one process with two programs,
+        its logs joined by the shim's exec event;
       - a note ("file:line: what") for every input problem: truncated last
         lines, garbage, binary data, unknown schema major versions (skipped),
         empty directories, unreadable files. Everything else is still reported.
@@ -98,8 +100,11 @@ OPTIONS
     --threads N
         Read N files at a time (default: one per core, at most 8). Each line
         is decoded once (simdjson) and only what the report needs is kept:
-        memory grows with processes, forks and distinct stacks, not with the
-        registrations logged.
+        memory grows with processes and distinct call sites and stacks, not with
+        the registrations or forks logged: forks are counted per process and call
+        site, the first 8 and last 8 of each process kept to be listed (json
+        "forks", html and trace marks; every count stays exact and the report
+        says when it lists a sample).
     -h, --help
         This text.
 
@@ -197,7 +202,8 @@ bool SetReportOption(const std::string& name, const std::string& v, ReportOption
   return true;
 }
 
-std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards) {
+std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards,
+                       const std::function<void(std::string_view)>* stream) {
   // The processes that ran without the shim, after a text or markdown report.
   std::string unwatched;
   if (o.format == "text" || o.format == "markdown")
@@ -230,6 +236,11 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards) 
     JobReport r = BuildJobReport(logs, symbolizer);
     *hazards = r.hazard_forks;
     Timeline t = BuildTimeline(logs, r);
+    logs = LogSet();  // the report and timeline hold what is drawn
+    if (o.format == "trace" && stream) {
+      RenderTrace(r, t, *stream);
+      return "";
+    }
     return o.format == "html" ? RenderHtml(r, t) : RenderTrace(r, t);
   }
   if (ids.size() > 1 && o.format != "json")
@@ -261,8 +272,13 @@ int ReportMain(int argc, char** argv) {
   LogSet logs;
   ReadLogs(paths, &logs, o.threads);
   int64_t hazards = 0;
-  std::string out = RenderLogs(std::move(logs), o, &hazards);
-  if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0) {
+  bool write_failed = false;
+  std::function<void(std::string_view)> stream = [&](std::string_view s) {
+    if (!write_failed && fwrite(s.data(), 1, s.size(), stdout) != s.size()) write_failed = true;
+  };
+  std::string out = RenderLogs(std::move(logs), o, &hazards, &stream);
+  if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0 ||
+      write_failed) {
     perror("forkguard report: writing the report");
     return kExitInternal;
   }

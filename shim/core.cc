@@ -1217,6 +1217,7 @@ void OnExec(const char* path) {
   // Async-signal-safe: a child may exec right after fork.
   if (g_ready && g_config.mode != Mode::kOff) CheckUnseenChild();
   if (IsHazardousChild()) ChildNoteExec(path);
+  LogExec(path);
 }
 
 }  // namespace forkguard::core

@@ -356,6 +356,11 @@ int64_t EventLog::NowNs() const {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+bool EventLog::HasOwnFile() {
+  return enabled_ && !broken_ && fd_.get() >= 0 &&
+         owner_pid_.load(std::memory_order_relaxed) == Pid();
+}
+
 pid_t EventLog::Pid() {
   if (pid_word_ == nullptr) return getpid();
   pid_t pid = pid_word_->load(std::memory_order_relaxed);

@@ -41,6 +41,9 @@ class EventLog {
   void Configure(const char* dir, const LogIdentity& id, WarningSink warn, void* warn_ctx,
                  bool quiet = false);
   bool enabled() const { return enabled_; }
+  // This process has written a line into a file of its own (not a forked child that has
+  // logged nothing yet). Async-signal-safe.
+  bool HasOwnFile();
 
   // Common fields: `{"event":..,"ts":..,"seq":N` (+ `"tid"` off the main thread; no
   // closing brace). The file's header record (written when the file is opened) carries the

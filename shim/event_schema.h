@@ -30,6 +30,7 @@ inline constexpr const char kForkChild[] = "fork_child";
 inline constexpr const char kSpawn[] = "spawn";
 inline constexpr const char kChildExec[] = "child_exec";
 inline constexpr const char kUnwatchedExec[] = "unwatched_exec";
+inline constexpr const char kExec[] = "exec";
 inline constexpr const char kChildSegv[] = "child_segv";
 inline constexpr const char kNote[] = "note";
 
