@@ -370,9 +370,12 @@ void EventLog::AddRegistrationSite(uint64_t key, int stack_id, const char* call,
       s.dontfork = dontfork;
       s.n.store(0, std::memory_order_relaxed);
       s.bytes.store(0, std::memory_order_relaxed);
-      s.epoch.store(epoch, std::memory_order_release);
+      // In the flush's list before anyone can count here (the epoch): a count is never made
+      // where no flush looks (this thread may stop for long between the two stores, and a
+      // line in flight would then carry every count made meanwhile).
       reg_order_[count] = idx;
       reg_count_.store(count + 1, std::memory_order_release);
+      s.epoch.store(epoch, std::memory_order_release);
       break;
     }
   }
@@ -412,7 +415,7 @@ size_t EventLog::TakeCounts(char* buf, size_t cap) {
   for (int i = 0; i < count; ++i) {
     int idx = reg_order_[i];
     RegSite& s = reg_sites_[idx];
-    if (s.epoch.load(std::memory_order_acquire) != epoch) continue;
+    if (s.epoch.load(std::memory_order_acquire) != epoch) continue;  // not counted in yet
     if (s.n.load() == 0 && s.bytes.load() == 0) continue;
     if (k == kCountSitesPerLine) {
       more = true;  // for the next line

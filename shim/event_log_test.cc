@@ -527,6 +527,44 @@ TEST_F(EventLogTest, ConcurrentCountsAreExactAndLinesWhole) {
   EXPECT_EQ(t.deregs, uint64_t{kCounters} * kIters);
 }
 
+// Threads meet a new site at once: the first to come writes its line (or several, racing),
+// the others count there as soon as the site is in the table; nothing is lost in between.
+TEST_F(EventLogTest, CountsAtASiteAddedWhileOthersCountAreExact) {
+  EventLog log;
+  log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
+  RawStack s = StackOf(5, 0);
+  uint64_t key = EventLog::RegistrationKey(s, nullptr, false);
+  constexpr int kThreadsHere = 4;
+  constexpr int kIters = 5000;
+  std::atomic<int> lines{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreadsHere; ++t) {
+    threads.emplace_back([&] {
+      while (!go.load()) {
+      }
+      char buf[512];
+      for (int i = 0; i < kIters; ++i) {
+        if (!log.CountRegistration(key, 1)) {
+          FirstLineAt(log, s, key, nullptr);
+          lines.fetch_add(1);
+        }
+        TextBuffer b(buf, sizeof(buf));
+        log.Begin(b, "note");
+        log.End(b);
+      }
+    });
+  }
+  go.store(true);
+  for (std::thread& t : threads) t.join();
+  log.FlushCounts();
+  std::vector<std::string> files = Files();
+  ASSERT_EQ(files.size(), 1u);
+  CountTotals t = ReadCounts(files[0]);
+  EXPECT_TRUE(t.bad.empty()) << t.bad[0];
+  EXPECT_EQ(t.n + static_cast<uint64_t>(lines.load()), uint64_t{kThreadsHere} * kIters);
+}
+
 // Counts wait at most 100 ms for a line: the first count or deregistration after that
 // writes them on its own.
 TEST_F(EventLogTest, CountsWithNoLineAreWrittenByALaterCount) {
