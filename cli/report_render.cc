@@ -138,6 +138,10 @@ void AppendTree(std::string* out, const JobReport& r, int i, const std::string& 
   std::string line = indent + std::to_string(p.pid) + " " + (p.prog.empty() ? "?" : p.prog);
   if (p.rank) line += " [rank " + std::to_string(*p.rank) + "]";
   if (p.rdma_initialized) line += " rdma";
+  if (p.registrations) {
+    line += std::string(", ") + (p.registrations_at_least ? "at least " : "") +
+            Plural(p.registrations, "registration", "registrations");
+  }
   if (p.forks) line += ", " + Plural(p.forks, "fork", "forks");
   if (p.hazard_forks) line += " (" + std::to_string(p.hazard_forks) + " hazardous)";
   if (p.died_segv) line += ", killed by SIGSEGV";

@@ -81,6 +81,8 @@ std::string RenderTrace(const JobReport& r, const Timeline& t) {
     if (pt.registrations) {
       la.Set("registrations", Int(pt.registrations));
       la.Set("registered_bytes", Int(pt.registered_bytes));
+      // No exit record: the shim's counts since its last line may be lost.
+      if (p.registrations_at_least) la.Set("registrations_at_least", JsonValue::Bool(true));
     }
     life.Set("args", std::move(la));
     events.Push(std::move(life));
