@@ -378,6 +378,24 @@ TEST(ShimStub, ConcurrentRegistrationsAllTracked) {
   ExpectWellFormedLog(r);
 }
 
+// A process that execs never runs the shim's destructor: the registrations it counted but
+// had not written yet go out before the exec, so its totals are exact without an exit record.
+TEST(ShimStub, CountsGoOutBeforeExec) {
+  ShimRun r = Stub({"--threads=5", "--exec-at-end"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_NE(std::string::npos, r.proc.out.find("done")) << Ctx(r);
+  // The exec'd /bin/true (same pid, the shim preloaded) writes a file of its own.
+  std::vector<Event> regs = r.log.OfPid("mr_register", r.proc.pid);
+  ASSERT_FALSE(regs.empty()) << Ctx(r);
+  for (const Event& e : r.log.OfPid("process_exit", r.proc.pid))
+    EXPECT_NE(regs[0].file, e.file) << "the exec'ing image wrote process_exit\n" << Ctx(r);
+  // 1 + 5 threads + 3 at the end, whose last two (and their 3 deregistrations) no line
+  // written after them carries: only the flush before the exec.
+  EXPECT_EQ(9, r.log.Registrations(r.proc.pid)) << Ctx(r);
+  EXPECT_EQ(3, r.log.Deregs(r.proc.pid)) << Ctx(r);
+  ExpectWellFormedLog(r);
+}
+
 // A program that never touches RDMA: the shim is invisible.
 TEST(ShimStub, NonRdmaProgramUntouched) {
   std::string dir = MakeTempDir("forkguard-log");
