@@ -57,7 +57,7 @@ line_sizes() {
 		}
 		/^\{"event":"fork"/ { fn++; fb += length($0) + 1 }
 		END {
-			if (rn + cn) printf "%-36s bytes per registration at a seen site: %.2f (%d registrations: %d counted in %d mr_counts lines of %.0f bytes, %d mr_register lines)\n", n, (cb + rb) / (cn + rn), cn + rn, cn, cl, (cl ? cb / cl : 0), rn
+			if (rn + cn) printf "%-36s bytes per registration at a seen site: %.4f (%d registrations: %d counted in %d mr_counts lines of %.0f bytes, %d mr_register lines)\n", n, (cb + rb) / (cn + rn), cn + rn, cn, cl, (cl ? cb / cl : 0), rn
 			if (fn) printf "%-36s bytes per fork event: mean %.1f (%d lines)\n", n, fb / fn, fn
 			if (files) printf "%-36s log bytes per process: %.0f (%d files)\n", n, total / files, files
 		}' "$LOGDIR"/*.jsonl 2>/dev/null || true
