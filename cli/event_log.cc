@@ -449,10 +449,11 @@ Stack DecodeV2Frames(element v, FileState* state, int64_t id) {
 // Events that only count: one per registration or verbs call, millions in a
 // job, and nothing in the report reads their fields. (mr_deregister: one per
 // deregistration in older files; the shim now writes it only for MRs it did
-// not see registered.)
+// not see registered. mr_counts: the registrations at sites already logged, and
+// the tracked deregistrations, counted.)
 bool CountOnly(std::string_view type) {
   return type == "mr_register" || type == "mr_deregister" || type == "rdma_call" ||
-         type == "fork_init";
+         type == "fork_init" || type == schema::kMrCounts;
 }
 
 // The typed fields of `e.type` from `o`.
@@ -645,15 +646,40 @@ void UseEvent(object v, std::string type, int64_t ts, int lineno, FileNotes* not
                                            std::max<int64_t>(0, len), Bool(v, "dontfork", false),
                                            Str(v, "call", state->v2 ? "ibv_reg_mr" : "")});
     }
+    if (type == "mr_deregister") ++sum.deregistrations;
     // /2: a registration's stack id must name a record already read (cheap: one lookup).
-    element se;
-    if (state->v2 && Member(v, schema::kKeyStack, &se) && se.type() == element_type::INT64 &&
-        !state->HasStack(se.get_int64().value_unsafe()))
-      notes->Add(lineno, "stack id used before or without its record",
-                 "stack " + std::to_string(se.get_int64().value_unsafe()) +
-                     " (the event is counted without it)");
+    auto check_stack = [&](object o) {
+      element se;
+      if (state->v2 && Member(o, schema::kKeyStack, &se) && se.type() == element_type::INT64 &&
+          !state->HasStack(se.get_int64().value_unsafe()))
+        notes->Add(lineno, "stack id used before or without its record",
+                   "stack " + std::to_string(se.get_int64().value_unsafe()) +
+                       " (the event is counted without it)");
+    };
+    if (type == schema::kMrCounts) {
+      // Registrations at sites this process had already logged, counted by the shim since
+      // its previous mr_counts line (its own mr_register lines are counted above).
+      element sites;
+      simdjson::dom::array a;
+      if (Member(v, schema::kKeySites, &sites) && sites.get_array().get(a) == simdjson::SUCCESS) {
+        for (element site : a) {
+          object so;
+          if (site.get_object().get(so) != simdjson::SUCCESS) continue;
+          int64_t n = std::max<int64_t>(0, Int(so, schema::kKeyN, 0));
+          sum.registrations += n;
+          sum.counted_registrations += n;
+          sum.registered_bytes += std::max<int64_t>(0, Int(so, schema::kKeyBytes, 0));
+          check_stack(so);
+        }
+      }
+      sum.deregistrations += std::max<int64_t>(0, Int(v, schema::kKeyDeregs, 0));
+      return;
+    }
+    check_stack(v);
     return;
   }
+  // Nothing the process counted after these is lost to a kill: exit and exec write it first.
+  if (type == "process_exit" || type == "child_exec") sum.counts_final = true;
   if (type == "rdma_init" && sum.rdma_init_ts_ns == 0) sum.rdma_init_ts_ns = ts;
   Event e;
   e.type = std::move(type);

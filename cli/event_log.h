@@ -124,8 +124,16 @@ struct ProcessSummary {
   std::vector<RegistrationSample> first_registrations;  // at most kMaxRegistrationSamples
   int64_t last_ts_ns = 0;
   int64_t rdma_init_ts_ns = 0;  // first rdma_init, 0 when none
-  int64_t registrations = 0;    // mr_register lines
+  // Registrations: mr_register lines plus the counts of mr_counts lines (the shim writes a
+  // line for the first registration at a site and counts the others), and their bytes.
+  int64_t registrations = 0;
   int64_t registered_bytes = 0;
+  int64_t counted_registrations = 0;  // of them, from mr_counts
+  int64_t deregistrations = 0;        // mr_counts' deregs, and older files' mr_deregister lines
+  // The process wrote process_exit (or child_exec: it exec'd): the counts are complete. A
+  // process killed (or ending in _exit) may have counted registrations it never wrote: its
+  // totals are lower bounds ("at least N").
+  bool counts_final = false;
 };
 
 // The forks of one process at one call site with one verdict (same `site` hash, or the

@@ -144,6 +144,8 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     n.job = p->job;
     n.file = p->file;
     n.start_ns = p->first_ts_ns;
+    n.registrations = p->summary.registrations;
+    n.registrations_at_least = n.registrations > 0 && !p->summary.counts_final;
     r.hosts.insert(n.host);
     if (n.rank) r.ranks.insert(*n.rank);
     r.processes.push_back(std::move(n));

@@ -45,6 +45,10 @@ struct ProcessNode {
   bool died_segv = false;        // a child_segv event
   std::optional<int64_t> exit_status;
   bool exited = false;  // has a process_exit event
+  // Registrations, exact when the process exited or exec'd; otherwise a lower bound (the
+  // shim counts repeat registrations and writes the counts with its next line).
+  int64_t registrations = 0;
+  bool registrations_at_least = false;
 };
 
 // Identical fork call sites (same `site` hash, or same stack when the hash is

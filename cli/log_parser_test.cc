@@ -323,6 +323,62 @@ TEST(LogParserV2, HeaderModulesStacksAndShortEvents) {
   EXPECT_EQ(st[2].py_func, "main");
 }
 
+// The shim writes a line for the first registration at a site and counts the others
+// (mr_counts, with the next line it writes): the totals are exact from both, deregistrations
+// too; a process with no exit record prints "at least N" registrations.
+TEST(LogParserV2, RegistrationCountsMakeExactTotals) {
+  const std::string head =
+      R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":PID,"ppid":1,"prog":"p","rank":null,"local_rank":null,"job":null,"start_ns":1000000})"
+      "\n"
+      R"({"event":"stack","id":0,"frames":[[-1,4660]]})"
+      "\n"
+      R"({"event":"mr_register","ts":6,"seq":0,"mr":[4096,4096,1,77],"stack":0})"
+      "\n"
+      R"({"event":"mr_register","ts":7,"seq":1,"mr":[8192,100,1,78],"stack":0,"call":"ibv_reg_mr_iova2"})"
+      "\n"
+      R"({"event":"rdma_call","ts":8,"seq":2,"call":"ibv_alloc_pd","device":null,"handle":"0x1","ok":true,"errno":0})"
+      "\n"
+      R"({"event":"mr_counts","ts":8,"seq":3,"sites":[{"stack":0,"n":998,"bytes":4087808},{"stack":0,"call":"ibv_reg_mr_iova2","n":1,"bytes":100}],"deregs":999})"
+      "\n"
+      R"({"event":"mr_counts","ts":9,"seq":4,"sites":[{"stack":0,"n":0,"bytes":4096}]})"
+      "\n";
+  auto with_pid = [&](int pid) {
+    std::string t = head;
+    t.replace(t.find("PID"), 3, std::to_string(pid));
+    return t;
+  };
+  LogSet l;
+  ParseLogText("forkguard.h.5.1.jsonl",
+               with_pid(5) + R"({"event":"process_exit","ts":10,"seq":5,"status":null})" + "\n",
+               &l);
+  ParseLogText("forkguard.h.6.1.jsonl", with_pid(6), &l);  // killed: no exit record
+  for (const auto& n : l.notes) ADD_FAILURE() << n.where << ": " << n.text;
+  ASSERT_EQ(l.processes.size(), 2u);
+  for (const ProcessLog& p : l.processes) {
+    EXPECT_EQ(p.summary.registrations, 2 + 998 + 1) << p.pid;
+    EXPECT_EQ(p.summary.counted_registrations, 999) << p.pid;
+    EXPECT_EQ(p.summary.registered_bytes, 4096 + 100 + 4087808 + 100 + 4096) << p.pid;
+    EXPECT_EQ(p.summary.deregistrations, 999) << p.pid;
+    EXPECT_EQ(p.summary.counts_final, p.pid == 5) << p.pid;
+    EXPECT_EQ(p.summary.counts.at("mr_counts"), 2) << p.pid;
+  }
+  JobReport r = BuildJobReport(l, nullptr);
+  std::string text = RenderText(r);
+  EXPECT_NE(text.find("5 p, 1001 registrations"), std::string::npos) << text;
+  EXPECT_NE(text.find("6 p, at least 1001 registrations"), std::string::npos) << text;
+  // A count for a stack the file never recorded is noted, and still counted.
+  LogSet bad;
+  ParseLogText(
+      "forkguard.h.7.1.jsonl",
+      with_pid(7) +
+          R"({"event":"mr_counts","ts":11,"seq":5,"sites":[{"stack":3,"n":2,"bytes":8}]})" + "\n",
+      &bad);
+  EXPECT_TRUE(
+      HasNote(bad, "forkguard.h.7.1.jsonl:8", "stack id used before or without its record"));
+  ASSERT_EQ(bad.processes.size(), 1u);
+  EXPECT_EQ(bad.processes[0].summary.registrations, 1001 + 2);
+}
+
 // Bad /2 input: each problem a note, every usable line kept.
 TEST(LogParserV2, BadInputIsNotedTheRestKept) {
   LogSet l;

@@ -141,6 +141,10 @@ void AppendTree(std::string* out, const JobReport& r, int i, const std::string& 
             (e->prog.empty() ? "?" : e->prog) + (e + 1 == p.execs.rend() ? ")" : "");
   if (p.rank) line += " [rank " + std::to_string(*p.rank) + "]";
   if (p.rdma_initialized) line += " rdma";
+  if (p.registrations) {
+    line += std::string(", ") + (p.registrations_at_least ? "at least " : "") +
+            Plural(p.registrations, "registration", "registrations");
+  }
   if (p.forks) line += ", " + Plural(p.forks, "fork", "forks");
   if (p.hazard_forks) line += " (" + std::to_string(p.hazard_forks) + " hazardous)";
   if (p.died_segv) line += ", killed by SIGSEGV";

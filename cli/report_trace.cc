@@ -93,6 +93,8 @@ void RenderTrace(const JobReport& r, const Timeline& t, const TraceSink& sink) {
     if (pt.registrations) {
       la.Set("registrations", Int(pt.registrations));
       la.Set("registered_bytes", Int(pt.registered_bytes));
+      // No exit record: the shim's counts since its last line may be lost.
+      if (p.registrations_at_least) la.Set("registrations_at_least", JsonValue::Bool(true));
     }
     const bool binned = pt.forks_listed < pt.forks && !pt.bin_forks.empty();
     if (binned) {

@@ -964,6 +964,9 @@ static __attribute__((noinline)) void LogRegistration(const MrRecord& rec) {
   LogMrRegister(rec, dontfork);
 }
 
+// OnDeregMr's count, out of line as LogRegistration.
+static __attribute__((noinline)) void CountDeregistration() { CountMrDeregister(); }
+
 FORKGUARD_REG_PATH void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr,
                                 size_t len, int access, int err) {
   BusyScope busy;
@@ -1003,12 +1006,15 @@ FORKGUARD_REG_PATH void OnDeregMr(const void* mr, int ret, int err) {
     LogRdmaCall("ibv_dereg_mr", nullptr, mr, false, err);
     return;
   }
-  // The deregistration of an MR we tracked is not logged: a line is one write(2), which in
-  // the Soft-RoCE guest costs more than everything else the log does for a pair (9.8 us of a
-  // 48 us 4 KiB reg+dereg), and nothing reads it (forkguard report counted it; a fork event
-  // lists what is live from our table). Not deferred into a later line either: a killed
-  // process would lose a record it had made. An MR we never saw registered is logged.
-  if (!GlobalState().RemoveMr(reinterpret_cast<uintptr_t>(mr), nullptr)) LogMrDeregister(mr);
+  // The deregistration of an MR we tracked is counted, not a line: a line is one write(2),
+  // which in the Soft-RoCE guest costs more than everything else the log does for a pair
+  // (9.8 us of a 48 us 4 KiB reg+dereg), and the report needs only the total (a fork event
+  // lists what is live from our table). An MR we never saw registered is logged.
+  if (!GlobalState().RemoveMr(reinterpret_cast<uintptr_t>(mr), nullptr)) {
+    LogMrDeregister(mr);
+    return;
+  }
+  if (!NoLog()) CountDeregistration();
 }
 
 void OnForkInit(int ret, int err, const void* caller) {
@@ -1218,6 +1224,11 @@ void OnExec(const char* path) {
   if (g_ready && g_config.mode != Mode::kOff) CheckUnseenChild();
   if (IsHazardousChild()) ChildNoteExec(path);
   LogExec(path);
+  // The counts not written yet: the image that counted them is about to go (its destructor
+  // never runs). Not from a vfork child: it shares its parent's memory, and counts.
+  if (NoLog()) return;
+  pid_t vfork_from = ThisThreadForks().vfork_from;
+  if (vfork_from == 0 || getpid() == vfork_from) FlushEventCounts();
 }
 
 }  // namespace forkguard::core
