@@ -30,6 +30,7 @@
 #include "shim/core.h"
 #include "shim/dlopen_check.h"
 #include "shim/stack.h"
+#include "shim/start_path.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -76,7 +77,7 @@ class Nesting {
   bool outermost_;
 };
 
-void* LookUp(void* handle, const char* name, const char* version) {
+FORKGUARD_START_PATH void* LookUp(void* handle, const char* name, const char* version) {
   return version != nullptr ? dlvsym(handle, name, version) : dlsym(handle, name);
 }
 
@@ -87,7 +88,7 @@ void* LookUp(void* handle, const char* name, const char* version) {
 // object is known by the address ranges of its executable segments (stack.h's
 // IsOwnCode, from dl_iterate_phdr once). Not dladdr: it scans the whole symbol table of
 // the object it finds (libc's), which was most of what every process start paid the shim.
-bool IsOurs(void* p) {
+FORKGUARD_START_PATH bool IsOurs(void* p) {
   forkguard::InitOwnCodeRange();
   return forkguard::IsOwnCode(reinterpret_cast<uintptr_t>(p));
 }
@@ -114,7 +115,7 @@ class RealFunction {
 
  private:
   // Out of line: the wrappers' own code stays small (see FORKGUARD_REG_PATH).
-  __attribute__((noinline)) Fn Resolve(const HookSpec& spec) {
+  __attribute__((noinline)) FORKGUARD_START_PATH Fn Resolve(const HookSpec& spec) {
     core::BusyScope busy;  // dlsym/dlopen take the loader's locks
     // The symbol as the caller names it (`&::sym`) is not trusted to be ours; see IsOurs.
     void* p = LookUp(RTLD_NEXT, spec.name, spec.version);
@@ -186,7 +187,7 @@ namespace core = forkguard::core;
 // resolved pointer. FG_HOOK_AS names the function type where <sym>'s own does not fit.
 #define FG_HOOK_AS(type, sym, version, lib)          \
   constexpr HookSpec spec_##sym{#sym, version, lib}; \
-  constinit RealFunction<type> hook_##sym
+  FORKGUARD_START_DATA constinit RealFunction<type> hook_##sym
 #define FG_HOOK(sym, version, lib) FG_HOOK_AS(decltype(&::sym), sym, version, lib)
 // `real`: the resolved next definition of sym.
 #define FG_REAL(sym) auto real = hook_##sym.Get(spec_##sym)
@@ -208,8 +209,10 @@ FG_HOOK(rdma_create_id, "RDMACM_1.0", kRdmacm);
 FG_HOOK(rdma_destroy_id, "RDMACM_1.0", kRdmacm);
 FG_HOOK(rdma_create_ep, "RDMACM_1.0", kRdmacm);
 FG_HOOK(rdma_destroy_ep, "RDMACM_1.0", kRdmacm);
-// libc: resolved eagerly by the constructor, so that a first fork()/exec*() from a signal
-// handler or a forked child never runs dlsym.
+// libc: resolved eagerly by the constructor, so that a first fork()/exec*()/open*() from a
+// signal handler or a forked child never runs dlsym (the loader's lock may be held there).
+// posix_spawn/posix_spawnp are neither async-signal-safe nor made in a child: resolved at
+// their first call, as the RDMA functions are, and a process that never spawns pays nothing.
 FG_HOOK(fork, nullptr, kLibc);
 FG_HOOK(_Fork, nullptr, kLibc);
 FG_HOOK(daemon, nullptr, kLibc);
@@ -922,15 +925,13 @@ FG_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
 
 // ---- lifetime ----
 
-__attribute__((constructor)) static void ForkguardConstructor() {
+__attribute__((constructor)) FORKGUARD_START_PATH static void ForkguardConstructor() {
   core::EnsureInit();
   hook_fork.Get(spec_fork);
   hook__Fork.Get(spec__Fork);
   hook_daemon.Get(spec_daemon);
   hook_forkpty.Get(spec_forkpty);
   hook_vfork.Get(spec_vfork);
-  hook_posix_spawn.Get(spec_posix_spawn);
-  hook_posix_spawnp.Get(spec_posix_spawnp);
   hook_execve.Get(spec_execve);
   hook_execv.Get(spec_execv);
   hook_execvp.Get(spec_execvp);
