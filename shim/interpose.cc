@@ -29,6 +29,7 @@
 #include "shim/child_path.h"
 #include "shim/core.h"
 #include "shim/dlopen_check.h"
+#include "shim/next_symbol.h"
 #include "shim/stack.h"
 #include "shim/start_path.h"
 
@@ -111,6 +112,17 @@ class RealFunction {
     void* p = fn_.load(std::memory_order_acquire);
     if (p != nullptr) return reinterpret_cast<Fn>(p);
     return Resolve(spec);
+  }
+
+  // At start: the next definition read from the symbol tables of the objects after ours
+  // (shim/next_symbol.h), or dlsym when that cannot answer.
+  FORKGUARD_START_PATH void Prime(const HookSpec& spec, const forkguard::NextSymbols& next) {
+    void* p = spec.version == nullptr ? next.Find(spec.name) : nullptr;
+    if (p != nullptr && !IsOurs(p)) {
+      fn_.store(p, std::memory_order_release);
+    } else {
+      Resolve(spec);
+    }
   }
 
  private:
@@ -927,25 +939,26 @@ FG_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
 
 __attribute__((constructor)) FORKGUARD_START_PATH static void ForkguardConstructor() {
   core::EnsureInit();
-  hook_fork.Get(spec_fork);
-  hook__Fork.Get(spec__Fork);
-  hook_daemon.Get(spec_daemon);
-  hook_forkpty.Get(spec_forkpty);
-  hook_vfork.Get(spec_vfork);
-  hook_execve.Get(spec_execve);
-  hook_execv.Get(spec_execv);
-  hook_execvp.Get(spec_execvp);
-  hook_execvpe.Get(spec_execvpe);
-  hook_fexecve.Get(spec_fexecve);
-  hook_madvise.Get(spec_madvise);
-  hook_open.Get(spec_open);
-  hook_open64.Get(spec_open64);
-  hook_openat.Get(spec_openat);
-  hook_openat64.Get(spec_openat64);
-  hook___open_2.Get(spec___open_2);
-  hook___open64_2.Get(spec___open64_2);
-  hook___openat_2.Get(spec___openat_2);
-  hook___openat64_2.Get(spec___openat64_2);
+  forkguard::NextSymbols next(reinterpret_cast<const void*>(&ForkguardConstructor));
+  hook_fork.Prime(spec_fork, next);
+  hook__Fork.Prime(spec__Fork, next);
+  hook_daemon.Prime(spec_daemon, next);
+  hook_forkpty.Prime(spec_forkpty, next);
+  hook_vfork.Prime(spec_vfork, next);
+  hook_execve.Prime(spec_execve, next);
+  hook_execv.Prime(spec_execv, next);
+  hook_execvp.Prime(spec_execvp, next);
+  hook_execvpe.Prime(spec_execvpe, next);
+  hook_fexecve.Prime(spec_fexecve, next);
+  hook_madvise.Prime(spec_madvise, next);
+  hook_open.Prime(spec_open, next);
+  hook_open64.Prime(spec_open64, next);
+  hook_openat.Prime(spec_openat, next);
+  hook_openat64.Prime(spec_openat64, next);
+  hook___open_2.Prime(spec___open_2, next);
+  hook___open64_2.Prime(spec___open64_2, next);
+  hook___openat_2.Prime(spec___openat_2, next);
+  hook___openat64_2.Prime(spec___openat64_2, next);
 }
 
 __attribute__((destructor)) static void ForkguardDestructor() { core::OnExit(); }
