@@ -9,25 +9,29 @@
 #           (f) start-up: sh running 300 fork+exec of /bin/true, and of a small C++ program
 #           linked with libibverbs that never touches RDMA, with no preload, an empty
 #           preloaded library, the shim, the shim with its LD_AUDIT module (as `forkguard
-#           run` sets them), interleaved in every round (REPS + 2 rounds)
+#           run` sets them), interleaved in every round (REPS + 2 rounds; judged on the
+#           median of the per-round ratios)
 #   guest:  (b) fork with live RDMA resources on rxe0 (warn mode, once per site,
 #           log on), (c) ibv_reg_mr+ibv_dereg_mr of 4 KiB and 4 MiB on rxe0
 #   Every case but (b) and (f) runs twice: shim with FORKGUARD_LOG (log) and without (the
 #   default a cluster-wide LD_PRELOAD would have: no log).
 # Usage: scripts/bench shim [--reps N] [--host-only] [--guest-only] [--start-only]
+#                          [--shim PATH]   (measure that libforkguard.so, e.g. an older build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=9
 HOST_ONLY=0
 GUEST_ONLY=0
 START_ONLY=0
+SHIM_SO=
 while [ $# -gt 0 ]; do
 	case "$1" in
 		--reps) REPS=$2; shift ;;
 		--host-only) HOST_ONLY=1 ;;
 		--guest-only) GUEST_ONLY=1 ;;
 		--start-only) START_ONLY=1; HOST_ONLY=1 ;;
-		*) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+		--shim) SHIM_SO=$(realpath "$2"); shift ;;
+		*) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 	esac
 	shift
 done
@@ -41,6 +45,7 @@ JOB=$ART/job.sh
 trap 'rm -rf "$ART"' EXIT
 cp "$BIN/bench/shim_bench" "$BIN/bench/libempty_preload.so" "$BIN/shim/libforkguard.so" \
 	"$BIN/shim/libforkguard_audit.so" "$ART/"
+[ -z "$SHIM_SO" ] || cp "$SHIM_SO" "$ART/libforkguard.so"
 cat > "$JOB" <<EOS
 #!/bin/bash
 set -euo pipefail
@@ -96,8 +101,8 @@ measure() {
 			n, b / 1000, s / 1000, ratio, t, (ratio <= t ? "met" : "MISSED"), r, pr }'
 }
 # Start-up: what a preload costs every process (a site-wide switch preloads every task's
-# sh, cat, srun). One round runs `shim_bench start 3 PROG` (sh: 300 fork+exec of PROG, the
-# median of 3) with each preload, in an order that rotates from round to round; each
+# sh, cat, srun). One round runs `shim_bench start 1 PROG` (sh: 300 fork+exec of PROG) with
+# each preload, in an order that rotates from round to round; each
 # ratio is the median of its per-round ratios (they cancel what drifts between rounds),
 # the ratio of the medians beside it.  start_case name prog args...
 start_case() {
@@ -115,7 +120,7 @@ start_case() {
 				audit) pre=("LD_PRELOAD=$SHIM" "LD_AUDIT=$AUDIT") ;;
 			esac
 			local ns
-			ns=$(env "${pre[@]}" "$B" start 3 "$@" | sed -n 's/.*median_ns=\([0-9]*\).*/\1/p')
+			ns=$(env "${pre[@]}" "$B" start 1 "$@" | sed -n 's/.*median_ns=\([0-9]*\).*/\1/p')
 			eval "t_$v+=($ns)"
 		done
 	done
