@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "facts/fork_rule.h"
 #include "facts/machine_facts.h"
@@ -31,6 +32,7 @@
 #include "shim/query.h"
 #include "shim/skippable_lock.h"
 #include "shim/stack.h"
+#include "shim/start_path.h"
 #include "shim/stderr_line.h"
 #include "shim/sys.h"
 #include "shim/verdict.h"
@@ -48,7 +50,8 @@ namespace {
 
 // Every global here starts as zero bytes (sys.h, ZeroFilled): the configuration is all zero
 // (mode warn, no log) until Init() parses the environment, which every hook waits for.
-constinit Config g_config{.mode = Mode::kWarn, .report = ReportPolicy::kOnce, .stack_depth = 0};
+FORKGUARD_START_DATA constinit Config g_config{
+    .mode = Mode::kWarn, .report = ReportPolicy::kOnce, .stack_depth = 0};
 static_assert(Mode::kWarn == Mode{} && ReportPolicy::kOnce == ReportPolicy{});
 
 // Whether the /proc/self/fd scan can find anything. On a kernel with the RDMA user-space
@@ -56,16 +59,18 @@ static_assert(Mode::kWarn == Mode{} && ReportPolicy::kOnce == ReportPolicy{});
 // it always runs there. Elsewhere only if, after we looked at /proc/devices, an RDMA
 // device node was opened through open*(), a library was loaded RTLD_DEEPBIND (its opens
 // bypass us), or the process started with RDMA descriptors. Inherited by forked children.
-std::atomic<bool> g_backstop_armed{false};
+FORKGUARD_START_DATA std::atomic<bool> g_backstop_armed{false};
 // Set by Init().
-char g_host[256];
-char g_prog[256];
-long g_rank;
-constinit JobIdentity g_job{.rank = 0, .local_rank = 0, .host = {}, .short_host = {}};
-pthread_once_t g_once = PTHREAD_ONCE_INIT;
-std::atomic<bool> g_init_done{false};  // Init() returned (EnsureInit's fast path)
+FORKGUARD_START_DATA char g_host[256];
+FORKGUARD_START_DATA char g_prog[256];
+FORKGUARD_START_DATA long g_rank;
+FORKGUARD_START_DATA constinit JobIdentity g_job{
+    .rank = 0, .local_rank = 0, .host = {}, .short_host = {}};
+FORKGUARD_START_DATA pthread_once_t g_once = PTHREAD_ONCE_INIT;
+// Init() returned (EnsureInit's fast path)
+FORKGUARD_START_DATA std::atomic<bool> g_init_done{false};
 std::atomic<bool> g_fork_facts{false};
-bool g_ready = false;
+FORKGUARD_START_DATA bool g_ready = false;
 
 // Fork support (issue 13's rdma-core x kernel x who matrix). Written outside the fork path
 // (Init, ibv_fork_init, the first RDMA init); read when a hazardous fork is explained.
@@ -99,7 +104,7 @@ void EnsureForkFacts() {
 // Whether this machine may have RDMA user-space devices, asked at start without reading
 // /proc (EnsureForkFacts does that at the first fork): the classes ib_uverbs and rdma_ucm
 // create, or the device directory. Without /sys to ask, assume they may.
-bool RdmaDevicesMayExist() {
+FORKGUARD_START_PATH bool RdmaDevicesMayExist() {
   if (access("/sys/class/misc", F_OK) != 0) return true;
   return access("/sys/class/infiniband_verbs", F_OK) == 0 ||
          access("/sys/class/misc/rdma_cm", F_OK) == 0 || access("/dev/infiniband", F_OK) == 0;
@@ -108,7 +113,7 @@ bool RdmaDevicesMayExist() {
 // Config warnings, kept until the log is configured (so they are also logged).
 constexpr int kMaxWarnings = 8;
 char g_warnings[kMaxWarnings][1280];  // a FORKGUARD_LOG warning names a path (up to 1 KiB)
-int g_warning_count = 0;
+FORKGUARD_START_DATA int g_warning_count = 0;
 
 // Each line prefixed "[host rN pid] " and written whole (shim/stderr_line.h).
 void WriteStderr(const char* p, size_t n) { WriteStderrLines(p, n); }
@@ -119,7 +124,38 @@ void CollectWarning(const char* line, void*) {
   ++g_warning_count;
 }
 
-const char* Getenv(const char* name, void*) { return getenv(name); }
+// Which variable names the environment has, summarized by their first two bytes (a
+// 1024-bit set): start-up asks for some 25 variables (FORKGUARD_*, the launchers' ranks
+// and job ids) that a process outside a job mostly does not have, and each getenv() reads
+// the whole environment. One pass over it here; a name whose first two bytes are not in
+// the set is not there (no false "absent": every present name set its bit).
+class EnvSummary {
+ public:
+  EnvSummary() {
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+      Add((*e)[0], (*e)[0] != '\0' ? (*e)[1] : '\0');
+  }
+  bool MayHave(const char* name) const {
+    unsigned k = Key(name[0], name[0] != '\0' ? name[1] : '\0');
+    return (bits_[k / 64] >> (k % 64) & 1) != 0;
+  }
+
+ private:
+  static unsigned Key(char a, char b) {
+    return (static_cast<unsigned char>(a) * 31u + static_cast<unsigned char>(b)) % 1024u;
+  }
+  void Add(char a, char b) {
+    unsigned k = Key(a, b);
+    bits_[k / 64] |= uint64_t{1} << (k % 64);
+  }
+  uint64_t bits_[16] = {};
+};
+
+// `ctx`: an EnvSummary of the environment.
+FORKGUARD_START_PATH const char* Getenv(const char* name, void* ctx) {
+  if (!static_cast<const EnvSummary*>(ctx)->MayHave(name)) return nullptr;
+  return getenv(name);
+}
 
 ProcessIdentity Identity() {
   ProcessIdentity id;
@@ -144,12 +180,15 @@ FORKGUARD_CHILD_PATH void CoreAtforkChild(const ForkFrame* f) {
 constinit const ForkAtforkHooks kCoreAtforkHooks = {CoreAtforkDecide, CoreAtforkParent,
                                                     CoreAtforkChild};
 
-void Init() {
+FORKGUARD_START_PATH void Init() {
   // Under AT_SECURE (setuid, capabilities) the environment is not ours to trust.
   bool secure = getauxval(AT_SECURE) != 0;
-  g_config = ParseConfig(Getenv, nullptr, CollectWarning, nullptr, secure);
+  // Constructed in place (both are trivially destructible): the parser writes the globals
+  // themselves, not a copy on the stack (3 KiB, a page fault of its own in every process).
+  EnvSummary env;
+  ::new (&g_config) Config(ParseConfig(Getenv, &env, CollectWarning, nullptr, secure));
   // The job's view of this process (rank, local rank, job id), not trusted under AT_SECURE.
-  g_job = ReadJobIdentity(secure ? nullptr : Getenv, nullptr);
+  ::new (&g_job) JobIdentity(ReadJobIdentity(secure ? nullptr : Getenv, &env));
   char host[256];
   if (gethostname(host, sizeof(host) - 1) != 0) strcpy(host, "?");
   host[sizeof(host) - 1] = '\0';
@@ -191,8 +230,10 @@ void Init() {
     InstallForkAtfork(&kCoreAtforkHooks);
   }
   g_ready = true;
-  LogProcessStart(ModeName(g_config.mode), FORKGUARD_VERSION);
-  for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
+  if (GlobalEventLog().enabled()) {
+    LogProcessStart(ModeName(g_config.mode), FORKGUARD_VERSION);
+    for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
+  }
   g_init_done.store(true, std::memory_order_release);
 }
 

@@ -16,13 +16,14 @@
 
 #include "shim/child_path.h"
 #include "shim/log_dir.h"
+#include "shim/start_path.h"
 #include "shim/stderr_line.h"
 #include "shim/sys.h"
 
 namespace forkguard {
 namespace {
 
-constinit EventLog g_log;
+FORKGUARD_START_DATA constinit EventLog g_log;
 
 constexpr int kMaxModules = 512;
 constexpr int kStackSlots = 8192;  // power of two
