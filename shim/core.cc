@@ -13,9 +13,9 @@
 #include <cstring>
 #include <new>
 
+#include "api/check_result.h"
 #include "facts/fork_rule.h"
 #include "facts/machine_facts.h"
-#include "api/check_result.h"
 #include "shim/child.h"
 #include "shim/child_path.h"
 #include "shim/config.h"
@@ -65,7 +65,7 @@ FORKGUARD_START_DATA char g_host[256];
 FORKGUARD_START_DATA char g_prog[256];
 FORKGUARD_START_DATA long g_rank;
 FORKGUARD_START_DATA constinit JobIdentity g_job{
-    .rank = 0, .local_rank = 0, .host = {}, .short_host = {}};
+    .rank = 0, .local_rank = 0, .step = 0, .host = {}, .short_host = {}};
 FORKGUARD_START_DATA pthread_once_t g_once = PTHREAD_ONCE_INIT;
 // Init() returned (EnsureInit's fast path)
 FORKGUARD_START_DATA std::atomic<bool> g_init_done{false};
