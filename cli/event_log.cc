@@ -312,6 +312,7 @@ void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e, FileS
     e->action = Str(o, "action", "unknown");
     e->via = Str(o, "via");
     e->fix = Str(o, "fix");
+    e->suppressed = Str(o, schema::kKeySuppressed);
     e->fix_library = Str(o, "held_by");
     object fs;
     if (e->fix_library.empty() && Member(o, "fork_support", &x) &&

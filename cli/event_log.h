@@ -81,6 +81,7 @@ struct Event {
   std::string fix;          // the shim's fix rule ("dataloader", ...), "" when absent
   std::string fix_library;  // who it names: held_by, or fork_support.by
   std::string errno_text;   // when action is failed
+  std::string suppressed;   // the suppression entry that silenced it (the shim's, or report's)
   std::vector<std::string> reasons;
   bool has_init = false;
   std::string init_call;  // "?" when the init object has none

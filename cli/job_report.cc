@@ -215,6 +215,8 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
         if (verdict == "hazard") {
           ++n.hazard_forks;
           ++r.hazard_forks;
+        } else if (verdict == "suppressed") {
+          ++r.suppressed_forks;
         }
         for (const auto& x : e.reasons) ++g.reasons[x];
         ++g.actions[e.action];
@@ -283,13 +285,21 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     return a.key < b.key;
   });
   std::map<std::string, std::pair<bool, int>> index;  // key -> (hazard?, index)
+  std::map<std::string, int> suppressed_index;
   for (auto& g : all) {
+    if (g.verdict == "suppressed") {
+      suppressed_index[g.key] = static_cast<int>(r.suppressed_groups.size());
+      r.suppressed_groups.push_back(std::move(g));
+      continue;
+    }
     bool hazard = g.verdict == "hazard";
     auto& v = hazard ? r.hazard_groups : r.clean_groups;
     index[g.key] = {hazard, static_cast<int>(v.size())};
     v.push_back(std::move(g));
   }
   auto group_of = [&](const std::string& key) -> ForkGroup* {
+    if (auto s = suppressed_index.find(key); s != suppressed_index.end())
+      return &r.suppressed_groups[s->second];
     auto it = index.find(key);
     if (it == index.end()) return nullptr;
     auto& v = it->second.first ? r.hazard_groups : r.clean_groups;
@@ -372,6 +382,10 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
       symbolizer->Symbolize(&g.init_stack);
     }
     for (auto& g : r.clean_groups) symbolizer->Symbolize(&g.stack);
+    for (auto& g : r.suppressed_groups) {
+      symbolizer->Symbolize(&g.stack);
+      symbolizer->Symbolize(&g.init_stack);
+    }
     for (auto& s : r.inits) symbolizer->Symbolize(&s.stack);
     for (auto& d : r.deaths) symbolizer->Symbolize(&d.reg_stack);
     for (Note& n : symbolizer->TakeNotes()) r.notes.push_back(std::move(n));

@@ -34,7 +34,8 @@ const char kRunHelp[] = R"(NAME
 SYNOPSIS
     forkguard run [--mode warn|error|abort|off] [--log DIR] [--keep-log]
                   [--audit|--no-audit] [--fail-on hazard|never]
-                  [--format text|json|markdown|html|trace] [--no-symbolize]
+                  [--format text|json|markdown|html|trace|sarif|junit|github]
+                  [--no-symbolize]
                   [--native] [--threads N] -- CMD [ARGS...]
 
 DESCRIPTION
@@ -77,8 +78,9 @@ OPTIONS
         module is found; --audit makes a missing module an error).
     --fail-on hazard|never
         hazard: exit 3 when the run had a hazardous fork, whatever CMD's status
-        (for CI gates). never (default): exit with CMD's status.
-    --format text|json|markdown|html|trace
+        (for CI gates). never (default): exit with CMD's status. (new-hazard
+        is forkguard report's, with a baseline.)
+    --format text|json|markdown|html|trace|sarif|junit|github
         Format of the report printed at the end (default text), as forkguard
         report --help describes them. It goes to standard error, after CMD's
         own output there: to keep a page or trace apart, --log DIR and then
@@ -181,6 +183,8 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
       SetReportOption(name, v, &o.report);
     }
   }
+  if (o.report.fail_on_new_hazard)
+    throw UsageError("--fail-on new-hazard needs a baseline: forkguard report --baseline");
   o.cmd = opts.positionals();
   if (o.cmd.empty()) throw UsageError("no command given");
   return o;

@@ -69,5 +69,7 @@ inline constexpr const char kKeyMr[] = "mr";
 inline constexpr const char kKeyCall[] = "call";
 inline constexpr const char kKeyDontfork[] = "dontfork";
 inline constexpr const char kDefaultRegCall[] = "ibv_reg_mr";
+// fork: the suppression entry (FORKGUARD_SUPPRESSIONS, canonical text) that silenced a hazard.
+inline constexpr const char kKeySuppressed[] = "suppressed";
 
 }  // namespace forkguard::schema
