@@ -33,7 +33,7 @@ void Error(SuppressionErrorSink sink, void* ctx, int line, const char* what, con
   if (sink == nullptr) return;
   char buf[768];
   TextBuffer b(buf, sizeof buf);
-  b.Str("line ").Dec(line).Str(": ").Str(what);
+  b.Str(what);
   if (detail != nullptr) {
     b.Str(" \"");
     for (size_t i = 0; detail[i] != '\0' && i < 80; ++i) {

@@ -60,8 +60,8 @@ struct SuppressionSet {
 
 inline constexpr unsigned kSuppressAllKinds = 0x7;  // child-segv | parent-corruption | inherited
 
-// Receives one error line: "LINE: what (valid keys: ...)". The line number also comes
-// separately. At most one error per line of the file.
+// Receives one error: its 1-based line number and "what (valid keys: ...)", one line of
+// text without the file and line (the caller prefixes them). At most one error per line.
 using SuppressionErrorSink = void (*)(int line, const char* text, void* ctx);
 
 // Parses a whole file's text. Good entries are kept even when other lines are bad (each bad
