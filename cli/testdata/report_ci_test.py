@@ -15,7 +15,9 @@ hazard program (cli/testdata/real_rxe*).
 - Bad suppression files (unknown key, unbalanced quote, empty match, ...) each get one
   error line naming the file, the line and the valid keys, and exit 2.
 
-Usage: report_ci_test.py FORKGUARD SARIF_SCHEMA MPI_LOGS PYTHON_LOGS NATIVE_LOGS
+- The JSON report with suppressions and a baseline validates against docs/report-schema.json.
+
+Usage: report_ci_test.py FORKGUARD SARIF_SCHEMA REPORT_SCHEMA MPI_LOGS PYTHON_LOGS NATIVE_LOGS
 """
 import json
 import os
@@ -38,7 +40,7 @@ def check(cond, what):
         failures.append(what)
 
 
-fg, schema_path, mpi, py, native = sys.argv[1:6]
+fg, schema_path, report_schema_path, mpi, py, native = sys.argv[1:7]
 tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
 
 
@@ -279,6 +281,19 @@ ob = report("--format", "github", "--baseline", old, *ALL).stdout.splitlines()
 check(sum(l.startswith("::notice ") for l in ob) == 2 and
       sum(l.startswith(("::error ", "::warning ")) for l in ob) == 1,
       "GitHub with the baseline: known sites are notices, the new one an error/warning")
+
+# --- the JSON report's new members validate against its schema ------------------------------
+rs = json.load(open(report_schema_path))
+RV = jsonschema.Draft202012Validator
+RV.check_schema(rs)
+for args in (["--suppressions", supp], ["--suppressions", mpi_supp, "--baseline", old],
+             ["--baseline", old]):
+    doc = report_json(*args, *ALL)
+    errors = [e.message for e in RV(rs).iter_errors(doc)]
+    check(not errors, f"JSON report with {args[::2]} validates against docs/report-schema.json "
+          f"{errors[:3]}")
+    check(all(k in doc for k in ("suppressions" if "--suppressions" in args else "baseline",)),
+          f"... and has its {args[0][2:]} member")
 
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)
