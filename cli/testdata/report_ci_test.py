@@ -125,6 +125,26 @@ r = report_json("--suppressions", rank0, mpi)
 check(r["summary"]["hazard_forks"] == 1 and r["suppressions"]["suppressed_forks"] == 1,
       "rank=0 silences rank 0's fork, not rank 1's")
 
+# Forks the shim suppressed at run time (FORKGUARD_SUPPRESSIONS: the event names the entry)
+# are counted the same way, with or without the file here.
+shimmed = os.path.join(tmp, "shim_suppressed")
+shutil.copytree(py, shimmed)
+py_entry = [e for e in entries if "start_worker" in e][0]
+for n in os.listdir(shimmed):
+    p = os.path.join(shimmed, n)
+    t = open(p).read().replace('"verdict":"hazard"',
+                               '"verdict":"hazard","suppressed":' + json.dumps(py_entry))
+    open(p, "w").write(t)
+r = report_json(shimmed)
+check(r["findings"] == [] and len(r["suppressed_sites"]) == 1,
+      "a fork the shim suppressed is not a finding")
+check(r["suppressions"]["file"] is None and [(e["line"], e["entry"], e["forks"]) for e in
+      r["suppressions"]["entries"]] == [(None, py_entry, 1)],
+      "... and is counted against the entry its event names")
+r = report_json("--suppressions", supp, shimmed)
+check([e["forks"] for e in r["suppressions"]["entries"] if e["entry"] == py_entry] == [1],
+      "... the same entry of the file, when it is given too")
+
 # --- bad suppression files: one line each, naming the line and the keys ------------------
 bad_cases = {
     "unknown key": ("kind=inherited-rdma frames=func:x\n", 'unknown key "frames"'),

@@ -1,7 +1,7 @@
 #!/bin/bash
 # docs/event-schema.json (JSON Schema 2020-12, python3-jsonschema) against real
 # shim output: the real libforkguard.so run now on tests/shim/fork_after_rdma
-# (stub libibverbs) in five scenarios, the checked-in logs of the shim
+# (stub libibverbs) in six scenarios (one with FORKGUARD_SUPPRESSIONS), the checked-in logs of the shim
 # (cli/testdata/shim_v1, cli/testdata/real_rxe) and the job generator's logs.
 # Every complete line validates; a truncated last line is skipped; broken
 # lines are rejected.
@@ -21,6 +21,14 @@ for args in "" "--order=fork-first" "--fork-safe --touch-buffer" "--spawn" "--fo
 	FORKGUARD_LOG="$tmp/run$i" LD_LIBRARY_PATH="$stub" LD_PRELOAD="$shim" "$prog" $args \
 		> "$tmp/run$i.out" 2>&1 || { echo "FAIL: fork_after_rdma $args"; cat "$tmp/run$i.out"; exit 1; }
 done
+# A fork FORKGUARD_SUPPRESSIONS silenced (the event names the entry).
+printf 'kind=* frame=func:fg_test_fork_*\n' > "$tmp/fg.supp"
+mkdir "$tmp/run6"
+FORKGUARD_SUPPRESSIONS="$tmp/fg.supp" FORKGUARD_LOG="$tmp/run6" LD_LIBRARY_PATH="$stub" \
+	LD_PRELOAD="$shim" "$prog" --fork-safe > "$tmp/run6.out" 2>&1 ||
+	{ echo "FAIL: fork_after_rdma with suppressions"; cat "$tmp/run6.out"; exit 1; }
+grep -q '"suppressed":"kind=\* frame=func:fg_test_fork_\*"' "$tmp"/run6/*.jsonl ||
+	{ echo "FAIL: no suppressed fork event"; cat "$tmp"/run6/*.jsonl; exit 1; }
 mkdir "$tmp/job"
 "$gen" "$tmp/job" --events-per-process 40 > /dev/null
 "$py" - "$schema" "$tmp" "$@" <<'PY'
