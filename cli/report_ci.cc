@@ -1,6 +1,7 @@
 #include "cli/report_ci.h"
 
 #include <cctype>
+#include <cstdlib>
 
 #include "cli/format.h"
 #include "cli/json.h"
@@ -38,6 +39,19 @@ std::string Message(const ForkGroup& g) {
   return s + "Fix: " + FixFor(g);
 }
 
+// GitHub links an annotation (and code scanning a SARIF result) to a file by its path in
+// the repository: inside a workflow, paths under $GITHUB_WORKSPACE are made relative to it.
+std::string RepoPath(const std::string& path) {
+  const char* ws = getenv("GITHUB_WORKSPACE");
+  if (ws == nullptr || ws[0] == '\0') return path;
+  std::string root = ws;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  if (path.size() > root.size() + 1 && path.compare(0, root.size(), root) == 0 &&
+      path[root.size()] == '/')
+    return path.substr(root.size() + 1);
+  return path;
+}
+
 // A URI reference for a path: absolute paths as file:// URIs, relative ones as they are,
 // everything outside the unreserved set and '/' percent-encoded.
 std::string PathUri(const std::string& path) {
@@ -70,7 +84,7 @@ JsonValue SarifLocation(const Stack& st, int id, const std::string& message) {
   if (!spot.file.empty()) {
     JsonValue phys = JsonValue::Object();
     JsonValue art = JsonValue::Object();
-    art.Set("uri", JsonValue::String(PathUri(spot.file)));
+    art.Set("uri", JsonValue::String(PathUri(RepoPath(spot.file))));
     phys.Set("artifactLocation", std::move(art));
     if (spot.line > 0) {
       JsonValue region = JsonValue::Object();
@@ -343,7 +357,7 @@ std::string RenderGithub(const JobReport& r) {
     SourceSpot spot = SiteSpot(g.stack);
     std::string props;
     if (!spot.file.empty()) {
-      props += "file=" + GhProperty(spot.file);
+      props += "file=" + GhProperty(RepoPath(spot.file));
       if (spot.line > 0) props += ",line=" + std::to_string(spot.line);
       props += ",";
     }

@@ -94,7 +94,9 @@ OPTIONS
         github: GitHub Actions workflow commands, one line per hazardous site:
         "::error file=F,line=N,title=T::message" (child-segv,
         parent-corruption), ::warning (inherited-rdma), ::notice (in the
-        baseline). Print it in a workflow step to annotate the code.
+        baseline). Print it in a workflow step to annotate the code. With
+        GITHUB_WORKSPACE set (inside a workflow), file paths under it are
+        written relative to it, here and in sarif.
         sarif, junit and github are one document for all the jobs in the logs.
     --fail-on hazard|new-hazard|never
         hazard: exit 3 when any hazardous fork is in the logs (for CI).

@@ -297,6 +297,18 @@ for line, f in zip(out, j["findings"]):
               and props.get("line") == str(hf["py_line"]),
               f"GitHub {f['location']}: file= and line= of the user's line")
     check(f"×{f['count']}" in m.group(3) or f["count"] == 1, f"GitHub {f['location']}: count")
+# Inside a GitHub workflow, paths under $GITHUB_WORKSPACE are made relative to it.
+pf = head_frame(j["findings"][0]["stack"])
+ws = os.path.dirname(pf["py_file"])
+gh = subprocess.run([fg, "report", "--format", "github", mpi], capture_output=True, text=True,
+                    env=dict(os.environ, GITHUB_WORKSPACE=ws + "/")).stdout
+check(f"file={os.path.basename(pf['py_file'])},line={pf['py_line']}," in gh,
+      f"GitHub: file= relative to GITHUB_WORKSPACE: {gh[:100]}")
+sr = json.loads(subprocess.run([fg, "report", "--format", "sarif", mpi], capture_output=True,
+                               text=True, env=dict(os.environ, GITHUB_WORKSPACE=ws)).stdout)
+check(sr["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+      == os.path.basename(pf["py_file"]), "SARIF: uri relative to GITHUB_WORKSPACE")
+
 ob = report("--format", "github", "--baseline", old, *ALL).stdout.splitlines()
 check(sum(l.startswith("::notice ") for l in ob) == 2 and
       sum(l.startswith(("::error ", "::warning ")) for l in ob) == 1,
