@@ -3,20 +3,17 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/netlink.h>
-#include <rdma/rdma_netlink.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <fstream>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +21,9 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/shim_locator.h"
+#include "facts/fork_rule.h"
+#include "facts/machine_facts.h"
+#include "facts/pin_probe.h"
 #include "flags/flags.h"
 
 namespace forkguard::cli {
@@ -40,21 +40,32 @@ DESCRIPTION
 
       RDMA devices      /sys/class/infiniband: devices and port states
       uverbs access     /dev/infiniband/uverbs* can be opened by this user
-      copy-on-fork      whether the kernel copies pinned (registered) pages on
-                        fork: the RDMA netlink attribute COPY_ON_FORK, else the
-                        kernel version (>= 5.13)
+      copy-on-fork      what the kernel reports: the RDMA netlink attribute
+                        COPY_ON_FORK (Linux >= 5.13). A kernel that does not
+                        report it may still copy pinned pages (5.10 does for
+                        anonymous memory): the next check measures it
+      pinned pages      what the kernel does at fork with long-term pinned
+                        pages, per memory kind (anonymous, THP, hugetlb),
+                        measured without an RDMA device: io_uring registered
+                        buffers, a fork, a write in the parent. Intact: copied
+                        for the child; STALE: the parent's data goes stale
+                        (silent corruption). Run once per boot and cached in
+                        $FORKGUARD_CACHE_DIR, else $XDG_CACHE_HOME/forkguard,
+                        else ~/.cache/forkguard (the shim reads it there)
       rdma-core         the libibverbs version (from the library's file name)
-      fork env          RDMAV_FORK_SAFE / IBV_FORK_SAFE / RDMAV_HUGEPAGES_SAFE:
-                        with fork support on, registered memory is
-                        MADV_DONTFORK and a forked child that touches it dies
-      fork support      the case this machine is in: rdma-core version x kernel
-                        copy-on-fork x who turns fork support on. On a
-                        copy-on-fork kernel rdma-core < 51 still marks every
-                        registration MADV_DONTFORK once fork support is on
-                        (RDMAV_FORK_SAFE/IBV_FORK_SAFE set to any value, or
-                        ibv_fork_init() called by a library: UCX unless
-                        UCX_IB_FORK_INIT=n, NCCL always); from 51 on it does
-                        nothing there. The shim's message names the caller.
+      fork env          RDMAV_FORK_SAFE / IBV_FORK_SAFE / RDMAV_HUGEPAGES_SAFE
+                        as set (what they do here: fork support)
+      fork support      the case this machine is in, per memory kind: rdma-core
+                        version x kernel x who turns fork support on. With
+                        fork support on (RDMAV_FORK_SAFE/IBV_FORK_SAFE set to
+                        any value, or ibv_fork_init() called by a library: UCX
+                        unless UCX_IB_FORK_INIT=n, NCCL always) rdma-core < 51,
+                        or any rdma-core on a kernel that does not report
+                        copy-on-fork, marks every registration MADV_DONTFORK
+                        and a child that touches it dies; rdma-core >= 51 does
+                        nothing on a kernel that reports it. Fork support is
+                        advised only for memory the kernel leaves stale.
+                        docs/fork-matrix.md has the cells measured on rxe0.
       memlock limit     RLIMIT_MEMLOCK (registration pins memory)
       vm.max_map_count  against this process's map count (MADV_DONTFORK splits
                         mappings; each registration can add two)
@@ -159,185 +170,261 @@ Check CheckUverbs(bool have_device) {
   return {"uverbs access", Verdict::kOk, Trim(ok) + " read/write", ""};
 }
 
-// RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK from the kernel; nullopt when the RDMA
-// netlink family is not there (ib_core not loaded) or does not know it.
-std::optional<bool> NetlinkCopyOnFork(std::string* why) {
-  int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
-  if (fd < 0) {
-    *why = std::string("RDMA netlink unavailable: ") + strerror(errno);
-    return std::nullopt;
-  }
-  struct {
-    nlmsghdr h;
-  } req{};
-  req.h.nlmsg_len = NLMSG_LENGTH(0);
-  req.h.nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_SYS_GET);
-  req.h.nlmsg_flags = NLM_F_REQUEST;
-  req.h.nlmsg_seq = 1;
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_nl sa{};
-  sa.nl_family = AF_NETLINK;
-  if (sendto(fd, &req, req.h.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0) {
-    *why = std::string("RDMA netlink send: ") + strerror(errno);
-    close(fd);
-    return std::nullopt;
-  }
-  alignas(nlmsghdr) char buf[8192];
-  ssize_t n = recv(fd, buf, sizeof buf, 0);
-  close(fd);
-  if (n < static_cast<ssize_t>(NLMSG_HDRLEN)) {
-    *why = "RDMA netlink: no answer";
-    return std::nullopt;
-  }
-  auto* h = reinterpret_cast<nlmsghdr*>(buf);
-  if (!NLMSG_OK(h, static_cast<unsigned>(n)) || h->nlmsg_type == NLMSG_ERROR) {
-    *why = "RDMA netlink: SYS_GET not supported by this kernel";
-    return std::nullopt;
-  }
-  // Attributes follow the header directly (no family header for RDMA nldev).
-  char* p = static_cast<char*>(NLMSG_DATA(h));
-  char* end = reinterpret_cast<char*>(h) + std::min<size_t>(h->nlmsg_len, static_cast<size_t>(n));
-  while (p + sizeof(nlattr) <= end) {
-    auto* a = reinterpret_cast<nlattr*>(p);
-    if (a->nla_len < sizeof(nlattr) || p + a->nla_len > end) break;
-    if ((a->nla_type & NLA_TYPE_MASK) == RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK &&
-        a->nla_len >= NLA_HDRLEN + 1)
-      return *reinterpret_cast<unsigned char*>(p + NLA_HDRLEN) != 0;
-    p += NLA_ALIGN(a->nla_len);
-  }
-  *why = "RDMA netlink: kernel does not report COPY_ON_FORK";
-  return std::nullopt;
-}
+// The machine facts (facts/machine_facts.h, facts/pin_probe.h) and what the rule
+// (facts/fork_rule.h) makes of them, per memory kind: doctor computes nothing of its own.
+struct DoctorFacts {
+  facts::MachineFacts m;
+  std::string release;
+  std::string cof_why;
+  std::string rdma_core_path;
+  std::string fork_env;  // "RDMAV_FORK_SAFE=1" when set
+  bool probed_now = false;
+  std::string cache_path;
+};
 
-bool KernelAtLeast(const std::string& release, int major, int minor) {
-  int a = 0, b = 0;
-  if (sscanf(release.c_str(), "%d.%d", &a, &b) != 2) return false;
-  return a > major || (a == major && b >= minor);
-}
-
-Check CheckCopyOnFork(std::optional<bool>* cof_out) {
+DoctorFacts GatherFacts() {
+  DoctorFacts f;
   utsname u{};
   uname(&u);
-  std::string rel = u.release;
-  std::string why;
-  std::optional<bool> nl = NetlinkCopyOnFork(&why);
-  bool by_version = KernelAtLeast(rel, 5, 13);
-  *cof_out = nl ? nl : std::optional<bool>(by_version);
-  if (nl && *nl)
-    return {"copy-on-fork", Verdict::kOk,
-            "kernel " + rel +
-                " reports COPY_ON_FORK=1 (RDMA netlink): pinned pages are copied "
-                "for the child, the parent keeps its own",
-            ""};
-  if (nl && !*nl)
-    return {"copy-on-fork", Verdict::kWarn,
-            "kernel " + rel + " reports COPY_ON_FORK=0 (RDMA netlink)",
-            "a fork after memory registration can silently corrupt the parent's RDMA buffers "
-            "unless fork support is on; fork workers before RDMA init"};
-  if (by_version)
-    return {"copy-on-fork", Verdict::kOk,
-            "kernel " + rel + " >= 5.13 copies pinned pages on fork (" + why + ")", ""};
-  return {"copy-on-fork", Verdict::kWarn,
-          "kernel " + rel + " < 5.13: no copy-on-fork (" + why + ")",
-          "a fork after memory registration can silently corrupt the parent's RDMA buffers "
-          "unless fork support is on (RDMAV_FORK_SAFE=1); better: fork workers before RDMA "
-          "init"};
-}
-
-Check CheckRdmaCore(int* version_out) {
-  const char* candidates[] = {"/usr/lib/x86_64-linux-gnu/libibverbs.so.1",
-                              "/usr/lib64/libibverbs.so.1", "/usr/lib/libibverbs.so.1",
-                              "/usr/local/lib/libibverbs.so.1"};
-  for (const char* c : candidates) {
-    char* real = realpath(c, nullptr);
-    if (!real) continue;
-    std::string r = real;
-    free(real);
-    std::string base = Basename(r);  // libibverbs.so.1.14.44.0
-    int a = 0, b = 0, v = 0;
-    if (sscanf(base.c_str(), "libibverbs.so.%d.%d.%d", &a, &b, &v) == 3) {
-      *version_out = v;
-      std::string d = "rdma-core " + std::to_string(v) + " (" + r + ")";
-      if (v < 35)
-        return {"rdma-core", Verdict::kWarn, d,
-                "rdma-core < 35 cannot tell when the kernel makes fork support unneeded; "
-                "upgrade rdma-core"};
-      return {"rdma-core", Verdict::kOk, d, ""};
-    }
-    return {"rdma-core", Verdict::kOk, "libibverbs " + r + " (version not in its name)", ""};
+  f.release = u.release;
+  const char* why = "";
+  f.m.reported_cof = facts::ReportedCopyOnFork(&why);
+  f.cof_why = why;
+  char path[PATH_MAX];
+  f.m.rdma_core = facts::RdmaCoreInstalled(path, sizeof(path));
+  f.rdma_core_path = path;
+  char env[256];
+  if (facts::ForkSafeFromEnvironment(env, sizeof(env))) {
+    f.fork_env = env;
+    f.m.fork_support = facts::ForkSupportBy::kEnvironment;
   }
-  return {"rdma-core", Verdict::kWarn, "libibverbs.so.1 not found",
-          "install rdma-core's libibverbs (Debian: libibverbs1 ibverbs-providers)"};
+  f.m.hugepages_safe = facts::HugepagesSafeFromEnvironment();
+  f.m.probe = facts::PinProbeForThisBoot(&f.probed_now);
+  char cache[1200];
+  if (facts::PinProbeCachePath(cache, sizeof(cache))) f.cache_path = cache;
+  return f;
 }
 
-Check CheckForkEnv(std::optional<bool> cof) {
+// The kinds doctor speaks about (a private file mapping answers as anonymous memory).
+constexpr facts::MemoryKind kDoctorKinds[] = {facts::MemoryKind::kAnonymous,
+                                              facts::MemoryKind::kThp, facts::MemoryKind::kHugetlb,
+                                              facts::MemoryKind::kShared};
+
+std::string KindList(const std::vector<facts::MemoryKind>& kinds) {
+  std::string s;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (i > 0) s += i + 1 == kinds.size() ? " and " : ", ";
+    s += facts::MemoryKindName(kinds[i]);
+  }
+  return s;
+}
+
+std::string BasisOf(const facts::RangeVerdict& v) {
+  char buf[512];
+  return facts::BasisText(v, buf, sizeof(buf));
+}
+
+// "anonymous nothing, thp nothing, hugetlb parent-corruption, shared nothing"
+std::string EffectsLine(const facts::MachineFacts& m) {
+  std::string s;
+  for (facts::MemoryKind k : kDoctorKinds) {
+    if (!s.empty()) s += ", ";
+    s += std::string(facts::MemoryKindName(k)) + " " +
+         facts::ForkEffectName(facts::DecideRange(m, {k, facts::Tri::kUnknown}).effect);
+  }
+  return s;
+}
+
+Check CheckCopyOnFork(const DoctorFacts& f) {
+  if (f.m.reported_cof == facts::Tri::kYes)
+    return {"copy-on-fork", Verdict::kOk,
+            "kernel " + f.release +
+                " reports COPY_ON_FORK=1 (RDMA netlink): pinned pages are copied for the "
+                "child, the parent keeps its own",
+            ""};
+  if (f.m.reported_cof == facts::Tri::kNo)
+    return {"copy-on-fork", Verdict::kWarn,
+            "kernel " + f.release + " reports COPY_ON_FORK=0 (RDMA netlink)",
+            "a fork after memory registration can silently corrupt the parent's RDMA buffers "
+            "(see fork support); fork workers before RDMA init"};
+  // Not reported: what the kernel does is the probe's to say (a release number tells
+  // nothing: 5.10 copies pinned anonymous pages but not hugetlb ones).
+  return {"copy-on-fork", Verdict::kOk,
+          "kernel " + f.release + " does not report it: " + f.cof_why +
+              "; what it does with pinned pages at fork is measured below (pinned pages)",
+          ""};
+}
+
+Check CheckPinnedPages(const DoctorFacts& f) {
+  std::string d;
+  bool stale = false;
+  for (facts::MemoryKind k :
+       {facts::MemoryKind::kAnonymous, facts::MemoryKind::kThp, facts::MemoryKind::kHugetlb}) {
+    int i = static_cast<int>(k);
+    if (!d.empty()) d += "; ";
+    d += std::string(facts::MemoryKindName(k)) + " ";
+    switch (f.m.probe.fate[i]) {
+      case facts::PinFate::kIntact:
+        d += "intact (copied for the child at fork)";
+        break;
+      case facts::PinFate::kStale:
+        d += "STALE (left to the child: the parent's next write goes to a new page)";
+        stale = true;
+        break;
+      case facts::PinFate::kUnknown:
+        d += std::string("unknown: ") + facts::ProbeWhyText(f.m.probe.why[i]);
+        if (f.m.probe.why[i] == facts::ProbeWhy::kFailed)
+          d += " (" + std::string(strerror(f.m.probe.err[i])) + ")";
+        break;
+    }
+  }
+  d += f.probed_now ? ". Probed now (io_uring registered buffers, fork, parent write)"
+                    : ". From this boot's probe";
+  if (!f.cache_path.empty()) d += "; cached in " + f.cache_path;
+  if (stale)
+    return {"pinned pages", Verdict::kWarn, d,
+            "registered memory of a STALE kind is silently corrupted by a fork after "
+            "registration unless it is MADV_DONTFORK (see fork support)"};
+  return {"pinned pages", Verdict::kOk, d, ""};
+}
+
+Check CheckRdmaCore(const DoctorFacts& f) {
+  if (f.rdma_core_path.empty())
+    return {"rdma-core", Verdict::kWarn, "libibverbs.so.1 not found",
+            "install rdma-core's libibverbs (Debian: libibverbs1 ibverbs-providers)"};
+  if (f.m.rdma_core < 0)
+    return {"rdma-core", Verdict::kOk,
+            "libibverbs " + f.rdma_core_path + " (version not in its name)", ""};
+  std::string d = "rdma-core " + std::to_string(f.m.rdma_core) + " (" + f.rdma_core_path + ")";
+  if (f.m.rdma_core < 35)
+    return {"rdma-core", Verdict::kWarn, d,
+            "rdma-core < 35 cannot tell when the kernel makes fork support unneeded; "
+            "upgrade rdma-core"};
+  return {"rdma-core", Verdict::kOk, d, ""};
+}
+
+// The variables as set; what they do on this machine is the fork support check's to say.
+Check CheckForkEnv() {
   std::string set;
-  bool fork_safe = false;
   for (const char* v : {"RDMAV_FORK_SAFE", "IBV_FORK_SAFE", "RDMAV_HUGEPAGES_SAFE"}) {
     const char* x = getenv(v);
     if (!x) continue;
     set += std::string(set.empty() ? "" : ", ") + v + "=" + x;
-    if (std::string(v) != "RDMAV_HUGEPAGES_SAFE" && *x) fork_safe = true;
   }
-  if (fork_safe)
-    return {"fork env", Verdict::kWarn, set,
-            "fork support is on: every registered range is MADV_DONTFORK and a forked child "
-            "that touches it (or heap sharing its pages) dies with SIGSEGV. Keep it only if "
-            "you must fork after RDMA init on a kernel without copy-on-fork; otherwise unset it "
-            "and fork workers before RDMA init (note NCCL, OneFlow and brpc turn it on "
-            "themselves)"};
-  if (cof && !*cof)
-    return {"fork env", Verdict::kWarn, set.empty() ? "fork support off" : set,
-            "no copy-on-fork and fork support off: a fork after registration corrupts the "
-            "parent's buffers silently; fork workers before RDMA init"};
   return {"fork env", Verdict::kOk,
-          set.empty() ? "RDMAV_FORK_SAFE, IBV_FORK_SAFE, RDMAV_HUGEPAGES_SAFE unset" : set, ""};
+          set.empty() ? "RDMAV_FORK_SAFE, IBV_FORK_SAFE, RDMAV_HUGEPAGES_SAFE unset"
+                      : set + " (what this does here: see fork support)",
+          ""};
 }
 
-// The rdma-core x kernel copy-on-fork x who-turned-it-on matrix (issue 13).
-Check CheckForkSupport(std::optional<bool> cof, int rdma_core) {
-  std::string env;
-  for (const char* v : {"RDMAV_FORK_SAFE", "IBV_FORK_SAFE"}) {
-    // rdma-core turns fork support on when the variable is set at all, whatever its value.
-    if (const char* x = getenv(v); x != nullptr && env.empty()) env = std::string(v) + "=" + x;
+// The rdma-core x kernel x who case, per memory kind, from the rule.
+Check CheckForkSupport(const DoctorFacts& f) {
+  const facts::MachineFacts& m = f.m;
+  std::string rc = m.rdma_core >= 0 ? "rdma-core " + std::to_string(m.rdma_core) : "rdma-core ?";
+  std::string kernel = m.reported_cof == facts::Tri::kYes  ? "copy-on-fork kernel"
+                       : m.reported_cof == facts::Tri::kNo ? "kernel reports no copy-on-fork"
+                                                           : "kernel does not report copy-on-fork";
+  // What a fork after registration does to each kind without fork support.
+  facts::MachineFacts off = m;
+  off.fork_support = facts::ForkSupportBy::kOff;
+  std::vector<facts::MemoryKind> intact, stale, unknown;
+  std::string unknown_why, stale_why;
+  for (facts::MemoryKind k : kDoctorKinds) {
+    facts::RangeVerdict v = facts::DecideRange(off, {k, facts::Tri::kNo});
+    if (v.effect == facts::ForkEffect::kNothing) intact.push_back(k);
+    if (v.effect == facts::ForkEffect::kParentCorruption) {
+      stale.push_back(k);
+      if (stale_why.empty()) stale_why = BasisOf(v);
+    }
+    if (v.effect == facts::ForkEffect::kUnknown) {
+      unknown.push_back(k);
+      if (unknown_why.empty()) unknown_why = BasisOf(v);
+    }
   }
-  std::string rc = rdma_core >= 0 ? "rdma-core " + std::to_string(rdma_core) : "rdma-core ?";
-  std::string kernel = !cof   ? "copy-on-fork unknown"
-                       : *cof ? "copy-on-fork kernel"
-                              : "kernel without copy-on-fork";
+  std::string without = "Without fork support a fork after registration leaves ";
+  if (!intact.empty()) without += KindList(intact) + " memory intact";
+  if (!stale.empty())
+    without += std::string(intact.empty() ? "" : ", ") + KindList(stale) +
+               " memory STALE in the parent (" + stale_why + ")";
+  if (!unknown.empty())
+    without += std::string(intact.empty() && stale.empty() ? "" : "; for ") + KindList(unknown) +
+               " memory it is unknown (" + unknown_why + ")";
+  facts::Tri marks_if_on = [&] {
+    facts::MachineFacts on = m;
+    on.fork_support = facts::ForkSupportBy::kForkInit;
+    return facts::RegistrationMarksDontfork(on);
+  }();
+
+  if (!f.fork_env.empty()) {
+    std::string var = f.fork_env.substr(0, f.fork_env.find('='));
+    std::string d = "on, turned on by the environment (" + f.fork_env + "); " + rc + ", " + kernel;
+    facts::Tri marks = facts::RegistrationMarksDontfork(m);
+    if (marks == facts::Tri::kNo)
+      return {"fork support", Verdict::kOk,
+              d +
+                  ": rdma-core >= 51 does nothing here (the kernel reports copy-on-fork), so "
+                  "registrations are not MADV_DONTFORK. A fork after registration: " +
+                  EffectsLine(m),
+              ""};
+    if (marks == facts::Tri::kUnknown)
+      return {"fork support", Verdict::kWarn,
+              d +
+                  ": with the rdma-core version unknown, whether registrations are "
+                  "MADV_DONTFORK here is not known. " +
+                  without,
+              "fork workers before RDMA init; the shim's message shows the ranges' dc flags"};
+    std::string reg =
+        m.reported_cof != facts::Tri::kYes
+            ? ": so rdma-core marks every registration MADV_DONTFORK (>= 51 too: it skips that "
+              "only where the kernel reports copy-on-fork)"
+        : stale.empty() && unknown.empty()
+            ? ": rdma-core < 51 marks every registration MADV_DONTFORK although this kernel "
+              "does not need it"
+            : ": rdma-core < 51 marks every registration MADV_DONTFORK";
+    d += reg +
+         ", and a forked child that touches registered memory (or heap sharing its pages) "
+         "dies with SIGSEGV. " +
+         without;
+    if (facts::HugetlbRegistrationMayFail(m) == facts::Tri::kYes)
+      d += ". Registering hugetlb memory can fail (rdma-core marks it in 4 KiB steps: ibv_reg_mr "
+           "EINVAL on 5.10) unless RDMAV_HUGEPAGES_SAFE=1";
+    if (stale.empty() && unknown.empty())
+      return {"fork support", Verdict::kWarn, d,
+              "unset " + var +
+                  ": here it only kills children (the kernel keeps the parent's "
+                  "data without it)"};
+    if (stale.empty())
+      return {"fork support", Verdict::kWarn, d,
+              "unset " + var + " unless the program registers " + KindList(unknown) +
+                  " memory; better: fork workers before RDMA init"};
+    return {"fork support", Verdict::kWarn, d,
+            "fork workers before RDMA init and unset " + var + "; keep it only if the program " +
+                "must fork after registering " + KindList(stale) +
+                " memory, and then its children must not touch registered memory"};
+  }
+
   const char* ucx = getenv("UCX_IB_FORK_INIT");
   std::string ucx_state = ucx != nullptr
                               ? std::string("UCX_IB_FORK_INIT=") + ucx
                               : std::string("UCX_IB_FORK_INIT unset (UCX's default: try)");
   bool ucx_off = ucx != nullptr && (std::string(ucx) == "n" || std::string(ucx) == "no" ||
                                     std::string(ucx) == "0" || std::string(ucx) == "off");
-  bool old = rdma_core >= 0 && rdma_core < 51;
-  if (!env.empty()) {
-    std::string d = "on, turned on by the environment (" + env + "); " + rc + ", " + kernel;
-    if (cof && *cof && old) {
-      return {"fork support", Verdict::kWarn,
-              d + ": rdma-core < 51 marks every registration MADV_DONTFORK although this kernel "
-                  "does not need it, so a forked child that touches registered memory (or heap "
-                  "sharing its pages) dies with SIGSEGV",
-              "unset " + env.substr(0, env.find('=')) +
-                  ": this kernel copies pinned pages on fork (rdma-core >= 51 ignores it here)"};
-    }
-    if (cof && *cof)
-      return {"fork support", Verdict::kOk, d + ": rdma-core >= 51 does nothing here", ""};
-    return {"fork support", Verdict::kOk,
-            d + ": needed for a fork after registration on this kernel; registered ranges are "
-                "MADV_DONTFORK and a child must not touch them",
-            ""};
+  std::string d =
+      "not turned on by the environment; " + rc + ", " + kernel + "; " + ucx_state + ". " + without;
+  if (marks_if_on == facts::Tri::kYes && !ucx_off) {
+    d += ". A library can still call ibv_fork_init() itself - UCX does, NCCL always - and then "
+         "this rdma-core marks its registrations MADV_DONTFORK (a child that touches them dies); "
+         "the shim's message names the caller";
+    if (stale.empty() && unknown.empty()) d += ". UCX_IB_FORK_INIT=n: not needed on this kernel";
   }
-  std::string d = "not turned on by the environment; " + rc + ", " + kernel + "; " + ucx_state;
-  if (cof && *cof && old && !ucx_off) {
-    return {"fork support", Verdict::kOk,
-            d + ". A library can still call ibv_fork_init() itself - UCX does (set "
-                "UCX_IB_FORK_INIT=n, not needed on this kernel), NCCL always - and then rdma-core "
-                "< 51 marks its registrations MADV_DONTFORK; the shim's message names the caller",
-            ""};
-  }
+  if (!stale.empty())
+    return {"fork support", Verdict::kWarn, d,
+            "fork workers before RDMA init (or start them with spawn/posix_spawn). If a fork "
+            "after registration cannot be avoided, RDMAV_FORK_SAFE=1 (with "
+            "RDMAV_HUGEPAGES_SAFE=1 for hugetlb) keeps the parent's " +
+                KindList(stale) +
+                " memory intact by making registered memory MADV_DONTFORK: the child then must "
+                "not touch it"};
   return {"fork support", Verdict::kOk, d, ""};
 }
 
@@ -496,12 +583,12 @@ int DoctorMain(int argc, char** argv, const char* argv0) {
   bool have_active = false;
   checks.push_back(CheckDevices(&have_active));
   checks.push_back(CheckUverbs(have_active));
-  std::optional<bool> cof;
-  checks.push_back(CheckCopyOnFork(&cof));
-  int rdma_core = -1;
-  checks.push_back(CheckRdmaCore(&rdma_core));
-  checks.push_back(CheckForkEnv(cof));
-  checks.push_back(CheckForkSupport(cof, rdma_core));
+  DoctorFacts facts = GatherFacts();
+  checks.push_back(CheckCopyOnFork(facts));
+  checks.push_back(CheckPinnedPages(facts));
+  checks.push_back(CheckRdmaCore(facts));
+  checks.push_back(CheckForkEnv());
+  checks.push_back(CheckForkSupport(facts));
   checks.push_back(CheckMemlock());
   checks.push_back(CheckMapCount());
   CheckShim(argv0, &checks);

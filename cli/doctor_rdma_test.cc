@@ -30,6 +30,13 @@ TEST(DoctorRdma, DeviceCopyOnForkAndLimitsAreOk) {
   EXPECT_NE(DoctorBlock(r.out, "copy-on-fork").find("reports COPY_ON_FORK=1 (RDMA netlink)"),
             std::string::npos)
       << r.out;
+  // The pin probe agrees with the kernel's report: anonymous memory is kept at fork.
+  EXPECT_EQ(
+      DoctorLine(r.out, "pinned pages")
+          .rfind("ok    pinned pages      anonymous intact (copied for the child at fork)", 0),
+      0u)
+      << r.out;
+  EXPECT_EQ(r.out.find("STALE"), std::string::npos) << r.out;
   rlimit rl{};
   getrlimit(RLIMIT_MEMLOCK, &rl);
   ASSERT_EQ(rl.rlim_cur, RLIM_INFINITY) << "the guest runs with memlock unlimited";

@@ -42,7 +42,9 @@ std::string ExplainReason(const std::string& reason) {
            "data sharing its pages) is killed by SIGSEGV";
   if (reason == "parent-corruption")
     return "registered pages are copied on the parent's next write while the HCA keeps "
-           "using the old ones (fork support off, no kernel copy-on-fork): silent "
+           "using the old ones (not MADV_DONTFORK, and the kernel does not copy pinned pages "
+           "of that memory kind at fork: measured by the pin probe, or reported by the "
+           "kernel; each range's kind, effect and basis are in the fork event): silent "
            "corruption";
   if (reason == "inherited-rdma")
     return "the child inherits RDMA contexts/queues/channels it can never use";

@@ -24,7 +24,8 @@ DESCRIPTION
     A process that has opened an RDMA device and registered memory must not
     fork: the child is killed by SIGSEGV when it touches registered memory
     (fork support on), the parent's buffers are silently corrupted (fork support
-    off, kernel without copy-on-fork), and the child inherits RDMA resources it
+    off, a kernel that does not copy pinned pages of that memory kind at fork),
+    and the child inherits RDMA resources it
     can never use. forkguard preloads libforkguard.so into a program, decides at
     each fork whether it is a hazard, warns (or fails the fork, or aborts), logs
     every decision, and explains it: where RDMA was initialized and where fork

@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/event_log.h"
 #include "cli/shim_locator.h"
+#include "facts/pin_probe.h"
 #include "flags/flags.h"
 
 extern char** environ;
@@ -94,6 +95,9 @@ OPTIONS
 ENVIRONMENT
     FORKGUARD_SHIM_DIR   directory with libforkguard.so and libforkguard_audit.so
     LD_PRELOAD, LD_AUDIT kept and extended for CMD
+    FORKGUARD_CACHE_DIR  where this boot's pin probe is cached before CMD starts
+                         (default $XDG_CACHE_HOME/forkguard, else ~/.cache/forkguard;
+                         see forkguard doctor --help, pinned pages)
 
 EXIT STATUS
     N        CMD exited with status N
@@ -289,6 +293,10 @@ int RunMain(int argc, char** argv, const char* argv0) {
   envp.push_back(nullptr);
   for (auto& s : o.cmd) argvp.push_back(s.data());
   argvp.push_back(nullptr);
+
+  // This boot's pin probe (facts/pin_probe.h), so that the shim finds it cached: the shim
+  // never probes (the probe forks). Runs once per boot; later runs read the cache.
+  facts::PinProbeForThisBoot(nullptr);
 
   // No SA_RESTART: the waitpid loop below retries on EINTR itself. A restarted wait would
   // also hide the signal from a runtime that defers handlers to the next intercepted call

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "facts/fork_rule.h"
+#include "facts/machine_facts.h"
 #include "shim/child.h"
 #include "shim/child_path.h"
 #include "shim/config.h"
@@ -68,6 +70,7 @@ char g_fork_env[64] = "";                 // "RDMAV_FORK_SAFE=1" when the enviro
 std::atomic<bool> g_fork_init_ok{false};  // an ibv_fork_init() returned 0
 char g_fork_init_caller[128] = "";        // basename of the object that called it
 ZeroFilledAtomic<int, -1> g_rdma_core;    // rdma-core version, from /proc/self/maps
+bool g_hugepages_safe = false;            // RDMAV_HUGEPAGES_SAFE set
 
 // What a fork decision needs to know about the machine: the RDMA device numbers
 // (/proc/devices, /proc/misc) and whether the process started with RDMA descriptors
@@ -213,14 +216,8 @@ void Init() {
   const char* prog = program_invocation_short_name;
   CopyCString(g_prog, sizeof(g_prog), prog != nullptr && prog[0] != '\0' ? prog : "?");
   if (!secure) {
-    // rdma-core turns fork support on when either is set at all (any value).
-    for (const char* var : {"RDMAV_FORK_SAFE", "IBV_FORK_SAFE"}) {
-      const char* v = getenv(var);
-      if (v == nullptr) continue;
-      TextBuffer b(g_fork_env, sizeof(g_fork_env));
-      b.Str(var).Char('=').Str(v);
-      break;
-    }
+    facts::ForkSafeFromEnvironment(g_fork_env, sizeof(g_fork_env));
+    g_hugepages_safe = facts::HugepagesSafeFromEnvironment();
   }
   InitOwnCodeRange();
   // The RDMA device numbers and the descriptors the process started with are learned at
@@ -231,6 +228,7 @@ void Init() {
   lid.rank = g_rank;
   lid.local_rank = g_job.local_rank;
   lid.job = g_job.job;
+  lid.step = g_job.step;
   GlobalEventLog().Configure(g_config.log_dir, lid, CollectWarning, nullptr, g_config.quiet);
   // Clean forks are logged with their stack; otherwise stacks are needed only once RDMA
   // is seen (see Active()).
@@ -325,7 +323,7 @@ void NoteInit(RdmaCall call, const char* device) {
   // the RDMA device numbers again in case the modules were loaded after we started.
   KernelCopyOnFork();
   LearnRdmaDeviceNumbers();
-  g_rdma_core.store(RdmaCoreVersionFromMaps(), std::memory_order_relaxed);
+  g_rdma_core.store(facts::RdmaCoreFromMaps(), std::memory_order_relaxed);
   LogRdmaInit(call, device, stack, &py);
 }
 
@@ -451,34 +449,91 @@ inline void LogCleanFork(ForkVia via, bool interrupted) {
 // deregistered in this process: registration is what sets and clears the flag (rdma-core's
 // ibv_dontfork_range/ibv_dofork_range), and reading smaps walks every page table of the
 // process. Not cached when no MR is tracked (registrations we cannot see).
+// The memory kinds of the mappings under the registered ranges are kept with it (the same
+// registrations decide which mappings those are).
 struct DontforkCache {
   SkippableLock lock;
   pid_t pid = 0;
   uint64_t generation = 0;
   int stored = 0;
-  Vma* vmas = nullptr;  // mmap'd, kMaxDcVmas entries
+  int kinds_stored = 0;
+  Vma* vmas = nullptr;       // mmap'd, kMaxDcVmas entries
+  KindVma* kinds = nullptr;  // mmap'd, kMaxDcVmas entries
 };
 constinit DontforkCache g_dc_cache;
 constexpr int kMaxDcVmas = 4096;
 
-void ReadDontforkView(const StateSnapshot& snap, Vma* out, int* stored, int* vma_count) {
+// The registered ranges as sorted, disjoint intervals (into `keep`, mr_count entries):
+// which mappings the smaps scan records the kinds of.
+int MergeRanges(const StateSnapshot& snap, Vma* keep) {
+  int n = 0;
+  for (int i = 0; i < snap.mr_count; ++i) {
+    if (snap.mrs[i].len == 0) continue;
+    keep[n++] = Vma{snap.mrs[i].addr, snap.mrs[i].addr + snap.mrs[i].len};
+  }
+  // Insertion sort would be quadratic for thousands of MRs; a heap sort needs no memory.
+  auto less = [](const Vma& a, const Vma& b) { return a.start < b.start; };
+  auto sift = [&](int root, int size) {
+    for (;;) {
+      int child = 2 * root + 1;
+      if (child >= size) return;
+      if (child + 1 < size && less(keep[child], keep[child + 1])) ++child;
+      if (!less(keep[root], keep[child])) return;
+      Vma t = keep[root];
+      keep[root] = keep[child];
+      keep[child] = t;
+      root = child;
+    }
+  };
+  for (int i = n / 2 - 1; i >= 0; --i) sift(i, n);
+  for (int end = n - 1; end > 0; --end) {
+    Vma t = keep[0];
+    keep[0] = keep[end];
+    keep[end] = t;
+    sift(0, end);
+  }
+  int m = 0;
+  for (int i = 0; i < n; ++i) {
+    if (m > 0 && keep[i].start <= keep[m - 1].end) {
+      if (keep[i].end > keep[m - 1].end) keep[m - 1].end = keep[i].end;
+    } else {
+      keep[m++] = keep[i];
+    }
+  }
+  return m;
+}
+
+void ReadDontforkView(const StateSnapshot& snap, Vma* keep, Vma* out, int* stored, KindVma* kinds,
+                      int* kinds_stored, int* vma_count) {
   *stored = 0;
+  *kinds_stored = 0;
   *vma_count = -1;
   bool cacheable = snap.mr_count > 0;
   pid_t pid = CurrentPid();
   if (cacheable && g_dc_cache.lock.TryLock()) {
-    bool hit = g_dc_cache.vmas != nullptr && g_dc_cache.pid == pid &&
+    bool hit = g_dc_cache.vmas != nullptr && g_dc_cache.kinds != nullptr && g_dc_cache.pid == pid &&
                g_dc_cache.generation == snap.mr_generation;
     if (hit) {
       memcpy(out, g_dc_cache.vmas, sizeof(Vma) * static_cast<size_t>(g_dc_cache.stored));
       *stored = g_dc_cache.stored;
+      memcpy(kinds, g_dc_cache.kinds,
+             sizeof(KindVma) * static_cast<size_t>(g_dc_cache.kinds_stored));
+      *kinds_stored = g_dc_cache.kinds_stored;
     }
     g_dc_cache.lock.Unlock();
     if (hit) return;
   }
+  SmapsOut o;
+  o.dc = out;
+  o.dc_cap = kMaxDcVmas;
+  o.kinds = kinds;
+  o.kinds_cap = kMaxDcVmas;
+  o.keep = keep;
+  o.keep_count = keep != nullptr ? MergeRanges(snap, keep) : 0;
   int total = 0;
-  if (!ReadDontforkVmas(out, kMaxDcVmas, stored, &total, vma_count)) {
+  if (!ReadSmapsView(o, stored, kinds_stored, &total, vma_count)) {
     *stored = 0;
+    *kinds_stored = 0;
     *vma_count = -1;
     return;
   }
@@ -486,9 +541,14 @@ void ReadDontforkView(const StateSnapshot& snap, Vma* out, int* stored, int* vma
   if (g_dc_cache.vmas == nullptr) {
     g_dc_cache.vmas = static_cast<Vma*>(MapAnonymous(sizeof(Vma) * kMaxDcVmas));
   }
-  if (g_dc_cache.vmas != nullptr) {
+  if (g_dc_cache.kinds == nullptr) {
+    g_dc_cache.kinds = static_cast<KindVma*>(MapAnonymous(sizeof(KindVma) * kMaxDcVmas));
+  }
+  if (g_dc_cache.vmas != nullptr && g_dc_cache.kinds != nullptr) {
     memcpy(g_dc_cache.vmas, out, sizeof(Vma) * static_cast<size_t>(*stored));
     g_dc_cache.stored = *stored;
+    memcpy(g_dc_cache.kinds, kinds, sizeof(KindVma) * static_cast<size_t>(*kinds_stored));
+    g_dc_cache.kinds_stored = *kinds_stored;
     g_dc_cache.pid = pid;
     g_dc_cache.generation = snap.mr_generation;
   }
@@ -516,14 +576,19 @@ struct Scratch {
     PythonStack fork_py;
     RawStack fork_stack;
     Vma dc[kMaxDcVmas];
+    KindVma kinds[kMaxDcVmas];
     char message[kMessageBytes];
     // Suppression matching: the fork's frames as the matcher sees them.
     SuppressionFrameFacts frames[PythonStack::kMaxFrames + RawStack::kCapacity];
     char demangled[RawStack::kCapacity][512];
   };
   Fixed* fixed = nullptr;
+  // Per MR, in one mapping: its dc flag, the rule's answer, and the merged intervals.
   bool* mr_dontfork = nullptr;
-  size_t dontfork_bytes = 0;
+  MrFate* mr_fate = nullptr;
+  Vma* keep = nullptr;
+  void* per_mr = nullptr;
+  size_t per_mr_bytes = 0;
 
   bool MapFixed() {
     // Zero-filled: a valid empty state for these PODs.
@@ -531,12 +596,21 @@ struct Scratch {
     return fixed != nullptr;
   }
   bool MapFlags(int mr_count) {
-    dontfork_bytes = static_cast<size_t>(mr_count) + 1;
-    mr_dontfork = static_cast<bool*>(MapAnonymous(dontfork_bytes));
-    return mr_dontfork != nullptr;
+    size_t n = static_cast<size_t>(mr_count) + 1;
+    size_t fate_off = (n + alignof(MrFate) - 1) / alignof(MrFate) * alignof(MrFate);
+    size_t keep_off = fate_off + n * sizeof(MrFate);
+    keep_off = (keep_off + alignof(Vma) - 1) / alignof(Vma) * alignof(Vma);
+    per_mr_bytes = keep_off + n * sizeof(Vma);
+    per_mr = MapAnonymous(per_mr_bytes);
+    if (per_mr == nullptr) return false;
+    char* base = static_cast<char*>(per_mr);
+    mr_dontfork = reinterpret_cast<bool*>(base);
+    mr_fate = reinterpret_cast<MrFate*>(base + fate_off);
+    keep = reinterpret_cast<Vma*>(base + keep_off);
+    return true;
   }
   ~Scratch() {
-    if (mr_dontfork != nullptr) munmap(mr_dontfork, dontfork_bytes);
+    if (per_mr != nullptr) munmap(per_mr, per_mr_bytes);
     if (fixed != nullptr) munmap(fixed, sizeof(Fixed));
   }
 };
@@ -604,16 +678,28 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
     return d;
   }
   Vma* dc = scratch.fixed->dc;
+  KindVma* kinds = scratch.fixed->kinds;
   int64_t now = MonotonicNs();
 
-  // The kernel's view of DONTFORK ranges, only when something may be registered.
+  // The kernel's view of DONTFORK ranges and the kinds of registered memory, only when
+  // something may be registered.
   int dc_stored = 0;
+  int kinds_stored = 0;
   int vma_count = -1;
   if (snap.mr_count > 0 || (snap.counts.contexts == 0 && fds.uverbs > 0)) {
-    ReadDontforkView(snap, dc, &dc_stored, &vma_count);
+    ReadDontforkView(snap, scratch.keep, dc, &dc_stored, kinds, &kinds_stored, &vma_count);
   }
   // Asked at the first RDMA init; never for the first time from an atfork handler.
   KernelCofFact cof = via == ForkVia::kAtfork ? CachedKernelCopyOnFork() : KernelCopyOnFork();
+  ForkSupportFact support = CurrentForkSupport();
+  facts::MachineFacts machine;
+  machine.reported_cof = cof.value;
+  machine.probe = CachedPinProbe();
+  machine.rdma_core = support.rdma_core;
+  machine.fork_support = support.env != nullptr ? facts::ForkSupportBy::kEnvironment
+                         : support.on           ? facts::ForkSupportBy::kForkInit
+                                                : facts::ForkSupportBy::kOff;
+  machine.hugepages_safe = g_hugepages_safe;
 
   VerdictInput in;
   in.counts = snap.counts;
@@ -621,8 +707,10 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   in.mr_count = snap.mr_count;
   in.dc_vmas = dc;
   in.dc_count = dc_stored;
-  in.kernel_cof = cof.value;
-  ForkVerdict v = DecideVerdict(in, scratch.mr_dontfork);
+  in.kind_vmas = kinds;
+  in.kind_count = kinds_stored;
+  in.machine = &machine;
+  ForkVerdict v = DecideVerdict(in, scratch.mr_dontfork, scratch.mr_fate);
   if (!v.hazard()) {
     RdmaState::FreeSnapshot(&snap);
     LogCleanFork(via, false);
@@ -639,7 +727,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   const char* exec_site = ChildExecSite(fork_py);
   if (exec_site != nullptr) {
     in.child_execs = true;
-    v = DecideVerdict(in, scratch.mr_dontfork);
+    v = DecideVerdict(in, scratch.mr_dontfork, scratch.mr_fate);
     if (!v.hazard()) {
       RdmaState::FreeSnapshot(&snap);
       if (GlobalEventLog().enabled()) WriteCleanForkEvent(via, false, /*child_execs=*/true);
@@ -662,6 +750,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   r.verdict = v;
   r.snap = &snap;
   r.mr_dontfork = scratch.mr_dontfork;
+  r.mr_fate = scratch.mr_fate;
   r.dc_vmas = dc;
   r.dc_count = dc_stored;
   r.fork_stack = &fork_stack;
@@ -673,13 +762,15 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   r.map_count = vma_count >= 0 ? vma_count : CountMaps();
   r.max_map_count = MaxMapCount();
   r.cof = cof;
+  r.machine = machine;
   r.child_exec_site = exec_site;
-  r.fork_support = CurrentForkSupport();
+  r.fork_support = support;
   FixFacts facts;
   facts.fork_py = &fork_py;
   facts.init_in_mpi = InitInMpi(snap.init);
   facts.child_segv = (v.reasons & kChildSegv) != 0;
-  facts.kernel_cof = cof.value;
+  // UCX's fork support is needless where every range it marked would have stayed intact.
+  facts.fork_support_needless = v.dontfork_needless;
   facts.library_cache_only = v.library_cache_only;
   facts.child_execs = v.child_execs;
   facts.fork_init_by_ucx =

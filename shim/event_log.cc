@@ -438,6 +438,7 @@ bool EventLog::WriteHeader(int fd, pid_t pid) {
   } else {
     b.Str("null");
   }
+  if (id_.step >= 0) b.Str(",\"step\":").Dec(id_.step);
   b.Str(",\"start_ns\":").Dec(start_ns_).Str("}\n");
   if (b.truncated()) return false;
   return WriteNoEintr(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size());

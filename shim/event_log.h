@@ -30,6 +30,7 @@ struct LogIdentity {
   long rank = -1;
   long local_rank = -1;
   const char* job = "";  // "" when unknown
+  long step = -1;        // Slurm job step; -1: none (no "step" in the header)
 };
 
 class EventLog {
@@ -104,8 +105,8 @@ class EventLog {
   bool enabled_ = false;
   char dir_[1024] = {};
   // Every member starts as zero bytes (sys.h, ZeroFilled): the global log is .bss.
-  LogIdentity id_{nullptr, nullptr, 0, 0, nullptr};  // set by Configure
-  ZeroFilled<int, -1> fd_;                           // -1: not open
+  LogIdentity id_{nullptr, nullptr, 0, 0, nullptr, -1};  // set by Configure
+  ZeroFilled<int, -1> fd_;                               // -1: not open
   // The process whose file fd_, seq_ and the tables are (0: a forked child's, not claimed
   // yet). Claim() compares it with Pid() before every line.
   std::atomic<pid_t> owner_pid_{0};

@@ -316,6 +316,7 @@ TEST_F(EventLogTest, TemplatesExpandedOnceForkedChildKeepsTheDirectory) {
   id.rank = 5;
   id.local_rank = 1;
   id.job = "77";
+  id.step = 4;
   std::string tmpl = dir_ + "/%j/%h/r%r.%p";
   log.Configure(tmpl.c_str(), id, nullptr, nullptr);
   ASSERT_TRUE(log.enabled());
@@ -339,7 +340,8 @@ TEST_F(EventLogTest, TemplatesExpandedOnceForkedChildKeepsTheDirectory) {
   std::ifstream cin(child_file);
   std::string line;
   ASSERT_TRUE(std::getline(cin, line)) << child_file;  // its header
-  EXPECT_NE(line.find("\"rank\":5,\"local_rank\":1,\"job\":\"77\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"rank\":5,\"local_rank\":1,\"job\":\"77\",\"step\":4,"), std::string::npos)
+      << line;
   EXPECT_NE(line.find("\"pid\":" + std::to_string(child)), std::string::npos) << line;
   FILE* p = popen(("ls " + expect_dir).c_str(), "r");
   char name[512];

@@ -60,7 +60,19 @@ void AppendRanges(TextBuffer& b, const ForkReport& r) {
     first = false;
     b.Str("{\"addr\":").UDec(m.addr).Str(",\"len\":").UDec(m.len);
     b.Str(",\"call\":\"").Str(RdmaCallName(m.call)).Str("\",\"dontfork\":");
-    b.Str(Bool(r.mr_dontfork != nullptr && r.mr_dontfork[i])).Char('}');
+    b.Str(Bool(r.mr_dontfork != nullptr && r.mr_dontfork[i]));
+    if (r.mr_fate != nullptr) {
+      // The rule's answer for this range (facts/fork_rule.h): its memory kind, what the fork
+      // does to it, and what that was decided from.
+      const MrFate& f = r.mr_fate[i];
+      b.Str(",\"kind\":\"").Str(facts::MemoryKindName(f.kind));
+      b.Str("\",\"effect\":\"").Str(facts::ForkEffectName(f.verdict.effect));
+      b.Str("\",\"basis\":\"").Str(facts::BasisName(f.verdict.basis)).Char('"');
+      if (f.verdict.basis == facts::Basis::kUnknownKernel) {
+        b.Str(",\"probe\":\"").Str(facts::ProbeWhyName(f.verdict.why)).Char('"');
+      }
+    }
+    b.Char('}');
   }
   // dc mappings with no watched registration (the backstop: static libibverbs).
   for (int i = 0; s != nullptr && i < r.verdict.unattributed_dc && i < r.dc_count; ++i) {
@@ -135,6 +147,23 @@ void AppendFork(TextBuffer& b, EventLog& log, bool locked, const ForkReport& r) 
     const KernelCofFact& cof = r.cof;
     b.Str(cof.value == KernelCof::kYes ? "true" : cof.value == KernelCof::kNo ? "false" : "null");
     b.Str(",\"kernel_cof_source\":\"").Str(cof.source).Char('"');
+    // This boot's pin probe (facts/pin_probe.h): "intact", "stale", or why it is unknown.
+    b.Str(",\"pin_probe\":{");
+    bool first_kind = true;
+    for (facts::MemoryKind k :
+         {facts::MemoryKind::kAnonymous, facts::MemoryKind::kThp, facts::MemoryKind::kHugetlb}) {
+      int i = static_cast<int>(k);
+      if (!first_kind) b.Char(',');
+      first_kind = false;
+      b.Char('"').Str(facts::MemoryKindName(k)).Str("\":\"");
+      if (r.machine.probe.fate[i] != facts::PinFate::kUnknown) {
+        b.Str(facts::PinFateName(r.machine.probe.fate[i]));
+      } else {
+        b.Str(facts::ProbeWhyName(r.machine.probe.why[i]));
+      }
+      b.Char('"');
+    }
+    b.Char('}');
   } else {
     b.Str("null");
   }

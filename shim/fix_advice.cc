@@ -17,7 +17,7 @@ bool PythonStackHas(const PythonStack* py, const char* file_part, const char* fu
 FixRule ChooseFix(const FixFacts& f) {
   if (f.library_cache_only) return FixRule::kLibraryCache;
   // The cheapest fix of all: fork support UCX turned on and this kernel does not need.
-  if (f.fork_init_by_ucx && f.child_segv && f.kernel_cof == KernelCof::kYes) {
+  if (f.fork_init_by_ucx && f.child_segv && f.fork_support_needless) {
     return FixRule::kUcxForkInit;
   }
   bool python = f.fork_py != nullptr && f.fork_py->depth > 0;

@@ -17,7 +17,9 @@ struct FixFacts {
   // libucp*), and registrations are DONTFORK (the child-segv reason).
   bool fork_init_by_ucx = false;
   bool child_segv = false;
-  KernelCof kernel_cof = KernelCof::kUnknown;
+  // Every MADV_DONTFORK range would stay intact without it (ForkVerdict::dontfork_needless):
+  // the kernel copies those pinned pages at fork, so fork support only kills children.
+  bool fork_support_needless = false;
   bool library_cache_only = false;  // see ForkVerdict::library_cache_only
   bool child_execs = false;         // see ForkVerdict::child_execs
 };

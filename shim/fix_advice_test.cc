@@ -76,20 +76,20 @@ TEST(FixAdviceTest, MpiInitInTheInitStack) {
   EXPECT_NE(std::string::npos, Text(FixRule::kMpiInit).find("before MPI_Init"));
 }
 
-TEST(FixAdviceTest, UcxForkInitOnACopyOnForkKernel) {
+TEST(FixAdviceTest, UcxForkInitWhereTheKernelCopiesPinnedPages) {
   FixFacts f;
   f.fork_init_by_ucx = true;
   f.child_segv = true;
-  f.kernel_cof = KernelCof::kYes;
+  f.fork_support_needless = true;
   f.init_in_mpi = true;  // UCX under MPI: the cheapest fix still wins
   EXPECT_EQ(FixRule::kUcxForkInit, ChooseFix(f));
   std::string t = Text(FixRule::kUcxForkInit, "libuct_ib.so.0");
   EXPECT_NE(std::string::npos, t.find("UCX_IB_FORK_INIT=n")) << t;
   EXPECT_NE(std::string::npos, t.find("ibv_fork_init from libuct_ib.so.0")) << t;
-  // Without copy-on-fork UCX's fork support is needed: not this advice.
-  f.kernel_cof = KernelCof::kNo;
+  // Where the kernel does not copy the pinned pages UCX's fork support is needed: not this advice.
+  f.fork_support_needless = false;
   EXPECT_EQ(FixRule::kMpiInit, ChooseFix(f));
-  f.kernel_cof = KernelCof::kYes;
+  f.fork_support_needless = true;
   f.child_segv = false;
   EXPECT_EQ(FixRule::kMpiInit, ChooseFix(f));
 }

@@ -46,6 +46,8 @@ JobIdentity ReadJobIdentity(EnvLookup env, void* env_ctx) {
   id.rank = FirstNumber(env, env_ctx, kRankVars, sizeof(kRankVars) / sizeof(kRankVars[0]));
   id.local_rank =
       FirstNumber(env, env_ctx, kLocalRankVars, sizeof(kLocalRankVars) / sizeof(kLocalRankVars[0]));
+  const char* step_var = "SLURM_STEP_ID";
+  id.step = FirstNumber(env, env_ctx, &step_var, 1);
   for (const char* var : kJobVars) {
     const char* v = env(var, env_ctx);
     if (v == nullptr || v[0] == '\0') continue;

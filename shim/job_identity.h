@@ -13,6 +13,7 @@ struct JobIdentity {
 
   long rank = -1;             // -1: not launched by a launcher we know
   long local_rank = -1;       // -1: unknown
+  long step = -1;             // Slurm's job step (SLURM_STEP_ID); -1: none
   char job[kMaxJobLen] = {};  // empty: unknown; only [A-Za-z0-9._:@+=-], others as '_'
   char host[256] = "?";       // gethostname()
   char short_host[64] = "?";  // host up to its first '.', for the stderr prefix

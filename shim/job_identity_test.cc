@@ -23,7 +23,17 @@ TEST(JobIdentityTest, NothingSetMeansUnknown) {
   EXPECT_EQ(id.rank, -1);
   EXPECT_EQ(id.local_rank, -1);
   EXPECT_STREQ(id.job, "");
+  EXPECT_EQ(id.step, -1);
   EXPECT_EQ(ReadJobIdentity(nullptr, nullptr).rank, -1);  // AT_SECURE
+}
+
+TEST(JobIdentityTest, SlurmStep) {
+  JobIdentity id = Read({{"SLURM_PROCID", "3"}, {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "2"}});
+  EXPECT_EQ(id.step, 2);
+  EXPECT_EQ(id.rank, 3);
+  EXPECT_EQ(Read({{"SLURM_STEP_ID", "0"}}).step, 0);
+  EXPECT_EQ(Read({{"SLURM_STEP_ID", "batch"}}).step, -1);
+  EXPECT_EQ(Read({{"RANK", "1"}}).step, -1);
 }
 
 TEST(JobIdentityTest, EachLaunchersVariables) {

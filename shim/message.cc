@@ -36,9 +36,56 @@ void Plural(TextBuffer& out, long n, const char* one, const char* many) {
   out.Dec(n).Char(' ').Str(n == 1 ? one : many);
 }
 
+// "    0x..-0x.. (2.0 MiB, hugetlb) ibv_reg_mr by f (obj+0x..): why" for each MR whose
+// effect is `effect`.
+void FormatRangesWithEffect(TextBuffer& out, const ForkReport& r, facts::ForkEffect effect,
+                            bool demangle) {
+  if (r.mr_fate == nullptr) return;
+  const StateSnapshot& s = *r.snap;
+  int listed = 0;
+  int total = 0;
+  for (int i = 0; i < s.mr_count; ++i) {
+    const MrFate& fate = r.mr_fate[i];
+    if (fate.verdict.effect != effect) continue;
+    ++total;
+    if (listed >= kMaxListedRanges) continue;
+    const MrRecord& m = s.mrs[i];
+    out.Str("    ").Ptr(m.addr).Char('-').Ptr(m.addr + m.len).Str(" (").Size(m.len).Str(", ");
+    out.Str(facts::MemoryKindName(fate.kind)).Str(") ").Str(RdmaCallName(m.call)).Str(" by ");
+    FormatInnermostUserFrame(out, m.stack, demangle);
+    char why[256];
+    out.Str(": ").Str(facts::BasisText(fate.verdict, why, sizeof(why))).Char('\n');
+    ++listed;
+  }
+  if (total > listed) out.Str("    ... and ").Dec(total - listed).Str(" more\n");
+}
+
 }  // namespace
 
-void FormatForkSupportLine(TextBuffer& out, const ForkSupportFact& f, const KernelCofFact& cof) {
+void FormatKernelFacts(TextBuffer& out, const KernelCofFact& cof, const facts::PinProbe& probe) {
+  out.Str("kernel copy-on-fork for pinned pages: ");
+  out.Str(cof.value == KernelCof::kYes  ? "yes"
+          : cof.value == KernelCof::kNo ? "no"
+                                        : "not reported");
+  out.Str(" (").Str(cof.source).Str("); pinned pages at fork (io_uring probe): ");
+  using facts::MemoryKind;
+  bool any = false;
+  for (MemoryKind k : {MemoryKind::kAnonymous, MemoryKind::kThp, MemoryKind::kHugetlb}) {
+    int i = static_cast<int>(k);
+    if (probe.why[i] == facts::ProbeWhy::kNotProbed) continue;
+    if (any) out.Str(", ");
+    any = true;
+    out.Str(facts::MemoryKindName(k)).Char(' ').Str(facts::PinFateName(probe.fate[i]));
+    if (probe.fate[i] == facts::PinFate::kUnknown) {
+      out.Str(" (").Str(facts::ProbeWhyName(probe.why[i])).Char(')');
+    }
+  }
+  if (!any) out.Str("not probed this boot (`forkguard doctor` or `forkguard run` probes)");
+}
+
+void FormatForkSupportLine(TextBuffer& out, const ForkSupportFact& f, const facts::MachineFacts& m,
+                           const ForkVerdict* v) {
+  const KernelCof cof = m.reported_cof;
   out.Str("  fork support: ");
   if (!f.on) {
     out.Str("off (no ibv_fork_init, RDMAV_FORK_SAFE/IBV_FORK_SAFE unset)");
@@ -52,17 +99,33 @@ void FormatForkSupportLine(TextBuffer& out, const ForkSupportFact& f, const Kern
       out.Str("ibv_fork_init()");
     }
   }
-  if (f.rdma_core >= 0) {
-    out.Str("; rdma-core ").Dec(f.rdma_core);
-    if (f.on && f.rdma_core < 51 && cof.value == KernelCof::kYes) {
+  if (f.rdma_core >= 0) out.Str("; rdma-core ").Dec(f.rdma_core);
+  if (f.on) {
+    facts::Tri marks = facts::RegistrationMarksDontfork(m);
+    if (marks == facts::Tri::kYes && cof == KernelCof::kYes) {
       out.Str(
           " (< 51) marks every registration MADV_DONTFORK even though this kernel copies "
           "pinned pages on fork: fork support is not needed here and kills children that "
           "touch registered memory");
-    } else if (f.on && f.rdma_core >= 51 && cof.value == KernelCof::kYes) {
+    } else if (marks == facts::Tri::kNo) {
       out.Str(" (>= 51): fork support does nothing on this copy-on-fork kernel");
-    } else if (f.on && cof.value == KernelCof::kNo) {
-      out.Str(": this kernel needs fork support for a fork after registration (no copy-on-fork)");
+    } else if (marks == facts::Tri::kUnknown) {
+      out.Str(
+          ": version unknown, so whether it marks registrations MADV_DONTFORK on this "
+          "copy-on-fork kernel is not known");
+    } else {
+      out.Str(
+          ": the kernel does not report copy-on-fork, so rdma-core marks every registration "
+          "MADV_DONTFORK");
+      if (v != nullptr && v->dontfork_needless) {
+        out.Str(
+            "; measured: this kernel copies the registered ranges' pinned pages at fork, so "
+            "fork support is not needed for them and kills children that touch them");
+      } else if (v != nullptr && v->dontfork_mrs > 0) {
+        out.Str(
+            "; some of the marked ranges are not known to survive a fork in the parent "
+            "without it");
+      }
     }
   }
   out.Char('\n');
@@ -139,12 +202,17 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
     out.Str("  parent-corruption: ");
     Plural(out, r.verdict.corruptible_mrs, "registered range is", "registered ranges are");
     out.Str(
-           " not protected by fork support (ibv_fork_init/RDMAV_FORK_SAFE off) and this kernel "
-           "does not copy pinned pages on fork (")
-        .Str(r.cof.source)
-        .Str(
-            "): after the fork the parent's next write to them lands in a new page while the "
-            "device keeps reading and writing the old one - silent data corruption\n");
+        " not protected by fork support (not MADV_DONTFORK) and this kernel does not copy "
+        "their pinned pages on fork: after the fork the parent's next write to them lands in "
+        "a new page while the device keeps reading and writing the old one - silent data "
+        "corruption:\n");
+    FormatRangesWithEffect(out, r, facts::ForkEffect::kParentCorruption, demangle);
+  }
+  if (r.verdict.unknown_mrs > 0 && r.mr_fate != nullptr) {
+    out.Str("  unknown: ");
+    Plural(out, r.verdict.unknown_mrs, "registered range:", "registered ranges:");
+    out.Str(" whether the parent's data survives the fork cannot be told here:\n");
+    FormatRangesWithEffect(out, r, facts::ForkEffect::kUnknown, demangle);
   }
 
   if ((r.verdict.reasons & kInheritedRdma) != 0) {
@@ -217,13 +285,11 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
   } else {
     out.Str("?");
   }
-  out.Str(" mappings, kernel copy-on-fork for pinned pages: ");
-  out.Str(r.cof.value == KernelCof::kYes  ? "yes"
-          : r.cof.value == KernelCof::kNo ? "no"
-                                          : "unknown");
-  out.Str(" (").Str(r.cof.source).Str(")\n");
+  out.Str(" mappings, ");
+  FormatKernelFacts(out, r.cof, r.machine.probe);
+  out.Char('\n');
 
-  FormatForkSupportLine(out, r.fork_support, r.cof);
+  FormatForkSupportLine(out, r.fork_support, r.machine, &r.verdict);
 
   FixRule rule = r.fix_rule >= 0 ? static_cast<FixRule>(r.fix_rule) : FixRule::kCProgram;
   FormatFix(out, rule, r.fix_text_library);

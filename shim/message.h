@@ -46,6 +46,7 @@ struct ForkReport {
   ForkVerdict verdict;
   const StateSnapshot* snap = nullptr;
   const bool* mr_dontfork = nullptr;  // per snap->mrs
+  const MrFate* mr_fate = nullptr;    // per snap->mrs: the rule's answer (may be null)
   const Vma* dc_vmas = nullptr;       // for unattributed ranges
   int dc_count = 0;
   const RawStack* fork_stack = nullptr;
@@ -57,6 +58,7 @@ struct ForkReport {
   int map_count = -1;
   long max_map_count = -1;
   KernelCofFact cof;
+  facts::MachineFacts machine;  // what the rule was given (facts/fork_rule.h)
   ForkSupportFact fork_support;
   const char* fix_text_library = nullptr;  // for FormatFix
   int fix_rule = -1;                       // FixRule, -1: the C-program default
@@ -77,8 +79,13 @@ struct ForkReport {
 // Formats the whole multi-line message (ends with '\n'). No malloc.
 void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle);
 
-// "  fork support: on, turned on by ...; rdma-core N ..." (the rdma-core x kernel x who case).
-void FormatForkSupportLine(TextBuffer& out, const ForkSupportFact& f, const KernelCofFact& cof);
+// "  fork support: on, turned on by ...; rdma-core N ..." (the rdma-core x kernel x who case,
+// from facts::RegistrationMarksDontfork; `v` (may be null) says whether the marked ranges
+// need it).
+void FormatForkSupportLine(TextBuffer& out, const ForkSupportFact& f, const facts::MachineFacts& m,
+                           const ForkVerdict* v);
+// "kernel copy-on-fork for pinned pages: yes (netlink); pin probe: anonymous intact, ..."
+void FormatKernelFacts(TextBuffer& out, const KernelCofFact& cof, const facts::PinProbe& probe);
 
 // Appends the frames of `stack` as "    #i func+0xoff (obj+0xoff)\n" lines.
 void FormatStackLines(TextBuffer& out, const RawStack& stack, const char* indent, bool demangle);

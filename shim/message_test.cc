@@ -113,24 +113,74 @@ TEST(MessageTest, ParentCorruptionAndNoRank) {
   f.r.verdict.reasons = kParentCorruption | kInheritedRdma;
   f.r.verdict.dontfork_mrs = 0;
   f.r.verdict.corruptible_mrs = 1;
-  f.r.cof.value = KernelCof::kNo;
-  f.r.cof.source = "uname";
+  f.r.cof.value = KernelCof::kUnknown;
+  f.r.cof.source = "unknown";
+  int huge = static_cast<int>(facts::MemoryKind::kHugetlb);
+  f.r.machine.probe.fate[huge] = facts::PinFate::kStale;
+  f.r.machine.probe.why[huge] = facts::ProbeWhy::kNone;
+  MrFate fate;
+  fate.kind = facts::MemoryKind::kHugetlb;
+  fate.verdict = facts::DecideRange(f.r.machine, {fate.kind, facts::Tri::kNo});
+  f.r.mr_fate = &fate;
   std::string m = Format(f.r);
   EXPECT_NE(m.find("(train on node7)"), std::string::npos);
   EXPECT_NE(m.find("verdict: hazard (parent-corruption, inherited-rdma)"), std::string::npos);
   EXPECT_NE(m.find("\n  parent-corruption: 1 registered range is not protected"),
             std::string::npos);
+  EXPECT_NE(m.find("\n    0x7f0000000000-0x7f0000400000 (4.0 MiB, hugetlb) ibv_reg_mr by "
+                   "forkguard_test_user_frame ("),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("): measured: this kernel does not copy pinned hugetlb pages at fork "
+                   "(io_uring probe)\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("kernel copy-on-fork for pinned pages: not reported (unknown); pinned pages "
+                   "at fork (io_uring probe): hugetlb stale\n"),
+            std::string::npos)
+      << m;
   EXPECT_EQ(m.find("child-segv:"), std::string::npos);
+}
+
+// No report and no probe: the range is "unknown", with the reason, and no reason is claimed.
+TEST(MessageTest, UnknownRangesSayWhy) {
+  Fixture f;
+  f.r.verdict.reasons = kInheritedRdma;
+  f.r.verdict.dontfork_mrs = 0;
+  f.r.verdict.unknown_mrs = 1;
+  f.r.cof.value = KernelCof::kUnknown;
+  f.r.cof.source = "unknown";
+  MrFate fate;
+  fate.kind = facts::MemoryKind::kAnonymous;
+  fate.verdict = facts::DecideRange(f.r.machine, {fate.kind, facts::Tri::kNo});
+  f.r.mr_fate = &fate;
+  std::string m = Format(f.r);
+  EXPECT_NE(m.find("\n  unknown: 1 registered range: whether the parent's data survives the "
+                   "fork cannot be told here:\n    0x7f0000000000-0x7f0000400000 (4.0 MiB, "
+                   "anonymous) ibv_reg_mr by "),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("no probe result for this boot (run `forkguard doctor` to probe)\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("pinned pages at fork (io_uring probe): not probed this boot"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("parent-corruption"), std::string::npos) << m;
 }
 
 // Issue 13: the rdma-core x kernel x who-turned-it-on case, in one line.
 TEST(MessageTest, ForkSupportLine) {
-  auto line = [](const ForkSupportFact& f, KernelCof cof) {
+  auto line = [](const ForkSupportFact& f, KernelCof cof, const ForkVerdict* v = nullptr) {
     char buf[1024];
     TextBuffer b(buf, sizeof(buf));
-    KernelCofFact k;
-    k.value = cof;
-    FormatForkSupportLine(b, f, k);
+    facts::MachineFacts m;
+    m.reported_cof = cof;
+    m.rdma_core = f.rdma_core;
+    m.fork_support = !f.on              ? facts::ForkSupportBy::kOff
+                     : f.env != nullptr ? facts::ForkSupportBy::kEnvironment
+                                        : facts::ForkSupportBy::kForkInit;
+    FormatForkSupportLine(b, f, m, v);
     return std::string(b.data(), b.size());
   };
   ForkSupportFact f;
@@ -154,8 +204,28 @@ TEST(MessageTest, ForkSupportLine) {
                    "does nothing"),
             std::string::npos)
       << s;
-  s = line(f, KernelCof::kNo);
-  EXPECT_NE(s.find("this kernel needs fork support"), std::string::npos) << s;
+  // rdma-core 56 on 5.10 (nothing reported): it marks; whether that was needed is per range.
+  f.rdma_core = 56;
+  s = line(f, KernelCof::kUnknown);
+  EXPECT_NE(s.find("rdma-core 56: the kernel does not report copy-on-fork, so rdma-core marks "
+                   "every registration MADV_DONTFORK\n"),
+            std::string::npos)
+      << s;
+  ForkVerdict v;
+  v.dontfork_mrs = 1;
+  v.dontfork_needless = true;
+  s = line(f, KernelCof::kUnknown, &v);
+  EXPECT_NE(s.find("; measured: this kernel copies the registered ranges' pinned pages at fork, "
+                   "so fork support is not needed for them and kills children that touch them"),
+            std::string::npos)
+      << s;
+  // An unknown rdma-core on a reporting kernel: not known whether it marks.
+  f.rdma_core = -1;
+  s = line(f, KernelCof::kYes);
+  EXPECT_NE(s.find("whether it marks registrations MADV_DONTFORK on this copy-on-fork kernel is "
+                   "not known"),
+            std::string::npos)
+      << s;
 }
 
 TEST(MessageTest, ForkAlikesFailWithAnErrnoTheirManPageAllows) {

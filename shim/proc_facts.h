@@ -1,12 +1,16 @@
-// Facts about this process and kernel read at fork decision time: the kernel's view of
-// MADV_DONTFORK ranges (/proc/self/smaps "dc"), RDMA descriptors (the backstop), thread and
-// map counts, and whether the kernel copies pinned pages on fork.
+// Facts about this process read at fork decision time: the kernel's view of MADV_DONTFORK
+// ranges (/proc/self/smaps "dc") and the memory kind of registered ranges, RDMA descriptors
+// (the backstop), thread and map counts; and the machine facts (facts/machine_facts.h,
+// facts/pin_probe.h) asked once per process and cached for the fork path.
 //
 // Everything here reads into stack buffers: no malloc.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include "facts/fork_rule.h"
+#include "facts/machine_facts.h"
 
 namespace forkguard {
 
@@ -15,39 +19,60 @@ struct Vma {
   uintptr_t end = 0;
 };
 
+// A mapping that overlaps a registered range: its memory kind and "dc" flag.
+struct KindVma {
+  uintptr_t start = 0;
+  uintptr_t end = 0;
+  facts::MemoryKind kind = facts::MemoryKind::kUnknown;
+  bool dontfork = false;
+};
+
+// Where to put what the smaps scan finds. `dc` gets the mappings with the "dc"
+// (VM_DONTCOPY) flag; `kinds` the mappings that overlap one of `keep` (sorted, disjoint
+// intervals: the registered ranges), in address order.
+struct SmapsOut {
+  Vma* dc = nullptr;
+  int dc_cap = 0;
+  KindVma* kinds = nullptr;
+  int kinds_cap = 0;
+  const Vma* keep = nullptr;
+  int keep_count = 0;
+};
+
 // Streaming parser of /proc/<pid>/smaps: feed it arbitrary chunks.
 class SmapsScanner {
  public:
-  // Records up to `cap` VMAs that carry the "dc" (VM_DONTCOPY) flag into `out`.
-  SmapsScanner(Vma* out, int cap) : out_(out), cap_(cap) {}
+  explicit SmapsScanner(const SmapsOut& out) : out_(out) {}
+  // Only the "dc" mappings, up to `cap`.
+  SmapsScanner(Vma* out, int cap) { out_.dc = out, out_.dc_cap = cap; }
   void Feed(const char* data, size_t n);
   void Finish();
 
   int vma_count() const { return vma_count_; }
   int dontfork_count() const { return dontfork_count_; }  // may exceed cap
   int stored() const { return stored_; }
+  int kinds_stored() const { return kinds_stored_; }
 
  private:
   void Line(const char* s, size_t n);
+  bool Kept(uintptr_t start, uintptr_t end) const;
 
-  Vma* out_;
-  int cap_;
+  SmapsOut out_;
   int stored_ = 0;
+  int kinds_stored_ = 0;
   int vma_count_ = 0;
   int dontfork_count_ = 0;
   bool have_vma_ = false;
-  Vma cur_;
+  facts::SmapsVma cur_;
   char line_[256];
   size_t line_len_ = 0;
 };
 
-// Parses "start-end ..." header lines; false for anything else.
-bool ParseSmapsHeader(const char* s, size_t n, uintptr_t* start, uintptr_t* end);
-// True when a "VmFlags:" line contains the "dc" flag.
-bool VmFlagsHasDontCopy(const char* s, size_t n);
-
 // Reads /proc/self/smaps. Returns false when it cannot be read.
 bool ReadDontforkVmas(Vma* out, int cap, int* stored, int* dontfork_count, int* vma_count);
+// The same, also recording the kinds of the mappings under `out.keep`.
+bool ReadSmapsView(const SmapsOut& out, int* stored, int* kinds_stored, int* dontfork_count,
+                   int* vma_count);
 
 // Descriptor backstop: counts open descriptors on /dev/infiniband/uverbs* and
 // /dev/infiniband/rdma_cm (raw getdents64 + readlink). Async-signal-safe.
@@ -75,21 +100,20 @@ int ReadThreadCount();   // -1 when unknown
 long ReadMaxMapCount();  // -1 when unknown
 int CountMaps();         // /proc/self/maps lines, -1 when unknown
 
-enum class KernelCof { kUnknown, kNo, kYes };
+// What the kernel reports about copy-on-fork for pinned pages (RDMA netlink; a release
+// number is never taken for it).
+using KernelCof = facts::Tri;
 struct KernelCofFact {
   KernelCof value = KernelCof::kUnknown;
-  const char* source = "unknown";  // "netlink", "uname", "unknown"
+  const char* source = "unknown";  // "netlink", "unknown"
 };
-// Asked once and cached; never call it first from an atfork handler or the child.
+// The kernel facts - its copy-on-fork report and this boot's pin probe result (read from the
+// cache `forkguard doctor`/`run` write; the shim never probes) - asked once and cached; never
+// call it first from an atfork handler or the child.
 KernelCofFact KernelCopyOnFork();
 // The cached answer, or unknown when nobody asked yet (safe in atfork handlers).
 KernelCofFact CachedKernelCopyOnFork();
-// Kernel release "5.13.0-..." >= 5.13 ?
-KernelCof CofFromRelease(const char* release);
-
-// rdma-core's version from libibverbs' real file name ("libibverbs.so.1.14.44.0" -> 44), or -1.
-int RdmaCoreFromLibName(const char* name);
-// The same for the libibverbs mapped in this process (/proc/self/maps), or -1.
-int RdmaCoreVersionFromMaps();
+// This boot's pin probe as cached by KernelCopyOnFork(); "not probed" before.
+facts::PinProbe CachedPinProbe();
 
 }  // namespace forkguard

@@ -23,19 +23,96 @@ bool RangeOverlapsAny(uintptr_t addr, uint64_t len, const Vma* vmas, int n) {
   return false;
 }
 
-ForkVerdict DecideVerdict(const VerdictInput& in, bool* mr_dontfork) {
+namespace {
+
+int Severity(facts::ForkEffect e) {
+  switch (e) {
+    case facts::ForkEffect::kChildSegv:
+      return 3;
+    case facts::ForkEffect::kParentCorruption:
+      return 2;
+    case facts::ForkEffect::kUnknown:
+      return 1;
+    case facts::ForkEffect::kNothing:
+      break;
+  }
+  return 0;
+}
+
+// The rule over every mapping under [addr, addr+len): the worst answer, and whether the
+// range would be left intact if it were not dc.
+MrFate JudgeRange(const VerdictInput& in, const facts::MachineFacts& m, uintptr_t addr,
+                  uint64_t len, bool dc, bool* intact_without_dc) {
+  const facts::Tri dc_tri = dc ? facts::Tri::kYes : facts::Tri::kNo;
+  uintptr_t end = addr + len;
+  // First mapping that ends after addr (they are in address order).
+  int lo = 0;
+  int hi = in.kind_count;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (in.kind_vmas[mid].end <= addr) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  MrFate worst;
+  bool any = false;
+  *intact_without_dc = true;
+  for (int j = lo; j < in.kind_count && in.kind_vmas[j].start < end; ++j) {
+    facts::MemoryKind kind = in.kind_vmas[j].kind;
+    facts::RangeVerdict rv = facts::DecideRange(m, {kind, dc_tri});
+    if (!any || Severity(rv.effect) > Severity(worst.verdict.effect)) {
+      worst.kind = kind;
+      worst.verdict = rv;
+    }
+    any = true;
+    if (dc &&
+        facts::DecideRange(m, {kind, facts::Tri::kNo}).effect != facts::ForkEffect::kNothing) {
+      *intact_without_dc = false;
+    }
+  }
+  if (!any) {
+    worst.verdict = facts::DecideRange(m, {facts::MemoryKind::kUnknown, dc_tri});
+    if (dc && facts::DecideRange(m, {facts::MemoryKind::kUnknown, facts::Tri::kNo}).effect !=
+                  facts::ForkEffect::kNothing) {
+      *intact_without_dc = false;
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+ForkVerdict DecideVerdict(const VerdictInput& in, bool* mr_dontfork, MrFate* mr_fate) {
   ForkVerdict v;
+  const facts::MachineFacts none;
+  const facts::MachineFacts& m = in.machine != nullptr ? *in.machine : none;
+  bool needless = true;
   for (int i = 0; i < in.mr_count; ++i) {
     // The kernel's view decides, never ibv_is_fork_initialized(): rdma-core 44 marks
     // ranges DONTFORK even when it reports IBV_FORK_UNNEEDED.
     bool dc = RangeOverlapsAny(in.mrs[i].addr, in.mrs[i].len, in.dc_vmas, in.dc_count);
     if (mr_dontfork != nullptr) mr_dontfork[i] = dc;
-    if (dc) {
-      ++v.dontfork_mrs;
-    } else if (in.kernel_cof == KernelCof::kNo) {
-      ++v.corruptible_mrs;
+    bool intact_without_dc = true;
+    MrFate fate = JudgeRange(in, m, in.mrs[i].addr, in.mrs[i].len, dc, &intact_without_dc);
+    if (mr_fate != nullptr) mr_fate[i] = fate;
+    switch (fate.verdict.effect) {
+      case facts::ForkEffect::kChildSegv:
+        ++v.dontfork_mrs;
+        needless = needless && intact_without_dc;
+        break;
+      case facts::ForkEffect::kParentCorruption:
+        ++v.corruptible_mrs;
+        break;
+      case facts::ForkEffect::kUnknown:
+        ++v.unknown_mrs;
+        break;
+      case facts::ForkEffect::kNothing:
+        break;
     }
   }
+  v.dontfork_needless = v.dontfork_mrs > 0 && needless;
   // Registrations we did not see (static libibverbs, handle lookups): device descriptors
   // open that no tracked context explains, so dc VMAs are most likely registered memory.
   // (With tracked contexts, dc VMAs outside MRs are provider queues the child never touches.)

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "facts/fork_rule.h"
 #include "shim/proc_facts.h"
 #include "shim/state.h"
 
@@ -24,7 +25,11 @@ struct VerdictInput {
   // RDMA descriptors are open).
   const Vma* dc_vmas = nullptr;
   int dc_count = 0;
-  KernelCof kernel_cof = KernelCof::kUnknown;
+  // The mappings under the registered ranges, in address order: their memory kinds.
+  const KindVma* kind_vmas = nullptr;
+  int kind_count = 0;
+  // The machine facts for the rule (facts/fork_rule.h); null: nothing known.
+  const facts::MachineFacts* machine = nullptr;
   // The child is known to exec right away (CPython's _posixsubprocess.fork_exec): judged by
   // what it can touch before exec. See ApplyChildExecs.
   bool child_execs = false;
@@ -34,7 +39,11 @@ struct ForkVerdict {
   unsigned reasons = 0;
   int dontfork_mrs = 0;     // tracked MRs that overlap a dc VMA
   int unattributed_dc = 0;  // dc VMAs counted when devices are open that we did not see
-  int corruptible_mrs = 0;  // tracked MRs without dc on a kernel without copy-on-fork
+  int corruptible_mrs = 0;  // tracked MRs the rule says go stale in the parent
+  int unknown_mrs = 0;      // tracked MRs for which nothing can tell (facts/fork_rule.h)
+  // Every dc range would have been left intact without the dc: fork support (the marking)
+  // is not needed on this kernel for this memory and only kills children.
+  bool dontfork_needless = false;
   // All that is live is what librdmacm keeps for itself after the program destroyed every
   // id and channel (its cached device context and PD): a warning only, in every mode - the
   // program has nothing left to release. A child that calls librdmacm again reuses it.
@@ -49,7 +58,14 @@ struct ForkVerdict {
 
 bool RangeOverlapsAny(uintptr_t addr, uint64_t len, const Vma* vmas, int n);
 
-// `mr_dontfork` (may be null) receives, per MR, whether the kernel marks it dc.
-ForkVerdict DecideVerdict(const VerdictInput& in, bool* mr_dontfork);
+// What the rule says for one registered range.
+struct MrFate {
+  facts::MemoryKind kind = facts::MemoryKind::kUnknown;  // of the mapping that decided
+  facts::RangeVerdict verdict;
+};
+
+// `mr_dontfork` (may be null) receives, per MR, whether the kernel marks it dc; `mr_fate`
+// (may be null) the rule's answer per MR (the worst over the mappings under it).
+ForkVerdict DecideVerdict(const VerdictInput& in, bool* mr_dontfork, MrFate* mr_fate = nullptr);
 
 }  // namespace forkguard

@@ -36,7 +36,9 @@ TEST(VerdictTest, DontforkRangeMeansChildSegv) {
   in.mr_count = 2;
   in.dc_vmas = dc.data();
   in.dc_count = 1;
-  in.kernel_cof = KernelCof::kYes;
+  facts::MachineFacts m;
+  m.reported_cof = KernelCof::kYes;
+  in.machine = &m;
   bool flags[2] = {false, false};
   ForkVerdict v = DecideVerdict(in, flags);
   EXPECT_TRUE(v.hazard());
@@ -46,20 +48,93 @@ TEST(VerdictTest, DontforkRangeMeansChildSegv) {
   EXPECT_FALSE(flags[1]);
 }
 
-TEST(VerdictTest, NoForkSupportOnOldKernelMeansParentCorruption) {
+// Linux 5.10 as measured: no netlink report; pinned anonymous pages copied at fork, pinned
+// hugetlb pages not. Per range, by the memory kind of the mapping under it.
+facts::MachineFacts Kernel510() {
+  facts::MachineFacts m;
+  int anon = static_cast<int>(facts::MemoryKind::kAnonymous);
+  int huge = static_cast<int>(facts::MemoryKind::kHugetlb);
+  m.probe.fate[anon] = facts::PinFate::kIntact;
+  m.probe.why[anon] = facts::ProbeWhy::kNone;
+  m.probe.fate[huge] = facts::PinFate::kStale;
+  m.probe.why[huge] = facts::ProbeWhy::kNone;
+  m.rdma_core = 44;
+  return m;
+}
+
+TEST(VerdictTest, ParentCorruptionPerRangeByMemoryKind) {
+  std::vector<MrRecord> mrs = {Mr(0x10000, 0x4000), Mr(0x200000, 0x200000)};
+  std::vector<KindVma> kinds = {{0x10000, 0x20000, facts::MemoryKind::kAnonymous, false},
+                                {0x200000, 0x400000, facts::MemoryKind::kHugetlb, false}};
+  facts::MachineFacts m = Kernel510();
+  VerdictInput in;
+  in.counts.contexts = 1;
+  in.counts.mrs = 2;
+  in.mrs = mrs.data();
+  in.mr_count = 2;
+  in.kind_vmas = kinds.data();
+  in.kind_count = 2;
+  in.machine = &m;
+  MrFate fate[2];
+  ForkVerdict v = DecideVerdict(in, nullptr, fate);
+  EXPECT_EQ(v.reasons, kParentCorruption | kInheritedRdma);
+  EXPECT_EQ(v.corruptible_mrs, 1);
+  EXPECT_EQ(v.unknown_mrs, 0);
+  EXPECT_EQ(fate[0].kind, facts::MemoryKind::kAnonymous);
+  EXPECT_EQ(fate[0].verdict.effect, facts::ForkEffect::kNothing);
+  EXPECT_EQ(fate[1].kind, facts::MemoryKind::kHugetlb);
+  EXPECT_EQ(fate[1].verdict.effect, facts::ForkEffect::kParentCorruption);
+  EXPECT_EQ(fate[1].verdict.basis, facts::Basis::kProbeStale);
+  // A range over both kinds takes the worse.
+  std::vector<MrRecord> both = {Mr(0x1f000, 0x1e2000)};
+  std::vector<KindVma> k2 = {{0x10000, 0x20000, facts::MemoryKind::kAnonymous, false},
+                             {0x200000, 0x400000, facts::MemoryKind::kHugetlb, false}};
+  in.mrs = both.data();
+  in.mr_count = 1;
+  v = DecideVerdict(in, nullptr, fate);
+  EXPECT_EQ(fate[0].kind, facts::MemoryKind::kHugetlb);
+  EXPECT_EQ(v.corruptible_mrs, 1);
+  // Before any probe on a kernel that reports nothing: unknown, not corruption.
+  facts::MachineFacts unprobed;
+  in.machine = &unprobed;
+  in.mrs = mrs.data();
+  in.mr_count = 2;
+  v = DecideVerdict(in, nullptr, fate);
+  EXPECT_EQ(v.reasons, static_cast<unsigned>(kInheritedRdma));
+  EXPECT_EQ(v.unknown_mrs, 2);
+  EXPECT_EQ(fate[1].verdict.why, facts::ProbeWhy::kNotProbed);
+  // A kernel that reports copy-on-fork: only the inheritance remains.
+  unprobed.reported_cof = KernelCof::kYes;
+  v = DecideVerdict(in, nullptr, fate);
+  EXPECT_EQ(v.reasons, static_cast<unsigned>(kInheritedRdma));
+  EXPECT_EQ(v.unknown_mrs, 0);
+}
+
+// Fork support marked an anonymous range on 5.10: the kernel would have copied it, so the
+// marking is needless (and the UCX advice applies); a marked hugetlb range is not.
+TEST(VerdictTest, DontforkNeedlessWhereTheKernelCopies) {
   std::vector<MrRecord> mrs = {Mr(0x10000, 0x4000)};
+  std::vector<Vma> dc = {{0x10000, 0x20000}};
+  std::vector<KindVma> kinds = {{0x10000, 0x20000, facts::MemoryKind::kAnonymous, true}};
+  facts::MachineFacts m = Kernel510();
+  m.fork_support = facts::ForkSupportBy::kEnvironment;
   VerdictInput in;
   in.counts.contexts = 1;
   in.counts.mrs = 1;
   in.mrs = mrs.data();
   in.mr_count = 1;
-  in.kernel_cof = KernelCof::kNo;
+  in.dc_vmas = dc.data();
+  in.dc_count = 1;
+  in.kind_vmas = kinds.data();
+  in.kind_count = 1;
+  in.machine = &m;
   ForkVerdict v = DecideVerdict(in, nullptr);
-  EXPECT_EQ(v.reasons, kParentCorruption | kInheritedRdma);
-  EXPECT_EQ(v.corruptible_mrs, 1);
-  // The same on a copy-on-fork kernel: only the inheritance remains.
-  in.kernel_cof = KernelCof::kYes;
-  EXPECT_EQ(DecideVerdict(in, nullptr).reasons, static_cast<unsigned>(kInheritedRdma));
+  EXPECT_EQ(v.reasons, kChildSegv | kInheritedRdma);
+  EXPECT_TRUE(v.dontfork_needless);
+  kinds[0].kind = facts::MemoryKind::kHugetlb;
+  v = DecideVerdict(in, nullptr);
+  EXPECT_EQ(v.reasons, kChildSegv | kInheritedRdma);
+  EXPECT_FALSE(v.dontfork_needless);
 }
 
 TEST(VerdictTest, RdmaCmOnlyIsInheritedRdma) {
@@ -181,26 +256,28 @@ TEST(SmapsTest, CapacityIsRespected) {
   EXPECT_EQ(s.dontfork_count(), 2);
 }
 
-TEST(SmapsTest, FlagWordsOnlyMatchWhole) {
-  std::string a = "VmFlags: rd wr dcx";
-  std::string b = "VmFlags: rd wr xdc";
-  std::string c = "VmFlags: dc";
-  std::string d = "Size: dc";
-  EXPECT_FALSE(VmFlagsHasDontCopy(a.data(), a.size()));
-  EXPECT_FALSE(VmFlagsHasDontCopy(b.data(), b.size()));
-  EXPECT_TRUE(VmFlagsHasDontCopy(c.data(), c.size()));
-  EXPECT_FALSE(VmFlagsHasDontCopy(d.data(), d.size()));
-}
-
-TEST(SmapsTest, HeaderParsing) {
-  uintptr_t s = 0;
-  uintptr_t e = 0;
-  std::string ok = "7f00-7f10 rw-p 0 0:0 0";
-  std::string anon = "AnonHugePages:    0 kB";
-  EXPECT_TRUE(ParseSmapsHeader(ok.data(), ok.size(), &s, &e));
-  EXPECT_EQ(s, 0x7f00u);
-  EXPECT_EQ(e, 0x7f10u);
-  EXPECT_FALSE(ParseSmapsHeader(anon.data(), anon.size(), &s, &e));
+// The kinds of the mappings under the registered ranges, from the same scan.
+TEST(SmapsTest, RecordsTheKindsUnderTheKeptRanges) {
+  Vma dc[8];
+  KindVma kinds[8];
+  Vma keep[] = {{0x7f0480900000, 0x7f0480901000}, {0x7f0481000000, 0x7f0481000800}};
+  SmapsOut o;
+  o.dc = dc;
+  o.dc_cap = 8;
+  o.kinds = kinds;
+  o.kinds_cap = 8;
+  o.keep = keep;
+  o.keep_count = 2;
+  SmapsScanner s(o);
+  s.Feed(kSmaps, sizeof(kSmaps) - 1);
+  s.Finish();
+  EXPECT_EQ(s.dontfork_count(), 2);
+  ASSERT_EQ(s.kinds_stored(), 2);
+  EXPECT_EQ(kinds[0].start, 0x7f0480800000u);
+  EXPECT_EQ(kinds[0].kind, facts::MemoryKind::kAnonymous);
+  EXPECT_TRUE(kinds[0].dontfork);
+  EXPECT_EQ(kinds[1].kind, facts::MemoryKind::kPrivateFile);
+  EXPECT_FALSE(kinds[1].dontfork);
 }
 
 TEST(SmapsTest, ReadsThisProcess) {
@@ -210,22 +287,6 @@ TEST(SmapsTest, ReadsThisProcess) {
   int vmas = -1;
   ASSERT_TRUE(ReadDontforkVmas(out, 16, &stored, &total, &vmas));
   EXPECT_GT(vmas, 3);
-}
-
-TEST(ProcFactsTest, RdmaCoreVersionFromLibraryName) {
-  EXPECT_EQ(44, RdmaCoreFromLibName(
-                    "7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0"));
-  EXPECT_EQ(51, RdmaCoreFromLibName("/usr/lib64/libibverbs.so.1.14.51.0"));
-  EXPECT_EQ(-1, RdmaCoreFromLibName("/usr/lib/x86_64-linux-gnu/libibverbs.so.1"));
-  EXPECT_EQ(-1, RdmaCoreFromLibName("/lib/libc.so.6"));
-}
-
-TEST(ProcFactsTest, KernelReleaseParsing) {
-  EXPECT_EQ(CofFromRelease("6.1.0-18-amd64"), KernelCof::kYes);
-  EXPECT_EQ(CofFromRelease("5.13.0"), KernelCof::kYes);
-  EXPECT_EQ(CofFromRelease("5.12.19"), KernelCof::kNo);
-  EXPECT_EQ(CofFromRelease("4.18.0-513.el8.x86_64"), KernelCof::kNo);
-  EXPECT_EQ(CofFromRelease("garbage"), KernelCof::kUnknown);
 }
 
 TEST(ProcFactsTest, FdTargetsAreClassified) {

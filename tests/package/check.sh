@@ -10,6 +10,9 @@
 #   forkguard run --mode error --fail-on hazard catches a program that forks after RDMA
 #   init on rxe0 and exits 3; forkguard run keeps a program's exit status; man finds
 #   both pages; dpkg -r removes it all.
+#   forkguard-slurm (the SPANK plugin): on the host, lintian, its files, Depends on forkguard
+#   and on the Slurm major release of spank.h, the plugin's SPANK symbols, its man page; in
+#   the guest, dpkg -i and dpkg -r.
 # Usage: tests/package/check.sh [--junit FILE] [--host-only]
 #   --host-only  the guest checks are reported as skipped (scripts/test --host-only)
 # Writes the package and lintian's output to bazel-testlogs/package/.
@@ -95,6 +98,41 @@ manpages() {
 }
 junit_check "package: man pages render cleanly and carry --help and the docs" manpages
 
+SLURMDEB=$(ls "$OUT/dist"/forkguard-slurm_*.deb 2>/dev/null | head -1)
+slurm_package() {
+	local list deps f x=$OUT/extract-slurm major next w
+	[ -f "$SLURMDEB" ] || { echo "no forkguard-slurm .deb in $OUT/dist"; return 1; }
+	lintian --tag-display-limit 0 -I "$SLURMDEB" > "$OUT/lintian-slurm.txt" 2>&1
+	grep -v '^running with root' "$OUT/lintian-slurm.txt"
+	! grep -q '^E: ' "$OUT/lintian-slurm.txt" || return 1
+	list=$(dpkg-deb -c "$SLURMDEB" | awk '{print $1, $6}') || return 1
+	for f in "-rw-r--r-- ./usr/lib/$MA/slurm-wlm/spank_forkguard.so" \
+		"-rw-r--r-- ./etc/slurm/plugstack.conf.d/forkguard.conf" \
+		"-rw-r--r-- ./usr/share/man/man8/spank_forkguard.8.gz" \
+		"-rw-r--r-- ./usr/share/doc/forkguard-slurm/copyright"; do
+		grep -qxF -- "$f" <<<"$list" || { echo "not in forkguard-slurm: $f"; echo "$list"; return 1; }
+	done
+	deps=$(dpkg-deb -f "$SLURMDEB" Depends)
+	major=$(dpkg-query -W -f='${Version}' libslurm-dev | cut -d. -f1-2)
+	next=${major%%.*}.$(printf '%02d' $((10#${major#*.} + 1)))
+	echo "forkguard-slurm Depends: $deps"
+	[[ "$deps" == *"forkguard (= $(dpkg-deb -f "$DEBFILE" Version))"* ]] || { echo "Depends lacks forkguard (= VERSION)"; return 1; }
+	[[ "$deps" == *"slurm-wlm-basic-plugins (>= $major), slurm-wlm-basic-plugins (<< $next)"* ]] ||
+		{ echo "Depends lacks the Slurm major release $major"; return 1; }
+	rm -rf "$x" && dpkg-deb -x "$SLURMDEB" "$x" || return 1
+	for f in plugin_name plugin_type spank_plugin_version spank_options slurm_spank_init slurm_spank_task_init; do
+		nm -D --defined-only "$x/usr/lib/$MA/slurm-wlm/spank_forkguard.so" | grep -qw "$f" || { echo "the plugin lacks $f"; return 1; }
+	done
+	grep -qx "optional /usr/lib/$MA/slurm-wlm/spank_forkguard.so default=off mode=warn" \
+		"$x/etc/slurm/plugstack.conf.d/forkguard.conf" || { cat "$x/etc/slurm/plugstack.conf.d/forkguard.conf"; return 1; }
+	[ "$(dpkg-deb -I "$SLURMDEB" conffiles)" = /etc/slurm/plugstack.conf.d/forkguard.conf ] || { echo "conffiles wrong"; return 1; }
+	w=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z "$x/usr/share/man/man8/spank_forkguard.8.gz" 2>&1 >/dev/null)
+	[ -z "$w" ] || { echo "groff warnings in spank_forkguard.8:"; echo "$w"; return 1; }
+	LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$x/usr/share/man/man8/spank_forkguard.8.gz" 2>/dev/null | col -b |
+		grep -q -- "--forkguard\[=MODE\]" || { echo "spank_forkguard(8) lacks --forkguard[=MODE]"; return 1; }
+}
+junit_check "package: forkguard-slurm: lintian, files, Depends on the Slurm major release, SPANK symbols, man page" slurm_package
+
 install_prefix() {
 	local p=$OUT/prefix
 	scripts/install --skip-setup "$p" >/dev/null || return 1
@@ -107,7 +145,7 @@ junit_check "package: scripts/install PREFIX still installs a working CLI" insta
 GUEST=("dpkg -i installs it" "doctor finds its shim in $LIB"
 	"run --mode error --fail-on hazard catches a fork after RDMA init on rxe0 (exit 3)"
 	"run keeps the program's exit status" "man finds forkguard(1) and forkguard(7)"
-	"dpkg -r removes it")
+	"dpkg -r removes it" "forkguard-slurm: dpkg -i installs the plugin, dpkg -r removes it")
 if [ "$HOST_ONLY" = 1 ]; then
 	echo "tests/package/check.sh: *** guest checks SKIPPED (--host-only): dpkg -i NOT tested ***" >&2
 	for g in "${GUEST[@]}"; do junit_skip "package (guest): $g" "--host-only"; done
@@ -135,6 +173,7 @@ step doctor /usr/bin/forkguard doctor
 step run_hazard /usr/bin/forkguard run --mode error --fail-on hazard -- "$HAZARD"
 step run_status /usr/bin/forkguard run -- /bin/sh -c 'echo program-output; exit 5'
 step man sh -c 'man -w forkguard && man -w 7 forkguard && MANWIDTH=80 man 7 forkguard | grep -c FORKGUARD_MODE'
+step slurm_i_r sh -c 'dpkg -i "$SLURMDEB" && test -f /usr/lib/$MA/slurm-wlm/spank_forkguard.so && dpkg -r forkguard-slurm && ! test -e /usr/lib/$MA/slurm-wlm/spank_forkguard.so'
 step dpkg_r sh -c 'dpkg -r forkguard && ! test -e /usr/bin/forkguard && ! test -e $LIB'
 echo done > "\$R/done"
 EOF
@@ -170,10 +209,12 @@ g_man() {
 		log man | grep -qx /usr/share/man/man7/forkguard.7.gz || { log man; false; }
 }
 g_remove() { rc_is dpkg_r 0 || { log dpkg_r; false; }; }
+g_slurm() { rc_is slurm_i_r 0 || { log slurm_i_r; false; }; }
 guest_case "${GUEST[0]}" g_install
 guest_case "${GUEST[1]}" g_doctor
 guest_case "${GUEST[2]}" g_hazard
 guest_case "${GUEST[3]}" g_status
 guest_case "${GUEST[4]}" g_man
 guest_case "${GUEST[5]}" g_remove
+guest_case "${GUEST[6]}" g_slurm
 junit_write "$JUNIT" package

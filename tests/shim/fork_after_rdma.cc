@@ -51,6 +51,8 @@ void Usage(FILE* out) {
       "  --reg=LIST            registration entry points, comma-separated: mr, iova, iova2,\n"
       "                        dmabuf, or all (default mr)\n"
       "  --heap                also register a heap buffer sharing a page with other data\n"
+      "  --memory=KIND         the registered buffer's memory: anonymous (heap, default),\n"
+      "                        hugetlb (one 2 MiB MAP_HUGETLB page) or shared (MAP_SHARED)\n"
       "  --fork-safe           ibv_fork_init() before registering\n"
       "  --fork-init-after     ibv_fork_init() after registering (prints its result)\n"
       "  --touch-buffer        the child writes the registered page-aligned buffer\n"
@@ -101,6 +103,7 @@ void Usage(FILE* out) {
 struct Options {
   bool fork_first = false;
   std::string reg = "mr";
+  std::string memory = "anonymous";
   bool heap = false;
   bool fork_safe = false;
   bool fork_init_after = false;
@@ -245,6 +248,7 @@ struct Rdma {
   std::vector<ibv_mr*> mrs;
   char* buf = nullptr;  // page-aligned, registered
   size_t buf_len = 0;
+  bool buf_mapped = false;        // mmap'd (--memory=hugetlb/shared), not from the heap
   char* heap_block = nullptr;     // malloc'd; a part of it is registered
   char* heap_neighbor = nullptr;  // unregistered byte on a registered page
 };
@@ -293,7 +297,18 @@ __attribute__((noinline)) void fg_test_register_buffers(const VerbsApi& api, con
   const long page = sysconf(_SC_PAGESIZE);
   r->buf_len = 4 * page;
   void* p = nullptr;
-  if (posix_memalign(&p, page, r->buf_len) != 0) Die("posix_memalign");
+  if (o.memory == "hugetlb" || o.memory == "shared") {
+    bool huge = o.memory == "hugetlb";
+    if (huge) r->buf_len = 2u << 20;
+    p = mmap(nullptr, r->buf_len, PROT_READ | PROT_WRITE,
+             huge ? MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB : MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) Die(huge ? "mmap MAP_HUGETLB (vm.nr_hugepages?)" : "mmap MAP_SHARED");
+    r->buf_mapped = true;
+  } else if (o.memory != "anonymous") {
+    Die("--memory: anonymous, hugetlb or shared");
+  } else if (posix_memalign(&p, page, r->buf_len) != 0) {
+    Die("posix_memalign");
+  }
   r->buf = static_cast<char*>(p);
   memset(r->buf, 'p', r->buf_len);
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
@@ -580,6 +595,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->fork_first = v == "fork-first";
     } else if (value("--reg=", &v)) {
       o->reg = v;
+    } else if (value("--memory=", &v)) {
+      o->memory = v;
     } else if (value("--forks=", &v)) {
       o->forks = atoi(v.c_str());
       if (o->forks < 1) return false;
@@ -821,7 +838,11 @@ int main(int argc, char** argv) {
   }
   printf("parent continues: buffer intact\n");
   fg_test_release_rdma(api, &r);
-  free(r.buf);
+  if (r.buf_mapped) {
+    munmap(r.buf, r.buf_len);
+  } else {
+    free(r.buf);
+  }
   free(r.heap_block);
   for (void* p : thread_pages) free(p);
   printf("done\n");

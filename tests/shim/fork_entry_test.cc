@@ -181,6 +181,71 @@ TEST_F(ForkEntry, ForkSupportOffSaysSo) {
   EXPECT_FALSE(ForkEvent(r)["fork_support"]["on"].boolean) << Ctx(r);
 }
 
+// Each registered range carries its memory kind and what the fork rule says for it
+// (facts/fork_rule.h), from this boot's pin probe cache when there is one: here an empty
+// cache directory, so only what the kernel reports and what MAP_SHARED means are known.
+TEST_F(ForkEntry, EachRangeHasItsMemoryKindAndEffect) {
+  const std::string cache = "FORKGUARD_CACHE_DIR=" + std::string(getenv("TEST_TMPDIR")) + "/none";
+  ShimRun a = Run({}, "warn", {cache});
+  ASSERT_TRUE(a.proc.Exited(0)) << Ctx(a);
+  Json f = ForkEvent(a);
+  ASSERT_EQ(1u, f["ranges"].array.size()) << Ctx(a);
+  const Json& range = f["ranges"].array[0];
+  EXPECT_EQ("anonymous", range.String("kind")) << Ctx(a);
+  EXPECT_EQ("not-probed", f["pin_probe"].String("anonymous")) << Ctx(a);
+#ifdef FORKGUARD_TEST_REAL
+  // The guest's 6.1 reports copy-on-fork over RDMA netlink: nothing happens to the range.
+  EXPECT_EQ("nothing", range.String("effect")) << Ctx(a);
+  EXPECT_EQ("reported-cof", range.String("basis")) << Ctx(a);
+#else
+  // The host has no ib_core: nothing reported, nothing probed - unknown, and said why.
+  EXPECT_EQ("unknown", range.String("effect")) << Ctx(a);
+  EXPECT_EQ("unknown-kernel", range.String("basis")) << Ctx(a);
+  EXPECT_EQ("not-probed", range.String("probe")) << Ctx(a);
+  EXPECT_TRUE(Has(a.proc.err,
+                  "  unknown: 1 registered range: whether the parent's data "
+                  "survives the fork cannot be told here:"))
+      << Ctx(a);
+  EXPECT_TRUE(Has(a.proc.err, "(run `forkguard doctor` to probe)")) << Ctx(a);
+#endif
+  EXPECT_FALSE(Has(a.proc.err, "parent-corruption")) << Ctx(a);
+
+  ShimRun s = Run({"--memory=shared"}, "warn", {cache});
+  ASSERT_TRUE(s.proc.Exited(0)) << Ctx(s);
+  Json fs = ForkEvent(s);
+  ASSERT_EQ(1u, fs["ranges"].array.size()) << Ctx(s);
+  EXPECT_EQ("shared", fs["ranges"].array[0].String("kind")) << Ctx(s);
+  EXPECT_EQ("nothing", fs["ranges"].array[0].String("effect")) << Ctx(s);
+  EXPECT_EQ("shared", fs["ranges"].array[0].String("basis")) << Ctx(s);
+
+  // With fork support on the range is dc: child-segv, whatever its kind.
+  ShimRun d = Run({"--memory=shared"}, "warn", {cache, "RDMAV_FORK_SAFE=1"});
+  ASSERT_TRUE(d.proc.Exited(0)) << Ctx(d);
+  Json fd = ForkEvent(d);
+  ASSERT_EQ(1u, fd["ranges"].array.size()) << Ctx(d);
+  EXPECT_EQ("child-segv", fd["ranges"].array[0].String("effect")) << Ctx(d);
+  EXPECT_EQ("dontfork", fd["ranges"].array[0].String("basis")) << Ctx(d);
+}
+
+#ifdef FORKGUARD_TEST_REAL
+// A 2 MiB hugetlb page registered on rxe0 (the guest runs as root: it reserves the pages):
+// the range's kind is hugetlb, and the guest's 6.1 (which reports copy-on-fork) keeps it.
+TEST_F(ForkEntry, HugetlbRangeOnTheGuestKernel) {
+  FILE* f = fopen("/proc/sys/vm/nr_hugepages", "w");
+  ASSERT_NE(nullptr, f) << "the guest runs as root and can reserve hugetlb pages";
+  fputs("8\n", f);
+  ASSERT_EQ(0, fclose(f));
+  ShimRun r = Run({"--memory=hugetlb"}, "warn");
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  Json e = ForkEvent(r);
+  ASSERT_EQ(1u, e["ranges"].array.size()) << Ctx(r);
+  EXPECT_EQ("hugetlb", e["ranges"].array[0].String("kind")) << Ctx(r);
+  EXPECT_EQ("nothing", e["ranges"].array[0].String("effect")) << Ctx(r);
+  EXPECT_FALSE(Has(r.proc.err, "parent-corruption")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "parent continues: buffer intact")) << Ctx(r);
+}
+#endif
+
 // A raw clone syscall runs none of our code in the parent; the child is named at its
 // first watched call (here execv) - and the fork itself is unchanged, error mode included.
 TEST_F(ForkEntry, RawCloneChildIsNamedWhenItExecs) {

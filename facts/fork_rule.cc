@@ -1,0 +1,274 @@
+#include "facts/fork_rule.h"
+
+#include <cstring>
+#include <initializer_list>
+
+namespace forkguard::facts {
+namespace {
+
+constexpr const char* kKindNames[kMemoryKinds] = {"anonymous", "thp",          "hugetlb",
+                                                  "shared",    "private-file", "unknown"};
+constexpr const char* kWhyNames[kProbeWhys] = {"not-probed",  "none",
+                                               "no-io_uring", "io_uring-disabled",
+                                               "memlock",     "no-hugetlb-pages",
+                                               "no-thp",      "not-probeable",
+                                               "failed"};
+
+// The words for a kind inside a sentence ("pinned hugetlb pages").
+const char* KindWords(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::kAnonymous:
+      return "anonymous";
+    case MemoryKind::kThp:
+      return "transparent huge";
+    case MemoryKind::kHugetlb:
+      return "hugetlb";
+    case MemoryKind::kShared:
+      return "shared";
+    case MemoryKind::kPrivateFile:
+      return "private file";
+    case MemoryKind::kUnknown:
+      break;
+  }
+  return "";
+}
+
+// Joins the parts into buf (cut to cap); no printf: the shim formats this on its fork path.
+const char* Join(char* buf, unsigned long cap, std::initializer_list<const char*> parts) {
+  unsigned long used = 0;
+  for (const char* p : parts) {
+    for (; *p != '\0' && used + 1 < cap; ++p) buf[used++] = *p;
+  }
+  if (cap > 0) buf[used] = '\0';
+  return buf;
+}
+
+}  // namespace
+
+const char* MemoryKindName(MemoryKind k) {
+  int i = static_cast<int>(k);
+  return i >= 0 && i < kMemoryKinds ? kKindNames[i] : "unknown";
+}
+
+bool ParseMemoryKind(const char* name, MemoryKind* out) {
+  for (int i = 0; i < kMemoryKinds; ++i) {
+    if (strcmp(name, kKindNames[i]) == 0) {
+      *out = static_cast<MemoryKind>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* PinFateName(PinFate f) {
+  switch (f) {
+    case PinFate::kIntact:
+      return "intact";
+    case PinFate::kStale:
+      return "stale";
+    case PinFate::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+const char* ProbeWhyName(ProbeWhy w) {
+  int i = static_cast<int>(w);
+  return i >= 0 && i < kProbeWhys ? kWhyNames[i] : "failed";
+}
+
+bool ParseProbeWhy(const char* name, ProbeWhy* out) {
+  for (int i = 0; i < kProbeWhys; ++i) {
+    if (strcmp(name, kWhyNames[i]) == 0) {
+      *out = static_cast<ProbeWhy>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* ProbeWhyText(ProbeWhy w) {
+  switch (w) {
+    case ProbeWhy::kNone:
+      return "measured";
+    case ProbeWhy::kNotProbed:
+      return "no probe result for this boot (run `forkguard doctor` to probe)";
+    case ProbeWhy::kNoIoUring:
+      return "the probe needs io_uring, which this kernel or a seccomp filter refuses (ENOSYS)";
+    case ProbeWhy::kIoUringDisabled:
+      return "the probe needs io_uring, which is disabled here (kernel.io_uring_disabled or a "
+             "seccomp filter: EPERM)";
+    case ProbeWhy::kMemlock:
+      return "the probe could not pin its buffer (RLIMIT_MEMLOCK too low)";
+    case ProbeWhy::kNoHugetlbPages:
+      return "the probe found fewer than two free hugetlb pages (vm.nr_hugepages)";
+    case ProbeWhy::kNoThp:
+      return "the probe's buffer got no transparent huge page (THP disabled)";
+    case ProbeWhy::kNotProbeable:
+      return "the probe cannot pin this kind of memory";
+    case ProbeWhy::kFailed:
+      return "the probe failed";
+  }
+  return "the probe failed";
+}
+
+Tri RegistrationMarksDontfork(const MachineFacts& m) {
+  if (m.fork_support == ForkSupportBy::kOff) return Tri::kNo;
+  // rdma-core >= 51 asks the kernel (RDMA netlink) and does nothing when it reports
+  // copy-on-fork; older ones mark every registration (measured with 33 and 44).
+  if (m.reported_cof != Tri::kYes) return Tri::kYes;
+  if (m.rdma_core < 0) return Tri::kUnknown;
+  return m.rdma_core < 51 ? Tri::kYes : Tri::kNo;
+}
+
+Tri HugetlbRegistrationMayFail(const MachineFacts& m) {
+  if (m.hugepages_safe) return Tri::kNo;
+  return RegistrationMarksDontfork(m);
+}
+
+const char* ForkEffectName(ForkEffect e) {
+  switch (e) {
+    case ForkEffect::kNothing:
+      return "nothing";
+    case ForkEffect::kChildSegv:
+      return "child-segv";
+    case ForkEffect::kParentCorruption:
+      return "parent-corruption";
+    case ForkEffect::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+const char* BasisName(Basis b) {
+  switch (b) {
+    case Basis::kDontfork:
+      return "dontfork";
+    case Basis::kDontforkPredicted:
+      return "dontfork-predicted";
+    case Basis::kShared:
+      return "shared";
+    case Basis::kProbeIntact:
+      return "probe-intact";
+    case Basis::kProbeStale:
+      return "probe-stale";
+    case Basis::kReportedCof:
+      return "reported-cof";
+    case Basis::kReportedNoCof:
+      return "reported-no-cof";
+    case Basis::kUnknownRdmaCore:
+      return "unknown-rdma-core";
+    case Basis::kUnknownKind:
+      return "unknown-kind";
+    case Basis::kUnknownKernel:
+      break;
+  }
+  return "unknown-kernel";
+}
+
+RangeVerdict DecideRange(const MachineFacts& m, const RangeFacts& r) {
+  RangeVerdict v;
+  // MADV_DONTFORK first: the child gets no mapping there, whatever the kernel does with
+  // pinned pages, and the parent keeps its pages.
+  Tri dc = r.dontfork;
+  bool predicted = false;
+  if (dc == Tri::kUnknown) {
+    dc = RegistrationMarksDontfork(m);
+    predicted = true;
+  }
+  if (dc == Tri::kYes) {
+    v.effect = ForkEffect::kChildSegv;
+    v.basis = predicted ? Basis::kDontforkPredicted : Basis::kDontfork;
+    return v;
+  }
+  if (dc == Tri::kUnknown) {
+    v.effect = ForkEffect::kUnknown;
+    v.basis = Basis::kUnknownRdmaCore;
+    return v;
+  }
+  // A shared mapping is shared with the child, never copied: the pinned page stays the one
+  // both processes write.
+  if (r.kind == MemoryKind::kShared) {
+    v.effect = ForkEffect::kNothing;
+    v.basis = Basis::kShared;
+    return v;
+  }
+  if (r.kind == MemoryKind::kUnknown) {
+    if (m.reported_cof == Tri::kYes) {
+      v.effect = ForkEffect::kNothing;
+      v.basis = Basis::kReportedCof;
+    } else {
+      v.effect = ForkEffect::kUnknown;
+      v.basis = Basis::kUnknownKind;
+    }
+    return v;
+  }
+  // A private file mapping's pages that fork could share copy-on-write are its anonymous
+  // copies (a page-cache page is never copied for the child): the anonymous answer holds.
+  MemoryKind probed = r.kind == MemoryKind::kPrivateFile ? MemoryKind::kAnonymous : r.kind;
+  v.probed_as = probed;
+  int k = static_cast<int>(probed);
+  // Measured first: the kernel's behaviour, not its version or its report.
+  if (m.probe.fate[k] == PinFate::kIntact) {
+    v.effect = ForkEffect::kNothing;
+    v.basis = Basis::kProbeIntact;
+    return v;
+  }
+  if (m.probe.fate[k] == PinFate::kStale) {
+    v.effect = ForkEffect::kParentCorruption;
+    v.basis = Basis::kProbeStale;
+    return v;
+  }
+  if (m.reported_cof == Tri::kYes) {
+    v.effect = ForkEffect::kNothing;
+    v.basis = Basis::kReportedCof;
+    return v;
+  }
+  if (m.reported_cof == Tri::kNo) {
+    v.effect = ForkEffect::kParentCorruption;
+    v.basis = Basis::kReportedNoCof;
+    return v;
+  }
+  v.effect = ForkEffect::kUnknown;
+  v.basis = Basis::kUnknownKernel;
+  v.why = m.probe.why[k] == ProbeWhy::kNone ? ProbeWhy::kNotProbed : m.probe.why[k];
+  return v;
+}
+
+const char* BasisText(const RangeVerdict& v, char* buf, unsigned long cap) {
+  switch (v.basis) {
+    case Basis::kDontfork:
+      return "the range is MADV_DONTFORK (\"dc\" in /proc/self/smaps): the child gets no "
+             "mapping there";
+    case Basis::kDontforkPredicted:
+      return "with fork support on, this rdma-core marks every registration MADV_DONTFORK: "
+             "the child gets no mapping there";
+    case Basis::kShared:
+      return "MAP_SHARED memory is shared with the child at fork, never copied";
+    case Basis::kProbeIntact:
+      return Join(buf, cap,
+                  {"measured: this kernel copies pinned ", KindWords(v.probed_as),
+                   " pages for the child at fork (io_uring probe)"});
+    case Basis::kProbeStale:
+      return Join(buf, cap,
+                  {"measured: this kernel does not copy pinned ", KindWords(v.probed_as),
+                   " pages at fork (io_uring probe)"});
+    case Basis::kReportedCof:
+      return "the kernel reports copy-on-fork for pinned pages (RDMA netlink)";
+    case Basis::kReportedNoCof:
+      return "the kernel reports no copy-on-fork for pinned pages (RDMA netlink)";
+    case Basis::kUnknownRdmaCore:
+      return "fork support is on and the rdma-core version is unknown: whether it marks "
+             "registrations MADV_DONTFORK on this copy-on-fork kernel is not known";
+    case Basis::kUnknownKind:
+      return "the range's mapping was not found in /proc/self/smaps and the kernel does not "
+             "report copy-on-fork";
+    case Basis::kUnknownKernel:
+      return Join(buf, cap,
+                  {"the kernel does not report copy-on-fork (RDMA netlink) and for pinned ",
+                   KindWords(v.probed_as), " pages ", ProbeWhyText(v.why)});
+  }
+  return "";
+}
+
+}  // namespace forkguard::facts

@@ -1,0 +1,208 @@
+/* spank_forkguard.so: a Slurm SPANK plugin that puts forkguard's shim (libforkguard.so)
+ * under the tasks of a job, for a site that wants every job watched or for a user who asks
+ * with `srun --forkguard`. Written in C: slurm/spank.h's SPANK_PLUGIN() and its option table
+ * are C declarations (C++ would give them internal linkage and mangled names).
+ *
+ *   srun|sbatch|salloc --forkguard[=warn|error|abort|off]
+ *       turns it on for this job with the given mode (no value: the site's mode), or off.
+ *
+ *   plugstack.conf:  optional /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_forkguard.so ARGS
+ *       default=on|off    on: every job without --forkguard=off (default: off)
+ *       mode=warn|error|abort   the mode of a job that does not name one (default: warn)
+ *       log=TEMPLATE      FORKGUARD_LOG for the tasks (the shim expands %j %h %r %p),
+ *                         unless the task's environment already has one
+ *       shim=PATH         the shim (default: the Debian package's path)
+ *
+ * In each task, just before it execs (slurm_spank_task_init, remote context), the shim is
+ * appended to LD_PRELOAD (what is there stays, and comes first) and FORKGUARD_MODE and
+ * FORKGUARD_LOG are set. The shim reads the job id, step and rank from the variables Slurm
+ * gives every task (SLURM_JOB_ID, SLURM_STEP_ID, SLURM_PROCID).
+ *
+ * The plugin must never fail a job: a shim it cannot read is one line in slurmd's log per
+ * step and node, and the job runs without it; a bad plugstack argument is one line and is
+ * ignored. Only a bad --forkguard value on the command line is an error, in srun/sbatch. */
+#include <slurm/spank.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+SPANK_PLUGIN(forkguard, 1);
+
+#if defined(__x86_64__)
+#define FG_MULTIARCH "x86_64-linux-gnu"
+#elif defined(__aarch64__)
+#define FG_MULTIARCH "aarch64-linux-gnu"
+#else
+#define FG_MULTIARCH "unknown"
+#endif
+#define FG_DEFAULT_SHIM "/usr/lib/" FG_MULTIARCH "/forkguard/libforkguard.so"
+#define FG_PATH_MAX 4096
+
+/* The site's settings (plugstack.conf) and this job's choice (--forkguard). */
+static int site_on = 0;
+static char site_mode[8] = "warn";
+static char site_log[FG_PATH_MAX] = "";
+static char shim[FG_PATH_MAX] = FG_DEFAULT_SHIM;
+static int job_choice = -1; /* -1: no --forkguard; 0: off; 1: on */
+static char job_mode[8] = "";
+static int shim_missing = 0;
+
+static int valid_mode(const char* m) {
+  return strcmp(m, "warn") == 0 || strcmp(m, "error") == 0 || strcmp(m, "abort") == 0;
+}
+
+static int on_option(int val, const char* optarg, int remote) {
+  (void)val;
+  (void)remote;
+  if (optarg == NULL || optarg[0] == '\0') {
+    job_choice = 1;
+    job_mode[0] = '\0';
+    return 0;
+  }
+  if (strcmp(optarg, "off") == 0) {
+    job_choice = 0;
+    return 0;
+  }
+  if (!valid_mode(optarg)) {
+    slurm_error("forkguard: --forkguard=%s: expected warn, error, abort or off", optarg);
+    return -1;
+  }
+  job_choice = 1;
+  snprintf(job_mode, sizeof(job_mode), "%s", optarg);
+  return 0;
+}
+
+/* Registered by slurm_spank_init with spank_option_register, not exported as the
+ * spank_options[] table: sbatch and salloc (the allocator context) only see registered ones. */
+static struct spank_option forkguard_option = {
+    "forkguard",
+    "[warn|error|abort|off]",
+    "catch fork() after RDMA initialization in the tasks (forkguard's shim); "
+    "the value is its mode, off turns a site default off",
+    2,
+    0,
+    on_option};
+
+static void copy_arg(char* dst, size_t size, const char* key, const char* val) {
+  if (strlen(val) >= size) {
+    slurm_error("forkguard: plugstack.conf %s=...: longer than %zu bytes; ignored", key, size - 1);
+    return;
+  }
+  memcpy(dst, val, strlen(val) + 1);
+}
+
+/* plugstack.conf arguments. A bad one is reported and ignored: it must not fail jobs. */
+static void parse_args(int ac, char** av) {
+  for (int i = 0; i < ac; ++i) {
+    const char* a = av[i];
+    const char* eq = strchr(a, '=');
+    if (eq == NULL) {
+      slurm_error("forkguard: plugstack.conf argument '%s': expected KEY=VALUE; ignored", a);
+      continue;
+    }
+    size_t k = (size_t)(eq - a);
+    const char* v = eq + 1;
+    if (k == 7 && strncmp(a, "default", k) == 0) {
+      if (strcmp(v, "on") == 0)
+        site_on = 1;
+      else if (strcmp(v, "off") == 0)
+        site_on = 0;
+      else
+        slurm_error("forkguard: plugstack.conf default=%s: expected on or off; ignored", v);
+    } else if (k == 4 && strncmp(a, "mode", k) == 0) {
+      if (valid_mode(v))
+        copy_arg(site_mode, sizeof(site_mode), "mode", v);
+      else
+        slurm_error(
+            "forkguard: plugstack.conf mode=%s: expected warn, error or abort; "
+            "ignored",
+            v);
+    } else if (k == 3 && strncmp(a, "log", k) == 0) {
+      if (v[0] == '/' || v[0] == '\0')
+        copy_arg(site_log, sizeof(site_log), "log", v);
+      else
+        slurm_error("forkguard: plugstack.conf log=%s: not an absolute path; ignored", v);
+    } else if (k == 4 && strncmp(a, "shim", k) == 0) {
+      copy_arg(shim, sizeof(shim), "shim", v);
+    } else {
+      slurm_error(
+          "forkguard: plugstack.conf argument '%s': unknown (default, mode, log, "
+          "shim); ignored",
+          a);
+    }
+  }
+}
+
+static int enabled(void) { return job_choice == -1 ? site_on : job_choice; }
+
+int slurm_spank_init(spank_t sp, int ac, char** av) {
+  parse_args(ac, av);
+  spank_context_t ctx = spank_context();
+  if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR || ctx == S_CTX_REMOTE) {
+    spank_err_t e = spank_option_register(sp, &forkguard_option);
+    if (e != ESPANK_SUCCESS)
+      slurm_error("forkguard: cannot register --forkguard (%s)", spank_strerror(e));
+  }
+  return 0;
+}
+
+/* Once per step and node, in slurmstepd before the tasks are started: a shim that is not
+ * there is said once here, and the tasks run without it. */
+int slurm_spank_user_init(spank_t sp, int ac, char** av) {
+  (void)ac;
+  (void)av;
+  if (!spank_remote(sp) || !enabled()) return 0;
+  if (access(shim, R_OK) != 0) {
+    uint32_t job = 0, step = 0;
+    spank_get_item(sp, S_JOB_ID, &job);
+    spank_get_item(sp, S_JOB_STEPID, &step);
+    slurm_error("forkguard: shim %s not readable (%m): job %u step %u runs without forkguard", shim,
+                job, step);
+    shim_missing = 1;
+  }
+  return 0;
+}
+
+/* Is `path` one of the entries of the LD_PRELOAD list `list` (':' or ' ' separated)? */
+static int listed(const char* list, const char* path) {
+  size_t n = strlen(path);
+  for (const char* p = list; (p = strstr(p, path)) != NULL; p += n) {
+    int starts = p == list || p[-1] == ':' || p[-1] == ' ';
+    int ends = p[n] == '\0' || p[n] == ':' || p[n] == ' ';
+    if (starts && ends) return 1;
+  }
+  return 0;
+}
+
+/* In each task, in the forked child that is about to exec the task's program. */
+int slurm_spank_task_init(spank_t sp, int ac, char** av) {
+  (void)ac;
+  (void)av;
+  if (!enabled() || shim_missing) return 0;
+  static char cur[FG_PATH_MAX * 4], next[FG_PATH_MAX * 4 + FG_PATH_MAX + 2];
+  spank_err_t e = spank_getenv(sp, "LD_PRELOAD", cur, sizeof(cur));
+  if (e == ESPANK_ENV_NOEXIST) {
+    cur[0] = '\0';
+  } else if (e != ESPANK_SUCCESS) {
+    slurm_error("forkguard: cannot read the task's LD_PRELOAD (%s): task runs without forkguard",
+                spank_strerror(e));
+    return 0;
+  }
+  if (!listed(cur, shim)) {
+    snprintf(next, sizeof(next), "%s%s%s", cur, cur[0] ? ":" : "", shim);
+    if ((e = spank_setenv(sp, "LD_PRELOAD", next, 1)) != ESPANK_SUCCESS) {
+      slurm_error("forkguard: cannot set the task's LD_PRELOAD (%s)", spank_strerror(e));
+      return 0;
+    }
+  }
+  /* A mode named on the command line wins; the site's mode does not override the user's own
+   * FORKGUARD_MODE, nor the site's log template the user's FORKGUARD_LOG. */
+  if (job_mode[0] != '\0')
+    spank_setenv(sp, "FORKGUARD_MODE", job_mode, 1);
+  else
+    spank_setenv(sp, "FORKGUARD_MODE", site_mode, 0);
+  if (site_log[0] != '\0') spank_setenv(sp, "FORKGUARD_LOG", site_log, 0);
+  return 0;
+}

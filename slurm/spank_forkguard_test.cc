@@ -1,0 +1,256 @@
+// spank_forkguard.so loaded as Slurm loads it (dlopen), with the spank_* and slurm_* functions
+// it calls provided here: a task's environment in a map, the log lines in a list. What srun
+// and slurmstepd do around it is tested on the real Slurm of the pair
+// (//tests/cluster:slurm_srun_test).
+extern "C" {
+#include <slurm/spank.h>
+}
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::map<std::string, std::string> g_env;
+std::vector<std::string> g_log;
+int g_remote = 1;
+spank_context_t g_context = S_CTX_REMOTE;
+std::vector<spank_option*> g_registered;
+
+void Log(const char* level, const char* fmt, va_list ap) {
+  char buf[1024];
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  g_log.push_back(std::string(level) + buf);
+}
+
+}  // namespace
+
+extern "C" {
+int spank_remote(spank_t) { return g_remote; }
+spank_context_t spank_context(void) { return g_context; }
+spank_err_t spank_option_register(spank_t, struct spank_option* opt) {
+  g_registered.push_back(opt);
+  return static_cast<spank_err_t>(ESPANK_SUCCESS);
+}
+const char* spank_strerror(spank_err_t) { return "fake error"; }
+spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
+  va_list ap;
+  va_start(ap, item);
+  uint32_t* p = va_arg(ap, uint32_t*);
+  va_end(ap);
+  if (item == S_JOB_ID) *p = 4242;
+  if (item == S_JOB_STEPID) *p = 3;
+  return static_cast<spank_err_t>(ESPANK_SUCCESS);
+}
+spank_err_t spank_getenv(spank_t, const char* var, char* buf, int len) {
+  auto it = g_env.find(var);
+  if (it == g_env.end()) return static_cast<spank_err_t>(ESPANK_ENV_NOEXIST);
+  if (static_cast<int>(it->second.size()) >= len) return static_cast<spank_err_t>(ESPANK_NOSPACE);
+  snprintf(buf, len, "%s", it->second.c_str());
+  return static_cast<spank_err_t>(ESPANK_SUCCESS);
+}
+spank_err_t spank_setenv(spank_t, const char* var, const char* val, int overwrite) {
+  if (!overwrite && g_env.count(var)) return static_cast<spank_err_t>(ESPANK_ENV_EXISTS);
+  g_env[var] = val;
+  return static_cast<spank_err_t>(ESPANK_SUCCESS);
+}
+void slurm_error(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  Log("error: ", fmt, ap);
+  va_end(ap);
+}
+void slurm_info(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  Log("info: ", fmt, ap);
+  va_end(ap);
+}
+}
+
+namespace {
+
+using Hook = int (*)(spank_t, int, char**);
+
+// One load of the plugin: its settings are per process, as in one srun or slurmstepd.
+class Plugin {
+ public:
+  explicit Plugin(std::vector<std::string> args) {
+    std::string path = std::string(getenv("TEST_SRCDIR")) + "/forkguard/slurm/spank_forkguard.so";
+    handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle_ == nullptr) ADD_FAILURE() << dlerror();
+    std::vector<char*> av;
+    for (auto& a : args) av.push_back(a.data());
+    init_rc_ = Call("slurm_spank_init", av);
+  }
+  ~Plugin() {
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  int init_rc() const { return init_rc_; }
+  // The option slurm_spank_init registered.
+  const spank_option* Option() { return g_registered.empty() ? nullptr : g_registered.back(); }
+  int SetOption(const char* value) { return Option()->cb(Option()->val, value, g_remote); }
+  // What slurmstepd calls for a step: user_init once, then task_init in each task.
+  void RunStep() {
+    std::vector<char*> none;
+    Call("slurm_spank_user_init", none);
+    RunTask();
+  }
+  void RunTask() {
+    std::vector<char*> none;
+    Call("slurm_spank_task_init", none);
+  }
+  const char* Sym(const char* name) { return static_cast<const char*>(dlsym(handle_, name)); }
+
+ private:
+  int Call(const char* fn, std::vector<char*>& av) {
+    auto f = reinterpret_cast<Hook>(dlsym(handle_, fn));
+    if (f == nullptr) {
+      ADD_FAILURE() << fn << " not exported";
+      return -99;
+    }
+    return f(nullptr, static_cast<int>(av.size()), av.data());
+  }
+  void* handle_ = nullptr;
+  int init_rc_ = -99;
+};
+
+class SpankForkguardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_env.clear();
+    g_log.clear();
+    g_registered.clear();
+    g_remote = 1;
+    g_context = S_CTX_REMOTE;
+    shim_ = std::string(getenv("TEST_TMPDIR")) + "/libforkguard.so";
+    FILE* f = fopen(shim_.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fclose(f);
+  }
+  std::string env(const char* v) { return g_env.count(v) ? g_env[v] : "<unset>"; }
+  std::string shim_;
+};
+
+TEST_F(SpankForkguardTest, IsASpankPluginWithTheOption) {
+  Plugin p({});
+  EXPECT_STREQ(p.Sym("plugin_name"), "forkguard");
+  EXPECT_STREQ(p.Sym("plugin_type"), "spank");
+  // Registered (sbatch and salloc see no spank_options[] table), in the remote context too.
+  ASSERT_EQ(g_registered.size(), 1u);
+  const spank_option* o = p.Option();
+  EXPECT_STREQ(o->name, "forkguard");
+  EXPECT_EQ(o->has_arg, 2);  // --forkguard or --forkguard=MODE
+}
+
+TEST_F(SpankForkguardTest, OptionRegisteredForSrunSbatchSallocAndTheTasks) {
+  for (spank_context_t c : {S_CTX_LOCAL, S_CTX_ALLOCATOR, S_CTX_REMOTE}) {
+    g_registered.clear();
+    g_context = c;
+    Plugin p({});
+    EXPECT_EQ(g_registered.size(), 1u) << c;
+  }
+  g_registered.clear();
+  g_context = S_CTX_JOB_SCRIPT;
+  Plugin p({});
+  EXPECT_TRUE(g_registered.empty());
+}
+
+TEST_F(SpankForkguardTest, OffByDefaultNothingChanges) {
+  Plugin p({"shim=" + shim_});
+  g_env["LD_PRELOAD"] = "/lib/other.so";
+  p.RunStep();
+  EXPECT_EQ(env("LD_PRELOAD"), "/lib/other.so");
+  EXPECT_EQ(env("FORKGUARD_MODE"), "<unset>");
+  EXPECT_TRUE(g_log.empty());
+}
+
+TEST_F(SpankForkguardTest, OptionAppendsTheShimKeepingWhatIsThere) {
+  Plugin p({"shim=" + shim_});
+  ASSERT_EQ(p.SetOption(nullptr), 0);
+  g_env["LD_PRELOAD"] = "/lib/other.so";
+  p.RunStep();
+  EXPECT_EQ(env("LD_PRELOAD"), "/lib/other.so:" + shim_);
+  EXPECT_EQ(env("FORKGUARD_MODE"), "warn");
+  EXPECT_EQ(env("FORKGUARD_LOG"), "<unset>");
+  // Already there (an sbatch script's environment passed to its srun): not added twice.
+  p.RunStep();
+  EXPECT_EQ(env("LD_PRELOAD"), "/lib/other.so:" + shim_);
+  g_env.erase("LD_PRELOAD");
+  p.RunStep();
+  EXPECT_EQ(env("LD_PRELOAD"), shim_);
+  EXPECT_TRUE(g_log.empty());
+}
+
+TEST_F(SpankForkguardTest, OptionModeWinsOverTheEnvironment) {
+  Plugin p({"shim=" + shim_, "mode=abort"});
+  ASSERT_EQ(p.SetOption("error"), 0);
+  g_env["FORKGUARD_MODE"] = "warn";
+  p.RunStep();
+  EXPECT_EQ(env("FORKGUARD_MODE"), "error");
+}
+
+TEST_F(SpankForkguardTest, SiteDefaultOnWithModeAndLogTemplate) {
+  Plugin p({"default=on", "mode=abort", "log=/shared/fg/%j/%h", "shim=" + shim_});
+  EXPECT_EQ(p.init_rc(), 0);
+  p.RunStep();
+  EXPECT_EQ(env("LD_PRELOAD"), shim_);
+  EXPECT_EQ(env("FORKGUARD_MODE"), "abort");
+  EXPECT_EQ(env("FORKGUARD_LOG"), "/shared/fg/%j/%h");
+  // The user's own settings stay.
+  g_env.clear();
+  g_env["FORKGUARD_MODE"] = "warn";
+  g_env["FORKGUARD_LOG"] = "/mine";
+  p.RunStep();
+  EXPECT_EQ(env("FORKGUARD_MODE"), "warn");
+  EXPECT_EQ(env("FORKGUARD_LOG"), "/mine");
+}
+
+TEST_F(SpankForkguardTest, OffOptionUnderSiteDefaultOn) {
+  Plugin p({"default=on", "shim=" + shim_});
+  ASSERT_EQ(p.SetOption("off"), 0);
+  p.RunStep();
+  EXPECT_EQ(env("LD_PRELOAD"), "<unset>");
+  EXPECT_EQ(env("FORKGUARD_MODE"), "<unset>");
+}
+
+TEST_F(SpankForkguardTest, MissingShimOneLineAndTheTaskRunsWithout) {
+  Plugin p({"default=on", "shim=/nonexistent/libforkguard.so"});
+  p.RunStep();
+  p.RunTask();  // a second task of the step: no second line
+  EXPECT_EQ(env("LD_PRELOAD"), "<unset>");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0],
+            "error: forkguard: shim /nonexistent/libforkguard.so not readable (No such file or "
+            "directory): job 4242 step 3 runs without forkguard");
+}
+
+TEST_F(SpankForkguardTest, BadOptionValueIsAnErrorBadSiteArgumentsAreIgnored) {
+  Plugin p({"default=maybe", "mode=loud", "log=relative/dir", "colour=blue", "noequals",
+            "shim=" + shim_});
+  EXPECT_EQ(p.init_rc(), 0);  // an optional plugin's bad config never fails a job
+  ASSERT_EQ(g_log.size(), 5u);
+  EXPECT_EQ(g_log[0],
+            "error: forkguard: plugstack.conf default=maybe: expected on or off; ignored");
+  EXPECT_EQ(g_log[1],
+            "error: forkguard: plugstack.conf mode=loud: expected warn, error or abort; ignored");
+  EXPECT_EQ(g_log[4],
+            "error: forkguard: plugstack.conf argument 'noequals': expected KEY=VALUE; ignored");
+  g_log.clear();
+  g_remote = 0;
+  EXPECT_EQ(p.SetOption("loud"), -1);
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: --forkguard=loud: expected warn, error, abort or off");
+  p.RunStep();  // still off: the defaults stand
+  EXPECT_EQ(env("LD_PRELOAD"), "<unset>");
+}
+
+}  // namespace

@@ -1,0 +1,388 @@
+"""The fork matrix's results (scripts/matrix-lane): truth and verdict per cell.
+
+  analyze.py junit RAW OUT --kernels=L --rdma-cores=L [--seconds=N --fetch-seconds=N]
+                   [--note=TEXT]...   (a line for the doc's notes, e.g. how RAW was put together)
+      reads RAW/kernel-K/<rc>/<kind>-<fork support>/{bare,warn,error}.{json,err,rc}
+      and the shim's event logs beside them; writes OUT/matrix.xml (one testcase per
+      cell) and OUT/results.json; prints one line per cell and the counts.
+  analyze.py doc RESULTS.json
+      prints docs/fork-matrix.md (Markdown) made from a results.json.
+
+A cell's truth comes from the run without the shim: "refused" (ibv_reg_mr failed),
+"child-segv" (the child that touched the range died of SIGSEGV), "stale" (the device
+read the pre-fork data, or what it wrote did not reach the parent), "nothing" (none of
+these). The verdict is the reasons of the fork event the shim wrote under
+FORKGUARD_MODE=warn. The cell passes when the truth was established, the shim did not
+change it, the verdict says child-segv exactly where the child died and
+parent-corruption exactly where data went stale, and (stale cells) FORKGUARD_MODE=error
+refused the fork and the data came out intact.
+"""
+
+import glob
+import json
+import os
+import sys
+import xml.sax.saxutils as su
+
+KINDS = ["anon", "thp", "hugetlb", "file", "shared"]
+KIND_TEXT = {
+    "anon": "anonymous, small pages (64 KiB)",
+    "thp": "anonymous THP (2 MiB, MADV_HUGEPAGE)",
+    "hugetlb": "hugetlb (2 MiB, MAP_HUGETLB)",
+    "file": "MAP_PRIVATE file, read-only MR (64 KiB)",
+    "shared": "MAP_SHARED anonymous (64 KiB)",
+}
+FORK_SUPPORT = ["off", "env", "init", "env+hp", "init+hp"]
+FS_TEXT = {
+    "off": "off",
+    "env": "RDMAV_FORK_SAFE=1",
+    "init": "ibv_fork_init()",
+    "env+hp": "RDMAV_FORK_SAFE=1 RDMAV_HUGEPAGES_SAFE=1",
+    "init+hp": "ibv_fork_init() RDMAV_HUGEPAGES_SAFE=1",
+}
+TRUTHS = ["child-segv", "stale", "nothing", "refused"]
+
+
+def read(path, default=""):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def measured(d, name):
+    """The fork_truth run `name` in cell dir d: (json dict or None, why not)."""
+    rc = read(os.path.join(d, name + ".rc")).strip()
+    out = read(os.path.join(d, name + ".json")).strip()
+    err = read(os.path.join(d, name + ".err")).strip()
+    if rc == "":
+        return None, "did not run"
+    if rc != "0":
+        tail = "; ".join(l for l in err.splitlines() if "fork_truth" in l)[-300:] or err[-300:]
+        return None, f"exit {rc}: {tail}"
+    try:
+        return json.loads(out.splitlines()[-1]), ""
+    except (ValueError, IndexError) as e:
+        return None, f"unreadable output ({e})"
+
+
+def truth_of(m):
+    """A set of outcomes, or None with why when the run shows something unmeasurable."""
+    if m["device_reads"] == "other" or m["device_writes"] == "other":
+        return None, "the device's data was neither the old nor the new pattern"
+    t = set()
+    if m["reg"] == "refused":
+        t.add("refused")
+    if m["child"] == "segv":
+        t.add("child-segv")
+    elif m["child"] not in ("alive", "none"):
+        return None, f"the child ended otherwise: {m['child']}"
+    if m["device_reads"] == "stale" or m["device_writes"] == "lost":
+        t.add("stale")
+    if not t:
+        t.add("nothing")
+    return t, ""
+
+
+def fork_event(logdir):
+    """The parent's fork event (the shim's event log, JSON lines), or None."""
+    for path in sorted(glob.glob(os.path.join(logdir, "*.jsonl"))):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(e, dict) and e.get("event") == "fork":
+                    return e
+    return None
+
+
+def truth_label(t):
+    return "+".join(x for x in TRUTHS if x in t) if t else "unknown"
+
+
+def analyze_cell(d, kernel, rc):
+    cell = {"dir": d}
+    bare, why = measured(d, "bare")
+    if bare is None:
+        return cell, f"truth not established: {why}"
+    cell["bare"] = bare
+    lib = os.path.basename(bare.get("libibverbs", ""))
+    if f".{rc}." not in lib:
+        return cell, f"truth not established: libibverbs loaded was {lib or '?'}, not rdma-core {rc}"
+    t, why = truth_of(bare)
+    if t is None:
+        return cell, f"truth not established: {why}"
+    cell["truth"] = sorted(t)
+    warn, why = measured(d, "warn")
+    if warn is None:
+        return cell, f"under the shim the cell did not run: {why}"
+    cell["warn"] = warn
+    ev = fork_event(os.path.join(d, "warn-log"))
+    if ev is None:
+        return cell, "under the shim: no fork event in its event log"
+    reasons = ev.get("reasons") or []
+    cell["verdict"] = ev.get("verdict")
+    cell["reasons"] = reasons
+    cell["kernel_cof"] = ev.get("kernel_cof")
+    cell["kernel_cof_source"] = ev.get("kernel_cof_source")
+    cell["fork_support"] = ev.get("fork_support")
+    t2, why = truth_of(warn)
+    problems = []
+    if t2 != t:
+        problems.append(f"the shim changed the outcome: {truth_label(t)} without it, "
+                        f"{truth_label(t2) if t2 else why} with it")
+    want_segv, want_stale = "child-segv" in t, "stale" in t
+    if ("child-segv" in reasons) != want_segv:
+        problems.append("verdict " + ("lacks" if want_segv else "claims") + " child-segv")
+    if ("parent-corruption" in reasons) != want_stale:
+        problems.append("verdict " + ("lacks" if want_stale else "claims") + " parent-corruption")
+    if want_stale:
+        err, why = measured(d, "error")
+        if err is None:
+            problems.append(f"FORKGUARD_MODE=error did not run: {why}")
+        else:
+            cell["error"] = err
+            intact = err["device_reads"] == "fresh" and err["device_writes"] in ("seen", "n/a")
+            cell["error_intact"] = intact and err["fork"] == "refused"
+            if err["fork"] != "refused":
+                problems.append("FORKGUARD_MODE=error did not refuse the fork")
+            elif not intact:
+                problems.append("FORKGUARD_MODE=error refused the fork but the data went stale")
+    return cell, "; ".join(problems)
+
+
+def verdict_label(cell):
+    if "reasons" not in cell:
+        return "none"
+    rs = [r for r in cell["reasons"] if r in ("child-segv", "parent-corruption")]
+    if rs:
+        return ",".join(rs)
+    return "clean" if cell.get("verdict") == "clean" else "inherited-rdma only"
+
+
+def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
+    cases, results = [], {"kernels": [], "seconds": seconds, "fetch_seconds": fetch_seconds,
+                          "notes": list(notes)}
+    counts = {x: 0 for x in TRUTHS}
+    counts["unknown"] = 0
+    failed = 0
+    for k in kernels:
+        kd = os.path.join(raw, "kernel-" + k)
+        kinfo = {
+            "kernel": k,
+            "uname": read(os.path.join(kd, "uname")).strip(),
+            "rdma_system": read(os.path.join(kd, "rdma-system")).strip(),
+            "seconds": read(os.path.join(kd, "seconds")).strip(),
+            "cells_seconds": read(os.path.join(kd, "cells-seconds")).strip(),
+            "cells": [],
+        }
+        results["kernels"].append(kinfo)
+        booted = os.path.exists(os.path.join(kd, "finished"))
+        if not booted:
+            # The cells that did run are still judged below; the rest is this failure.
+            why = (read(os.path.join(kd, "boot.err")).strip().splitlines() or ["no output"])[-5:]
+            kinfo["boot_error"] = "\n".join(why)
+            for f in glob.glob(os.path.join(raw, "fetch-kernel-" + k + ".err")):
+                why = read(f).strip().splitlines()[-3:] + why
+            cases.append((f"kernel {k}: the guest ran every cell", "\n".join(why)))
+            failed += 1
+            print(f"matrix-lane: FAIL kernel {k}: the guest did not finish: {' | '.join(why)}")
+        for rc in rcs:
+            if not booted and not os.path.isdir(os.path.join(kd, rc)):
+                continue
+            if os.path.exists(os.path.join(kd, f"layer-{rc}.err")) or not os.path.isdir(os.path.join(kd, rc)):
+                why = read(os.path.join(raw, f"fetch-rdma-core-{rc}.err")).strip()[-400:]
+                cases.append((f"kernel {kinfo['uname'] or k} / rdma-core {rc}: laid over / in the guest",
+                              why or read(os.path.join(kd, f"layer-{rc}.err")) or "no results"))
+                failed += 1
+                print(f"matrix-lane: FAIL kernel {k} rdma-core {rc}: not run ({why[-120:]})")
+                continue
+            for kind in KINDS:
+                for fs in FORK_SUPPORT:
+                    d = os.path.join(kd, rc, f"{kind}-{fs}")
+                    if not os.path.isdir(d):
+                        continue
+                    cell, problem = analyze_cell(d, k, rc)
+                    cell.update({"kernel": k, "rdma_core": rc, "kind": kind, "fork_support_cell": fs,
+                                 "ok": not problem, "problem": problem})
+                    del cell["dir"]
+                    kinfo["cells"].append(cell)
+                    tl = truth_label(set(cell.get("truth", [])))
+                    for x in cell.get("truth", []) or ["unknown"]:
+                        counts[x] += 1
+                    name = (f"kernel {kinfo['uname'] or k} / rdma-core {rc} / {kind} / fork support "
+                            f"{FS_TEXT[fs]}: truth {tl}, verdict {verdict_label(cell)}")
+                    cases.append((name, problem))
+                    failed += bool(problem)
+                    print(f"matrix-lane: {'PASS' if not problem else 'FAIL'} {name}"
+                          + (f"\n    | {problem}" if problem else ""))
+    n = len(cases)
+    results["counts"] = counts
+    results["cases"] = n
+    results["failed"] = failed
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "matrix.xml"), "w") as f:
+        f.write('<?xml version="1.0" encoding="UTF-8"?>\n')
+        f.write(f'<testsuite name="matrix-lane" tests="{n}" failures="{failed}">\n')
+        for name, problem in cases:
+            f.write(f"<testcase classname=\"matrix-lane\" name={su.quoteattr(name)}")
+            if problem:
+                f.write(f"><failure message={su.quoteattr(problem)}/></testcase>\n")
+            else:
+                f.write("/>\n")
+        f.write("</testsuite>\n")
+    print(f"matrix-lane: {n - failed} passed, {failed} failed; truths: "
+          + ", ".join(f"{counts[x]} {x}" for x in TRUTHS + ["unknown"]))
+    return 0 if failed == 0 and n > 0 else 1
+
+
+def outcome_text(m):
+    if m is None:
+        return "?"
+    parts = []
+    if m["reg"] == "refused":
+        parts.append(f"ibv_reg_mr refused ({os.strerror(m['reg_errno'])})")
+    else:
+        parts.append({"fresh": "device reads new data", "stale": "device reads **pre-fork data**"}
+                     .get(m["device_reads"], m["device_reads"]))
+        if m["device_writes"] != "n/a":
+            parts.append({"seen": "its writes reach the parent", "lost": "its writes **lost**"}
+                         .get(m["device_writes"], m["device_writes"]))
+    parts.append({"alive": "child lives", "segv": "child **SIGSEGV**"}.get(m["child"], m["child"]))
+    if m.get("dontfork"):
+        parts.append("`dc`")
+    return "; ".join(parts)
+
+
+def doc(path):
+    with open(path) as f:
+        res = json.load(f)
+    o = []
+    w = o.append
+    w("# The fork matrix: what a fork does, measured, beside what forkguard says")
+    w("")
+    w("Generated by `scripts/matrix-lane --write-doc` from its last run (do not edit by hand;")
+    w("`scripts/matrix-lane --doc-only` rewrites it from the last results). Every cell ran on a")
+    w("real Soft-RoCE device (`rxe0`) in the project's QEMU guest, booted once per kernel, with each")
+    w("rdma-core laid over `/` inside the guest in turn (`scripts/matrix-fetch` fetches the kernels")
+    w("and rdma-cores from Debian's registry into a cache; rdma-core 56 is built from trixie's source).")
+    w("")
+    w("How a cell is measured (`//tests/matrix:fork_truth`): register a buffer of the memory kind")
+    w("(fork support as the cell says), fork a child that stays alive, let the parent write the")
+    w("buffer, RDMA-WRITE the buffer's MR into a second MR over a loopback RC QP (does the device read")
+    w("what the parent wrote?), RDMA-WRITE new data into the buffer's MR (does the parent read it?),")
+    w("then let the child read the buffer (does it die?). Truth, from the run without forkguard:")
+    w("")
+    w("- **child-segv**: the child that touched the range died of SIGSEGV (the range was `MADV_DONTFORK`);")
+    w("- **stale**: after fork + a parent write, the device read the pre-fork data or its writes did not")
+    w("  reach the parent: silent data corruption;")
+    w("- **nothing**: neither; **refused**: `ibv_reg_mr` itself failed.")
+    w("")
+    w("Verdict: the `reasons` of the shim's `fork` event for the same cell (`FORKGUARD_MODE=warn`;")
+    w("`inherited-rdma`, always present here, is left out). A cell passes when the verdict says")
+    w("`child-segv` exactly where the child died and `parent-corruption` exactly where data went stale;")
+    w("in stale cells `FORKGUARD_MODE=error` must refuse the fork and the data come out intact.")
+    w("")
+    c = res.get("counts", {})
+    cells = [x for k in res["kernels"] for x in k["cells"]]
+    bad = sum(1 for x in cells if not x["ok"])
+    others = res.get("failed", 0) - bad
+    w(f"**{len(cells)} cells measured, {bad} failed** (the verdict disagrees with the truth, or the truth "
+      "could not be established). Truths: " + ", ".join(f"{c.get(x, 0)} {x}" for x in TRUTHS)
+      + (f", {c['unknown']} not established" if c.get("unknown") else "") + "."
+      + (f" {others} more failure(s): a kernel or rdma-core that did not run (below)." if others else "")
+      + (f" Lane time {res['seconds']} s (fetch {res.get('fetch_seconds', '?')} s)."
+         if str(res.get("seconds", "?")) != "?" else ""))
+    w("")
+    w("## Overview")
+    w("")
+    w("Truth per cell, and the verdict where it differs (**✗ verdict**); ✓ where they agree.")
+    w("")
+    cols = [(k, rc) for k in res["kernels"] for rc in
+            dict.fromkeys(c["rdma_core"] for c in k["cells"])]
+    if cols:
+        w("| memory | fork support | " + " | ".join(
+            f"{k['uname'] or k['kernel']} rdma-core {rc}" for k, rc in cols) + " |")
+        w("|---|---|" + "---|" * len(cols))
+        for kind in KINDS:
+            for fs in FORK_SUPPORT:
+                row = []
+                for k, rc in cols:
+                    cell = next((c for c in k["cells"] if c["rdma_core"] == rc and c["kind"] == kind
+                                 and c["fork_support_cell"] == fs), None)
+                    if cell is None:
+                        row.append("")
+                        continue
+                    t = truth_label(set(cell.get("truth", [])))
+                    row.append(f"{t} ✓" if cell["ok"] else f"{t} **✗ {verdict_label(cell)}**")
+                if any(row):
+                    w(f"| {KIND_TEXT[kind]} | {FS_TEXT[fs]} | " + " | ".join(row) + " |")
+        w("")
+    for k in res["kernels"]:
+        w(f"## Kernel {k['uname'] or k['kernel']}")
+        w("")
+        if k.get("rdma_system"):
+            w(f"`rdma system show`: `{k['rdma_system']}`. The cells took {k.get('cells_seconds') or '?'} s in the guest.")
+            w("")
+        if k.get("boot_error"):
+            w("The guest did not boot or did not finish" + (" (the cells below are those that ran)"
+              if k["cells"] else "") + ". The lane's last lines about it:")
+            w("")
+            w("```")
+            w(k["boot_error"])
+            w("```")
+            w("")
+        if not k["cells"]:
+            continue
+        rcs = []
+        for cell in k["cells"]:
+            if cell["rdma_core"] not in rcs:
+                rcs.append(cell["rdma_core"])
+        for rc in rcs:
+            w(f"### rdma-core {rc}")
+            w("")
+            w("| memory | fork support | what happened | truth | verdict | kernel copy-on-fork (source) | error mode | |")
+            w("|---|---|---|---|---|---|---|---|")
+            for cell in (x for x in k["cells"] if x["rdma_core"] == rc):
+                cof = cell.get("kernel_cof")
+                cofs = "?" if "reasons" not in cell else (
+                    f"{'yes' if cof else 'no' if cof is False else 'unknown'} ({cell.get('kernel_cof_source') or '?'})")
+                err = ""
+                if "error" in cell:
+                    err = "fork refused, data intact" if cell.get("error_intact") else "**not intact**"
+                mark = "ok" if cell["ok"] else "**WRONG**: " + cell["problem"]
+                w(f"| {KIND_TEXT[cell['kind']]} | {FS_TEXT[cell['fork_support_cell']]} | "
+                  f"{outcome_text(cell.get('bare'))} | **{truth_label(set(cell.get('truth', [])))}** | "
+                  f"{verdict_label(cell)} | {cofs} | {err} | {mark} |")
+            w("")
+    w("## Notes")
+    w("")
+    w("- A kernel that does not boot in the guest fails its testcase with the console's reason.")
+    w("- Lane time includes waiting for the guest lock shared with other runs on this machine; the")
+    w("  cells' own time in the guest is given per kernel.")
+    for n in res.get("notes", []):
+        w(f"- {n}")
+    w("- rdma-core 33 (bullseye's binaries) and 56 (trixie's source, built here) are never installed")
+    w("  on the host: each is a tree laid over the guest's throw-away root.")
+    print("\n".join(o))
+    return 0
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "doc":
+        return doc(argv[2])
+    if len(argv) >= 4 and argv[1] == "junit":
+        opts = dict(a[2:].split("=", 1) for a in argv[4:] if a.startswith("--") and "=" in a)
+        notes = [a[len("--note="):] for a in argv[4:] if a.startswith("--note=")]
+        return junit(argv[2], argv[3], opts.get("kernels", "").split(","), opts.get("rdma-cores", "").split(","),
+                     opts.get("seconds", "?"), opts.get("fetch-seconds", "?"), notes)
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
