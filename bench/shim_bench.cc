@@ -7,10 +7,14 @@
 //   shim_bench fork-rdma N DEV       the same with a live context, PD and 4 MiB MR on DEV
 //   shim_bench reg SIZE N DEV        ibv_reg_mr + ibv_dereg_mr of SIZE bytes on DEV
 //   shim_bench libc N                a libc path the shim does not watch (open/read/close,
-//   malloc/free) shim_bench exec-loop N           N times: bash running a loop of 300 fork+exec of
-//   /bin/true
+//                                    malloc/free)
+//   shim_bench exec-loop N           N times: bash running a loop of 300 fork+exec of /bin/true
 //                                    (every process it starts inherits LD_PRELOAD: process
 //                                    start with the shim preloaded, what `forkguard run` costs)
+//   shim_bench start N PROG [ARG..]  N times: sh running a loop of 300 fork+exec of PROG ARG..:
+//                                    what a preload costs every process of a job
+//   shim_bench noop                  returns at once: a small dynamically linked C++ program
+//                                    (libstdc++, libibverbs) that never touches RDMA, for start
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <spawn.h>
@@ -90,6 +94,7 @@ void* PageAligned(size_t len) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "noop") == 0) return 0;
   if (argc < 3) {
     fprintf(stderr, "usage: see the comment at the top of bench/shim_bench.cc\n");
     return 2;
@@ -134,6 +139,26 @@ int main(int argc, char** argv) {
       t.push_back(NowNs() - t0);
     }
     Report("exec-loop", t);
+  } else if (mode == "start" && argc >= 4) {
+    int n = atoi(argv[2]);
+    std::vector<long long> t;
+    // PROG is sh's $0 and its arguments sh's "$@": the loop names them without quoting.
+    std::vector<char*> args = {
+        const_cast<char*>("sh"), const_cast<char*>("-c"),
+        const_cast<char*>(
+            "i=0; while [ $i -lt 300 ]; do \"$0\" \"$@\" || exit 1; i=$((i + 1)); done")};
+    for (int a = 3; a < argc; ++a) args.push_back(argv[a]);
+    args.push_back(nullptr);
+    for (int i = 0; i < n; ++i) {
+      long long t0 = NowNs();
+      pid_t pid = 0;
+      if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, args.data(), environ) != 0)
+        Die("posix_spawn");
+      int st = 0;
+      if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) Die("sh");
+      t.push_back(NowNs() - t0);
+    }
+    Report("start", t);
   } else if (mode == "libc") {
     int n = atoi(argv[2]);
     std::vector<long long> t;

@@ -6,8 +6,10 @@
 #include <getopt.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace forkguard::cli {
@@ -19,6 +21,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFail = 1;          // doctor: a check failed
 inline constexpr int kExitUsage = 2;         // bad command line
 inline constexpr int kExitHazard = 3;        // --fail-on hazard and a hazardous fork was seen
+inline constexpr int kExitUnwatched = 4;     // run --require-watched: a process ran unwatched
 inline constexpr int kExitInternal = 125;    // forkguard itself failed
 inline constexpr int kExitCannotExec = 126;  // run: the command is not executable
 inline constexpr int kExitNotFound = 127;    // run: the command was not found
@@ -33,6 +36,7 @@ std::string RenderReportAs(const JobReport& r, const std::string& format, bool s
 int RunMain(int argc, char** argv, const char* argv0);
 int ReportMain(int argc, char** argv);
 int DoctorMain(int argc, char** argv, const char* argv0);
+int PsMain(int argc, char** argv);
 
 // How a report is made: what `report` and `run` share.
 struct ReportOptions {
@@ -64,8 +68,10 @@ bool SetReportOption(const std::string& name, const std::string& value, ReportOp
 // counting suppressed ones); *new_sites: hazardous sites the baseline lacks (all of them
 // without one). Throws flags::UsageError for a --job not in the logs or a bad baseline, and
 // BadSuppressionFile (cli/report_suppressions.h) for a bad suppression file.
+// With `stream`, --format trace is written to it as it is made (and "" returned).
 std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards,
-                       int64_t* new_sites = nullptr);
+                       int64_t* new_sites = nullptr,
+                       const std::function<void(std::string_view)>* stream = nullptr);
 
 // A command's getopt_long table: `own`, then `shared` (ending in {}), then --help/-h, {}.
 std::vector<option> OptionTable(std::vector<option> own, const option* shared = nullptr);
@@ -74,10 +80,12 @@ std::vector<option> OptionTable(std::vector<option> own, const option* shared = 
 extern const std::vector<option> kRunOptions;
 extern const std::vector<option> kReportOptions;
 extern const std::vector<option> kDoctorOptions;
+extern const std::vector<option> kPsOptions;
 
 extern const char kRunHelp[];
 extern const char kReportHelp[];
 extern const char kDoctorHelp[];
+extern const char kPsHelp[];
 extern const char kMainHelp[];
 
 }  // namespace forkguard::cli

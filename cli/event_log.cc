@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 namespace forkguard::cli {
@@ -26,6 +27,30 @@ constexpr size_t kChunkBytes = size_t{1} << 20;
 constexpr size_t kMaxCountedTypes = 32;
 // Per file and kind of problem, this many notes name their line; the rest are counted.
 constexpr int kNotesPerKind = 3;
+
+using WithLogs = std::set<std::pair<std::string, int64_t>>;
+
+// (host, pid) from a name the shim gives a log, "DIR/forkguard.HOST.PID.START_NS.jsonl"
+// (HOST may hold dots); nullopt for any other name.
+std::optional<std::pair<std::string, int64_t>> ShimFileIdentity(std::string_view path) {
+  size_t slash = path.rfind('/');
+  std::string_view n = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  constexpr std::string_view kPrefix = "forkguard.", kSuffix = ".jsonl";
+  if (n.size() <= kPrefix.size() + kSuffix.size() || n.substr(0, kPrefix.size()) != kPrefix ||
+      n.substr(n.size() - kSuffix.size()) != kSuffix)
+    return std::nullopt;
+  n = n.substr(kPrefix.size(), n.size() - kPrefix.size() - kSuffix.size());
+  size_t dot2 = n.rfind('.');
+  if (dot2 == std::string_view::npos || dot2 == 0) return std::nullopt;
+  size_t dot1 = n.rfind('.', dot2 - 1);
+  if (dot1 == std::string_view::npos || dot1 == 0) return std::nullopt;
+  auto digits = [](std::string_view d) {
+    return !d.empty() && d.size() <= 19 && d.find_first_not_of("0123456789") == d.npos;
+  };
+  std::string_view pid = n.substr(dot1 + 1, dot2 - dot1 - 1);
+  if (!digits(pid) || !digits(n.substr(dot2 + 1))) return std::nullopt;
+  return std::make_pair(std::string(n.substr(0, dot1)), std::stoll(std::string(pid)));
+}
 
 // Collects notes for one file, naming the first few lines of each kind of
 // problem and counting the rest, so a file of junk gives a short report.
@@ -179,8 +204,19 @@ std::string StackIdentity(const Stack& s) {
 // The per-file state: processes met in this file and their stack tables.
 struct FileState {
   struct Proc {
-    size_t index;  // into out->processes
+    size_t index = 0;  // into out->processes
     std::unordered_map<std::string, int> stack_ids;
+    // Forks: the site of each (verdict, site hash or stack), the forks still without a
+    // fork_child line (newest last, at most kMaxPending), the newest samples (a ring).
+    struct Pending {
+      int site;
+      int64_t ts_ns;
+      int64_t ordinal;
+    };
+    std::unordered_map<std::string, int> site_ids;
+    std::vector<Pending> pending;
+    std::vector<ForkSample> tail;
+    size_t tail_next = 0;
   };
   std::map<std::pair<std::string, int64_t>, Proc> by_proc;
   std::map<std::pair<std::string, int64_t>, Proc>::iterator last = by_proc.end();
@@ -194,10 +230,131 @@ struct FileState {
   std::map<std::pair<std::string, int64_t>, Proc>::iterator v2_proc = by_proc.end();
   std::unordered_map<int64_t, Module> modules;
   std::unordered_map<int64_t, int> stacks;  // /2 id -> index in ProcessLog::stacks
+  // /2 stack records not decoded yet (their frames' JSON): most are registration stacks,
+  // which no kept event uses; a record is decoded when a kept event first names it.
+  std::unordered_map<int64_t, std::string> raw_stacks;
+  bool HasStack(int64_t id) const { return stacks.count(id) || raw_stacks.count(id); }
   // Where the line being decoded is (for the notes of stack references).
   FileNotes* notes = nullptr;
   int lineno = 0;
+  // (host, pid) of every process with a log of its own; null: unknown, keep every child.
+  const std::set<std::pair<std::string, int64_t>>* with_logs = nullptr;
 };
+
+// A fork_child line waits for the newest fork of its process without a child; this many
+// forks without one are remembered (failed forks never get one), the oldest dropped.
+constexpr size_t kMaxPending = 256;
+constexpr size_t kMaxErrnos = 16;
+
+// Folds the fork event `e` of process `p` into its site and its sample.
+void TallyFork(const Event& e, FileState::Proc* proc, ProcessLog* p) {
+  std::string key = e.verdict + '\x1f' + e.site + '\x1f' +
+                    (e.site.empty() ? std::to_string(e.stack) : std::string()) + '\x1f' +
+                    e.suppressed;
+  auto [it, fresh] = proc->site_ids.emplace(std::move(key), static_cast<int>(p->fork_sites.size()));
+  if (fresh) {
+    ForkSite fs;
+    fs.verdict = e.verdict;
+    fs.site = e.site;
+    fs.stack = e.stack;
+    fs.suppressed = e.suppressed;
+    fs.first_ts_ns = e.ts_ns;
+    p->fork_sites.push_back(std::move(fs));
+  }
+  ForkSite& s = p->fork_sites[static_cast<size_t>(it->second)];
+  // A hazard the shim suppressed counts as such in the site (ApplySuppressions moves the
+  // site to "suppressed"), not in the timeline's hazard bins.
+  bool hazard = e.verdict == "hazard";
+  ++s.count;
+  if (hazard) ++s.hazard;
+  s.first_ts_ns = std::min(s.first_ts_ns, e.ts_ns);
+  s.last_ts_ns = std::max(s.last_ts_ns, e.ts_ns);
+  for (const auto& r : e.reasons) ++s.reasons[r];
+  ++s.actions[e.action];
+  if (!e.via.empty()) ++s.via[e.via];
+  if (s.fix.empty() && !e.fix.empty()) {
+    s.fix = e.fix;
+    s.fix_library = e.fix_library;
+  }
+  if (e.action == "failed" && !e.errno_text.empty() && s.errnos.size() < kMaxErrnos &&
+      std::find(s.errnos.begin(), s.errnos.end(), e.errno_text) == s.errnos.end())
+    s.errnos.push_back(e.errno_text);
+  if (e.has_init) {
+    if (e.init_age_ms >= 0) {
+      s.min_age_ms = s.min_age_ms < 0 ? e.init_age_ms : std::min(s.min_age_ms, e.init_age_ms);
+      s.max_age_ms = std::max(s.max_age_ms, e.init_age_ms);
+    }
+    if (!s.has_init) {
+      s.has_init = true;
+      s.init_call = e.init_call;
+      s.init_device = e.init_device;
+      s.init_stack = e.init_stack;
+    }
+  }
+  if (e.range_bytes > s.max_range_bytes ||
+      (e.range_bytes == s.max_range_bytes && e.ranges > s.max_ranges)) {
+    s.max_ranges = e.ranges;
+    s.max_range_bytes = e.range_bytes;
+    s.dontfork_ranges = e.dontfork_ranges;
+  }
+  s.max_threads = std::max(s.max_threads, e.threads);
+  if (e.kernel_cof) s.kernel_cof = e.kernel_cof;
+
+  int64_t ordinal = p->forks++;
+  if (p->first_fork_ns == 0 || (e.ts_ns > 0 && e.ts_ns < p->first_fork_ns))
+    p->first_fork_ns = e.ts_ns;
+  p->last_fork_ns = std::max(p->last_fork_ns, e.ts_ns);
+  p->fork_bins.Add(e.ts_ns, hazard && e.suppressed.empty());
+  ForkSample f;
+  f.ts_ns = e.ts_ns;
+  f.tid = e.tid;
+  f.line = e.line;
+  f.site = it->second;
+  f.ordinal = ordinal;
+  f.action = e.action;
+  f.reasons = e.reasons;
+  if (p->fork_sample.size() < ProcessLog::kForkSampleHead) {
+    p->fork_sample.push_back(std::move(f));
+  } else if (proc->tail.size() < ProcessLog::kForkSampleTail) {
+    proc->tail.push_back(std::move(f));
+  } else {
+    proc->tail[proc->tail_next] = std::move(f);
+    proc->tail_next = (proc->tail_next + 1) % ProcessLog::kForkSampleTail;
+  }
+  if (proc->pending.size() >= kMaxPending) proc->pending.erase(proc->pending.begin());
+  proc->pending.push_back({it->second, e.ts_ns, ordinal});
+}
+
+// A fork_child line: the child of the newest fork of this process without one.
+void TallyForkChild(int64_t child_pid, const FileState& state, FileState::Proc* proc,
+                    ProcessLog* p) {
+  ++p->fork_children;
+  if (proc->pending.empty()) return;
+  FileState::Proc::Pending f = proc->pending.back();
+  proc->pending.pop_back();
+  ++p->fork_sites[static_cast<size_t>(f.site)].children;
+  if (static_cast<size_t>(f.ordinal) < p->fork_sample.size()) {
+    p->fork_sample[static_cast<size_t>(f.ordinal)].child_pid = child_pid;
+  } else {
+    for (ForkSample& s : proc->tail)
+      if (s.ordinal == f.ordinal) s.child_pid = child_pid;
+  }
+  if (child_pid > 0 && (state.with_logs == nullptr || state.with_logs->count({p->host, child_pid})))
+    p->child_links.push_back({child_pid, f.site, f.ts_ns});
+}
+
+// The end of a file: each process's newest forks join its sample, in log order.
+void FinishFile(FileState* state, LogSet* out) {
+  for (auto& [key, proc] : state->by_proc) {
+    ProcessLog& p = out->processes[proc.index];
+    std::rotate(proc.tail.begin(), proc.tail.begin() + static_cast<std::ptrdiff_t>(proc.tail_next),
+                proc.tail.end());
+    for (ForkSample& f : proc.tail) p.fork_sample.push_back(std::move(f));
+    proc.tail.clear();
+    proc.tail_next = 0;
+    proc.pending.clear();
+  }
+}
 
 int InternDecoded(Stack st, FileState::Proc* proc, ProcessLog* p) {
   std::string key = StackIdentity(st);
@@ -209,6 +366,25 @@ int InternStack(element v, FileState::Proc* proc, ProcessLog* p) {
   return InternDecoded(DecodeStack(v), proc, p);
 }
 
+Stack DecodeV2Frames(element v, FileState* state, int64_t id);
+
+// The index of /2 stack record `id` in p->stacks, decoding it on first use; -1 when unknown.
+int V2Stack(int64_t id, FileState* state, FileState::Proc* proc, ProcessLog* p) {
+  auto it = state->stacks.find(id);
+  if (it != state->stacks.end()) return it->second;
+  auto raw = state->raw_stacks.find(id);
+  if (raw == state->raw_stacks.end()) return -1;
+  // A parser of its own: the line being decoded lives in LineParser()'s document.
+  thread_local simdjson::dom::parser parser;
+  element fe;
+  int index = -1;
+  if (parser.parse(raw->second).get(fe) == simdjson::SUCCESS)
+    index = InternDecoded(DecodeV2Frames(fe, state, id), proc, p);
+  state->raw_stacks.erase(raw);
+  state->stacks[id] = index;
+  return index;
+}
+
 // A stack value: an array (inline frames, /1 and /2) or, in /2, the id of a stack record.
 int StackAt(object o, std::string_view key, FileState::Proc* proc, ProcessLog* p,
             FileState* state = nullptr) {
@@ -217,8 +393,7 @@ int StackAt(object o, std::string_view key, FileState::Proc* proc, ProcessLog* p
   if (state != nullptr && state->v2 &&
       (e.type() == element_type::INT64 || e.type() == element_type::UINT64)) {
     int64_t id = IntOf(e).value_or(-1);
-    auto it = state->stacks.find(id);
-    if (it != state->stacks.end()) return it->second;
+    if (state->HasStack(id)) return V2Stack(id, state, proc, p);
     state->notes->Add(state->lineno, "stack id used before or without its record",
                       "stack " + std::to_string(id) + " (the event is kept without it)");
     return -1;
@@ -278,10 +453,11 @@ Stack DecodeV2Frames(element v, FileState* state, int64_t id) {
 // Events that only count: one per registration or verbs call, millions in a
 // job, and nothing in the report reads their fields. (mr_deregister: one per
 // deregistration in older files; the shim now writes it only for MRs it did
-// not see registered.)
+// not see registered. mr_counts: the registrations at sites already logged, and
+// the tracked deregistrations, counted.)
 bool CountOnly(std::string_view type) {
   return type == "mr_register" || type == "mr_deregister" || type == "rdma_call" ||
-         type == "fork_init";
+         type == "fork_init" || type == schema::kMrCounts;
 }
 
 // The typed fields of `e.type` from `o`.
@@ -374,6 +550,20 @@ void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e, FileS
     e->call = Str(o, "path");
   } else if (t == "note") {
     e->text = Str(o, "text");
+  } else if (t == "unwatched_exec") {
+    e->text = Str(o, "path");
+    e->call = Str(o, "exec_by");
+    simdjson::dom::array a;
+    if (Member(o, "why", &x) && x.get_array().get(a) == simdjson::SUCCESS) {
+      for (element r : a) {
+        std::string_view v;
+        if (r.get_string().get(v) == simdjson::SUCCESS && e->reasons.size() < 16)
+          e->reasons.emplace_back(v);
+      }
+    }
+    bool held = false;
+    if (Member(o, "held_rdma", &x) && x.get_bool().get(held) == simdjson::SUCCESS)
+      e->held_rdma = held;
   }
 }
 
@@ -409,7 +599,9 @@ ProcIt FindProcess(object v, int64_t pid, FileState* state, std::string_view fil
     p.host = std::string(host);
     p.pid = pid;
     out->processes.push_back(std::move(p));
-    it = state->by_proc.emplace(key, FileState::Proc{out->processes.size() - 1, {}}).first;
+    FileState::Proc proc;
+    proc.index = out->processes.size() - 1;
+    it = state->by_proc.emplace(key, std::move(proc)).first;
   }
   return it;
 }
@@ -459,15 +651,40 @@ void UseEvent(object v, std::string type, int64_t ts, int lineno, FileNotes* not
                                            std::max<int64_t>(0, len), Bool(v, "dontfork", false),
                                            Str(v, "call", state->v2 ? "ibv_reg_mr" : "")});
     }
+    if (type == "mr_deregister") ++sum.deregistrations;
     // /2: a registration's stack id must name a record already read (cheap: one lookup).
-    element se;
-    if (state->v2 && Member(v, schema::kKeyStack, &se) && se.type() == element_type::INT64 &&
-        !state->stacks.count(se.get_int64().value_unsafe()))
-      notes->Add(lineno, "stack id used before or without its record",
-                 "stack " + std::to_string(se.get_int64().value_unsafe()) +
-                     " (the event is counted without it)");
+    auto check_stack = [&](object o) {
+      element se;
+      if (state->v2 && Member(o, schema::kKeyStack, &se) && se.type() == element_type::INT64 &&
+          !state->HasStack(se.get_int64().value_unsafe()))
+        notes->Add(lineno, "stack id used before or without its record",
+                   "stack " + std::to_string(se.get_int64().value_unsafe()) +
+                       " (the event is counted without it)");
+    };
+    if (type == schema::kMrCounts) {
+      // Registrations at sites this process had already logged, counted by the shim since
+      // its previous mr_counts line (its own mr_register lines are counted above).
+      element sites;
+      simdjson::dom::array a;
+      if (Member(v, schema::kKeySites, &sites) && sites.get_array().get(a) == simdjson::SUCCESS) {
+        for (element site : a) {
+          object so;
+          if (site.get_object().get(so) != simdjson::SUCCESS) continue;
+          int64_t n = std::max<int64_t>(0, Int(so, schema::kKeyN, 0));
+          sum.registrations += n;
+          sum.counted_registrations += n;
+          sum.registered_bytes += std::max<int64_t>(0, Int(so, schema::kKeyBytes, 0));
+          check_stack(so);
+        }
+      }
+      sum.deregistrations += std::max<int64_t>(0, Int(v, schema::kKeyDeregs, 0));
+      return;
+    }
+    check_stack(v);
     return;
   }
+  // Nothing the process counted after these is lost to a kill: exit and exec write it first.
+  if (type == "process_exit" || type == "child_exec") sum.counts_final = true;
   if (type == "rdma_init" && sum.rdma_init_ts_ns == 0) sum.rdma_init_ts_ns = ts;
   Event e;
   e.type = std::move(type);
@@ -478,6 +695,14 @@ void UseEvent(object v, std::string type, int64_t ts, int lineno, FileNotes* not
   state->notes = notes;
   state->lineno = lineno;
   DecodeEvent(v, &it->second, &p, &e, state);
+  if (e.type == "fork") {
+    TallyFork(e, &it->second, &p);
+    return;
+  }
+  if (e.type == "fork_child") {
+    TallyForkChild(e.child_pid, *state, &it->second, &p);
+    return;
+  }
   p.events.push_back(std::move(e));
 }
 
@@ -504,7 +729,9 @@ void ParseV2Header(object v, int lineno, FileNotes* notes, FileState* state,
   state->v2_proc = it;
   state->modules.clear();
   state->stacks.clear();
+  state->raw_stacks.clear();
   ++out->lines_used;
+  ++out->processes[it->second.index].summary.lines;
 }
 
 // A /2 line after the header: a module or stack record, or an event.
@@ -533,7 +760,7 @@ void ParseV2Line(object v, int lineno, FileNotes* notes, FileState* state, LogSe
       }
       state->modules[*id] = {Str(v, "path"), Str(v, schema::kKeyBuildId)};
     } else {
-      if (state->stacks.count(*id)) {
+      if (state->HasStack(*id)) {
         notes->Add(lineno, "duplicate stack id", std::to_string(*id) + " (the first kept)");
         return;
       }
@@ -542,9 +769,28 @@ void ParseV2Line(object v, int lineno, FileNotes* notes, FileState* state, LogSe
         notes->Add(lineno, "a stack record without frames, skipped", std::to_string(*id));
         return;
       }
-      state->stacks[*id] = InternDecoded(DecodeV2Frames(fe, state, *id), &it->second, &p);
+      // Kept as text until an event uses it, unless it names a module not met (yet): then
+      // decoded now, as the note about it is about this line.
+      bool modules_known = true;
+      simdjson::dom::array frames;
+      if (fe.get_array().get(frames) == simdjson::SUCCESS) {
+        for (element f : frames) {
+          simdjson::dom::array pair;
+          element me;
+          if (f.get_array().get(pair) == simdjson::SUCCESS &&
+              pair.at(0).get(me) == simdjson::SUCCESS) {
+            int64_t m = IntOf(me).value_or(-1);
+            if (m >= 0 && !state->modules.count(m)) modules_known = false;
+          }
+        }
+      }
+      if (modules_known)
+        state->raw_stacks[*id] = simdjson::minify(fe);
+      else
+        state->stacks[*id] = InternDecoded(DecodeV2Frames(fe, state, *id), &it->second, &p);
     }
     ++out->lines_used;
+    ++p.summary.lines;
     return;
   }
   int64_t ts = state->v2_start_ns + Int(v, schema::kKeyTs, 0);
@@ -644,9 +890,10 @@ size_t ParseLines(const char* buf, size_t size, bool at_eof, int* lineno, FileNo
 
 // Streams `fd` through a fixed buffer: memory is one chunk plus the longest
 // line, whatever the file's size.
-void ReadStream(int fd, const std::string& path, LogSet* out) {
+void ReadStream(int fd, const std::string& path, const WithLogs* with_logs, LogSet* out) {
   FileNotes notes(path, out);
   FileState state;
+  state.with_logs = with_logs;
   // One buffer per reading thread, reused for every file (not zeroed: only
   // bytes read are parsed, simdjson only needs the padding to be readable).
   constexpr size_t kBufBytes = kChunkBytes + kMaxLineBytes + simdjson::SIMDJSON_PADDING;
@@ -693,10 +940,11 @@ void ReadStream(int fd, const std::string& path, LogSet* out) {
       have = 0;
     }
   }
+  FinishFile(&state, out);
   if (total == 0) out->notes.push_back({path, "empty file"});
 }
 
-void ReadFile(const std::string& path, LogSet* out) {
+void ReadFile(const std::string& path, const WithLogs* with_logs, LogSet* out) {
   bool is_stdin = path == "-";  // `forkguard report -`: a stream of lines
   int fd = is_stdin ? dup(STDIN_FILENO)
                     : open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -711,7 +959,7 @@ void ReadFile(const std::string& path, LogSet* out) {
     return;
   }
   ++out->files_read;
-  ReadStream(fd, path, out);
+  ReadStream(fd, path, with_logs, out);
   close(fd);
 }
 
@@ -776,6 +1024,147 @@ void Merge(LogSet&& part, LogSet* out) {
 
 }  // namespace
 
+void ForkHistogram::Add(int64_t ts_ns, int64_t n, int64_t n_hazard) {
+  if (forks.empty()) {
+    t0_ns = ts_ns;
+    forks.assign(kBins, 0);
+    hazard.assign(kBins, 0);
+  }
+  if (ts_ns < t0_ns) ts_ns = t0_ns;  // out of order: counted in the first bin
+  while ((ts_ns - t0_ns) / width_ns >= static_cast<int64_t>(kBins)) {
+    for (size_t i = 0; i < kBins / 2; ++i) {
+      forks[i] = forks[2 * i] + forks[2 * i + 1];
+      hazard[i] = hazard[2 * i] + hazard[2 * i + 1];
+    }
+    std::fill(forks.begin() + kBins / 2, forks.end(), 0);
+    std::fill(hazard.begin() + kBins / 2, hazard.end(), 0);
+    width_ns *= 2;
+  }
+  size_t b = static_cast<size_t>((ts_ns - t0_ns) / width_ns);
+  forks[b] += n;
+  hazard[b] += n_hazard;
+}
+
+namespace {
+
+// Folds process `b` (a later program of the same pid) into `a`.
+void JoinInto(ProcessLog&& b, ProcessLog* a) {
+  const int stack_base = static_cast<int>(a->stacks.size());
+  const int site_base = static_cast<int>(a->fork_sites.size());
+  int line_base = 0;
+  for (const Event& e : a->events) line_base = std::max(line_base, e.line);
+  for (const ForkSample& f : a->fork_sample) line_base = std::max(line_base, f.line);
+  auto stack = [&](int id) { return id < 0 ? id : id + stack_base; };
+  for (Stack& s : b.stacks) a->stacks.push_back(std::move(s));
+  for (Event& e : b.events) {
+    e.stack = stack(e.stack);
+    e.init_stack = stack(e.init_stack);
+    e.line += line_base;
+    a->events.push_back(std::move(e));
+  }
+  for (ForkSite& s : b.fork_sites) {
+    s.stack = stack(s.stack);
+    s.init_stack = stack(s.init_stack);
+    a->fork_sites.push_back(std::move(s));
+  }
+  for (ForkSample& f : b.fork_sample) {
+    f.site += site_base;
+    f.line += line_base;
+    f.ordinal += a->forks;
+    a->fork_sample.push_back(std::move(f));
+  }
+  for (ChildLink& l : b.child_links) {
+    l.site += site_base;
+    a->child_links.push_back(l);
+  }
+  for (size_t k = 0; k < b.fork_bins.forks.size(); ++k)
+    if (b.fork_bins.forks[k] > 0)
+      a->fork_bins.Add(b.fork_bins.t0_ns + static_cast<int64_t>(k) * b.fork_bins.width_ns,
+                       b.fork_bins.forks[k], b.fork_bins.hazard[k]);
+  if (a->first_fork_ns == 0 || (b.first_fork_ns > 0 && b.first_fork_ns < a->first_fork_ns))
+    a->first_fork_ns = b.first_fork_ns;
+  a->last_fork_ns = std::max(a->last_fork_ns, b.last_fork_ns);
+  a->forks += b.forks;
+  a->fork_children += b.fork_children;
+  ProcessSummary& s = a->summary;
+  for (const auto& [type, n] : b.summary.counts) {
+    auto it = s.counts.find(type);
+    if (it != s.counts.end())
+      it->second += n;
+    else if (s.counts.size() < kMaxCountedTypes)
+      s.counts.emplace(type, n);
+    else
+      s.counts["other"] += n;
+  }
+  s.lines += b.summary.lines;
+  for (RegistrationSample& r : b.summary.first_registrations)
+    if (s.first_registrations.size() < ProcessSummary::kMaxRegistrationSamples)
+      s.first_registrations.push_back(std::move(r));
+  s.last_ts_ns = std::max(s.last_ts_ns, b.summary.last_ts_ns);
+  if (s.rdma_init_ts_ns == 0) s.rdma_init_ts_ns = b.summary.rdma_init_ts_ns;
+  s.registrations += b.summary.registrations;
+  s.registered_bytes += b.summary.registered_bytes;
+  a->execs.push_back({a->prog, a->file});
+  for (ProcessLog::Exec& x : b.execs) a->execs.push_back(std::move(x));
+  if (!b.prog.empty()) a->prog = std::move(b.prog);
+  a->file = std::move(b.file);
+  if (a->ppid <= 0) a->ppid = b.ppid;
+  if (!a->rank) a->rank = b.rank;
+  if (!a->local_rank) a->local_rank = b.local_rank;
+  if (b.first_ts_ns > 0 && (a->first_ts_ns == 0 || b.first_ts_ns < a->first_ts_ns))
+    a->first_ts_ns = b.first_ts_ns;
+}
+
+// When process `p` last exec'd, if it did and did not exit after it; nullopt otherwise.
+std::optional<int64_t> ExecTs(const ProcessLog& p) {
+  std::optional<int64_t> at;
+  for (const Event& e : p.events) {
+    if (e.type == schema::kExec)
+      at = e.ts_ns;
+    else if (e.type == schema::kProcessExit)
+      at.reset();
+  }
+  return at;
+}
+
+}  // namespace
+
+void JoinExecs(LogSet* logs) {
+  std::map<std::tuple<std::string, std::string, int64_t>, std::vector<size_t>> by_pid;
+  bool any = false;
+  for (size_t i = 0; i < logs->processes.size(); ++i) {
+    const ProcessLog& p = logs->processes[i];
+    auto& v = by_pid[{p.host, p.job, p.pid}];
+    v.push_back(i);
+    any = any || v.size() > 1;
+  }
+  if (!any) return;
+  std::vector<bool> gone(logs->processes.size(), false);
+  for (auto& [key, v] : by_pid) {
+    if (v.size() < 2) continue;
+    std::stable_sort(v.begin(), v.end(), [&](size_t x, size_t y) {
+      return logs->processes[x].first_ts_ns < logs->processes[y].first_ts_ns;
+    });
+    size_t into = v[0];
+    for (size_t k = 1; k < v.size(); ++k) {
+      ProcessLog& a = logs->processes[into];
+      ProcessLog& b = logs->processes[v[k]];
+      std::optional<int64_t> exec = ExecTs(a);
+      if (exec && (b.first_ts_ns == 0 || b.first_ts_ns >= *exec)) {
+        JoinInto(std::move(b), &a);
+        gone[v[k]] = true;
+      } else {
+        into = v[k];
+      }
+    }
+  }
+  std::vector<ProcessLog> kept;
+  kept.reserve(logs->processes.size());
+  for (size_t i = 0; i < logs->processes.size(); ++i)
+    if (!gone[i]) kept.push_back(std::move(logs->processes[i]));
+  logs->processes = std::move(kept);
+}
+
 const Stack& ProcessLog::StackAt(int id) const {
   static const Stack kEmpty;
   if (id < 0 || static_cast<size_t>(id) >= stacks.size()) return kEmpty;
@@ -823,6 +1212,7 @@ void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out
   buf.append(simdjson::SIMDJSON_PADDING, '\0');
   int lineno = 0;
   ParseLines(buf.data(), text.size(), true, &lineno, &notes, &state, file_name, out);
+  FinishFile(&state, out);
 }
 
 void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads) {
@@ -847,6 +1237,18 @@ void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads) {
       items.push_back({p, {}});
     }
   }
+  // The processes that have a log of their own, from the names the shim gives its files.
+  WithLogs with_logs;
+  bool with_logs_known = true;
+  for (const Item& it : items) {
+    if (it.file.empty()) continue;
+    auto id = ShimFileIdentity(it.file);
+    if (!id) {
+      with_logs_known = false;
+      break;
+    }
+    with_logs.insert(std::move(*id));
+  }
   // Each file into its own LogSet, merged in order: the same result for any
   // number of threads.
   std::vector<LogSet> parts(items.size());
@@ -856,7 +1258,7 @@ void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads) {
       if (items[i].file.empty())
         parts[i].notes.push_back(items[i].note);
       else
-        ReadFile(items[i].file, &parts[i]);
+        ReadFile(items[i].file, with_logs_known ? &with_logs : nullptr, &parts[i]);
     }
   };
   if (threads <= 0)
@@ -867,6 +1269,7 @@ void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads) {
   worker();
   for (auto& t : pool) t.join();
   for (auto& part : parts) Merge(std::move(part), out);
+  JoinExecs(out);
 }
 
 }  // namespace forkguard::cli

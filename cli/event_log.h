@@ -100,8 +100,11 @@ struct Event {
   std::optional<uint64_t> addr;
   std::optional<uint64_t> range_addr;
   std::optional<uint64_t> range_len;
-  // note
+  // note; unwatched_exec: the program's path (and `call`: the program that exec'd it,
+  // `reasons`: why it runs without the shim)
   std::string text;
+  // unwatched_exec: whether the process held RDMA state when it exec'd
+  std::optional<bool> held_rdma;
 };
 
 // The first registrations of a process, for timelines (bounded: the rest are counted).
@@ -122,16 +125,99 @@ struct ProcessSummary {
   std::vector<RegistrationSample> first_registrations;  // at most kMaxRegistrationSamples
   int64_t last_ts_ns = 0;
   int64_t rdma_init_ts_ns = 0;  // first rdma_init, 0 when none
-  int64_t registrations = 0;    // mr_register lines
+  // Registrations: mr_register lines plus the counts of mr_counts lines (the shim writes a
+  // line for the first registration at a site and counts the others), and their bytes.
+  int64_t registrations = 0;
   int64_t registered_bytes = 0;
+  int64_t counted_registrations = 0;  // of them, from mr_counts
+  int64_t deregistrations = 0;        // mr_counts' deregs, and older files' mr_deregister lines
+  // The process wrote process_exit (or child_exec: it exec'd): the counts are complete. A
+  // process killed (or ending in _exit) may have counted registrations it never wrote: its
+  // totals are lower bounds ("at least N").
+  bool counts_final = false;
+};
+
+// The forks of one process at one call site with one verdict (same `site` hash, or the
+// same stack when the hash is absent), every count exact whatever the number of forks.
+struct ForkSite {
+  std::string verdict;  // "hazard" / "clean" / "unknown"
+  std::string site;     // the shim's hash, "" when absent
+  int stack = -1;       // of the first fork here (ProcessLog::stacks)
+  // The suppression entry that silenced the forks here ("" when none): the shim's at run
+  // time (its forks are a site of their own), or report --suppressions' (ApplySuppressions).
+  std::string suppressed;
+  int64_t count = 0;
+  int64_t hazard = 0;  // forks whose verdict is "hazard" (count, or 0)
+  int64_t first_ts_ns = 0;
+  int64_t last_ts_ns = 0;
+  int64_t children = 0;                    // fork_child lines that name a child of a fork here
+  std::map<std::string, int64_t> reasons;  // reason -> forks with it
+  std::map<std::string, int64_t> actions;  // proceeded/failed/aborted/off -> forks
+  std::map<std::string, int64_t> via;
+  std::string fix;  // of the first fork here that named one
+  std::string fix_library;
+  std::vector<std::string> errnos;  // distinct, when action is failed (at most 16)
+  // RDMA init as the forks saw it: the first fork with one; ages over all.
+  bool has_init = false;
+  std::string init_call;
+  std::string init_device;
+  int init_stack = -1;
+  int64_t min_age_ms = -1;
+  int64_t max_age_ms = -1;
+  // Registered ranges at the fork: the fork with the most bytes (then the most ranges).
+  int max_ranges = 0;
+  int64_t max_range_bytes = 0;
+  int dontfork_ranges = 0;
+  int64_t max_threads = 0;
+  std::optional<bool> kernel_cof;  // of the last fork that said
+};
+
+// One fork decision kept individually (ProcessLog::fork_sample).
+struct ForkSample {
+  int64_t ts_ns = 0;
+  int64_t tid = 0;
+  int line = 0;
+  int site = -1;        // index into ProcessLog::fork_sites
+  int64_t ordinal = 0;  // 0 for the process's first fork
+  std::string action;
+  std::vector<std::string> reasons;
+  int64_t child_pid = -1;  // from its fork_child line, -1 when none
+};
+
+// A fork_child line kept individually: its child has a log of its own (or, when the reader
+// cannot tell which children have one, every child).
+struct ChildLink {
+  int64_t child_pid = -1;
+  int site = -1;  // index into ProcessLog::fork_sites
+  int64_t fork_ts_ns = 0;
+};
+
+// Forks per process over time, for timelines: `bins` counts of equal width from `t0_ns`;
+// a fork past the last bin doubles the width (neighbours merge), so memory is fixed and
+// every fork is counted.
+struct ForkHistogram {
+  static constexpr size_t kBins = 64;
+  int64_t t0_ns = 0;
+  int64_t width_ns = 1000000;   // 1 ms, doubled as needed
+  std::vector<int64_t> forks;   // per bin (kBins once the first fork is added)
+  std::vector<int64_t> hazard;  // of them, hazardous
+  void Add(int64_t ts_ns, bool is_hazard) { Add(ts_ns, 1, is_hazard ? 1 : 0); }
+  void Add(int64_t ts_ns, int64_t n, int64_t n_hazard);  // n forks at ts_ns
 };
 
 // All events of one process (one file normally; a file whose lines name
 // several pids is split so that nothing is attributed to the wrong process).
 // `events` keeps every line except the per-registration ones (mr_register,
-// mr_deregister, rdma_call, fork_init), which only count in `summary`: memory
-// grows with processes, forks and distinct stacks, not with registrations.
+// mr_deregister, rdma_call, fork_init), which only count in `summary`, and the fork and
+// fork_child lines, which are tallied per site in `fork_sites` with a bounded sample
+// (`fork_sample`, `child_links`, `fork_bins`): memory grows with processes and distinct
+// sites and stacks, not with registrations or forks.
 struct ProcessLog {
+  // Forks kept individually per process: the first kForkSampleHead and the last
+  // kForkSampleTail (all of them when there are at most their sum).
+  static constexpr size_t kForkSampleHead = 8;
+  static constexpr size_t kForkSampleTail = 8;
+
   std::string file;
   std::string host;
   int64_t pid = -1;
@@ -140,10 +226,26 @@ struct ProcessLog {
   std::optional<int64_t> rank;
   std::optional<int64_t> local_rank;
   std::string job;  // "" when the launcher gave none (logs before the field: also "")
+  // The programs this process ran before `prog`, each ended by an `exec` event (its log
+  // joined to the next one of the same pid: JoinExecs), oldest first; empty for most.
+  struct Exec {
+    std::string prog;
+    std::string file;
+  };
+  std::vector<Exec> execs;
   int64_t first_ts_ns = 0;
   std::vector<Event> events;
   std::vector<Stack> stacks;  // distinct stacks of this process, by Event::stack
   ProcessSummary summary;
+  // Forks: exact counts per site, a sample in log order, children kept individually.
+  std::vector<ForkSite> fork_sites;
+  std::vector<ForkSample> fork_sample;
+  std::vector<ChildLink> child_links;
+  ForkHistogram fork_bins;
+  int64_t forks = 0;          // fork lines
+  int64_t fork_children = 0;  // fork_child lines
+  int64_t first_fork_ns = 0;
+  int64_t last_fork_ns = 0;
 
   const Stack& StackAt(int id) const;  // empty for -1 / out of range
 };
@@ -162,7 +264,17 @@ void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out
 // Reads files and directories (recursively, `*.jsonl` files) into `out`;
 // "-" is standard input. Files are read `threads` at a time (0: one per core,
 // at most 8), each streamed in chunks; the result does not depend on `threads`.
+// Fork lines are tallied as they are read (ProcessLog::fork_sites); the children a
+// fork_child line names are kept individually only when they have a log of their own, known
+// from the file names the shim writes (forkguard.HOST.PID.START.jsonl); when some input is
+// named otherwise (or is standard input) every child is kept.
 void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads = 0);
+
+// One pid on one host (and job) whose log ends with an `exec` event and a later log of the
+// same pid that starts after it: one process that ran two programs. Joins such logs into
+// the first (in place: events, stacks, fork tallies and counts), the later program's
+// identity winning. ReadLogs does this; ParseLogText, one file, does not.
+void JoinExecs(LogSet* logs);
 
 // "0x1a2b" or an integer -> value.
 std::optional<uint64_t> ParseAddress(const JsonValue* v);

@@ -29,6 +29,7 @@ TEST(Help, EachCommandsHelpNamesExactlyItsOptions) {
   EXPECT_EQ(flags::HelpMismatches(kRunOptions.data(), WithoutCommandTails(kRunHelp)), Mismatches{});
   EXPECT_EQ(flags::HelpMismatches(kReportOptions.data(), kReportHelp), Mismatches{});
   EXPECT_EQ(flags::HelpMismatches(kDoctorOptions.data(), kDoctorHelp), Mismatches{});
+  EXPECT_EQ(flags::HelpMismatches(kPsOptions.data(), kPsHelp), Mismatches{});
 }
 
 // The options a SYNOPSIS line of the main help gives `command` that its table lacks.
@@ -48,22 +49,24 @@ TEST(Help, MainSynopsisNamesOnlyRealOptions) {
       testdata::RunCli({forkguard::testing::Runfile("cli/forkguard"), "--help"});
   ASSERT_EQ(r.status, 0) << r.err;
   std::istringstream in(r.out);
-  std::string line, run, report, doctor;
+  std::string line, run, report, doctor, ps;
   while (std::getline(in, line)) {
     if (line.rfind("    forkguard run ", 0) == 0) run = line;
     if (line.rfind("    forkguard report ", 0) == 0) report = line;
     if (line.rfind("    forkguard doctor", 0) == 0) doctor = line;
+    if (line.rfind("    forkguard ps", 0) == 0) ps = line;
   }
-  ASSERT_FALSE(run.empty() || report.empty() || doctor.empty()) << r.out;
+  ASSERT_FALSE(run.empty() || report.empty() || doctor.empty() || ps.empty()) << r.out;
   EXPECT_EQ(Unknown(run, kRunOptions.data()), Mismatches{}) << run;
   EXPECT_EQ(Unknown(report, kReportOptions.data()), Mismatches{}) << report;
   EXPECT_EQ(Unknown(doctor, kDoctorOptions.data()), Mismatches{}) << doctor;
+  EXPECT_EQ(Unknown(ps, kPsOptions.data()), Mismatches{}) << ps;
 }
 
 // `forkguard help CMD` and `forkguard CMD --help` (and -h) print the same text.
 TEST(Help, HelpCommandAndOptionAgree) {
   std::string fg = forkguard::testing::Runfile("cli/forkguard");
-  for (const char* cmd : {"run", "report", "doctor"}) {
+  for (const char* cmd : {"run", "report", "doctor", "ps"}) {
     testdata::CliResult a = testdata::RunCli({fg, "help", cmd});
     testdata::CliResult b = testdata::RunCli({fg, cmd, "--help"});
     testdata::CliResult c = testdata::RunCli({fg, cmd, "-h"});

@@ -27,11 +27,15 @@ std::string StackKey(const Stack& s) {
   return k;
 }
 
-struct ForkRecord {
-  int64_t ts_ns = 0;
-  std::string group_key;
-  std::string action;
-  int64_t child_pid = -1;
+// The group key of fork site `s` of a process of job `job`: the verdict first (ForkEntry
+// reads it back); the job last: jobs stay apart.
+std::string GroupKey(const ForkSite& s, const ProcessLog& pl, const std::string& job) {
+  return s.verdict + "|" + (s.site.empty() ? StackKey(pl.StackAt(s.stack)) : s.site) + "|" + job;
+}
+
+// What is known of the fork that made a child: its site's group key.
+struct MadeBy {
+  const std::string* group_key = nullptr;
 };
 
 }  // namespace
@@ -134,11 +138,14 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     n.pid = p->pid;
     n.ppid = p->ppid;
     n.prog = p->prog;
+    n.execs = p->execs;
     n.rank = p->rank;
     n.local_rank = p->local_rank;
     n.job = p->job;
     n.file = p->file;
     n.start_ns = p->first_ts_ns;
+    n.registrations = p->summary.registrations;
+    n.registrations_at_least = n.registrations > 0 && !p->summary.counts_final;
     r.hosts.insert(n.host);
     if (n.rank) r.ranks.insert(*n.rank);
     r.processes.push_back(std::move(n));
@@ -167,13 +174,73 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
 
   std::map<std::string, ForkGroup> groups;
   std::map<std::string, InitSite> inits;
-  std::vector<std::vector<ForkRecord>> fork_records(r.processes.size());
+  // Per process: the group key of each of its fork sites.
+  std::vector<std::vector<std::string>> site_keys(r.processes.size());
   std::vector<ChildDeath> deaths;
   std::set<std::string> shim_notes;
 
   for (int i = 0; i < static_cast<int>(order.size()); ++i) {
     ProcessNode& n = r.processes[i];
     const ProcessLog& pl = *order[i];
+    // Its forks, tallied per site by the reader, into the job's groups.
+    n.forks = static_cast<int>(pl.forks);
+    n.first_fork_ns = pl.first_fork_ns;
+    n.last_fork_ns = pl.last_fork_ns;
+    n.fork_children = pl.fork_children;
+    n.forks_listed = static_cast<int>(pl.fork_sample.size());
+    r.forks += pl.forks;
+    r.fork_children += pl.fork_children;
+    for (const ForkSite& fs : pl.fork_sites) {
+      std::string key = GroupKey(fs, pl, n.job);
+      ForkGroup& g = groups[key];
+      if (g.count == 0) {
+        g.key = key;
+        g.job = n.job;
+        g.site = fs.site;
+        g.verdict = fs.verdict;
+        g.stack = pl.StackAt(fs.stack);
+      }
+      g.count += static_cast<int>(fs.count);
+      g.processes.insert(i);
+      g.hosts.insert(n.host);
+      if (n.rank) g.ranks.insert(*n.rank);
+      n.hazard_forks += static_cast<int>(fs.hazard);
+      r.hazard_forks += fs.hazard;
+      if (fs.verdict == "suppressed") r.suppressed_forks += fs.count;
+      for (const auto& [x, c] : fs.reasons) g.reasons[x] += static_cast<int>(c);
+      for (const auto& [x, c] : fs.actions) g.actions[x] += static_cast<int>(c);
+      for (const auto& [x, c] : fs.via) g.via[x] += static_cast<int>(c);
+      if (g.fix_rule.empty() && !fs.fix.empty()) {
+        g.fix_rule = fs.fix;
+        g.fix_library = fs.fix_library;
+      }
+      for (const auto& x : fs.errnos)
+        if (std::find(g.errnos.begin(), g.errnos.end(), x) == g.errnos.end()) g.errnos.push_back(x);
+      if (fs.has_init) {
+        if (fs.min_age_ms >= 0) {
+          g.min_age_ms = g.min_age_ms < 0 ? fs.min_age_ms : std::min(g.min_age_ms, fs.min_age_ms);
+          g.max_age_ms = std::max(g.max_age_ms, fs.max_age_ms);
+        }
+        if (g.init_call.empty()) {
+          g.init_call = fs.init_call;
+          g.init_device = fs.init_device;
+          g.init_stack = pl.StackAt(fs.init_stack);
+        }
+      }
+      if (fs.max_range_bytes > g.max_range_bytes ||
+          (fs.max_range_bytes == g.max_range_bytes && fs.max_ranges > g.max_ranges)) {
+        g.max_ranges = fs.max_ranges;
+        g.max_range_bytes = fs.max_range_bytes;
+        g.dontfork_ranges = fs.dontfork_ranges;
+      }
+      g.max_threads = std::max(g.max_threads, fs.max_threads);
+      if (fs.kernel_cof) g.kernel_cof = fs.kernel_cof;
+      int64_t stopped = 0;
+      for (const char* a : {"failed", "aborted"})
+        if (auto it = fs.actions.find(a); it != fs.actions.end()) stopped += it->second;
+      g.children_forked += static_cast<int>(fs.count - stopped);
+      site_keys[i].push_back(std::move(key));
+    }
     for (const Event& e : pl.events) {
       if (e.type == "process_start") {
         n.exe = e.exe;
@@ -195,68 +262,6 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
         ++s.count;
         s.processes.insert(i);
         if (n.rank) s.ranks.insert(*n.rank);
-      } else if (e.type == "fork") {
-        ++n.forks;
-        ++r.forks;
-        const std::string& verdict = e.verdict;
-        const Stack& st = pl.StackAt(e.stack);
-        // The verdict first (ForkEntry reads it back); the job last: jobs stay apart.
-        std::string key = verdict + "|" + (e.site.empty() ? StackKey(st) : e.site) + "|" + n.job;
-        ForkGroup& g = groups[key];
-        if (g.count == 0) {
-          g.key = key;
-          g.job = n.job;
-          g.site = e.site;
-          g.verdict = verdict;
-          g.stack = st;
-        }
-        ++g.count;
-        g.processes.insert(i);
-        g.hosts.insert(n.host);
-        if (n.rank) g.ranks.insert(*n.rank);
-        if (verdict == "hazard") {
-          ++n.hazard_forks;
-          ++r.hazard_forks;
-        } else if (verdict == "suppressed") {
-          ++r.suppressed_forks;
-        }
-        for (const auto& x : e.reasons) ++g.reasons[x];
-        ++g.actions[e.action];
-        if (!e.via.empty()) ++g.via[e.via];
-        if (g.fix_rule.empty() && !e.fix.empty()) {
-          g.fix_rule = e.fix;
-          g.fix_library = e.fix_library;
-        }
-        if (e.action == "failed" && !e.errno_text.empty() &&
-            std::find(g.errnos.begin(), g.errnos.end(), e.errno_text) == g.errnos.end())
-          g.errnos.push_back(e.errno_text);
-        if (e.has_init) {
-          if (e.init_age_ms >= 0) {
-            g.min_age_ms = g.min_age_ms < 0 ? e.init_age_ms : std::min(g.min_age_ms, e.init_age_ms);
-            g.max_age_ms = std::max(g.max_age_ms, e.init_age_ms);
-          }
-          if (g.init_call.empty()) {
-            g.init_call = e.init_call;
-            g.init_device = e.init_device;
-            g.init_stack = pl.StackAt(e.init_stack);
-          }
-        }
-        if (e.ranges > g.max_ranges || e.range_bytes > g.max_range_bytes) {
-          g.max_ranges = e.ranges;
-          g.max_range_bytes = e.range_bytes;
-          g.dontfork_ranges = e.dontfork_ranges;
-        }
-        g.max_threads = std::max(g.max_threads, e.threads);
-        if (e.kernel_cof) g.kernel_cof = e.kernel_cof;
-        fork_records[i].push_back({e.ts_ns, key, e.action, -1});
-      } else if (e.type == "fork_child") {
-        // Belongs to the latest fork decision of this process without a child yet.
-        for (auto it = fork_records[i].rbegin(); it != fork_records[i].rend(); ++it) {
-          if (it->child_pid < 0) {
-            it->child_pid = e.child_pid;
-            break;
-          }
-        }
       } else if (e.type == "spawn") {
         ++r.spawns;
       } else if (e.type == "child_exec") {
@@ -307,45 +312,44 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     auto& v = it->second.first ? r.hazard_groups : r.clean_groups;
     return &v[it->second.second];
   };
-  for (size_t i = 0; i < fork_records.size(); ++i)
-    for (const auto& rec : fork_records[i])
-      if (rec.action != "failed" && rec.action != "aborted")
-        if (ForkGroup* g = group_of(rec.group_key)) ++g->children_forked;
-
-  // Which fork made each child: the fork_child record naming its pid, else
-  // the parent's latest fork decision before the child's first event.
-  std::vector<std::map<int64_t, size_t>> by_child(r.processes.size());  // child pid -> record
-  for (size_t i = 0; i < fork_records.size(); ++i)
-    for (size_t k = 0; k < fork_records[i].size(); ++k)
-      if (fork_records[i][k].child_pid > 0) by_child[i].emplace(fork_records[i][k].child_pid, k);
-  std::vector<const ForkRecord*> made_by(r.processes.size(), nullptr);
+  // Which fork made each child: the fork_child line naming its pid (kept for every child
+  // with a log), else the parent's latest listed fork without a child before the child's
+  // first event.
+  std::vector<std::map<int64_t, int>> by_child(r.processes.size());  // child pid -> site
+  for (size_t i = 0; i < order.size(); ++i)
+    for (const ChildLink& l : order[i]->child_links) by_child[i].emplace(l.child_pid, l.site);
+  std::vector<MadeBy> made_by(r.processes.size());
   for (int c = 0; c < static_cast<int>(r.processes.size()); ++c) {
     const ProcessNode& child = r.processes[c];
     if (child.parent < 0) continue;
-    const ForkRecord* best = nullptr;
-    const auto& recs = fork_records[child.parent];
+    const ProcessLog& parent = *order[child.parent];
+    int site = -1;
     if (auto it = by_child[child.parent].find(child.pid); it != by_child[child.parent].end()) {
-      best = &recs[it->second];
+      site = it->second;
     } else {
-      for (const auto& rec : recs)
-        if (rec.child_pid < 0 && (!child.start_ns || rec.ts_ns <= child.start_ns)) best = &rec;
+      for (const ForkSample& f : parent.fork_sample)
+        if (f.child_pid < 0 && (!child.start_ns || f.ts_ns <= child.start_ns)) site = f.site;
     }
-    made_by[c] = best;
-    if (!best) continue;
-    if (ForkGroup* g = group_of(best->group_key)) {
+    if (site < 0 || site >= static_cast<int>(site_keys[child.parent].size())) continue;
+    made_by[c].group_key = &site_keys[child.parent][site];
+    if (ForkGroup* g = group_of(*made_by[c].group_key)) {
       if (child.died_segv) ++g->children_segv;
       if (child.exec_after_fork) ++g->children_exec;
     }
   }
-  for (size_t i = 0; i < fork_records.size(); ++i) {
-    for (const auto& rec : fork_records[i]) {
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (const ForkSample& s : order[i]->fork_sample) {
       ForkEntry f;
       f.process = static_cast<int>(i);
-      f.ts_ns = rec.ts_ns;
-      f.verdict = rec.group_key.substr(0, rec.group_key.find('|'));
-      f.action = rec.action;
-      f.child_pid = rec.child_pid;
-      if (auto it = index.find(rec.group_key); it != index.end()) {
+      f.ts_ns = s.ts_ns;
+      const std::string& key = site_keys[i][static_cast<size_t>(s.site)];
+      f.verdict = key.substr(0, key.find('|'));
+      f.action = s.action;
+      f.child_pid = s.child_pid;
+      f.reasons = s.reasons;
+      f.tid = s.tid;
+      f.line = s.line;
+      if (auto it = index.find(key); it != index.end()) {
         f.hazard = it->second.first;
         f.group = it->second.second;
       }
@@ -353,8 +357,8 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     }
   }
   for (auto& d : deaths) {
-    if (const ForkRecord* rec = made_by[d.process]) {
-      auto it = index.find(rec->group_key);
+    if (const std::string* key = made_by[d.process].group_key) {
+      auto it = index.find(*key);
       if (it != index.end() && it->second.first) d.group = it->second.second;
     }
   }

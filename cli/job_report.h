@@ -24,6 +24,8 @@ struct ProcessNode {
   std::string prog;
   std::string exe;
   std::vector<std::string> argv;
+  // The programs it ran before `prog` and exec'd away from (one pid, several logs joined).
+  std::vector<ProcessLog::Exec> execs;
   std::optional<int64_t> rank;
   std::optional<int64_t> local_rank;
   std::string job;  // "" when unknown
@@ -32,13 +34,21 @@ struct ProcessNode {
   int64_t start_ns = 0;
   int parent = -1;  // index into JobReport::processes, -1 when not in the logs
   std::vector<int> children;
-  int forks = 0;
+  int forks = 0;  // exact, like every count here
   int hazard_forks = 0;
+  int forks_listed = 0;       // of them in JobReport::fork_list (ProcessLog::fork_sample)
+  int64_t fork_children = 0;  // fork_child lines (children forked that the parent saw)
+  int64_t first_fork_ns = 0;  // 0 when no fork
+  int64_t last_fork_ns = 0;
   bool rdma_initialized = false;
   bool exec_after_fork = false;  // a child_exec event: benign
   bool died_segv = false;        // a child_segv event
   std::optional<int64_t> exit_status;
   bool exited = false;  // has a process_exit event
+  // Registrations, exact when the process exited or exec'd; otherwise a lower bound (the
+  // shim counts repeat registrations and writes the counts with its next line).
+  int64_t registrations = 0;
+  bool registrations_at_least = false;
 };
 
 // Identical fork call sites (same `site` hash, or same stack when the hash is
@@ -100,12 +110,16 @@ struct ChildDeath {
   Stack reg_stack;
 };
 
-// One fork decision, in log order per process.
+// One fork decision of the sample (ProcessLog::fork_sample: every fork of a process
+// that made at most kForkSampleHead + kForkSampleTail), in log order per process.
 struct ForkEntry {
   int process = -1;
   int64_t ts_ns = 0;
+  int64_t tid = 0;
+  int line = 0;  // in the process's log
   std::string verdict;
   std::string action;
+  std::vector<std::string> reasons;
   int64_t child_pid = -1;  // from fork_child, -1 when unknown
   bool hazard = false;     // group indexes hazard_groups when true, else clean_groups
   int group = -1;
@@ -140,7 +154,7 @@ struct JobReport {
   std::vector<ForkGroup> suppressed_groups;
   std::vector<InitSite> inits;
   std::vector<ChildDeath> deaths;
-  std::vector<ForkEntry> fork_list;  // every fork, by process
+  std::vector<ForkEntry> fork_list;  // the sampled forks, by process (all of small jobs)
   std::vector<Note> notes;
   std::vector<std::string> shim_notes;  // distinct `note` event texts
   std::set<std::string> hosts;
@@ -151,6 +165,7 @@ struct JobReport {
   int64_t forks = 0;
   int64_t hazard_forks = 0;
   int64_t suppressed_forks = 0;
+  int64_t fork_children = 0;  // fork_child lines
   int64_t spawns = 0;
   // Set by the report command, not by BuildJobReport: the suppression file's entries with
   // their use in this report, and, with a baseline, which hazard groups it lacks.

@@ -49,11 +49,47 @@ Timeline BuildTimeline(const LogSet& logs, const JobReport& r) {
       pt.marks.push_back(std::move(m));
     }
     if (log.summary.last_ts_ns > 0) pt.end_ns = std::max(pt.end_ns, log.summary.last_ts_ns);
-    for (const Event& e : log.events) {
-      if (e.ts_ns > 0) {
-        if (pt.begin_ns == 0 || e.ts_ns < pt.begin_ns) pt.begin_ns = e.ts_ns;
-        pt.end_ns = std::max(pt.end_ns, e.ts_ns);
+    pt.forks = node.forks;
+    pt.forks_listed = static_cast<int>(forks[i].size());
+    if (!log.fork_bins.forks.empty()) {
+      pt.bins_t0_ns = log.fork_bins.t0_ns;
+      pt.bin_width_ns = log.fork_bins.width_ns;
+      pt.bin_forks = log.fork_bins.forks;
+      pt.bin_hazard = log.fork_bins.hazard;
+      while (!pt.bin_forks.empty() && pt.bin_forks.back() == 0) {
+        pt.bin_forks.pop_back();
+        pt.bin_hazard.pop_back();
       }
+    }
+    auto see = [&](int64_t ts) {
+      if (ts > 0) {
+        if (pt.begin_ns == 0 || ts < pt.begin_ns) pt.begin_ns = ts;
+        pt.end_ns = std::max(pt.end_ns, ts);
+      }
+    };
+    if (log.first_fork_ns > 0) see(log.first_fork_ns);
+    if (log.last_fork_ns > 0) see(log.last_fork_ns);
+    // The listed forks, in log order among the other events.
+    auto fork_mark = [&](const ForkEntry& f) {
+      see(f.ts_ns);
+      TimelineMark m;
+      m.kind = TimelineMark::Kind::kFork;
+      m.ts_ns = f.ts_ns;
+      m.tid = f.tid;
+      m.verdict = f.verdict;
+      m.action = f.action;
+      m.child_pid = f.child_pid;
+      m.site_id = SiteId(r, f);
+      m.reasons = f.reasons;
+      if (m.child_pid > 0)
+        for (int c : node.children)
+          if (r.processes[c].pid == m.child_pid) m.child = c;
+      pt.marks.push_back(std::move(m));
+    };
+    for (const Event& e : log.events) {
+      while (fork_k < forks[i].size() && forks[i][fork_k]->line < e.line)
+        fork_mark(*forks[i][fork_k++]);
+      see(e.ts_ns);
       TimelineMark m;
       m.ts_ns = e.ts_ns;
       m.tid = e.tid;
@@ -61,22 +97,6 @@ Timeline BuildTimeline(const LogSet& logs, const JobReport& r) {
       if (e.type == "rdma_init") {
         m.kind = TimelineMark::Kind::kRdmaInit;
         m.device = e.device;
-      } else if (e.type == "fork") {
-        m.kind = TimelineMark::Kind::kFork;
-        if (fork_k < forks[i].size()) {
-          const ForkEntry& f = *forks[i][fork_k++];
-          m.verdict = f.verdict;
-          m.action = f.action;
-          m.child_pid = f.child_pid;
-          m.site_id = SiteId(r, f);
-        } else {
-          m.verdict = e.verdict;
-          m.action = e.action;
-        }
-        m.reasons = e.reasons;
-        if (m.child_pid > 0)
-          for (int c : node.children)
-            if (r.processes[c].pid == m.child_pid) m.child = c;
       } else if (e.type == "spawn") {
         m.kind = TimelineMark::Kind::kSpawn;
         m.child_pid = e.child_pid;
@@ -92,6 +112,7 @@ Timeline BuildTimeline(const LogSet& logs, const JobReport& r) {
       }
       pt.marks.push_back(std::move(m));
     }
+    while (fork_k < forks[i].size()) fork_mark(*forks[i][fork_k++]);
     std::stable_sort(
         pt.marks.begin(), pt.marks.end(),
         [](const TimelineMark& a, const TimelineMark& b) { return a.ts_ns < b.ts_ns; });

@@ -41,6 +41,14 @@ struct ProcessTimeline {
   std::vector<TimelineMark> marks;  // in time order; registrations beyond kMaxRegisterMarks folded
   int registrations = 0;            // all of them
   int64_t registered_bytes = 0;
+  // Forks: every one counted in bins of `bin_width_ns` from `bins_t0_ns` (ForkHistogram;
+  // empty when none), the listed ones (JobReport::fork_list) drawn as marks.
+  int forks = 0;
+  int forks_listed = 0;
+  int64_t bins_t0_ns = 0;
+  int64_t bin_width_ns = 0;
+  std::vector<int64_t> bin_forks;
+  std::vector<int64_t> bin_hazard;
 };
 
 struct Timeline {

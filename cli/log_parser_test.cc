@@ -35,10 +35,13 @@ bool HasNote(const LogSet& l, const std::string& suffix, const std::string& text
   return false;
 }
 
-int CountEvents(const LogSet& l, const std::string& type) {
-  int n = 0;
-  for (const auto& p : l.processes)
+// Events of `type`; fork lines are tallied per site by the reader, not kept as events.
+int64_t CountEvents(const LogSet& l, const std::string& type) {
+  int64_t n = 0;
+  for (const auto& p : l.processes) {
+    if (type == "fork") n += p.forks;
     for (const auto& e : p.events) n += e.type == type;
+  }
   return n;
 }
 
@@ -50,7 +53,8 @@ TEST(LogParser, ValidFile) {
   EXPECT_EQ(l.processes[0].pid, 4242);
   EXPECT_EQ(l.processes[0].host, "h1");
   EXPECT_EQ(l.processes[0].rank, 0);
-  EXPECT_EQ(l.processes[0].events.size(), 3u);
+  EXPECT_EQ(l.processes[0].events.size() + l.processes[0].forks, 3u);
+  EXPECT_EQ(l.processes[0].forks, 1);
 }
 
 // Logs the real libforkguard.so wrote on rxe0 (Soft-RoCE guest): hazard_prog
@@ -319,6 +323,62 @@ TEST(LogParserV2, HeaderModulesStacksAndShortEvents) {
   EXPECT_EQ(st[2].py_func, "main");
 }
 
+// The shim writes a line for the first registration at a site and counts the others
+// (mr_counts, with the next line it writes): the totals are exact from both, deregistrations
+// too; a process with no exit record prints "at least N" registrations.
+TEST(LogParserV2, RegistrationCountsMakeExactTotals) {
+  const std::string head =
+      R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":PID,"ppid":1,"prog":"p","rank":null,"local_rank":null,"job":null,"start_ns":1000000})"
+      "\n"
+      R"({"event":"stack","id":0,"frames":[[-1,4660]]})"
+      "\n"
+      R"({"event":"mr_register","ts":6,"seq":0,"mr":[4096,4096,1,77],"stack":0})"
+      "\n"
+      R"({"event":"mr_register","ts":7,"seq":1,"mr":[8192,100,1,78],"stack":0,"call":"ibv_reg_mr_iova2"})"
+      "\n"
+      R"({"event":"rdma_call","ts":8,"seq":2,"call":"ibv_alloc_pd","device":null,"handle":"0x1","ok":true,"errno":0})"
+      "\n"
+      R"({"event":"mr_counts","ts":8,"seq":3,"sites":[{"stack":0,"n":998,"bytes":4087808},{"stack":0,"call":"ibv_reg_mr_iova2","n":1,"bytes":100}],"deregs":999})"
+      "\n"
+      R"({"event":"mr_counts","ts":9,"seq":4,"sites":[{"stack":0,"n":0,"bytes":4096}]})"
+      "\n";
+  auto with_pid = [&](int pid) {
+    std::string t = head;
+    t.replace(t.find("PID"), 3, std::to_string(pid));
+    return t;
+  };
+  LogSet l;
+  ParseLogText("forkguard.h.5.1.jsonl",
+               with_pid(5) + R"({"event":"process_exit","ts":10,"seq":5,"status":null})" + "\n",
+               &l);
+  ParseLogText("forkguard.h.6.1.jsonl", with_pid(6), &l);  // killed: no exit record
+  for (const auto& n : l.notes) ADD_FAILURE() << n.where << ": " << n.text;
+  ASSERT_EQ(l.processes.size(), 2u);
+  for (const ProcessLog& p : l.processes) {
+    EXPECT_EQ(p.summary.registrations, 2 + 998 + 1) << p.pid;
+    EXPECT_EQ(p.summary.counted_registrations, 999) << p.pid;
+    EXPECT_EQ(p.summary.registered_bytes, 4096 + 100 + 4087808 + 100 + 4096) << p.pid;
+    EXPECT_EQ(p.summary.deregistrations, 999) << p.pid;
+    EXPECT_EQ(p.summary.counts_final, p.pid == 5) << p.pid;
+    EXPECT_EQ(p.summary.counts.at("mr_counts"), 2) << p.pid;
+  }
+  JobReport r = BuildJobReport(l, nullptr);
+  std::string text = RenderText(r);
+  EXPECT_NE(text.find("5 p, 1001 registrations"), std::string::npos) << text;
+  EXPECT_NE(text.find("6 p, at least 1001 registrations"), std::string::npos) << text;
+  // A count for a stack the file never recorded is noted, and still counted.
+  LogSet bad;
+  ParseLogText(
+      "forkguard.h.7.1.jsonl",
+      with_pid(7) +
+          R"({"event":"mr_counts","ts":11,"seq":5,"sites":[{"stack":3,"n":2,"bytes":8}]})" + "\n",
+      &bad);
+  EXPECT_TRUE(
+      HasNote(bad, "forkguard.h.7.1.jsonl:8", "stack id used before or without its record"));
+  ASSERT_EQ(bad.processes.size(), 1u);
+  EXPECT_EQ(bad.processes[0].summary.registrations, 1001 + 2);
+}
+
 // Bad /2 input: each problem a note, every usable line kept.
 TEST(LogParserV2, BadInputIsNotedTheRestKept) {
   LogSet l;
@@ -342,15 +402,90 @@ TEST(LogParserV2, BadInputIsNotedTheRestKept) {
     if (e.type == "rdma_init") {
       EXPECT_EQ(e.stack, -1);
     }
-    if (e.type != "fork") continue;
-    const Stack& st = p.StackAt(e.stack);  // stack 1: its module 7 unknown, raw offsets
-    ASSERT_EQ(st.size(), 3u);
-    EXPECT_EQ(st[0].obj, "/nonexistent/trainer");
-    EXPECT_TRUE(st[1].obj.empty());
-    EXPECT_EQ(st[1].ip, 16u);
-    EXPECT_EQ(e.init_stack, -1);  // stack 9 was never written
-    EXPECT_EQ(e.verdict, "hazard");
   }
+  ASSERT_EQ(p.fork_sites.size(), 1u);
+  const ForkSite& f = p.fork_sites[0];
+  const Stack& st = p.StackAt(f.stack);  // stack 1: its module 7 unknown, raw offsets
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(st[0].obj, "/nonexistent/trainer");
+  EXPECT_TRUE(st[1].obj.empty());
+  EXPECT_EQ(st[1].ip, 16u);
+  EXPECT_EQ(f.init_stack, -1);  // stack 9 was never written
+  EXPECT_EQ(f.verdict, "hazard");
+}
+
+// A process that forks every epoch: every fork counted per site, a bounded sample kept
+// (the first and last forks, in log order), each fork_child paired with the newest fork
+// without a child, and the children without a log of their own only counted.
+TEST(LogParser, ManyForksAreTalliedAndSampled) {
+  std::string text;
+  auto line = [&](int64_t ts, const std::string& event, const std::string& rest) {
+    text += "{\"schema\":\"forkguard.event/1\",\"event\":\"" + event +
+            "\",\"ts_ns\":" + std::to_string(ts) +
+            ",\"pid\":10,\"ppid\":1,\"host\":\"h\",\"prog\":\"p\"" + rest + "}\n";
+  };
+  const int kForks = 1000;
+  for (int i = 0; i < kForks; ++i) {
+    bool hazard = i % 4 != 0;
+    line(1000 + 10 * i, "fork",
+         std::string(",\"verdict\":\"") + (hazard ? "hazard" : "clean") +
+             "\",\"action\":\"proceeded\",\"site\":\"0xa\",\"reasons\":[\"child-segv\"]," +
+             "\"ranges\":[{\"len\":" + std::to_string(i) + "}]");
+    line(1001 + 10 * i, "fork_child", ",\"child_pid\":" + std::to_string(100000 + i));
+  }
+  // Read as files the shim names: only child 100500 has a log of its own.
+  std::string dir = ::testing::TempDir() + "/many_forks";
+  mkdir(dir.c_str(), 0700);
+  auto write = [&](const std::string& name, const std::string& body) {
+    FILE* f = fopen((dir + "/" + name).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs(body.c_str(), f);
+    fclose(f);
+  };
+  write("forkguard.h.10.1.jsonl", text);
+  write("forkguard.h.100500.2.jsonl",
+        "{\"schema\":\"forkguard.event/1\",\"event\":\"process_start\",\"ts_ns\":6000,"
+        "\"pid\":100500,\"ppid\":10,\"host\":\"h\",\"prog\":\"p\"}\n");
+  LogSet l;
+  ReadLogs({dir}, &l);
+  ASSERT_EQ(l.processes.size(), 2u);
+  const ProcessLog& p = l.processes[0];
+  EXPECT_EQ(p.forks, kForks);
+  EXPECT_EQ(p.fork_children, kForks);
+  ASSERT_EQ(p.fork_sites.size(), 2u);  // hazard and clean at site 0xa
+  int64_t hazard = 0, children = 0;
+  for (const ForkSite& s : p.fork_sites) {
+    hazard += s.hazard;
+    children += s.children;
+    EXPECT_EQ(s.reasons.at("child-segv"), s.count);
+  }
+  EXPECT_EQ(hazard, kForks * 3 / 4);
+  EXPECT_EQ(children, kForks);
+  EXPECT_EQ(p.fork_sites[0].verdict, "clean");  // fork 0 is clean
+  EXPECT_EQ(p.fork_sites[0].max_range_bytes, 996);
+  EXPECT_EQ(p.fork_sites[1].max_range_bytes, 999);
+  EXPECT_EQ(p.first_fork_ns, 1000);
+  EXPECT_EQ(p.last_fork_ns, 1000 + 10 * (kForks - 1));
+  ASSERT_EQ(p.fork_sample.size(), ProcessLog::kForkSampleHead + ProcessLog::kForkSampleTail);
+  EXPECT_EQ(p.fork_sample.front().ordinal, 0);
+  EXPECT_EQ(p.fork_sample.front().child_pid, 100000);
+  EXPECT_EQ(p.fork_sample.back().ordinal, kForks - 1);
+  EXPECT_EQ(p.fork_sample.back().child_pid, 100000 + kForks - 1);
+  for (size_t i = 1; i < p.fork_sample.size(); ++i)
+    EXPECT_LT(p.fork_sample[i - 1].line, p.fork_sample[i].line);
+  ASSERT_EQ(p.child_links.size(), 1u);
+  EXPECT_EQ(p.child_links[0].child_pid, 100500);
+  EXPECT_EQ(p.child_links[0].fork_ts_ns, 1000 + 10 * 500);
+  int64_t binned = 0;
+  for (int64_t n : p.fork_bins.forks) binned += n;
+  EXPECT_EQ(binned, kForks);
+  EXPECT_EQ(p.fork_bins.forks.size(), ForkHistogram::kBins);
+
+  // Named otherwise, every child is kept.
+  LogSet all;
+  ParseLogText("any.jsonl", text, &all);
+  ASSERT_EQ(all.processes.size(), 1u);
+  EXPECT_EQ(all.processes[0].child_links.size(), static_cast<size_t>(kForks));
 }
 
 namespace {

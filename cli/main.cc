@@ -18,6 +18,7 @@ SYNOPSIS
                      [--suppressions FILE] [--baseline OLD.json --fail-on new-hazard]
                      LOG_DIR_OR_FILE...
     forkguard doctor
+    forkguard ps [--format text|json]
     forkguard help [COMMAND] | --help | --version
 
 DESCRIPTION
@@ -35,11 +36,14 @@ COMMANDS
     run      run a program under the shim and print the report of its run
     report   merge the event logs of many processes, ranks and hosts
     doctor   check devices, kernel, rdma-core, limits and the shim itself
+    ps       the processes on this node that hold RDMA state, and what a fork
+             would do to each now (no shim, no root needed)
 
     `forkguard COMMAND --help` describes each command and its exit statuses.
 
 EXIT STATUS
-    0 success; 1 doctor found a failing check; 2 bad command line;
+    0 success; 1 doctor found a failing check (ps: the RDMA netlink dump
+    failed); 2 bad command line;
     3 --fail-on hazard saw a hazardous fork (new-hazard: one the baseline lacks);
     125 forkguard itself failed;
     run also exits with the program's status (128+N when killed by signal N),
@@ -68,6 +72,7 @@ int Main(int argc, char** argv) {
     fputs(topic == "run"      ? kRunHelp
           : topic == "report" ? kReportHelp
           : topic == "doctor" ? kDoctorHelp
+          : topic == "ps"     ? kPsHelp
                               : kMainHelp,
           stdout);
     return kExitOk;
@@ -75,11 +80,12 @@ int Main(int argc, char** argv) {
   // The command's arguments: its name is their argv[0].
   std::string program = "forkguard";
   try {
-    if (cmd == "run" || cmd == "report" || cmd == "doctor") program += " " + cmd;
+    if (cmd == "run" || cmd == "report" || cmd == "doctor" || cmd == "ps") program += " " + cmd;
     if (cmd == "run") return RunMain(argc - 1, argv + 1, argv[0]);
     if (cmd == "report") return ReportMain(argc - 1, argv + 1);
     if (cmd == "doctor") return DoctorMain(argc - 1, argv + 1, argv[0]);
-    throw flags::UsageError("unknown command '" + cmd + "' (commands: run, report, doctor)");
+    if (cmd == "ps") return PsMain(argc - 1, argv + 1);
+    throw flags::UsageError("unknown command '" + cmd + "' (commands: run, report, doctor, ps)");
   } catch (const flags::UsageError& e) {
     return flags::ReportUsageError(program, e);
   }

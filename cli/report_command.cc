@@ -19,6 +19,7 @@
 #include "cli/report_suppressions.h"
 #include "cli/report_trace.h"
 #include "cli/symbolizer.h"
+#include "cli/unwatched.h"
 #include "flags/flags.h"
 
 namespace forkguard::cli {
@@ -47,7 +48,9 @@ DESCRIPTION
       - the clean forks (no live RDMA resources) per call site;
       - every RDMA initialization site;
       - the children killed by SIGSEGV touching RDMA-registered memory;
-      - the process tree (parent/child links from ppid);
+      - the process tree (parent/child links from ppid); a process that exec'd
+        (a shell wrapper that execs python) is one process with two programs,
+        its logs joined by the shim's exec event;
       - a note ("file:line: what") for every input problem: truncated last
         lines, garbage, binary data, unknown schema major versions (skipped),
         empty directories, unreadable files. Everything else is still reported.
@@ -147,8 +150,11 @@ OPTIONS
     --threads N
         Read N files at a time (default: one per core, at most 8). Each line
         is decoded once (simdjson) and only what the report needs is kept:
-        memory grows with processes, forks and distinct stacks, not with the
-        registrations logged.
+        memory grows with processes and distinct call sites and stacks, not with
+        the registrations or forks logged: forks are counted per process and call
+        site, the first 8 and last 8 of each process kept to be listed (json
+        "forks", html and trace marks; every count stays exact and the report
+        says when it lists a sample).
     -h, --help
         This text.
 
@@ -265,8 +271,8 @@ bool SetReportOption(const std::string& name, const std::string& v, ReportOption
   return true;
 }
 
-std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards,
-                       int64_t* new_sites) {
+std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards, int64_t* new_sites,
+                       const std::function<void(std::string_view)>* stream) {
   if (o.fail_on_new_hazard && o.baseline.empty())
     throw flags::UsageError("--fail-on new-hazard needs --baseline OLD.json");
   std::optional<SuppressionFile> supp;
@@ -276,6 +282,10 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards,
   int64_t fresh = 0;
   if (new_sites == nullptr) new_sites = &fresh;
   *new_sites = 0;
+  // The processes that ran without the shim, after a text or markdown report.
+  std::string unwatched;
+  if (o.format == "text" || o.format == "markdown")
+    unwatched = FormatUnwatched(FindUnwatched(logs));
   std::vector<std::string> ids = JobIds(logs);
   if (o.job) {
     const std::string& job = *o.job;
@@ -318,15 +328,21 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards,
     *hazards = r.hazard_forks;
     if (o.emit_suppressions) return EmitSuppressions(r);
     Timeline t = BuildTimeline(logs, r);
+    logs = LogSet();  // the report and timeline hold what is drawn
+    if (o.format == "trace" && stream) {
+      RenderTrace(r, t, *stream);
+      return "";
+    }
     return o.format == "html" ? RenderHtml(r, t) : RenderTrace(r, t);
   }
   if (ids.size() > 1 && !OneDocument(o.format))
     return RenderJobSections(SplitByJob(std::move(logs)), o.format, symbolizer, o.show_native,
-                             hazards, finish);
+                             hazards, finish) +
+           unwatched;
   JobReport r = BuildJobReport(logs, symbolizer);
   finish(&r, ids.size() == 1 ? &ids[0] : nullptr);
   *hazards = r.hazard_forks;
-  return RenderReportAs(r, o.format, o.show_native);
+  return RenderReportAs(r, o.format, o.show_native) + unwatched;
 }
 
 const std::vector<option> kReportOptions = OptionTable(
@@ -365,8 +381,13 @@ int Report(int argc, char** argv) {
   LogSet logs;
   ReadLogs(paths, &logs, o.threads);
   int64_t hazards = 0, new_sites = 0;
-  std::string out = RenderLogs(std::move(logs), o, &hazards, &new_sites);
-  if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0) {
+  bool write_failed = false;
+  std::function<void(std::string_view)> stream = [&](std::string_view s) {
+    if (!write_failed && fwrite(s.data(), 1, s.size(), stdout) != s.size()) write_failed = true;
+  };
+  std::string out = RenderLogs(std::move(logs), o, &hazards, &new_sites, &stream);
+  if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0 ||
+      write_failed) {
     perror("forkguard report: writing the report");
     return kExitInternal;
   }

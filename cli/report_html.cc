@@ -69,7 +69,13 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
   d.Set("hosts", std::move(hosts));
 
   // One compact row per process and its marks (see the page's script for the layout).
-  JsonValue procs = JsonValue::Array(), marks = JsonValue::Array();
+  // M is written process by process into `marks` (the largest part: never one tree).
+  JsonValue procs = JsonValue::Array();
+  std::string marks = "[";
+  // B: for a process whose forks are not all listed, every fork counted in time bins:
+  // "index": [t0_us, width_us, [forks per bin], [hazardous per bin]] (only the listed forks
+  // are marks; absent for small jobs, whose every fork is a mark).
+  std::string bins;  // written as text, like M
   for (size_t i = 0; i < r.processes.size(); ++i) {
     const ProcessNode& p = r.processes[i];
     const ProcessTimeline& pt = t.processes[i];
@@ -138,10 +144,30 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
       }
       ms.Push(std::move(x));
     }
-    marks.Push(std::move(ms));
+    if (i) marks += ',';
+    marks += WriteJson(ms, -1);
+    if (pt.forks_listed < pt.forks && !pt.bin_forks.empty()) {
+      bins += (bins.empty() ? "{\"" : ",\"") + std::to_string(i) + "\":[" +
+              std::to_string(RelUs(t, pt.bins_t0_ns)) + "," +
+              std::to_string(std::max<int64_t>(1, pt.bin_width_ns / 1000));
+      for (const auto* v : {&pt.bin_forks, &pt.bin_hazard}) {
+        bins += ",[";
+        for (size_t k = 0; k < v->size(); ++k) bins += (k ? "," : "") + std::to_string((*v)[k]);
+        bins += "]";
+      }
+      bins += "]";
+    }
   }
   d.Set("P", std::move(procs));
-  d.Set("M", std::move(marks));
+  const char kMarksMarker[] = "\x01forkguard: the marks\x02";
+  marks += ']';
+  d.Set("M", Str(kMarksMarker));
+  const char kBinsMarker[] = "\x01forkguard: the bins\x02";
+  if (!bins.empty()) {
+    bins += "}";
+    d.Set("B", Str(kBinsMarker));
+    d.Set("forks_listed", Int(static_cast<int64_t>(r.fork_list.size())));
+  }
 
   JsonValue findings = JsonValue::Array();
   int id = 0;
@@ -228,6 +254,14 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
   // Inside <script> the text must never contain "</script" or "<!--": '<' only
   // occurs inside JSON strings, where \u003c means the same.
   std::string json = WriteJson(d, -1), data;
+  const std::string marker = JsonQuote(kMarksMarker);
+  if (size_t at = json.find(marker); at != std::string::npos)
+    json.replace(at, marker.size(), marks);
+  marks = std::string();
+  const std::string bins_marker = JsonQuote(kBinsMarker);
+  if (size_t at = json.find(bins_marker); !bins.empty() && at != std::string::npos)
+    json.replace(at, bins_marker.size(), bins);
+  bins = std::string();
   data.reserve(json.size() + json.size() / 16);
   for (char c : json) {
     if (c == '<')
@@ -236,9 +270,9 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
       data.push_back(c);
   }
   std::string page = kPage;
-  const std::string marker = "/*FORKGUARD_DATA*/";
-  size_t at = page.find(marker);
-  if (at != std::string::npos) page.replace(at, marker.size(), data);
+  const std::string data_marker = "/*FORKGUARD_DATA*/";
+  size_t at = page.find(data_marker);
+  if (at != std::string::npos) page.replace(at, data_marker.size(), data);
   return page;
 }
 

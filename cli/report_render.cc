@@ -139,8 +139,15 @@ void AppendTree(std::string* out, const JobReport& r, int i, const std::string& 
                 size_t width, int depth) {
   const ProcessNode& p = r.processes[i];
   std::string line = indent + std::to_string(p.pid) + " " + (p.prog.empty() ? "?" : p.prog);
+  for (auto e = p.execs.rbegin(); e != p.execs.rend(); ++e)
+    line += std::string(e == p.execs.rbegin() ? " (exec'd from " : " from ") +
+            (e->prog.empty() ? "?" : e->prog) + (e + 1 == p.execs.rend() ? ")" : "");
   if (p.rank) line += " [rank " + std::to_string(*p.rank) + "]";
   if (p.rdma_initialized) line += " rdma";
+  if (p.registrations) {
+    line += std::string(", ") + (p.registrations_at_least ? "at least " : "") +
+            Plural(p.registrations, "registration", "registrations");
+  }
   if (p.forks) line += ", " + Plural(p.forks, "fork", "forks");
   if (p.hazard_forks) line += " (" + std::to_string(p.hazard_forks) + " hazardous)";
   if (p.died_segv) line += ", killed by SIGSEGV";
@@ -316,6 +323,14 @@ std::string RenderText(const JobReport& r, int width_in, bool show_native) {
   size_t width = static_cast<size_t>(std::max(width_in, 40));
   std::string out;
   out += Fit("forkguard: " + SummaryLine(r), width) + "\n";
+  if (static_cast<int64_t>(r.fork_list.size()) < r.forks)
+    out += Wrap("", "  ",
+                "(every fork is counted per call site; " + std::to_string(r.fork_list.size()) +
+                    " of " + std::to_string(r.forks) + " are listed one by one, the first " +
+                    std::to_string(ProcessLog::kForkSampleHead) + " and last " +
+                    std::to_string(ProcessLog::kForkSampleTail) +
+                    " of each process, in --format json, html and trace)",
+                width);
 
   int id = 0;
   for (const auto& g : r.hazard_groups) {
@@ -454,7 +469,35 @@ std::string RenderText(const JobReport& r, int width_in, bool show_native) {
   return out;
 }
 
-JsonValue ReportToJson(const JobReport& r) {
+namespace {
+
+// The value "forks" has in the tree when RenderJson writes that array itself.
+constexpr char kForksMarker[] = "\x01forkguard: the forks array\x02";
+
+JsonValue ForkJson(const JobReport& r, const ForkEntry& f) {
+  JsonValue x = JsonValue::Object();
+  x.Set("host", Str(r.processes[f.process].host));
+  x.Set("pid", Int(r.processes[f.process].pid));
+  x.Set("ts_ns", Int(f.ts_ns));
+  x.Set("verdict", Str(f.verdict));
+  x.Set("action", Str(f.action));
+  x.Set("child_pid", f.child_pid > 0 ? Int(f.child_pid) : JsonValue());
+  int id = f.group < 0 ? -1
+           : f.hazard  ? f.group + 1
+                       : static_cast<int>(r.hazard_groups.size()) + f.group + 1;
+  x.Set("site_id", id > 0 ? Int(id) : JsonValue());
+  return x;
+}
+
+JsonValue ReportToJsonImpl(const JobReport& r, bool forks_marker);
+
+}  // namespace
+
+JsonValue ReportToJson(const JobReport& r) { return ReportToJsonImpl(r, false); }
+
+namespace {
+
+JsonValue ReportToJsonImpl(const JobReport& r, bool forks_marker) {
   JsonValue o = JsonValue::Object();
   o.Set("schema", Str(kReportSchema));
   JsonValue s = JsonValue::Object();
@@ -473,6 +516,15 @@ JsonValue ReportToJson(const JobReport& r) {
   s.Set("lines_used", Int(r.lines_used));
   s.Set("lines_skipped", Int(r.lines_skipped));
   s.Set("jobs", JobsJson(r));
+  // Only when some process made more forks than are listed: says what `forks` holds.
+  if (static_cast<int64_t>(r.fork_list.size()) < r.forks) {
+    JsonValue fs = JsonValue::Object();
+    fs.Set("listed", Int(static_cast<int64_t>(r.fork_list.size())));
+    fs.Set("first_per_process", Int(static_cast<int64_t>(ProcessLog::kForkSampleHead)));
+    fs.Set("last_per_process", Int(static_cast<int64_t>(ProcessLog::kForkSampleTail)));
+    fs.Set("fork_children", Int(r.fork_children));
+    s.Set("forks_sampled", std::move(fs));
+  }
   o.Set("summary", std::move(s));
 
   JsonValue findings = JsonValue::Array();
@@ -504,22 +556,13 @@ JsonValue ReportToJson(const JobReport& r) {
   }
   o.Set("rdma_inits", std::move(inits));
 
-  // Every fork with its verdict; `site_id` is the id of its finding or clean site.
+  // Every fork with its verdict (or, past ProcessLog's sample size, the first and last forks
+  // of each process: summary.forks_sampled); `site_id` is the id of its finding or clean site.
   JsonValue forks = JsonValue::Array();
-  for (const auto& f : r.fork_list) {
-    JsonValue x = JsonValue::Object();
-    x.Set("host", Str(r.processes[f.process].host));
-    x.Set("pid", Int(r.processes[f.process].pid));
-    x.Set("ts_ns", Int(f.ts_ns));
-    x.Set("verdict", Str(f.verdict));
-    x.Set("action", Str(f.action));
-    x.Set("child_pid", f.child_pid > 0 ? Int(f.child_pid) : JsonValue());
-    int id = f.group < 0 ? -1
-             : f.hazard  ? f.group + 1
-                         : static_cast<int>(r.hazard_groups.size()) + f.group + 1;
-    x.Set("site_id", id > 0 ? Int(id) : JsonValue());
-    forks.Push(std::move(x));
-  }
+  if (forks_marker)
+    forks = Str(kForksMarker);
+  else
+    for (const auto& f : r.fork_list) forks.Push(ForkJson(r, f));
   o.Set("forks", std::move(forks));
 
   JsonValue deaths = JsonValue::Array();
@@ -564,6 +607,24 @@ JsonValue ReportToJson(const JobReport& r) {
     x.Set("exec_after_fork", JsonValue::Bool(p.exec_after_fork));
     x.Set("exit_status", p.exit_status ? Int(*p.exit_status) : JsonValue());
     x.Set("file", Str(p.file));
+    if (!p.execs.empty()) {  // one process, several programs (only then: older readers)
+      JsonValue ex = JsonValue::Array();
+      for (const auto& e : p.execs) {
+        JsonValue y = JsonValue::Object();
+        y.Set("prog", Str(e.prog));
+        y.Set("file", Str(e.file));
+        ex.Push(std::move(y));
+      }
+      x.Set("exec_from", std::move(ex));
+    }
+    if (p.forks_listed < p.forks) {  // only some of its forks are in `forks`
+      JsonValue fs = JsonValue::Object();
+      fs.Set("listed", Int(p.forks_listed));
+      fs.Set("first_ns", Int(p.first_fork_ns));
+      fs.Set("last_ns", Int(p.last_fork_ns));
+      fs.Set("fork_children", Int(p.fork_children));
+      x.Set("forks_sampled", std::move(fs));
+    }
     procs.Push(std::move(x));
   }
   o.Set("processes", std::move(procs));
@@ -582,7 +643,31 @@ JsonValue ReportToJson(const JobReport& r) {
   return o;
 }
 
-std::string RenderJson(const JobReport& r) { return WriteJson(ReportToJson(r)) + "\n"; }
+}  // namespace
+
+// The same text as WriteJson(ReportToJson(r)), but the forks array (the largest) is written
+// item by item: memory holds one fork's tree at a time, not all of them.
+std::string RenderJson(const JobReport& r) {
+  std::string out = WriteJson(ReportToJsonImpl(r, true)) + "\n";
+  std::string forks;
+  if (r.fork_list.empty()) {
+    forks = "[]";
+  } else {
+    forks = "[";
+    for (size_t i = 0; i < r.fork_list.size(); ++i) {
+      forks += i ? ",\n    " : "\n    ";
+      for (char c : WriteJson(ForkJson(r, r.fork_list[i]))) {  // indented two levels in
+        forks.push_back(c);
+        if (c == '\n') forks += "    ";
+      }
+    }
+    forks += "\n  ]";
+  }
+  const std::string marker = JsonQuote(kForksMarker);
+  size_t at = out.find(marker);
+  if (at != std::string::npos) out.replace(at, marker.size(), forks);
+  return out;
+}
 
 std::string RenderMarkdown(const JobReport& r, bool show_native) {
   std::string out = "### forkguard: ";

@@ -1,5 +1,6 @@
 #include "cli/report_suppressions.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -51,8 +52,24 @@ std::vector<SuppressionFrameFacts> FactsOf(const Stack& st, std::vector<std::str
   return out;
 }
 
-std::string SiteKey(const Event& e, const Stack& st, const std::string& job) {
-  return (e.site.empty() ? std::to_string(st.size()) + ":" + SiteHeading(st) : e.site) + "|" + job;
+std::string SiteKey(const ForkSite& s, const Stack& st, const std::string& job) {
+  return (s.site.empty() ? std::to_string(st.size()) + ":" + SiteHeading(st) : s.site) + "|" + job;
+}
+
+// Takes the hazardous forks of site `s` out of the timeline's hazard bins: the bins its
+// forks fall in (first to last), earliest first; they stay counted as forks.
+void UnbinHazards(const ForkSite& s, ForkHistogram* h) {
+  if (h->hazard.empty() || h->width_ns <= 0) return;
+  int64_t left = s.hazard;
+  auto bin = [&](int64_t ts) {
+    int64_t b = ts <= h->t0_ns ? 0 : (ts - h->t0_ns) / h->width_ns;
+    return static_cast<size_t>(std::min<int64_t>(b, static_cast<int64_t>(h->hazard.size()) - 1));
+  };
+  for (size_t b = bin(s.first_ts_ns); b <= bin(s.last_ts_ns) && left > 0; ++b) {
+    int64_t take = std::min(left, h->hazard[b]);
+    h->hazard[b] -= take;
+    left -= take;
+  }
 }
 
 bool NeedsQuotes(const std::string& v) { return v.find_first_of(" \t\"#\\") != std::string::npos; }
@@ -100,23 +117,27 @@ void ApplySuppressions(LogSet* logs, const SuppressionFile* file, Symbolizer* sy
   std::vector<std::string> names;
   for (ProcessLog& pl : logs->processes) {
     auto& uses = (*tally)[pl.job];
-    for (Event& e : pl.events) {
-      if (e.type != "fork") continue;
-      const Stack& st = pl.StackAt(e.stack);
-      if (!e.suppressed.empty()) {  // by the shim, at run time
-        e.verdict = "suppressed";
-        SuppressionUse& u = uses[e.suppressed];
-        u.text = e.suppressed;
-        ++u.forks;
-        u.sites.insert(SiteKey(e, st, pl.job));
+    // The reader tallies forks per site (stack, verdict, the shim's suppression): the decision
+    // is per site, as the shim's is (its stack, verdict reasons, program and rank).
+    for (ForkSite& fs : pl.fork_sites) {
+      const Stack& st = pl.StackAt(fs.stack);
+      if (!fs.suppressed.empty()) {  // by the shim, at run time
+        fs.verdict = "suppressed";
+        fs.hazard = 0;
+        SuppressionUse& u = uses[fs.suppressed];
+        u.text = fs.suppressed;
+        u.forks += fs.count;
+        u.sites.insert(SiteKey(fs, st, pl.job));
         continue;
       }
-      if (file == nullptr || e.verdict != "hazard") continue;
-      if (sym != nullptr && e.stack >= 0 && e.stack < static_cast<int>(pl.stacks.size()))
-        sym->Symbolize(&pl.stacks[static_cast<size_t>(e.stack)]);
+      if (file == nullptr || fs.verdict != "hazard") continue;
+      if (sym != nullptr && fs.stack >= 0 && fs.stack < static_cast<int>(pl.stacks.size()))
+        sym->Symbolize(&pl.stacks[static_cast<size_t>(fs.stack)]);
       std::vector<SuppressionFrameFacts> facts = FactsOf(st, &names);
+      std::vector<std::string> reasons;
+      for (const auto& [reason, n] : fs.reasons) reasons.push_back(reason);
       SuppressionQuery q;
-      q.kinds = KindBits(e.reasons);
+      q.kinds = KindBits(reasons);
       q.program = pl.prog.c_str();
       q.rank = pl.rank ? static_cast<long>(*pl.rank) : -1;
       q.frames = facts.data();
@@ -124,13 +145,15 @@ void ApplySuppressions(LogSet* logs, const SuppressionFile* file, Symbolizer* sy
       int at = MatchSuppression(*file->set, q);
       if (at < 0) continue;
       const Suppression& s = file->set->entries[at];
-      e.verdict = "suppressed";
-      e.suppressed = s.text;
+      UnbinHazards(fs, &pl.fork_bins);
+      fs.verdict = "suppressed";
+      fs.suppressed = s.text;
+      fs.hazard = 0;
       SuppressionUse& u = uses[s.text];
       u.text = s.text;
       u.line = s.source_line;
-      ++u.forks;
-      u.sites.insert(SiteKey(e, st, pl.job));
+      u.forks += fs.count;
+      u.sites.insert(SiteKey(fs, st, pl.job));
     }
   }
 }

@@ -38,9 +38,10 @@ SuppressionFile LoadSuppressionFile(const std::string& path, const char* program
 // Entry text -> its use, per job id.
 using SuppressionTally = std::map<std::string, std::map<std::string, SuppressionUse>>;
 
-// Every hazardous fork of `logs` that an entry of `file` matches (file may be null: only the
-// forks the shim already suppressed) becomes verdict "suppressed" and is tallied. Native frames
-// of those forks are symbolized first (function and file:line can then match).
+// Every hazardous fork site of `logs` (ProcessLog::fork_sites, with its samples) that an entry
+// of `file` matches (file may be null: only the sites the shim already suppressed) becomes
+// verdict "suppressed" and is tallied; its forks leave the timeline's hazard bins. Native
+// frames of those sites are symbolized first (function and file:line can then match).
 void ApplySuppressions(LogSet* logs, const SuppressionFile* file, Symbolizer* sym,
                        SuppressionTally* tally);
 

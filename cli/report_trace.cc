@@ -30,8 +30,20 @@ std::string ProcessName(const ProcessNode& p) {
 
 }  // namespace
 
-std::string RenderTrace(const JobReport& r, const Timeline& t) {
-  JsonValue events = JsonValue::Array();
+void RenderTrace(const JobReport& r, const Timeline& t, const TraceSink& sink) {
+  // Each event is written out as it is made (through a small buffer): the trace is never
+  // whole in memory.
+  std::string buf = "{\"traceEvents\":[";
+  bool first = true;
+  auto emit = [&](const JsonValue& e) {
+    if (!first) buf += ',';
+    first = false;
+    buf += WriteJson(e, -1);
+    if (buf.size() >= (1 << 16)) {
+      sink(buf);
+      buf.clear();
+    }
+  };
   // Trace pids must be unique over the job, real pids are only unique per host:
   // track i+1 is process i; the real pid is in the names and args.
   std::map<std::string, int> host_order;
@@ -49,7 +61,7 @@ std::string RenderTrace(const JobReport& r, const Timeline& t) {
     JsonValue a = JsonValue::Object();
     a.Set(key, std::move(v));
     e.Set("args", std::move(a));
-    events.Push(std::move(e));
+    emit(e);
   };
   int64_t flow_id = 0;
   for (int i = 0; i < static_cast<int>(r.processes.size()); ++i) {
@@ -81,9 +93,30 @@ std::string RenderTrace(const JobReport& r, const Timeline& t) {
     if (pt.registrations) {
       la.Set("registrations", Int(pt.registrations));
       la.Set("registered_bytes", Int(pt.registered_bytes));
+      // No exit record: the shim's counts since its last line may be lost.
+      if (p.registrations_at_least) la.Set("registrations_at_least", JsonValue::Bool(true));
+    }
+    const bool binned = pt.forks_listed < pt.forks && !pt.bin_forks.empty();
+    if (binned) {
+      la.Set("forks_listed", Int(pt.forks_listed));
+      la.Set("note", Str("only the first " + std::to_string(ProcessLog::kForkSampleHead) +
+                         " and last " + std::to_string(ProcessLog::kForkSampleTail) +
+                         " forks are events; every fork is counted in the \"forks\" counter"));
     }
     life.Set("args", std::move(la));
-    events.Push(std::move(life));
+    emit(life);
+    // Every fork of a process with more than are listed: a counter per time bin.
+    for (size_t k = 0; binned && k <= pt.bin_forks.size(); ++k) {
+      JsonValue c = base("C", "forks", tp, tt);
+      c.Set("ts", Us(t, pt.bins_t0_ns + static_cast<int64_t>(k) * pt.bin_width_ns));
+      JsonValue a = JsonValue::Object();
+      int64_t n = k < pt.bin_forks.size() ? pt.bin_forks[k] : 0;
+      int64_t h = k < pt.bin_forks.size() ? pt.bin_hazard[k] : 0;
+      a.Set("hazard", Int(h));
+      a.Set("clean", Int(n - h));
+      c.Set("args", std::move(a));
+      emit(c);
+    }
 
     for (const TimelineMark& m : pt.marks) {
       std::string name;
@@ -155,7 +188,7 @@ std::string RenderTrace(const JobReport& r, const Timeline& t) {
       e.Set("ts", Us(t, m.ts_ns));
       if (color) e.Set("cname", Str(color));
       e.Set("args", std::move(a));
-      events.Push(std::move(e));
+      emit(e);
 
       // Fork -> child: a flow from the parent's slice to the child's lifetime slice.
       if (m.kind == TimelineMark::Kind::kFork && m.child >= 0) {
@@ -166,19 +199,16 @@ std::string RenderTrace(const JobReport& r, const Timeline& t) {
         s.Set("cat", Str("fork"));
         s.Set("id", Int(flow_id));
         s.Set("ts", Us(t, m.ts_ns));
-        events.Push(std::move(s));
+        emit(s);
         JsonValue f = base("f", "fork", m.child + 1, c.pid > 0 ? c.pid : 1);
         f.Set("cat", Str("fork"));
         f.Set("id", Int(flow_id));
         f.Set("bp", Str("e"));
         f.Set("ts", Us(t, std::max(cbegin, m.ts_ns)));
-        events.Push(std::move(f));
+        emit(f);
       }
     }
   }
-  JsonValue o = JsonValue::Object();
-  o.Set("traceEvents", std::move(events));
-  o.Set("displayTimeUnit", Str("ms"));
   JsonValue other = JsonValue::Object();
   other.Set("generator", Str("forkguard report --format trace"));
   other.Set("report_schema", Str(kReportSchema));
@@ -186,8 +216,14 @@ std::string RenderTrace(const JobReport& r, const Timeline& t) {
   other.Set("processes", Int(static_cast<int64_t>(r.processes.size())));
   other.Set("forks", Int(r.forks));
   other.Set("hazard_forks", Int(r.hazard_forks));
-  o.Set("otherData", std::move(other));
-  return WriteJson(o, -1) + "\n";
+  buf += "],\"displayTimeUnit\":\"ms\",\"otherData\":" + WriteJson(other, -1) + "}\n";
+  sink(buf);
+}
+
+std::string RenderTrace(const JobReport& r, const Timeline& t) {
+  std::string out;
+  RenderTrace(r, t, [&](std::string_view s) { out += s; });
+  return out;
 }
 
 }  // namespace forkguard::cli

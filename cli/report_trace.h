@@ -5,13 +5,20 @@
 // a flow arrow from each fork to the child it made.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "cli/job_report.h"
 #include "cli/job_timeline.h"
 
 namespace forkguard::cli {
 
+// Writes the trace to `sink` piece by piece, as its events are made.
+using TraceSink = std::function<void(std::string_view)>;
+void RenderTrace(const JobReport& r, const Timeline& t, const TraceSink& sink);
+
+// The whole trace as one string (small jobs, tests).
 std::string RenderTrace(const JobReport& r, const Timeline& t);
 
 }  // namespace forkguard::cli

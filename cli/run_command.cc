@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/event_log.h"
 #include "cli/shim_locator.h"
+#include "cli/unwatched.h"
 #include "facts/pin_probe.h"
 #include "flags/flags.h"
 
@@ -34,7 +35,7 @@ const char kRunHelp[] = R"(NAME
 
 SYNOPSIS
     forkguard run [--mode warn|error|abort|off] [--log DIR] [--keep-log]
-                  [--audit|--no-audit] [--fail-on hazard|never]
+                  [--audit|--no-audit] [--fail-on hazard|never] [--require-watched]
                   [--format text|json|markdown|html|trace|sarif|junit|github]
                   [--no-symbolize]
                   [--native] [--threads N] -- CMD [ARGS...]
@@ -81,6 +82,12 @@ OPTIONS
         hazard: exit 3 when the run had a hazardous fork, whatever CMD's status
         (for CI gates). never (default): exit with CMD's status. (new-hazard
         is forkguard report's, with a baseline.)
+    --require-watched
+        Exit 4 when any process of the run ran without the shim: a program
+        exec'd with an environment that dropped LD_PRELOAD (env -i,
+        subprocess.run(env={})), a static binary, a set-user/group-ID program.
+        The report lists them either way ("unwatched:"), each with its pid,
+        program, parent and whether it held RDMA state when it was exec'd.
     --format text|json|markdown|html|trace|sarif|junit|github
         Format of the report printed at the end (default text), as forkguard
         report --help describes them. It goes to standard error, after CMD's
@@ -103,6 +110,7 @@ EXIT STATUS
     N        CMD exited with status N
     128+S    CMD was killed by signal S
     3        --fail-on hazard and a hazardous fork happened
+    4        --require-watched and a process of the run ran without the shim
     125      forkguard itself failed (shim not found, bad log directory, ...)
     126      CMD was found but could not be executed
     127      CMD was not found
@@ -154,6 +162,7 @@ struct RunOptions {
   std::string mode;
   std::string log_dir;
   bool keep_log = false;
+  bool require_watched = false;
   int audit = -1;        // -1 auto, 0 off, 1 required
   ReportOptions report;  // of the run's logs: --format, --fail-on, ... as for `report`
   std::vector<std::string> cmd;
@@ -179,6 +188,8 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
       o.log_dir = v;
     } else if (name == "keep-log") {
       o.keep_log = true;
+    } else if (name == "require-watched") {
+      o.require_watched = true;
     } else if (name == "audit") {
       o.audit = 1;
     } else if (name == "no-audit") {
@@ -203,6 +214,7 @@ const std::vector<option> kRunOptions = OptionTable(
         {"keep-log", no_argument, nullptr, 0},
         {"audit", no_argument, nullptr, 0},
         {"no-audit", no_argument, nullptr, 0},
+        {"require-watched", no_argument, nullptr, 0},
     },
     kReportMakingOptions);
 
@@ -347,6 +359,7 @@ int RunMain(int argc, char** argv, const char* argv0) {
   LogSet logs;
   ReadLogs(files, &logs, o.report.threads);
   bool no_events = logs.processes.empty();
+  size_t unwatched = FindUnwatched(logs).size();
   int64_t hazards = 0;
   std::string report = RenderLogs(std::move(logs), o.report, &hazards);
   std::string out;
@@ -368,6 +381,11 @@ int RunMain(int argc, char** argv, const char* argv0) {
   if (temp_log && !o.keep_log) nftw(o.log_dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
 
   if (err == 0 && o.report.fail_on_hazard && hazards > 0) return kExitHazard;
+  if (err == 0 && o.require_watched && unwatched > 0) {
+    fprintf(stderr, "forkguard run: --require-watched: %zu process%s ran without the shim\n",
+            unwatched, unwatched == 1 ? "" : "es");
+    return kExitUnwatched;
+  }
   return exit_code;
 }
 

@@ -207,7 +207,7 @@ TEST(Run, UsageErrorsAndHelp) {
   CliResult cmd = RunCli({Forkguard(), "rnu"});
   EXPECT_EQ(cmd.status, 2);
   EXPECT_EQ(cmd.err,
-            "forkguard: unknown command 'rnu' (commands: run, report, doctor) (see forkguard "
+            "forkguard: unknown command 'rnu' (commands: run, report, doctor, ps) (see forkguard "
             "--help)\n");
   CliResult h = RunForkguard({"--help"});
   EXPECT_EQ(h.status, 0);

@@ -269,6 +269,7 @@ Loader::Impl::Impl(LoaderOptions o) : opts_(std::move(o)), dataset_(opts_.files)
 void Loader::Impl::Start() {
   if (started_) throw std::logic_error("Loader::Start called twice");
   if (shut_down_) throw std::logic_error("Loader::Start after Shutdown");
+  internal::CheckBeforeForkingWorkers(opts_.fork_check, opts_.num_workers);
   started_ = true;
   workers_.resize(opts_.num_workers);
   std::vector<int> parent_fds;

@@ -69,6 +69,16 @@ Transform VerifyAndDecodeTransform();
 // Same without the CRC check.
 Transform DecodeTransform();
 
+enum class ForkCheck { kOff, kWarn, kError };
+// "off", "warn", "error"; false for anything else.
+bool ParseForkCheck(const std::string& text, ForkCheck* out);
+
+// Start() refused to fork its workers (ForkCheck::kError): what() names the verdict and
+// where RDMA was first initialized.
+struct ForkCheckError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 struct LoaderOptions {
   std::vector<std::string> files;  // TFRecord shards, in dataset order
   SamplerOptions sampler;
@@ -82,6 +92,11 @@ struct LoaderOptions {
   // prefetch_per_worker + 2 (two for batches the consumer still holds).
   uint32_t num_slots = 0;
   uint32_t timeout_ms = 30000;  // a worker making no progress this long is hung
+  // Before Start() forks the workers it asks forkguard_fork_check() (api/forkguard.h)
+  // whether a fork now is a hazard (RDMA already initialized in this process). kWarn: one
+  // line on stderr naming where RDMA was first initialized, then fork. kError: Start()
+  // throws ForkCheckError with that and forks nothing. kOff: not asked.
+  ForkCheck fork_check = ForkCheck::kWarn;
 };
 
 // The shared-memory region that holds every batch slot. It exists from

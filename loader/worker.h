@@ -13,6 +13,10 @@
 
 namespace forkguard::loader::internal {
 
+// Before the workers are forked: forkguard_fork_check() and the ForkCheck mode's answer
+// (loader/fork_check.cc). Throws ForkCheckError in kError mode when a fork is a hazard.
+void CheckBeforeForkingWorkers(ForkCheck mode, uint32_t workers);
+
 // Parent -> worker: build batch `seq` in `slot` (the sample list is already in
 // the slot's header in the control region).
 struct TaskMsg {

@@ -65,6 +65,10 @@ const char kServeHelp[] =
     "      --init-rdma-first    WRONG ORDER on purpose: ibv_fork_init(), open the device and\n"
     "                           register the slot region, THEN fork the workers (they lose the\n"
     "                           region and die of SIGSEGV; forkguard reports the hazard)\n"
+    "      --fork-check MODE    before forking the workers, ask forkguard_fork_check() whether\n"
+    "                           RDMA is already up: warn (default: one line naming where RDMA\n"
+    "                           was first initialized, then fork), error (fail at loader start\n"
+    "                           with that line, fork nothing), off\n"
     "      --ready-fd FD        write one byte to FD once listening (used by demo)\n";
 const char kConsumeHelp[] =
     "  refloader consume --connect IP:PORT [--bind IP] [--check-sequential]\n"
@@ -91,6 +95,7 @@ const option kServeOpts[] = {
     {"timeout-ms", required_argument, nullptr, 0},
     {"no-checksum", no_argument, nullptr, 0},
     {"init-rdma-first", no_argument, nullptr, 0},
+    {"fork-check", required_argument, nullptr, 0},
     {"ready-fd", required_argument, nullptr, 0},
     {"help", no_argument, nullptr, 0},
     {},
@@ -168,6 +173,10 @@ int Serve(const Options& a) {
   lo.sample_bytes = a.Size("sample-bytes", 4096);
   lo.num_workers = static_cast<uint32_t>(a.Size("workers", 2));
   lo.timeout_ms = static_cast<uint32_t>(a.Size("timeout-ms", 30000));
+  std::string fork_check = a.Str("fork-check", "warn");
+  if (!fl::ParseForkCheck(fork_check, &lo.fork_check)) {
+    throw UsageError("--fork-check: expected warn, error or off, not '" + fork_check + "'");
+  }
   TransportOptions to;
   to.checksum = !a.Has("no-checksum");
   // Slots: what the workers prefetch, plus what the transport holds in flight.

@@ -39,6 +39,45 @@ TEST(RefloaderDemo, InitRdmaFirstKillsTheWorkersAndSaysWhy) {
   EXPECT_NE(out.find("was killed by signal 11 (SIGSEGV)"), std::string::npos) << out;
   EXPECT_NE(out.find("Registered memory is MADV_DONTFORK"), std::string::npos) << out;
   EXPECT_NE(out.find("no batch was received"), std::string::npos) << out;
+  // The default --fork-check warn: one line before the fork, then the fork.
+  EXPECT_NE(out.find("loader: fork check: forking 2 loader worker(s) now would be a hazard"),
+            std::string::npos)
+      << out;
+}
+
+// --fork-check error under the shim: the loader refuses at start, naming where RDMA was first
+// initialized (the shim's answer), and forks nothing.
+TEST(RefloaderDemo, ForkCheckErrorNamesTheInitSiteAndForksNothing) {
+  auto dev = forkguard::testing::RequireRdmaDevice();
+  auto [rc, out] = forkguard::testing::RunAndCapture(
+      {"env", "LD_PRELOAD=" + forkguard::testing::Runfile("shim/libforkguard.so"),
+       forkguard::testing::Runfile("refloader/refloader"), "demo", "--ip", dev.ip, "--port", "7803",
+       "--init-rdma-first", "--fork-check", "error"});
+  EXPECT_EQ(rc, 1) << out;
+  // (the transport's first call is rdma_create_event_channel, in refloader's own code)
+  size_t at = out.find(
+      "serve: starting the loader's workers failed: fork check: forking 2 loader worker(s) now "
+      "would be a hazard (child-segv, inherited-rdma): RDMA was first initialized by ");
+  ASSERT_NE(at, std::string::npos) << out;
+  std::string site = out.substr(at, out.find('\n', at) - at);
+  EXPECT_NE(site.find(" at "), std::string::npos) << site;
+  EXPECT_NE(site.find("(refloader+0x"), std::string::npos) << site;
+  EXPECT_EQ(out.find("killed by signal 11"), std::string::npos) << out;
+  EXPECT_EQ(out.find("forkguard: fork after RDMA init"), std::string::npos) << out;  // no fork
+}
+
+// Without the shim the check still stops the loader, from /proc and RDMA netlink, and says
+// that it cannot name the site.
+TEST(RefloaderDemo, ForkCheckErrorWithoutTheShim) {
+  auto dev = forkguard::testing::RequireRdmaDevice();
+  auto [rc, out] = Refloader(
+      {"demo", "--ip", dev.ip, "--port", "7804", "--init-rdma-first", "--fork-check", "error"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("fork check: forking 2 loader worker(s) now would be a hazard ("),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("no shim: from /proc and RDMA netlink"), std::string::npos) << out;
+  EXPECT_EQ(out.find("killed by signal 11"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -222,6 +222,16 @@ FORKGUARD_CHILD_PATH void ChildAfterFork(bool hazardous, bool explain_segv) {
   if (sigaction(SIGSEGV, &sa, &g_prev_segv) == 0) g_handler_installed = 1;
 }
 
+void LogExec(const char* path) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled() || !log.HasOwnFile()) return;
+  char buf[2048];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, schema::kExec);
+  b.Str(",\"path\":").JsonStr(path);
+  log.End(b);
+}
+
 void ChildNoteExec(const char* path) {
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;

@@ -33,6 +33,11 @@ inline bool IsHazardousChild() { return g_hazard_child != 0; }
 
 // Child of a hazardous fork calling exec*: logs child_exec (the child is benign).
 void ChildNoteExec(const char* path);
+// An exec by a process that has its own log file: an `exec` event, so that a reader joins
+// this file and the one the exec'd program writes (same pid) into one process. A process
+// with no line yet (a forked child) writes nothing: no file is made only for this.
+// Async-signal-safe.
+void LogExec(const char* path);
 
 // The SIGSEGV explanation as the handler prints it (exposed for unit tests): returns the
 // number of bytes written into buf.

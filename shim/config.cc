@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shim/start_path.h"
 #include "shim/text_buffer.h"
 
 namespace forkguard {
@@ -39,7 +40,8 @@ const char* ModeName(Mode mode) {
   return "warn";
 }
 
-Config ParseConfig(EnvLookup env, void* env_ctx, WarningSink warn, void* warn_ctx, bool secure) {
+FORKGUARD_START_PATH Config ParseConfig(EnvLookup env, void* env_ctx, WarningSink warn,
+                                        void* warn_ctx, bool secure) {
   Config c;
   if (secure || env == nullptr) return c;
 

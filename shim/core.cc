@@ -6,11 +6,14 @@
 #include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
+#include "api/check_result.h"
 #include "facts/fork_rule.h"
 #include "facts/machine_facts.h"
 #include "shim/child.h"
@@ -19,14 +22,17 @@
 #include "shim/dlopen_check.h"
 #include "shim/event_log.h"
 #include "shim/event_writer.h"
+#include "shim/exec_watch.h"
 #include "shim/fix_advice.h"
 #include "shim/fork_frames.h"
 #include "shim/job_identity.h"
 #include "shim/message.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
+#include "shim/query.h"
 #include "shim/skippable_lock.h"
 #include "shim/stack.h"
+#include "shim/start_path.h"
 #include "shim/stderr_line.h"
 #include "shim/suppressions.h"
 #include "shim/sys.h"
@@ -45,7 +51,8 @@ namespace {
 
 // Every global here starts as zero bytes (sys.h, ZeroFilled): the configuration is all zero
 // (mode warn, no log) until Init() parses the environment, which every hook waits for.
-constinit Config g_config{.mode = Mode::kWarn, .report = ReportPolicy::kOnce, .stack_depth = 0};
+FORKGUARD_START_DATA constinit Config g_config{
+    .mode = Mode::kWarn, .report = ReportPolicy::kOnce, .stack_depth = 0};
 static_assert(Mode::kWarn == Mode{} && ReportPolicy::kOnce == ReportPolicy{});
 
 // Whether the /proc/self/fd scan can find anything. On a kernel with the RDMA user-space
@@ -53,16 +60,18 @@ static_assert(Mode::kWarn == Mode{} && ReportPolicy::kOnce == ReportPolicy{});
 // it always runs there. Elsewhere only if, after we looked at /proc/devices, an RDMA
 // device node was opened through open*(), a library was loaded RTLD_DEEPBIND (its opens
 // bypass us), or the process started with RDMA descriptors. Inherited by forked children.
-std::atomic<bool> g_backstop_armed{false};
+FORKGUARD_START_DATA std::atomic<bool> g_backstop_armed{false};
 // Set by Init().
-char g_host[256];
-char g_prog[256];
-long g_rank;
-constinit JobIdentity g_job{.rank = 0, .local_rank = 0, .host = {}, .short_host = {}};
-pthread_once_t g_once = PTHREAD_ONCE_INIT;
-std::atomic<bool> g_init_done{false};  // Init() returned (EnsureInit's fast path)
+FORKGUARD_START_DATA char g_host[256];
+FORKGUARD_START_DATA char g_prog[256];
+FORKGUARD_START_DATA long g_rank;
+FORKGUARD_START_DATA constinit JobIdentity g_job{
+    .rank = 0, .local_rank = 0, .step = 0, .host = {}, .short_host = {}};
+FORKGUARD_START_DATA pthread_once_t g_once = PTHREAD_ONCE_INIT;
+// Init() returned (EnsureInit's fast path)
+FORKGUARD_START_DATA std::atomic<bool> g_init_done{false};
 std::atomic<bool> g_fork_facts{false};
-bool g_ready = false;
+FORKGUARD_START_DATA bool g_ready = false;
 
 // Fork support (issue 13's rdma-core x kernel x who matrix). Written outside the fork path
 // (Init, ibv_fork_init, the first RDMA init); read when a hazardous fork is explained.
@@ -96,7 +105,7 @@ void EnsureForkFacts() {
 // Whether this machine may have RDMA user-space devices, asked at start without reading
 // /proc (EnsureForkFacts does that at the first fork): the classes ib_uverbs and rdma_ucm
 // create, or the device directory. Without /sys to ask, assume they may.
-bool RdmaDevicesMayExist() {
+FORKGUARD_START_PATH bool RdmaDevicesMayExist() {
   if (access("/sys/class/misc", F_OK) != 0) return true;
   return access("/sys/class/infiniband_verbs", F_OK) == 0 ||
          access("/sys/class/misc/rdma_cm", F_OK) == 0 || access("/dev/infiniband", F_OK) == 0;
@@ -105,7 +114,7 @@ bool RdmaDevicesMayExist() {
 // Config warnings, kept until the log is configured (so they are also logged).
 constexpr int kMaxWarnings = 8;
 char g_warnings[kMaxWarnings][1280];  // a FORKGUARD_LOG warning names a path (up to 1 KiB)
-int g_warning_count = 0;
+FORKGUARD_START_DATA int g_warning_count = 0;
 
 // Each line prefixed "[host rN pid] " and written whole (shim/stderr_line.h).
 void WriteStderr(const char* p, size_t n) { WriteStderrLines(p, n); }
@@ -116,7 +125,38 @@ void CollectWarning(const char* line, void*) {
   ++g_warning_count;
 }
 
-const char* Getenv(const char* name, void*) { return getenv(name); }
+// Which variable names the environment has, summarized by their first two bytes (a
+// 1024-bit set): start-up asks for some 25 variables (FORKGUARD_*, the launchers' ranks
+// and job ids) that a process outside a job mostly does not have, and each getenv() reads
+// the whole environment. One pass over it here; a name whose first two bytes are not in
+// the set is not there (no false "absent": every present name set its bit).
+class EnvSummary {
+ public:
+  EnvSummary() {
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+      Add((*e)[0], (*e)[0] != '\0' ? (*e)[1] : '\0');
+  }
+  bool MayHave(const char* name) const {
+    unsigned k = Key(name[0], name[0] != '\0' ? name[1] : '\0');
+    return (bits_[k / 64] >> (k % 64) & 1) != 0;
+  }
+
+ private:
+  static unsigned Key(char a, char b) {
+    return (static_cast<unsigned char>(a) * 31u + static_cast<unsigned char>(b)) % 1024u;
+  }
+  void Add(char a, char b) {
+    unsigned k = Key(a, b);
+    bits_[k / 64] |= uint64_t{1} << (k % 64);
+  }
+  uint64_t bits_[16] = {};
+};
+
+// `ctx`: an EnvSummary of the environment.
+FORKGUARD_START_PATH const char* Getenv(const char* name, void* ctx) {
+  if (!static_cast<const EnvSummary*>(ctx)->MayHave(name)) return nullptr;
+  return getenv(name);
+}
 
 // FORKGUARD_SUPPRESSIONS, parsed once by Init into mmap'd fixed storage (the fork path
 // only reads it); null when none is set or none of its lines is an entry.
@@ -199,13 +239,16 @@ FORKGUARD_CHILD_PATH void CoreAtforkChild(const ForkFrame* f) {
 constinit const ForkAtforkHooks kCoreAtforkHooks = {CoreAtforkDecide, CoreAtforkParent,
                                                     CoreAtforkChild};
 
-void Init() {
+FORKGUARD_START_PATH void Init() {
   // Under AT_SECURE (setuid, capabilities) the environment is not ours to trust.
   bool secure = getauxval(AT_SECURE) != 0;
-  g_config = ParseConfig(Getenv, nullptr, CollectWarning, nullptr, secure);
+  // Constructed in place (both are trivially destructible): the parser writes the globals
+  // themselves, not a copy on the stack (3 KiB, a page fault of its own in every process).
+  EnvSummary env;
+  ::new (&g_config) Config(ParseConfig(Getenv, &env, CollectWarning, nullptr, secure));
   if (g_config.suppressions[0] != '\0') LoadSuppressions(g_config.suppressions);
   // The job's view of this process (rank, local rank, job id), not trusted under AT_SECURE.
-  g_job = ReadJobIdentity(secure ? nullptr : Getenv, nullptr);
+  ::new (&g_job) JobIdentity(ReadJobIdentity(secure ? nullptr : Getenv, &env));
   char host[256];
   if (gethostname(host, sizeof(host) - 1) != 0) strcpy(host, "?");
   host[sizeof(host) - 1] = '\0';
@@ -247,8 +290,10 @@ void Init() {
     InstallForkAtfork(&kCoreAtforkHooks);
   }
   g_ready = true;
-  LogProcessStart(ModeName(g_config.mode), FORKGUARD_VERSION);
-  for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
+  if (GlobalEventLog().enabled()) {
+    LogProcessStart(ModeName(g_config.mode), FORKGUARD_VERSION);
+    for (int i = 0; i < g_warning_count; ++i) LogNote(g_warnings[i]);
+  }
   g_init_done.store(true, std::memory_order_release);
 }
 
@@ -661,8 +706,10 @@ ForkSupportFact CurrentForkSupport() {
 }
 
 // The decision for a fork with RDMA state. `via` atfork: the fork cannot be failed and the
-// kernel is not asked anything new.
-ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
+// kernel is not asked anything new. With `query` (forkguard_fork_check) nothing forks: the
+// same decision is made and written there, and nothing is printed, logged or enforced.
+ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via,
+                                 forkguard_check_result* query = nullptr) {
   ForkDecision d;
   RdmaState& st = GlobalState();
   LoadUnwinder();  // RDMA found by the backstop only: no hook loaded it yet
@@ -670,7 +717,21 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   if (!scratch.MapFixed()) return d;
   StateSnapshot& snap = scratch.fixed->snap;
   // No tables (their lock was given up on, or no memory for the copy): still a verdict.
-  if (!st.TakeSnapshot(&snap)) return DecideWithoutState(fds, via);
+  if (!st.TakeSnapshot(&snap)) {
+    // A query is answered without the tables' details (and never printed, logged or failed).
+    if (query != nullptr) {
+      FillCleanQueryResult(query, fds);
+      bool held = st.AnyLive() || fds.uverbs > 0 || fds.rdma_cm > 0;
+      unsigned reasons = held ? static_cast<unsigned>(kInheritedRdma) : 0u;
+      api::SetVerdict(query, reasons);
+      query->contexts = query->pds = query->mrs = query->cm_ids = query->cm_channels = -1;
+      api::CopyField(query->detail, sizeof(query->detail),
+                     "partial: the shim's tables could not be read (descriptors and the live "
+                     "count only)");
+      return d;
+    }
+    return DecideWithoutState(fds, via);
+  }
   snap.counts.uverbs_fds = fds.uverbs;
   snap.counts.rdma_cm_fds = fds.rdma_cm;
   if (!scratch.MapFlags(snap.mr_count)) {
@@ -712,8 +773,18 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   in.machine = &machine;
   ForkVerdict v = DecideVerdict(in, scratch.mr_dontfork, scratch.mr_fate);
   if (!v.hazard()) {
+    if (query != nullptr) {
+      ForkReport r;
+      r.verdict = v;
+      r.snap = &snap;
+      r.mr_dontfork = scratch.mr_dontfork;
+      r.dc_count = dc_stored;
+      r.cof = cof;
+      FillQueryResult(query, r, nullptr);
+    } else {
+      LogCleanFork(via, false);
+    }
     RdmaState::FreeSnapshot(&snap);
-    LogCleanFork(via, false);
     return d;
   }
 
@@ -729,8 +800,20 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
     in.child_execs = true;
     v = DecideVerdict(in, scratch.mr_dontfork, scratch.mr_fate);
     if (!v.hazard()) {
+      if (query != nullptr) {
+        ForkReport r;
+        r.verdict = v;
+        r.snap = &snap;
+        r.mr_dontfork = scratch.mr_dontfork;
+        r.dc_count = dc_stored;
+        r.cof = cof;
+        r.fork_stack = &fork_stack;
+        r.fork_py = &fork_py;
+        FillQueryResult(query, r, nullptr);
+      } else if (GlobalEventLog().enabled()) {
+        WriteCleanForkEvent(via, false, /*child_execs=*/true);
+      }
       RdmaState::FreeSnapshot(&snap);
-      if (GlobalEventLog().enabled()) WriteCleanForkEvent(via, false, /*child_execs=*/true);
       return d;
     }
   }
@@ -742,8 +825,9 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
               : MatchSuppressions(fork_stack, fork_py, v.reasons, scratch.fixed->frames,
                                   scratch.fixed->demangled);
   bool silenced = allowed || suppressed != nullptr;
-  bool report =
-      !silenced && (g_config.report == ReportPolicy::kAlways || st.FirstTimeForSite(site));
+  // A query must not use up the site's one message: the fork that follows still prints it.
+  bool report = !silenced && query == nullptr &&
+                (g_config.report == ReportPolicy::kAlways || st.FirstTimeForSite(site));
 
   ForkReport r;
   r.who = Identity();
@@ -783,6 +867,15 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via) {
   r.suppressed = suppressed != nullptr ? suppressed->text : nullptr;
   r.reported = report && !g_config.quiet;
   bool enforce = !silenced && v.enforceable();
+
+  if (query != nullptr) {
+    TextBuffer msg(scratch.fixed->message, Scratch::kMessageBytes);
+    FormatHazardMessage(msg, r, /*demangle=*/true);
+    FillQueryResult(query, r, msg.data());
+    query->enforceable = enforce ? 1 : 0;
+    RdmaState::FreeSnapshot(&snap);
+    return d;
+  }
 
   if (report && !g_config.quiet) {
     TextBuffer msg(scratch.fixed->message, Scratch::kMessageBytes);
@@ -1007,6 +1100,9 @@ static __attribute__((noinline)) void LogRegistration(const MrRecord& rec) {
   LogMrRegister(rec, dontfork);
 }
 
+// OnDeregMr's count, out of line as LogRegistration.
+static __attribute__((noinline)) void CountDeregistration() { CountMrDeregister(); }
+
 FORKGUARD_REG_PATH void OnRegMr(RdmaCall call, const void* mr, const void* pd, const void* addr,
                                 size_t len, int access, int err) {
   BusyScope busy;
@@ -1046,12 +1142,15 @@ FORKGUARD_REG_PATH void OnDeregMr(const void* mr, int ret, int err) {
     LogRdmaCall("ibv_dereg_mr", nullptr, mr, false, err);
     return;
   }
-  // The deregistration of an MR we tracked is not logged: a line is one write(2), which in
-  // the Soft-RoCE guest costs more than everything else the log does for a pair (9.8 us of a
-  // 48 us 4 KiB reg+dereg), and nothing reads it (forkguard report counted it; a fork event
-  // lists what is live from our table). Not deferred into a later line either: a killed
-  // process would lose a record it had made. An MR we never saw registered is logged.
-  if (!GlobalState().RemoveMr(reinterpret_cast<uintptr_t>(mr), nullptr)) LogMrDeregister(mr);
+  // The deregistration of an MR we tracked is counted, not a line: a line is one write(2),
+  // which in the Soft-RoCE guest costs more than everything else the log does for a pair
+  // (9.8 us of a 48 us 4 KiB reg+dereg), and the report needs only the total (a fork event
+  // lists what is live from our table). An MR we never saw registered is logged.
+  if (!GlobalState().RemoveMr(reinterpret_cast<uintptr_t>(mr), nullptr)) {
+    LogMrDeregister(mr);
+    return;
+  }
+  if (!NoLog()) CountDeregistration();
 }
 
 void OnForkInit(int ret, int err, const void* caller) {
@@ -1129,6 +1228,35 @@ ForkDecision BeforeFork(ForkVia via) {
   return d;
 }
 
+int QueryFork(forkguard_check_result* out) {
+  EnsureInit();
+  EnsureForkFacts();
+  // Called from a signal handler that interrupted forkguard on this thread: the tables and
+  // the loader cannot be entered. Say so rather than guess.
+  if (t_busy != 0 || (GlobalState().lock().HeldByThisThread() && !HeldByOurAtfork())) {
+    errno = EAGAIN;
+    return -1;
+  }
+  BusyScope busy;
+  RdmaFds fds;
+  if (!CleanWithoutLooking()) fds = ScanRdmaFds();
+  out->source = 0;  // set by whatever fills the result
+  if (!GlobalState().AnyLive() && fds.uverbs == 0 && fds.rdma_cm == 0) {
+    FillCleanQueryResult(out, fds);
+  } else {
+    DecideHazardousFork(fds, ForkVia::kFork, out);
+  }
+  if (out->source == 0) {  // no memory for the decision's scratch
+    errno = ENOMEM;
+    return -1;
+  }
+  if (g_config.mode == Mode::kOff) {
+    api::CopyField(out->detail, sizeof(out->detail),
+                   "FORKGUARD_MODE=off: the shim tracks no RDMA calls; descriptors only");
+  }
+  return 0;
+}
+
 FORKGUARD_CHILD_PATH void AfterForkChild(const ForkDecision& d) {
   if (d.no_atfork) {
     AfterRawForkChild(d);
@@ -1195,10 +1323,48 @@ void OnDeepBind() {
   g_backstop_armed.store(true, std::memory_order_relaxed);
 }
 
+void OnExecTarget(const char* file, char* const envp[], bool search) {
+  // Async-signal-safe, as OnExec. Only with a log: the record is for `forkguard run`/`report`.
+  if (!g_ready || g_config.mode == Mode::kOff) return;
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char resolved[1024];
+  unsigned why = ExecUnwatchedReasons(file, envp != nullptr ? envp : environ, search, resolved,
+                                      sizeof(resolved));
+  // Nothing to say, or a target that cannot be opened (the exec fails, or we cannot tell).
+  if (why == 0 || resolved[0] == '\0' || access(resolved, F_OK) != 0) return;
+  RdmaFds fds = ScanRdmaFds();
+  bool held = GlobalState().AnyLive() || fds.uverbs > 0 || fds.rdma_cm > 0;
+  char buf[2048];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str(",\"path\":").JsonStr(resolved).Str(",\"why\":[");
+  bool first = true;
+  for (ExecUnwatched r : {kExecPreloadRemoved, kExecStatic, kExecSetuid}) {
+    if ((why & r) == 0) continue;
+    if (!first) b.Char(',');
+    b.Char('"').Str(ExecUnwatchedName(r)).Char('"');
+    first = false;
+  }
+  b.Str("],\"held_rdma\":").Str(held ? "true" : "false");
+  b.Str(",\"exec_by\":").JsonStr(g_prog);
+  if (b.truncated()) return;
+  // The program keeps this process's pid; a vforked child shares our memory and our cached
+  // pid: ask the kernel. The record goes into a file of its own, under that pid.
+  pid_t pid = static_cast<pid_t>(syscall(SYS_getpid));
+  pid_t ppid = static_cast<pid_t>(syscall(SYS_getppid));
+  log.WriteForeignFile(pid, ppid, BaseName(resolved), schema::kUnwatchedExec, b.data());
+}
+
 void OnExec(const char* path) {
   // Async-signal-safe: a child may exec right after fork.
   if (g_ready && g_config.mode != Mode::kOff) CheckUnseenChild();
   if (IsHazardousChild()) ChildNoteExec(path);
+  LogExec(path);
+  // The counts not written yet: the image that counted them is about to go (its destructor
+  // never runs). Not from a vfork child: it shares its parent's memory, and counts.
+  if (NoLog()) return;
+  pid_t vfork_from = ThisThreadForks().vfork_from;
+  if (vfork_from == 0 || getpid() == vfork_from) FlushEventCounts();
 }
 
 }  // namespace forkguard::core

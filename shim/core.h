@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "api/forkguard.h"
 #include "shim/message.h"
 #include "shim/state.h"
 
@@ -91,6 +92,11 @@ bool ForkNeedsNothing(ForkVia via);
 // In the parent, before the real fork. Clean forks: no allocation, no output. `via`: which
 // entry point (fork, _Fork, daemon, forkpty); a failed decision's errno depends on it.
 ForkDecision BeforeFork(ForkVia via);
+// forkguard_fork_check(): what BeforeFork would decide for a fork from this thread now,
+// written into `out` (all of sizeof(*out)); nothing is printed, logged or enforced, and the
+// call site's one message is not used up. -1/EAGAIN from a signal handler that interrupted
+// forkguard on this thread.
+int QueryFork(forkguard_check_result* out);
 // In the parent after the real fork returned (child > 0) or failed (child < 0).
 void AfterForkParent(const ForkDecision& d, pid_t child);
 // In the child, after the real fork returned 0 (the atfork child handler already ran).
@@ -102,6 +108,11 @@ void OnSpawn(const char* call, pid_t child, int ret);
 void OnVfork();
 // exec* about to be called: in a hazardous child this logs child_exec.
 void OnExec(const char* path);
+// exec* about to be called with `envp` (null: this environment); `search`: `file` is looked
+// up in PATH (execvp*). With a log, a program that will run without the shim (its
+// environment drops the preload, a static binary, a setuid program) is logged as
+// unwatched_exec (shim/exec_watch.h). Async-signal-safe.
+void OnExecTarget(const char* file, char* const envp[], bool search);
 // The process is exiting normally (shim destructor).
 void OnExit();
 // open*() returned `fd` for `path` (async-signal-safe). Opening an RDMA device node arms the

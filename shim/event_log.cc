@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,18 +16,31 @@
 
 #include "shim/child_path.h"
 #include "shim/log_dir.h"
+#include "shim/start_path.h"
 #include "shim/stderr_line.h"
 #include "shim/sys.h"
 
 namespace forkguard {
 namespace {
 
-constinit EventLog g_log;
+FORKGUARD_START_DATA constinit EventLog g_log;
 
 constexpr int kMaxModules = 512;
 constexpr int kStackSlots = 8192;  // power of two
 constexpr int kStackProbes = 32;
 constexpr size_t kRecordBytes = 64 * 1024;
+// Registration sites counted per file: at most kMaxRegSites (a registration at a site past
+// that keeps its line), in a table twice as large.
+constexpr int kRegSlots = 2048;  // power of two
+constexpr int kRegProbes = 16;
+constexpr int kMaxRegSites = 1024;
+// An mr_counts line: at most this many sites (a longest entry is ~120 bytes), so that its
+// buffer can live on the stack of a signal handler's line.
+constexpr int kCountSitesPerLine = 8;
+constexpr size_t kCountLineBytes = 1280;
+// Counts with no line to go with wait at most this long for a later count, deregistration
+// or line to write them.
+constexpr int64_t kCountsFlushNs = 100 * 1000 * 1000;
 
 uint64_t Mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
@@ -95,6 +109,19 @@ struct EventLog::StackSlot {
   uint64_t hash;
   uint32_t epoch;
   int32_t id;
+};
+
+// A registration site of this file: written by AddRegistrationSite under the lock (epoch
+// last, with release), read and counted without it. `n` and `bytes` are taken by the flush
+// with exchange: a count is written once or, when the process dies first, not at all.
+struct EventLog::RegSite {
+  std::atomic<uint64_t> key;
+  std::atomic<uint32_t> epoch;  // the file's epoch once filled (0: never)
+  int32_t stack_id;
+  const char* call;  // nullptr: ibv_reg_mr
+  bool dontfork;
+  std::atomic<uint64_t> n;
+  std::atomic<uint64_t> bytes;
 };
 
 FORKGUARD_CHILD_PATH EventLog& GlobalEventLog() { return g_log; }
@@ -300,6 +327,136 @@ int EventLog::StackIdLocked(const RawStack& stack, const PythonStack* py) {
   return id;
 }
 
+uint64_t EventLog::RegistrationKey(const RawStack& stack, const char* call, bool dontfork) {
+  uint64_t h = HashStack(stack, nullptr);
+  h = Mix(h, reinterpret_cast<uintptr_t>(call));  // a name of the shim's own rodata
+  return Mix(h, dontfork ? 1 : 2);
+}
+
+bool EventLog::CountRegistration(uint64_t key, uint64_t bytes) {
+  if (!enabled_ || broken_ || reg_sites_ == nullptr) return false;
+  Claim();  // a child's sites are of its own file
+  const uint32_t epoch = epoch_.get();
+  for (int i = 0; i < kRegProbes; ++i) {
+    RegSite& s = reg_sites_[(key + static_cast<uint64_t>(i)) & (kRegSlots - 1)];
+    // A slot of another epoch is empty here: this file's entries never have holes before them.
+    if (s.epoch.load(std::memory_order_acquire) != epoch) return false;
+    if (s.key.load(std::memory_order_relaxed) != key) continue;
+    s.n.fetch_add(1);
+    s.bytes.fetch_add(bytes);
+    // After the counts (seq_cst): a flush that cleared the flag before this load takes them.
+    if (!counts_dirty_.load()) counts_dirty_.store(true);
+    FlushByClock();
+    return true;
+  }
+  return false;
+}
+
+void EventLog::AddRegistrationSite(uint64_t key, int stack_id, const char* call, bool dontfork,
+                                   uint32_t epoch) {
+  if (stack_id < 0 || !enabled_ || broken_ || reg_sites_ == nullptr) return;
+  if (lock_.HeldByThisThread() || !lock_.Lock()) return;
+  int count = reg_count_.load(std::memory_order_relaxed);
+  if (epoch == epoch_.get() && count < kMaxRegSites) {
+    for (int i = 0; i < kRegProbes; ++i) {
+      int idx = static_cast<int>((key + static_cast<uint64_t>(i)) & (kRegSlots - 1));
+      RegSite& s = reg_sites_[idx];
+      if (s.epoch.load(std::memory_order_relaxed) == epoch) {
+        if (s.key.load(std::memory_order_relaxed) == key) break;  // another thread's line
+        continue;
+      }
+      s.key.store(key, std::memory_order_relaxed);
+      s.stack_id = stack_id;
+      s.call = call;
+      s.dontfork = dontfork;
+      s.n.store(0, std::memory_order_relaxed);
+      s.bytes.store(0, std::memory_order_relaxed);
+      // In the flush's list before anyone can count here (the epoch): a count is never made
+      // where no flush looks (this thread may stop for long between the two stores, and a
+      // line in flight would then carry every count made meanwhile).
+      reg_order_[count] = idx;
+      reg_count_.store(count + 1, std::memory_order_release);
+      s.epoch.store(epoch, std::memory_order_release);
+      break;
+    }
+  }
+  lock_.Unlock();
+}
+
+void EventLog::CountDeregistration() {
+  if (!enabled_ || broken_ || reg_sites_ == nullptr) return;
+  Claim();
+  deregs_.fetch_add(1);
+  if (!counts_dirty_.load()) counts_dirty_.store(true);
+  FlushByClock();
+}
+
+// One flush per kCountsFlushNs at most, by the thread that moves the mark.
+void EventLog::FlushByClock() {
+  int64_t now = NowNs();
+  int64_t last = last_flush_ns_.load(std::memory_order_relaxed);
+  if (last != 0 && now - last < kCountsFlushNs) return;
+  if (!last_flush_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
+  if (last != 0) FlushCounts();  // the first count starts the clock
+}
+
+size_t EventLog::TakeCounts(char* buf, size_t cap) {
+  if (reg_sites_ == nullptr || !counts_dirty_.load(std::memory_order_relaxed)) return 0;
+  if (!counts_dirty_.exchange(false)) return 0;
+  struct Taken {
+    int slot;
+    uint64_t n;
+    uint64_t bytes;
+  };
+  Taken taken[kCountSitesPerLine];
+  int k = 0;
+  bool more = false;
+  const uint32_t epoch = epoch_.get();
+  const int count = reg_count_.load(std::memory_order_acquire);
+  for (int i = 0; i < count; ++i) {
+    int idx = reg_order_[i];
+    RegSite& s = reg_sites_[idx];
+    if (s.epoch.load(std::memory_order_acquire) != epoch) continue;  // not counted in yet
+    if (s.n.load() == 0 && s.bytes.load() == 0) continue;
+    if (k == kCountSitesPerLine) {
+      more = true;  // for the next line
+      break;
+    }
+    uint64_t n = s.n.exchange(0);
+    uint64_t bytes = s.bytes.exchange(0);
+    if (n != 0 || bytes != 0) taken[k++] = Taken{idx, n, bytes};
+  }
+  uint64_t deregs = deregs_.exchange(0);
+  if (more) counts_dirty_.store(true);
+  if (k == 0 && deregs == 0) return 0;
+  TextBuffer b(buf, cap);
+  Begin(b, schema::kMrCounts);
+  b.Str(",\"").Str(schema::kKeySites).Str("\":[");
+  for (int j = 0; j < k; ++j) {
+    const RegSite& s = reg_sites_[taken[j].slot];
+    if (j > 0) b.Char(',');
+    b.Str("{\"").Str(schema::kKeyStack).Str("\":").Dec(s.stack_id);
+    if (s.call != nullptr) b.Str(",\"").Str(schema::kKeyCall).Str("\":\"").Str(s.call).Char('"');
+    if (s.dontfork) b.Str(",\"").Str(schema::kKeyDontfork).Str("\":true");
+    b.Str(",\"").Str(schema::kKeyN).Str("\":").UDec(taken[j].n);
+    b.Str(",\"").Str(schema::kKeyBytes).Str("\":").UDec(taken[j].bytes).Char('}');
+  }
+  b.Char(']');
+  if (deregs != 0) b.Str(",\"").Str(schema::kKeyDeregs).Str("\":").UDec(deregs);
+  b.Str("}\n");
+  return b.truncated() ? 0 : b.size();  // sized for the longest: never truncated
+}
+
+void EventLog::FlushCounts() {
+  if (!enabled_ || broken_) return;
+  // Each line takes up to kCountSitesPerLine sites: as many lines as there are sites, at most.
+  for (int i = 0; i <= kMaxRegSites / kCountSitesPerLine; ++i) {
+    char buf[kCountLineBytes];
+    size_t n = TakeCounts(buf, sizeof(buf));
+    if (n == 0 || !WriteLine(buf, n)) return;
+  }
+}
+
 void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink warn, void* warn_ctx,
                          bool quiet) {
   id_ = id;
@@ -334,6 +491,9 @@ void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink war
   stacks_ = static_cast<StackSlot*>(MapAnonymous(sizeof(StackSlot) * kStackSlots));
   modules_ = static_cast<Module*>(MapAnonymous(sizeof(Module) * kMaxModules));
   record_ = static_cast<char*>(MapAnonymous(kRecordBytes));
+  reg_sites_ = static_cast<RegSite*>(MapAnonymous(sizeof(RegSite) * kRegSlots));
+  reg_order_ = static_cast<int32_t*>(MapAnonymous(sizeof(int32_t) * kMaxRegSites));
+  if (reg_order_ == nullptr) reg_sites_ = nullptr;  // no counting: every registration a line
   // The pid, cached where every kind of child sees 0 (raw clone() and syscall(SYS_fork) run
   // no atfork handler): a line asks the kernel nothing but its write (Linux >= 4.14).
   size_t page = static_cast<size_t>(PageSize());
@@ -354,6 +514,11 @@ int64_t EventLog::NowNs() const {
   timespec ts;
   clock_gettime(clock_, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+bool EventLog::HasOwnFile() {
+  return enabled_ && !broken_ && fd_.get() >= 0 &&
+         owner_pid_.load(std::memory_order_relaxed) == Pid();
 }
 
 pid_t EventLog::Pid() {
@@ -392,6 +557,13 @@ FORKGUARD_CHILD_PATH void EventLog::StartOwnFile(int64_t start_ns, bool close_fd
   epoch_.set(epoch_.get() + 1);
   next_stack_id_ = 0;
   next_module_id_ = 0;
+  // The parent's counts are the parent's to write; this file counts at its own sites.
+  if (reg_sites_ != nullptr) {
+    reg_count_.store(0, std::memory_order_relaxed);
+    deregs_.store(0, std::memory_order_relaxed);
+    counts_dirty_.store(false, std::memory_order_relaxed);
+    last_flush_ns_.store(0, std::memory_order_relaxed);
+  }
   if (t_log_thread.pid != 0) t_log_thread = LogThread{0, 0};
 }
 
@@ -442,6 +614,36 @@ bool EventLog::WriteHeader(int fd, pid_t pid) {
   b.Str(",\"start_ns\":").Dec(start_ns_).Str("}\n");
   if (b.truncated()) return false;
   return WriteNoEintr(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size());
+}
+
+bool EventLog::WriteForeignFile(pid_t pid, pid_t ppid, const char* prog, const char* event,
+                                const char* fields) {
+  if (!enabled_) return false;
+  int64_t start = NowNs();
+  char path[1400];
+  TextBuffer p(path, sizeof(path));
+  p.Str(dir_).Str("/forkguard.").Str(id_.host).Char('.').Dec(pid).Char('.').Dec(start);
+  p.Str(".jsonl");
+  if (p.truncated()) return false;
+  char buf[3072];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str("{\"schema\":\"").Str(schema::kEventV2).Str("\",\"event\":\"").Str(schema::kHeader);
+  b.Str("\",\"host\":").JsonStr(id_.host).Str(",\"pid\":").Dec(pid);
+  b.Str(",\"ppid\":").Dec(ppid).Str(",\"prog\":").JsonStr(prog);
+  b.Str(",\"rank\":null,\"local_rank\":null,\"job\":");
+  if (id_.job != nullptr && id_.job[0] != '\0') {
+    b.JsonStr(id_.job);
+  } else {
+    b.Str("null");
+  }
+  b.Str(",\"start_ns\":").Dec(start).Str("}\n");
+  b.Str("{\"event\":\"").Str(event).Str("\",\"ts\":0,\"seq\":0").Str(fields).Str("}\n");
+  if (b.truncated()) return false;
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return false;
+  bool ok = WriteNoEintr(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size());
+  close(fd);
+  return ok;
 }
 
 void EventLog::Begin(TextBuffer& b, const char* event) {
@@ -519,6 +721,35 @@ bool EventLog::WriteLine(const char* p, size_t n) {
   return false;
 }
 
+bool EventLog::WriteLines(const char* p, size_t n, const char* q, size_t m) {
+  if (broken_) return false;
+  int fd = OpenOwnFile();
+  if (fd < 0) {
+    Fail("create this process's file", errno);
+    return false;
+  }
+  // One writev(2) on the O_APPEND descriptor: both lines land together, as one write would.
+  iovec iov[2] = {{const_cast<char*>(p), n}, {const_cast<char*>(q), m}};
+  ssize_t w;
+  do {
+    w = writev(fd, iov, 2);
+  } while (w < 0 && errno == EINTR);
+  if (w == static_cast<ssize_t>(n + m)) return true;
+  Fail("write", w < 0 ? errno : ENOSPC);
+  return false;
+}
+
+// Out of line: its buffer is on the stack only when counts are pending.
+__attribute__((noinline)) void EventLog::WriteLineAndCounts(const char* p, size_t n) {
+  char buf[kCountLineBytes];
+  size_t m = TakeCounts(buf, sizeof(buf));
+  if (m == 0) {
+    WriteLine(p, n);
+  } else {
+    WriteLines(p, n, buf, m);
+  }
+}
+
 void EventLog::End(TextBuffer& b) {
   if (!enabled_ || broken_) return;
   b.Str("}\n");
@@ -530,6 +761,11 @@ void EventLog::End(TextBuffer& b) {
     n.Str(",\"text\":\"an event did not fit in ").UDec(kLargeLineBytes);
     n.Str(" bytes and was dropped\"}\n");
     WriteLine(n.data(), n.size());
+    return;
+  }
+  // What was counted since the last line goes out with this one (EVENT_LOG.md, mr_counts).
+  if (counts_dirty_.load(std::memory_order_relaxed)) {
+    WriteLineAndCounts(b.data(), b.size());
     return;
   }
   WriteLine(b.data(), b.size());

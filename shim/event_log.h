@@ -41,6 +41,9 @@ class EventLog {
   void Configure(const char* dir, const LogIdentity& id, WarningSink warn, void* warn_ctx,
                  bool quiet = false);
   bool enabled() const { return enabled_; }
+  // This process has written a line into a file of its own (not a forked child that has
+  // logged nothing yet). Async-signal-safe.
+  bool HasOwnFile();
 
   // Common fields: `{"event":..,"ts":..,"seq":N` (+ `"tid"` off the main thread; no
   // closing brace). The file's header record (written when the file is opened) carries the
@@ -57,9 +60,36 @@ class EventLog {
   // Closes the object and writes the line. A line that did not fit is replaced by a short
   // `note` so every line stays valid JSON. Async-signal-safe.
   void End(TextBuffer& b);
+  // A file of its own for another process: one that exec'd a program which runs without the
+  // shim (shim/exec_watch.h). Its header names `pid`, `ppid` and `prog`; then one line,
+  // `{"event":EVENT,"ts":0,"seq":0` + `fields` + `}`. Written and closed at once; nothing of
+  // this process's own log changes (a vforked child shares it). Async-signal-safe.
+  bool WriteForeignFile(pid_t pid, pid_t ppid, const char* prog, const char* event,
+                        const char* fields);
 
   // In a forked child: the parent's descriptor and counter are not ours. Async-signal-safe.
   void ResetInChild(int64_t start_ns);
+
+  // Registrations at a site this file already has an mr_register line for are counted, not
+  // written (EVENT_LOG.md, `mr_counts`). A site is a registration stack with its call
+  // (nullptr: ibv_reg_mr) and dontfork. Counting is lock-free (per-site atomics); the counts
+  // go out with the next line this process writes (End) and, when no line comes, with the
+  // first count or deregistration 100 ms or more after the last such flush. All of these are
+  // async-signal-safe.
+  static uint64_t RegistrationKey(const RawStack& stack, const char* call, bool dontfork);
+  // True: counted. False: the site has no line in this file yet (or the log is off): the
+  // caller writes the mr_register line, then calls AddRegistrationSite.
+  bool CountRegistration(uint64_t key, uint64_t bytes);
+  // After the site's mr_register line, whose stack id is `stack_id`, was written in the file of
+  // `epoch` (file_epoch() before the line): later registrations there are counted.
+  void AddRegistrationSite(uint64_t key, int stack_id, const char* call, bool dontfork,
+                           uint32_t epoch);
+  // A deregistration of a tracked MR: counted, never a line of its own.
+  void CountDeregistration();
+  // Writes everything counted and not yet written, as lines of their own (exec, exit).
+  void FlushCounts();
+  // Which file the tables describe (changes when a forked child starts its own).
+  uint32_t file_epoch() const { return epoch_.get(); }
 
   // The clock of `ts` and `start_ns` (ns since the epoch): CLOCK_REALTIME, or
   // CLOCK_REALTIME_COARSE on a kernel whose clocksource the vDSO cannot read (see Configure).
@@ -100,13 +130,21 @@ class EventLog {
   bool EnsureModuleWritten(int m);
   void ScanModules();
   bool WriteLine(const char* p, size_t n);
+  // Both in one writev(2): a line and the mr_counts line that goes out with it.
+  bool WriteLines(const char* p, size_t n, const char* q, size_t m);
+  void WriteLineAndCounts(const char* p, size_t n);
+  struct RegSite;
+  // Formats an mr_counts line of what is pending (at most kCountSitesPerLine sites, the
+  // rest stays pending) into buf; its length, 0 when nothing was pending.
+  size_t TakeCounts(char* buf, size_t cap);
+  void FlushByClock();
   void Fail(const char* what, int err);
 
   bool enabled_ = false;
   char dir_[1024] = {};
   // Every member starts as zero bytes (sys.h, ZeroFilled): the global log is .bss.
-  LogIdentity id_{nullptr, nullptr, 0, 0, nullptr, -1};  // set by Configure
-  ZeroFilled<int, -1> fd_;                               // -1: not open
+  LogIdentity id_{nullptr, nullptr, 0, 0, nullptr, 0};  // set by Configure (zeros: .bss)
+  ZeroFilled<int, -1> fd_;                              // -1: not open
   // The process whose file fd_, seq_ and the tables are (0: a forked child's, not claimed
   // yet). Claim() compares it with Pid() before every line.
   std::atomic<pid_t> owner_pid_{0};
@@ -132,6 +170,17 @@ class EventLog {
   Module* modules_ = nullptr;
   int module_count_ = 0;
   char* record_ = nullptr;  // buffer for module/stack records, under lock_
+  // Registration sites of this file (mmap'd at Configure): open addressing by key, entries of
+  // an older epoch count as empty; reg_order_ lists this file's in the order they were added
+  // (reg_count_ of them, published with release), for the flush to walk.
+  RegSite* reg_sites_ = nullptr;
+  int32_t* reg_order_ = nullptr;
+  std::atomic<int> reg_count_{0};
+  // Some count may be pending (set after a count is bumped, cleared by the flush that takes
+  // them: seq_cst on both sides, so no count is left behind unflagged).
+  std::atomic<bool> counts_dirty_{false};
+  std::atomic<uint64_t> deregs_{0};        // tracked deregistrations not written yet
+  std::atomic<int64_t> last_flush_ns_{0};  // of the clock's last flush (0: not started)
 };
 
 constexpr size_t kLargeLineBytes = 256 * 1024;

@@ -6,9 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shim/child.h"
@@ -349,6 +352,278 @@ TEST_F(EventLogTest, TemplatesExpandedOnceForkedChildKeepsTheDirectory) {
   while (p != nullptr && fgets(name, sizeof(name), p) != nullptr) ++files;
   if (p != nullptr) pclose(p);
   EXPECT_EQ(files, 2) << "parent and child, one file each, in " << expect_dir;
+}
+
+// The mr_counts lines of a file, summed: registrations, their bytes, deregistrations, per stack
+// id (n only), and the lines.
+struct CountTotals {
+  uint64_t n = 0;
+  uint64_t bytes = 0;
+  uint64_t deregs = 0;
+  std::map<int, uint64_t> n_by_stack;
+  int lines = 0;
+  int all_lines = 0;
+  std::vector<std::string> bad;  // lines that are not valid JSON
+};
+
+uint64_t NumberAfter(const std::string& s, size_t at) {
+  return strtoull(s.c_str() + at, nullptr, 10);
+}
+
+CountTotals ReadCounts(const std::string& file) {
+  CountTotals t;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    ++t.all_lines;
+    if (!IsValidJson(line)) t.bad.push_back(line);
+    if (line.rfind("{\"event\":\"mr_counts\",", 0) != 0) continue;
+    ++t.lines;
+    // Each site entry: {"stack":S[,"call":..][,"dontfork":true],"n":N,"bytes":B}
+    for (size_t at = line.find("{\"stack\":"); at != std::string::npos;
+         at = line.find("{\"stack\":", at + 1)) {
+      int stack = static_cast<int>(NumberAfter(line, at + 9));
+      size_t n_at = line.find("\"n\":", at);
+      size_t b_at = line.find("\"bytes\":", at);
+      uint64_t n = NumberAfter(line, n_at + 4);
+      t.n += n;
+      t.n_by_stack[stack] += n;
+      t.bytes += NumberAfter(line, b_at + 8);
+    }
+    size_t d = line.find("\"deregs\":");
+    if (d != std::string::npos) t.deregs += NumberAfter(line, d + 9);
+  }
+  return t;
+}
+
+RawStack StackOf(int depth, uintptr_t salt) {
+  RawStack s;
+  s.depth = depth;
+  for (int i = 0; i < depth; ++i) s.ips[i] = reinterpret_cast<uintptr_t>(&IsValidJson) + salt + i;
+  return s;
+}
+
+// A site's first registration is a line (the caller's); AddRegistrationSite makes later ones
+// counts, which go out with the next line and nowhere else.
+void FirstLineAt(EventLog& log, const RawStack& s, uint64_t key, const char* call) {
+  uint32_t epoch = log.file_epoch();
+  char buf[1024];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "mr_register");
+  AppendStackRef(b, log, "stack", s, nullptr, false);
+  log.End(b);
+  int id = log.StackId(s, nullptr);
+  ASSERT_GE(id, 0);
+  log.AddRegistrationSite(key, id, call, false, epoch);
+}
+
+TEST_F(EventLogTest, RegistrationsAtASeenSiteAreCountedAndGoOutWithTheNextLine) {
+  EventLog log;
+  log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
+  RawStack s = StackOf(3, 0);
+  uint64_t key = EventLog::RegistrationKey(s, nullptr, false);
+  EXPECT_NE(key, EventLog::RegistrationKey(s, "ibv_reg_mr_iova2", false));
+  EXPECT_NE(key, EventLog::RegistrationKey(s, nullptr, true));
+  EXPECT_FALSE(log.CountRegistration(key, 4096)) << "no line for the site yet";
+  FirstLineAt(log, s, key, nullptr);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(log.CountRegistration(key, 4096 * (i + 1)));
+  for (int i = 0; i < 3; ++i) log.CountDeregistration();
+  std::vector<std::string> files = Files();
+  ASSERT_EQ(files.size(), 1u);
+  CountTotals before = ReadCounts(files[0]);
+  EXPECT_EQ(before.lines, 0) << "counts wait for a line";
+  char buf[1024];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "note");
+  log.End(b);
+  CountTotals after = ReadCounts(files[0]);
+  EXPECT_TRUE(after.bad.empty()) << after.bad[0];
+  EXPECT_EQ(after.lines, 1);
+  EXPECT_EQ(after.n, 5u);
+  EXPECT_EQ(after.bytes, 4096u * 15);
+  EXPECT_EQ(after.deregs, 3u);
+  EXPECT_EQ(after.n_by_stack[0], 5u);
+  log.FlushCounts();  // nothing pending: no line
+  b.Clear();
+  log.Begin(b, "note");
+  log.End(b);
+  EXPECT_EQ(ReadCounts(files[0]).lines, 1);
+  // The count line directly follows the line it went out with.
+  std::ifstream in(files[0]);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_EQ(lines[lines.size() - 3].rfind("{\"event\":\"note\"", 0), 0u);
+  EXPECT_EQ(lines[lines.size() - 2].rfind("{\"event\":\"mr_counts\"", 0), 0u);
+  EXPECT_NE(lines[lines.size() - 2].find("\"sites\":[{\"stack\":0,\"n\":5,\"bytes\":61440}]"),
+            std::string::npos)
+      << lines[lines.size() - 2];
+}
+
+// More sites pending than one line holds: FlushCounts writes them all.
+TEST_F(EventLogTest, FlushWritesEverySite) {
+  EventLog log;
+  log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
+  constexpr int kSites = 30;
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < kSites; ++i) {
+    RawStack s = StackOf(2, static_cast<uintptr_t>(i) * 16);
+    keys.push_back(EventLog::RegistrationKey(s, i % 2 ? "ibv_reg_mr_iova2" : nullptr, false));
+    FirstLineAt(log, s, keys.back(), i % 2 ? "ibv_reg_mr_iova2" : nullptr);
+  }
+  for (int r = 0; r < 7; ++r)
+    for (uint64_t k : keys) ASSERT_TRUE(log.CountRegistration(k, 10));
+  log.FlushCounts();
+  std::vector<std::string> files = Files();
+  ASSERT_EQ(files.size(), 1u);
+  CountTotals t = ReadCounts(files[0]);
+  EXPECT_TRUE(t.bad.empty()) << t.bad[0];
+  EXPECT_EQ(t.n, 7u * kSites);
+  EXPECT_EQ(t.bytes, 70u * kSites);
+  EXPECT_EQ(t.n_by_stack.size(), static_cast<size_t>(kSites));
+  EXPECT_GE(t.lines, 4);  // 8 sites a line
+}
+
+// Many threads count at a few sites while others write lines (which take the counts along)
+// and flush: every count is written exactly once, every line whole.
+TEST_F(EventLogTest, ConcurrentCountsAreExactAndLinesWhole) {
+  EventLog log;
+  log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
+  constexpr int kSites = 3;
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < kSites; ++i) {
+    RawStack s = StackOf(4, static_cast<uintptr_t>(i) * 64);
+    keys.push_back(EventLog::RegistrationKey(s, nullptr, false));
+    FirstLineAt(log, s, keys.back(), nullptr);
+  }
+  constexpr int kCounters = 4;
+  constexpr int kIters = 20000;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kCounters; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kIters; ++i) {
+        EXPECT_TRUE(log.CountRegistration(keys[(i + t) % kSites], 3));
+        log.CountDeregistration();
+      }
+    });
+  }
+  std::thread writer([&] {
+    char buf[512];
+    while (!stop.load()) {
+      TextBuffer b(buf, sizeof(buf));
+      log.Begin(b, "note");
+      log.End(b);
+      log.FlushCounts();
+    }
+  });
+  for (std::thread& t : threads) t.join();
+  stop.store(true);
+  writer.join();
+  log.FlushCounts();
+  std::vector<std::string> files = Files();
+  ASSERT_EQ(files.size(), 1u);
+  CountTotals t = ReadCounts(files[0]);
+  EXPECT_TRUE(t.bad.empty()) << t.bad[0];
+  EXPECT_EQ(t.n, uint64_t{kCounters} * kIters);
+  EXPECT_EQ(t.bytes, uint64_t{kCounters} * kIters * 3);
+  EXPECT_EQ(t.deregs, uint64_t{kCounters} * kIters);
+}
+
+// Threads meet a new site at once: the first to come writes its line (or several, racing),
+// the others count there as soon as the site is in the table; nothing is lost in between.
+TEST_F(EventLogTest, CountsAtASiteAddedWhileOthersCountAreExact) {
+  EventLog log;
+  log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
+  RawStack s = StackOf(5, 0);
+  uint64_t key = EventLog::RegistrationKey(s, nullptr, false);
+  constexpr int kThreadsHere = 4;
+  constexpr int kIters = 5000;
+  std::atomic<int> lines{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreadsHere; ++t) {
+    threads.emplace_back([&] {
+      while (!go.load()) {
+      }
+      char buf[512];
+      for (int i = 0; i < kIters; ++i) {
+        if (!log.CountRegistration(key, 1)) {
+          FirstLineAt(log, s, key, nullptr);
+          lines.fetch_add(1);
+        }
+        TextBuffer b(buf, sizeof(buf));
+        log.Begin(b, "note");
+        log.End(b);
+      }
+    });
+  }
+  go.store(true);
+  for (std::thread& t : threads) t.join();
+  log.FlushCounts();
+  std::vector<std::string> files = Files();
+  ASSERT_EQ(files.size(), 1u);
+  CountTotals t = ReadCounts(files[0]);
+  EXPECT_TRUE(t.bad.empty()) << t.bad[0];
+  EXPECT_EQ(t.n + static_cast<uint64_t>(lines.load()), uint64_t{kThreadsHere} * kIters);
+}
+
+// Counts wait at most 100 ms for a line: the first count or deregistration after that
+// writes them on its own.
+TEST_F(EventLogTest, CountsWithNoLineAreWrittenByALaterCount) {
+  EventLog log;
+  log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
+  RawStack s = StackOf(2, 0);
+  uint64_t key = EventLog::RegistrationKey(s, nullptr, false);
+  FirstLineAt(log, s, key, nullptr);
+  ASSERT_TRUE(log.CountRegistration(key, 1));  // starts the clock
+  ASSERT_TRUE(log.CountRegistration(key, 1));
+  std::vector<std::string> files = Files();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(ReadCounts(files[0]).lines, 0);
+  usleep(150 * 1000);
+  log.CountDeregistration();
+  CountTotals t = ReadCounts(files[0]);
+  EXPECT_EQ(t.lines, 1);
+  EXPECT_EQ(t.n, 2u);
+  EXPECT_EQ(t.deregs, 1u);
+}
+
+// A forked child never writes its parent's counts: they stay the parent's, for its next line.
+TEST_F(EventLogTest, ForkedChildLeavesItsParentsCounts) {
+  EventLog log;
+  log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
+  RawStack s = StackOf(2, 0);
+  uint64_t key = EventLog::RegistrationKey(s, nullptr, false);
+  FirstLineAt(log, s, key, nullptr);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(log.CountRegistration(key, 8));
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    log.ResetInChild(789);
+    // A new file: the site is not in it, so its registration is a line again.
+    bool counted = log.CountRegistration(key, 8);
+    log.CountDeregistration();
+    char buf[512];
+    TextBuffer c(buf, sizeof(buf));
+    log.Begin(c, "note");
+    log.End(c);
+    log.FlushCounts();
+    _exit(counted ? 1 : 0);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child counted at its parent's site";
+  CountTotals c = ReadCounts(dir_ + "/forkguard.." + std::to_string(child) + ".789.jsonl");
+  EXPECT_EQ(c.n, 0u);
+  EXPECT_EQ(c.deregs, 1u);
+  log.FlushCounts();
+  std::string parent_file;
+  for (const std::string& f : Files())
+    if (f.find("." + std::to_string(getpid()) + ".") != std::string::npos) parent_file = f;
+  CountTotals p = ReadCounts(parent_file);
+  EXPECT_EQ(p.n, 4u);
+  EXPECT_EQ(p.bytes, 32u);
+  EXPECT_EQ(p.deregs, 0u);
 }
 
 TEST(ChildSegvTest, MessageNamesTheRange) {

@@ -24,11 +24,17 @@ inline constexpr const char kRdmaInit[] = "rdma_init";
 inline constexpr const char kRdmaCall[] = "rdma_call";
 inline constexpr const char kMrRegister[] = "mr_register";
 inline constexpr const char kMrDeregister[] = "mr_deregister";
+// Registrations at sites this file already has an mr_register line for, counted instead of
+// written one by one (and the tracked deregistrations): `{"event":"mr_counts",.."sites":[
+// {"stack":S,"n":N,"bytes":B},..],"deregs":D}` (additive: /2 stays /2).
+inline constexpr const char kMrCounts[] = "mr_counts";
 inline constexpr const char kForkInit[] = "fork_init";
 inline constexpr const char kFork[] = "fork";
 inline constexpr const char kForkChild[] = "fork_child";
 inline constexpr const char kSpawn[] = "spawn";
 inline constexpr const char kChildExec[] = "child_exec";
+inline constexpr const char kUnwatchedExec[] = "unwatched_exec";
+inline constexpr const char kExec[] = "exec";
 inline constexpr const char kChildSegv[] = "child_segv";
 inline constexpr const char kNote[] = "note";
 
@@ -71,5 +77,13 @@ inline constexpr const char kKeyDontfork[] = "dontfork";
 inline constexpr const char kDefaultRegCall[] = "ibv_reg_mr";
 // fork: the suppression entry (FORKGUARD_SUPPRESSIONS, canonical text) that silenced a hazard.
 inline constexpr const char kKeySuppressed[] = "suppressed";
+// mr_counts: `sites` entries carry `stack` (an id), `call` and `dontfork` as the site's
+// mr_register line had them (absent: ibv_reg_mr, not true), `n` registrations and their
+// `bytes` since the previous mr_counts record; `deregs` (only when not 0): deregistrations
+// of tracked MRs since then.
+inline constexpr const char kKeySites[] = "sites";
+inline constexpr const char kKeyN[] = "n";
+inline constexpr const char kKeyBytes[] = "bytes";
+inline constexpr const char kKeyDeregs[] = "deregs";
 
 }  // namespace forkguard::schema

@@ -261,9 +261,14 @@ void LogRdmaInit(RdmaCall call, const char* device, const RawStack& stack, const
 void LogMrRegister(const MrRecord& rec, bool dontfork) {
   EventLog& log = GlobalEventLog();
   if (!log.enabled()) return;
-  // The stack is written once per distinct stack of this process (its record, with the
-  // module map, precedes this line); a repeat registration is one short line with its id.
-  // No symbolization here: `forkguard report` does it from object + offset.
+  // A registration at a site this file has a line for is counted (mr_counts), not written.
+  const char* call = rec.call != RdmaCall::kRegMr ? RdmaCallName(rec.call) : nullptr;
+  uint64_t key = EventLog::RegistrationKey(rec.stack, call, dontfork);
+  if (log.CountRegistration(key, rec.len)) return;
+  // The first at its site: a line. The stack is written once per distinct stack of this
+  // process (its record, with the module map, precedes this line). No symbolization here:
+  // `forkguard report` does it from object + offset.
+  uint32_t epoch = log.file_epoch();
   int stack_id = log.StackId(rec.stack, nullptr);
   char buf[1024];
   TextBuffer b(buf, sizeof(buf));
@@ -281,12 +286,15 @@ void LogMrRegister(const MrRecord& rec, bool dontfork) {
     }
     b.Char(']');
   }
-  if (rec.call != RdmaCall::kRegMr) {
-    b.Str(",\"").Str(schema::kKeyCall).Str("\":\"").Str(RdmaCallName(rec.call)).Char('"');
-  }
+  if (call != nullptr) b.Str(",\"").Str(schema::kKeyCall).Str("\":\"").Str(call).Char('"');
   if (dontfork) b.Str(",\"").Str(schema::kKeyDontfork).Str("\":true");
   log.End(b);
+  log.AddRegistrationSite(key, stack_id, call, dontfork, epoch);
 }
+
+void CountMrDeregister() { GlobalEventLog().CountDeregistration(); }
+
+void FlushEventCounts() { GlobalEventLog().FlushCounts(); }
 
 void LogMrDeregister(const void* mr) {
   EventLog& log = GlobalEventLog();
@@ -386,7 +394,8 @@ void LogProcessExit() {
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, schema::kProcessExit);
   b.Str(",\"status\":null");
-  log.End(b);
+  log.End(b);  // with the counts, when they fit in one line
+  log.FlushCounts();
 }
 
 }  // namespace forkguard

@@ -24,11 +24,15 @@ void LogRdmaCall(const char* call, const char* device, const void* handle, bool 
 // `rdma_init`: the process's first RDMA initialization and where it happened.
 void LogRdmaInit(RdmaCall call, const char* device, const RawStack& stack, const PythonStack* py);
 // `mr_register`: a registration at `rec.stack`; `dontfork`: the library marked the whole
-// range MADV_DONTFORK during this call.
+// range MADV_DONTFORK during this call. At a site (stack, call, dontfork) this file already
+// has a line for, the registration is counted instead: `mr_counts`.
 void LogMrRegister(const MrRecord& rec, bool dontfork);
-// `mr_deregister`: an MR the shim never saw registered was deregistered (a tracked MR's
-// deregistration is not logged: see core::OnDeregMr).
+// `mr_deregister`: an MR the shim never saw registered was deregistered.
 void LogMrDeregister(const void* mr);
+// A tracked MR's deregistration: counted (`mr_counts`'s deregs), not a line.
+void CountMrDeregister();
+// Writes the counts not written yet (before an exec). Async-signal-safe.
+void FlushEventCounts();
 // `fork_init`: ibv_fork_init's result; `caller` "" when unknown.
 void LogForkInit(int ret, int err, const char* caller);
 

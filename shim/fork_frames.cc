@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "shim/child_path.h"
+#include "shim/start_path.h"
 #include "shim/state.h"
 
 namespace forkguard {
@@ -12,9 +13,10 @@ namespace {
 
 __thread ThreadForkFrames t_forks __attribute__((tls_model("initial-exec"))) = {};
 
-std::atomic<const ForkAtforkHooks*> g_hooks{nullptr};
-std::atomic<bool> g_installed{false};  // pthread_atfork returned (ForkAtforkInstalled)
-pthread_once_t g_install_once = PTHREAD_ONCE_INIT;
+FORKGUARD_START_DATA std::atomic<const ForkAtforkHooks*> g_hooks{nullptr};
+// pthread_atfork returned (ForkAtforkInstalled)
+FORKGUARD_START_DATA std::atomic<bool> g_installed{false};
+FORKGUARD_START_DATA pthread_once_t g_install_once = PTHREAD_ONCE_INIT;
 
 inline void Fence() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 
@@ -153,7 +155,7 @@ bool HeldByOurAtfork() {
   return false;
 }
 
-void InstallForkAtfork(const ForkAtforkHooks* hooks) {
+FORKGUARD_START_PATH void InstallForkAtfork(const ForkAtforkHooks* hooks) {
   if (hooks != nullptr) g_hooks.store(hooks, std::memory_order_release);
   if (g_installed.load(std::memory_order_acquire)) return;
   // pthread_once, not a flag: a second thread's first RDMA call must not go on to take our

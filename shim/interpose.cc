@@ -29,7 +29,9 @@
 #include "shim/child_path.h"
 #include "shim/core.h"
 #include "shim/dlopen_check.h"
+#include "shim/next_symbol.h"
 #include "shim/stack.h"
+#include "shim/start_path.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -76,7 +78,7 @@ class Nesting {
   bool outermost_;
 };
 
-void* LookUp(void* handle, const char* name, const char* version) {
+FORKGUARD_START_PATH void* LookUp(void* handle, const char* name, const char* version) {
   return version != nullptr ? dlvsym(handle, name, version) : dlsym(handle, name);
 }
 
@@ -87,7 +89,7 @@ void* LookUp(void* handle, const char* name, const char* version) {
 // object is known by the address ranges of its executable segments (stack.h's
 // IsOwnCode, from dl_iterate_phdr once). Not dladdr: it scans the whole symbol table of
 // the object it finds (libc's), which was most of what every process start paid the shim.
-bool IsOurs(void* p) {
+FORKGUARD_START_PATH bool IsOurs(void* p) {
   forkguard::InitOwnCodeRange();
   return forkguard::IsOwnCode(reinterpret_cast<uintptr_t>(p));
 }
@@ -112,9 +114,20 @@ class RealFunction {
     return Resolve(spec);
   }
 
+  // At start: the next definition read from the symbol tables of the objects after ours
+  // (shim/next_symbol.h), or dlsym when that cannot answer.
+  FORKGUARD_START_PATH void Prime(const HookSpec& spec, const forkguard::NextSymbols& next) {
+    void* p = spec.version == nullptr ? next.Find(spec.name) : nullptr;
+    if (p != nullptr && !IsOurs(p)) {
+      fn_.store(p, std::memory_order_release);
+    } else {
+      Resolve(spec);
+    }
+  }
+
  private:
   // Out of line: the wrappers' own code stays small (see FORKGUARD_REG_PATH).
-  __attribute__((noinline)) Fn Resolve(const HookSpec& spec) {
+  __attribute__((noinline)) FORKGUARD_START_PATH Fn Resolve(const HookSpec& spec) {
     core::BusyScope busy;  // dlsym/dlopen take the loader's locks
     // The symbol as the caller names it (`&::sym`) is not trusted to be ours; see IsOurs.
     void* p = LookUp(RTLD_NEXT, spec.name, spec.version);
@@ -186,7 +199,7 @@ namespace core = forkguard::core;
 // resolved pointer. FG_HOOK_AS names the function type where <sym>'s own does not fit.
 #define FG_HOOK_AS(type, sym, version, lib)          \
   constexpr HookSpec spec_##sym{#sym, version, lib}; \
-  constinit RealFunction<type> hook_##sym
+  FORKGUARD_START_DATA constinit RealFunction<type> hook_##sym
 #define FG_HOOK(sym, version, lib) FG_HOOK_AS(decltype(&::sym), sym, version, lib)
 // `real`: the resolved next definition of sym.
 #define FG_REAL(sym) auto real = hook_##sym.Get(spec_##sym)
@@ -208,8 +221,10 @@ FG_HOOK(rdma_create_id, "RDMACM_1.0", kRdmacm);
 FG_HOOK(rdma_destroy_id, "RDMACM_1.0", kRdmacm);
 FG_HOOK(rdma_create_ep, "RDMACM_1.0", kRdmacm);
 FG_HOOK(rdma_destroy_ep, "RDMACM_1.0", kRdmacm);
-// libc: resolved eagerly by the constructor, so that a first fork()/exec*() from a signal
-// handler or a forked child never runs dlsym.
+// libc: resolved eagerly by the constructor, so that a first fork()/exec*()/open*() from a
+// signal handler or a forked child never runs dlsym (the loader's lock may be held there).
+// posix_spawn/posix_spawnp are neither async-signal-safe nor made in a child: resolved at
+// their first call, as the RDMA functions are, and a process that never spawns pays nothing.
 FG_HOOK(fork, nullptr, kLibc);
 FG_HOOK(_Fork, nullptr, kLibc);
 FG_HOOK(daemon, nullptr, kLibc);
@@ -822,6 +837,7 @@ FG_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) n
     return -1;
   }
   core::OnExec(path);
+  core::OnExecTarget(path, envp, false);
   return real(path, argv, envp);
 }
 
@@ -832,6 +848,7 @@ FG_EXPORT int execv(const char* path, char* const argv[]) noexcept {
     return -1;
   }
   core::OnExec(path);
+  core::OnExecTarget(path, nullptr, false);
   return real(path, argv);
 }
 
@@ -842,6 +859,7 @@ FG_EXPORT int execvp(const char* file, char* const argv[]) noexcept {
     return -1;
   }
   core::OnExec(file);
+  core::OnExecTarget(file, nullptr, true);
   return real(file, argv);
 }
 
@@ -852,6 +870,7 @@ FG_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) 
     return -1;
   }
   core::OnExec(file);
+  core::OnExecTarget(file, envp, true);
   return real(file, argv, envp);
 }
 
@@ -922,29 +941,28 @@ FG_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
 
 // ---- lifetime ----
 
-__attribute__((constructor)) static void ForkguardConstructor() {
+__attribute__((constructor)) FORKGUARD_START_PATH static void ForkguardConstructor() {
   core::EnsureInit();
-  hook_fork.Get(spec_fork);
-  hook__Fork.Get(spec__Fork);
-  hook_daemon.Get(spec_daemon);
-  hook_forkpty.Get(spec_forkpty);
-  hook_vfork.Get(spec_vfork);
-  hook_posix_spawn.Get(spec_posix_spawn);
-  hook_posix_spawnp.Get(spec_posix_spawnp);
-  hook_execve.Get(spec_execve);
-  hook_execv.Get(spec_execv);
-  hook_execvp.Get(spec_execvp);
-  hook_execvpe.Get(spec_execvpe);
-  hook_fexecve.Get(spec_fexecve);
-  hook_madvise.Get(spec_madvise);
-  hook_open.Get(spec_open);
-  hook_open64.Get(spec_open64);
-  hook_openat.Get(spec_openat);
-  hook_openat64.Get(spec_openat64);
-  hook___open_2.Get(spec___open_2);
-  hook___open64_2.Get(spec___open64_2);
-  hook___openat_2.Get(spec___openat_2);
-  hook___openat64_2.Get(spec___openat64_2);
+  forkguard::NextSymbols next(reinterpret_cast<const void*>(&ForkguardConstructor));
+  hook_fork.Prime(spec_fork, next);
+  hook__Fork.Prime(spec__Fork, next);
+  hook_daemon.Prime(spec_daemon, next);
+  hook_forkpty.Prime(spec_forkpty, next);
+  hook_vfork.Prime(spec_vfork, next);
+  hook_execve.Prime(spec_execve, next);
+  hook_execv.Prime(spec_execv, next);
+  hook_execvp.Prime(spec_execvp, next);
+  hook_execvpe.Prime(spec_execvpe, next);
+  hook_fexecve.Prime(spec_fexecve, next);
+  hook_madvise.Prime(spec_madvise, next);
+  hook_open.Prime(spec_open, next);
+  hook_open64.Prime(spec_open64, next);
+  hook_openat.Prime(spec_openat, next);
+  hook_openat64.Prime(spec_openat64, next);
+  hook___open_2.Prime(spec___open_2, next);
+  hook___open64_2.Prime(spec___open64_2, next);
+  hook___openat_2.Prime(spec___openat_2, next);
+  hook___openat64_2.Prime(spec___openat64_2, next);
 }
 
 __attribute__((destructor)) static void ForkguardDestructor() { core::OnExit(); }

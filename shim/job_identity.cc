@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shim/start_path.h"
 #include "shim/sys.h"
 
 namespace forkguard {
@@ -40,7 +41,7 @@ bool JobChar(char c) {
 
 }  // namespace
 
-JobIdentity ReadJobIdentity(EnvLookup env, void* env_ctx) {
+FORKGUARD_START_PATH JobIdentity ReadJobIdentity(EnvLookup env, void* env_ctx) {
   JobIdentity id;
   if (env == nullptr) return id;
   id.rank = FirstNumber(env, env_ctx, kRankVars, sizeof(kRankVars) / sizeof(kRankVars[0]));
@@ -64,7 +65,7 @@ JobIdentity ReadJobIdentity(EnvLookup env, void* env_ctx) {
   return id;
 }
 
-void SetIdentityHost(JobIdentity& id, const char* name) {
+FORKGUARD_START_PATH void SetIdentityHost(JobIdentity& id, const char* name) {
   if (name == nullptr || name[0] == '\0') name = "?";
   size_t n = CopyCString(id.host, sizeof(id.host), name);
   size_t s = 0;

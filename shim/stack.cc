@@ -20,6 +20,7 @@
 
 #include "shim/child_path.h"
 #include "shim/skippable_lock.h"
+#include "shim/start_path.h"
 #include "shim/sys.h"
 
 // libstdc++'s demangler with a callback: formats on the stack, never calls malloc (the
@@ -72,10 +73,10 @@ struct CodeRange {
   uintptr_t hi = 0;
 };
 constexpr int kMaxRanges = 8;
-CodeRange g_own[kMaxRanges];
-std::atomic<int> g_own_count{0};
+FORKGUARD_START_DATA CodeRange g_own[kMaxRanges];
+FORKGUARD_START_DATA std::atomic<int> g_own_count{0};
 
-int CollectOwnRanges(struct dl_phdr_info* info, size_t, void* data) {
+FORKGUARD_START_PATH int CollectOwnRanges(struct dl_phdr_info* info, size_t, void* data) {
   auto self = reinterpret_cast<uintptr_t>(data);
   int n = 0;
   CodeRange ranges[kMaxRanges];
@@ -166,7 +167,7 @@ void LoadUnwinder() {
   g_unw_backtrace.store(fn, std::memory_order_release);
 }
 
-void InitOwnCodeRange() {
+FORKGUARD_START_PATH void InitOwnCodeRange() {
   if (g_own_count.load(std::memory_order_acquire) > 0) return;
   dl_iterate_phdr(CollectOwnRanges, reinterpret_cast<void*>(&InitOwnCodeRange));
 }

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "shim/start_path.h"
 #include "shim/sys.h"
 #include "shim/text_buffer.h"
 
@@ -13,8 +14,8 @@ namespace forkguard {
 namespace {
 
 // Zero-filled (sys.h, ZeroFilled): "" reads as "?" until SetStderrIdentity.
-char g_host[64];
-ZeroFilled<long, -1> g_rank;
+FORKGUARD_START_DATA char g_host[64];
+FORKGUARD_START_DATA ZeroFilled<long, -1> g_rank;
 
 // Writes what is left after a short writev (a signal, a full disk): best effort.
 void FinishWrite(int fd, const struct iovec* iov, int iovcnt, size_t done) {
@@ -42,7 +43,7 @@ size_t CutLength(const char* line, size_t len, size_t room) {
 
 }  // namespace
 
-void SetStderrIdentity(const char* short_host, long rank) {
+FORKGUARD_START_PATH void SetStderrIdentity(const char* short_host, long rank) {
   if (short_host == nullptr || short_host[0] == '\0') short_host = "?";
   CopyCString(g_host, sizeof(g_host), short_host);
   g_rank.set(rank);

@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -83,92 +84,176 @@ JsonValue PyFrame(const char* file, int line, const char* func) {
   return f;
 }
 
+// One process's log as the shim writes it (forkguard.event/2): the header, then module and
+// stack records before the first line that uses them, then events with `ts` relative to the
+// header's start_ns.
 class ProcessWriter {
  public:
   ProcessWriter(const std::string& dir, std::string host, int64_t pid, int64_t ppid, int64_t rank,
                 int64_t start_ns, std::string prog, std::string job)
-      : host_(std::move(host)),
-        pid_(pid),
-        ppid_(ppid),
-        rank_(rank),
-        prog_(std::move(prog)),
-        job_(std::move(job)) {
-    path_ = dir + "/forkguard." + host_ + "." + std::to_string(pid) + "." +
+      : pid_(pid), start_ns_(start_ns) {
+    path_ = dir + "/forkguard." + host + "." + std::to_string(pid) + "." +
             std::to_string(start_ns) + ".jsonl";
     fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd_ < 0) throw std::runtime_error("cannot create " + path_);
+    JsonValue h = JsonValue::Object();
+    h.Set(schema::kKeySchema, JsonValue::String(schema::kEventV2));
+    h.Set(schema::kKeyEvent, JsonValue::String(schema::kHeader));
+    h.Set(schema::kKeyHost, JsonValue::String(host));
+    h.Set(schema::kKeyPid, JsonValue::Int(pid));
+    h.Set(schema::kKeyPpid, JsonValue::Int(ppid));
+    h.Set(schema::kKeyProg, JsonValue::String(prog));
+    h.Set(schema::kKeyRank, JsonValue::Int(rank));
+    h.Set(schema::kKeyLocalRank, JsonValue());
+    h.Set(schema::kKeyJob, job.empty() ? JsonValue() : JsonValue::String(job));
+    h.Set(schema::kKeyStartNs, JsonValue::Int(start_ns));
+    Raw(WriteJson(h, -1) + "\n");
   }
   ~ProcessWriter() {
     Flush();
     close(fd_);
   }
 
+  // An event's common fields: its type, `ts` from the header's start, `seq`.
   JsonValue Base(const char* event, int64_t ts) {
     JsonValue v = JsonValue::Object();
-    v.Set(schema::kKeySchema, JsonValue::String(schema::kEventV1));
     v.Set(schema::kKeyEvent, JsonValue::String(event));
-    v.Set("ts_ns", JsonValue::Int(ts));
-    v.Set("pid", JsonValue::Int(pid_));
-    v.Set("ppid", JsonValue::Int(ppid_));
-    v.Set("tid", JsonValue::Int(pid_));
-    v.Set("host", JsonValue::String(host_));
-    v.Set("prog", JsonValue::String(prog_));
-    v.Set("rank", JsonValue::Int(rank_));
-    if (!job_.empty()) v.Set("job", JsonValue::String(job_));
-    v.Set("seq", JsonValue::Int(seq_++));
+    v.Set(schema::kKeyTs, JsonValue::Int(ts - start_ns_));
+    v.Set(schema::kKeySeq, JsonValue::Int(seq_++));
     return v;
   }
-  // The same common fields as Base, as text without the closing brace (the
-  // padding lines are written millions of times at job scale).
+  // The same as text without the closing brace (padding lines: millions at job scale).
   std::string BaseText(const char* event, int64_t ts) {
-    std::string s = std::string("{\"schema\":\"") + schema::kEventV1 + "\",\"event\":\"";
-    s += event;
-    s += "\",\"ts_ns\":" + std::to_string(ts) + ",\"pid\":" + std::to_string(pid_) +
-         ",\"ppid\":" + std::to_string(ppid_) + ",\"tid\":" + std::to_string(pid_) +
-         ",\"host\":" + JsonQuote(host_) + ",\"prog\":" + JsonQuote(prog_) +
-         ",\"rank\":" + std::to_string(rank_) + ",\"seq\":" + std::to_string(seq_++);
+    std::string s = std::string("{\"event\":\"") + event +
+                    "\",\"ts\":" + std::to_string(ts - start_ns_) +
+                    ",\"seq\":" + std::to_string(seq_++);
     return s;
+  }
+  // The id of the stack of `frames` (/1-style frame objects: {"obj","off"} or {"ip"} or
+  // {"py":{..}}), writing its module and stack records the first time.
+  JsonValue Stack(const JsonValue& frames) {
+    std::string key = WriteJson(frames, -1);
+    auto it = stacks_.find(key);
+    if (it != stacks_.end()) return JsonValue::Int(it->second);
+    JsonValue out = JsonValue::Array();
+    for (const JsonValue& f : frames.array()) {
+      if (f.Find("py")) {
+        out.Push(f);
+        continue;
+      }
+      JsonValue pair = JsonValue::Array();
+      std::string obj = f.GetString("obj");
+      if (obj.empty()) {
+        pair.Push(JsonValue::Int(-1));
+        pair.Push(
+            JsonValue::Int(static_cast<int64_t>(strtoull(f.GetString("ip").c_str(), nullptr, 0))));
+      } else {
+        pair.Push(JsonValue::Int(Module(obj)));
+        pair.Push(
+            JsonValue::Int(static_cast<int64_t>(strtoull(f.GetString("off").c_str(), nullptr, 0))));
+      }
+      out.Push(std::move(pair));
+    }
+    int id = static_cast<int>(stacks_.size());
+    JsonValue rec = JsonValue::Object();
+    rec.Set(schema::kKeyEvent, JsonValue::String(schema::kStackRecord));
+    rec.Set(schema::kKeyId, JsonValue::Int(id));
+    rec.Set(schema::kKeyFrames, std::move(out));
+    Raw(WriteJson(rec, -1) + "\n");
+    stacks_.emplace(std::move(key), id);
+    return JsonValue::Int(id);
   }
   void Write(const JsonValue& v) { Raw(WriteJson(v, -1) + "\n"); }
   void Raw(const std::string& s) {
     buf_ += s;
+    lines_ += std::count(s.begin(), s.end(), '\n');
     if (buf_.size() >= (1 << 16)) Flush();
   }
-  int64_t lines() const { return seq_; }
+  int64_t lines() const { return lines_; }  // every line: header, records, events
+  int64_t pid() const { return pid_; }
 
  private:
+  int Module(const std::string& path) {
+    auto it = modules_.find(path);
+    if (it != modules_.end()) return it->second;
+    int id = static_cast<int>(modules_.size());
+    JsonValue rec = JsonValue::Object();
+    rec.Set(schema::kKeyEvent, JsonValue::String(schema::kModule));
+    rec.Set(schema::kKeyId, JsonValue::Int(id));
+    rec.Set(schema::kKeyPath, JsonValue::String(path));
+    rec.Set(schema::kKeyBase, JsonValue::String(Hex(0x7f0000000000 + 0x1000000 * id)));
+    rec.Set(schema::kKeyBuildId, JsonValue());
+    Raw(WriteJson(rec, -1) + "\n");
+    modules_.emplace(path, id);
+    return id;
+  }
   void Flush() {
     if (!buf_.empty() && write(fd_, buf_.data(), buf_.size()) != static_cast<ssize_t>(buf_.size()))
       throw std::runtime_error("short write to " + path_);
     buf_.clear();
   }
-  std::string host_;
-  int64_t pid_, ppid_, rank_;
-  std::string prog_;
-  std::string job_;
+  int64_t pid_;
+  int64_t start_ns_;
   std::string path_;
   int fd_ = -1;
   int64_t seq_ = 0;
+  int64_t lines_ = 0;
   std::string buf_;
+  std::map<std::string, int> modules_;
+  std::map<std::string, int> stacks_;
 };
 
 const char kLibc[] = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 const char kVerbs[] = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0";
 
-JsonValue ForkStack(bool helper) {
+// The fork call sites: the worker pool (children with logs of their own), the helper that
+// execs, and a DataLoader without persistent workers forking its workers every epoch.
+enum class Site { kWorkerPool, kHelper, kEpoch };
+
+JsonValue MakeForkStack(Site site) {
   JsonValue s = JsonValue::Array();
   s.Push(LibFrame("libc.so.6", kLibc, 0xd8f40, "fork"));
-  s.Push(helper ? FrameOf(&SpawnHelper, 1) : FrameOf(&StartWorkerPool, 1));
-  s.Push(PyFrame("train.py", helper ? 88 : 42, helper ? "log_gpu_state" : "make_loader"));
+  switch (site) {
+    case Site::kWorkerPool:
+      s.Push(FrameOf(&StartWorkerPool, 1));
+      s.Push(PyFrame("train.py", 42, "make_loader"));
+      break;
+    case Site::kHelper:
+      s.Push(FrameOf(&SpawnHelper, 1));
+      s.Push(PyFrame("train.py", 88, "log_gpu_state"));
+      break;
+    case Site::kEpoch:
+      s.Push(FrameOf(&StartWorkerPool, 3));
+      s.Push(PyFrame("/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py", 1042,
+                     "_MultiProcessingDataLoaderIter"));
+      s.Push(PyFrame("train.py", 120, "train_epoch"));
+      break;
+  }
   return s;
 }
 
-JsonValue InitStack() {
+// Made once per site (dladdr and realpath per frame are slow at a million forks).
+const JsonValue& ForkStack(Site site) {
+  static const JsonValue kStacks[] = {MakeForkStack(Site::kWorkerPool),
+                                      MakeForkStack(Site::kHelper), MakeForkStack(Site::kEpoch)};
+  return kStacks[static_cast<int>(site)];
+}
+
+const char* SiteHash(Site site) {
+  return site == Site::kHelper ? "0x5e1f00d" : site == Site::kEpoch ? "0xe90c4" : "0xa11ce5";
+}
+
+JsonValue MakeInitStack() {
   JsonValue s = JsonValue::Array();
   s.Push(LibFrame("libibverbs.so.1", kVerbs, 0x11e20, "ibv_open_device"));
   s.Push(FrameOf(&InitRdmaTransport, 1));
   s.Push(PyFrame("train.py", 17, "setup_transport"));
   return s;
+}
+
+const JsonValue& InitStack() {
+  static const JsonValue kStack = MakeInitStack();
+  return kStack;
 }
 
 // The registration stack of padding site `k`: libibverbs, a transport library
@@ -199,33 +284,42 @@ JsonValue RegStack(int k) {
   return s;
 }
 
-// Pads `w` to `total` lines (leaving `reserve` for what follows) with
-// registration/deregistration pairs over `sites` stacks, after an rdma_init
-// of its own when the process had none.
-void Pad(ProcessWriter& w, const JobSpec& spec, const std::vector<std::string>& stacks, int64_t ts,
+// Pads `w` to `total` lines (leaving `reserve` for what follows) with what a trainer's shim
+// log holds between forks: per registration (over `sites` stacks) two other watched verbs
+// calls, after an rdma_init of its own when the process had none.
+void Pad(ProcessWriter& w, const JobSpec& spec, const std::vector<JsonValue>& stacks, int64_t ts,
          bool had_init, int reserve) {
   if (spec.events_per_process <= 0) return;
   int64_t want = spec.events_per_process - reserve;
   if (w.lines() >= want) return;
+  std::vector<std::string> ids(stacks.size());  // stack ids in this file, as text
+  auto stack_id = [&](size_t k) -> const std::string& {
+    if (ids[k].empty()) ids[k] = WriteJson(w.Stack(stacks[k]), -1);
+    return ids[k];
+  };
   if (!had_init) {
-    std::string l = w.BaseText("rdma_init", ts);
-    l += ",\"call\":\"ibv_open_device\",\"device\":\"rxe0\",\"stack\":" + stacks[0] + "}\n";
+    const std::string& st = stack_id(0);
+    std::string l = w.BaseText(schema::kRdmaInit, ts);
+    l += ",\"call\":\"ibv_open_device\",\"device\":\"rxe0\",\"stack\":" + st + "}\n";
     w.Raw(l);
   }
   uint64_t addr = 0x7f4400000000;
+  static const char* const kCalls[] = {"ibv_create_cq", "ibv_create_qp", "ibv_modify_qp",
+                                       "ibv_alloc_pd"};
   for (int64_t i = 0; w.lines() < want; ++i) {
-    const std::string& st = stacks[static_cast<size_t>(i) % stacks.size()];
-    std::string h = Hex(0x9990000 + static_cast<uint64_t>(i));
+    const std::string& st = stack_id(static_cast<size_t>(i) % stacks.size());
+    std::string h = std::to_string(0x559990000 + i);
     std::string a = std::to_string(addr + static_cast<uint64_t>(i) * 4096);
-    std::string l = w.BaseText(schema::kMrRegister, ts + i * 2000);
-    l += ",\"call\":\"ibv_reg_mr\",\"addr\":" + a +
-         ",\"len\":4096,\"access\":7,\"dontfork\":null,\"handle\":\"" + h + "\",\"stack\":" + st +
-         "}\n";
+    std::string l = w.BaseText(schema::kMrRegister, ts + i * 3000);
+    l += ",\"mr\":[" + a + ",4096,7," + h + "],\"stack\":" + st + "}\n";
     w.Raw(l);
-    if (w.lines() >= want) break;
-    l = w.BaseText("mr_deregister", ts + i * 2000 + 1000);
-    l += ",\"handle\":\"" + h + "\",\"addr\":" + a + ",\"len\":4096}\n";
-    w.Raw(l);
+    for (int c = 0; c < 2 && w.lines() < want; ++c) {
+      l = w.BaseText(schema::kRdmaCall, ts + i * 3000 + 1000 * (c + 1));
+      l += std::string(",\"call\":\"") + kCalls[(i * 2 + c) % 4] +
+           "\",\"device\":\"rxe0\",\"handle\":\"" + Hex(0x7f5500000000 + static_cast<uint64_t>(i)) +
+           "\",\"ok\":true,\"errno\":0}\n";
+      w.Raw(l);
+    }
   }
 }
 
@@ -242,8 +336,8 @@ std::string HostName(const JobSpec& spec, int r) {
 
 JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
   JobTruth t;
-  std::vector<std::string> stacks;
-  for (int k = 0; k < std::max(1, spec.sites); ++k) stacks.push_back(WriteJson(RegStack(k), -1));
+  std::vector<JsonValue> stacks;
+  for (int k = 0; k < std::max(1, spec.sites); ++k) stacks.push_back(RegStack(k));
   std::set<std::string> hosts;
   const int workers = spec.procs_per_rank - 1;
   for (int r = 0; r < spec.ranks; ++r) {
@@ -271,21 +365,23 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       JsonValue in = w.Base("rdma_init", init_ts);
       in.Set("call", JsonValue::String("ibv_open_device"));
       in.Set("device", JsonValue::String("rxe0"));
-      in.Set("stack", InitStack());
+      in.Set("stack", w.Stack(InitStack()));
       w.Write(in);
+      JsonValue st = w.Stack(InitStack());
       JsonValue mr = w.Base(schema::kMrRegister, init_ts + 1000000);
-      mr.Set("call", JsonValue::String("ibv_reg_mr"));
-      mr.Set("addr", JsonValue::Int(0x7f1200000000 + r * 0x100000));
-      mr.Set("len", JsonValue::Int(4 << 20));
-      mr.Set("access", JsonValue::Int(7));
-      mr.Set("dontfork", JsonValue::Bool(true));
-      mr.Set("handle", JsonValue::String(Hex(0x5550000 + r)));
-      mr.Set("stack", InitStack());
+      JsonValue m = JsonValue::Array();
+      m.Push(JsonValue::Int(0x7f1200000000 + r * 0x100000));
+      m.Push(JsonValue::Int(4 << 20));
+      m.Push(JsonValue::Int(7));
+      m.Push(JsonValue::Int(0x5550000 + r));
+      mr.Set(schema::kKeyMr, std::move(m));
+      mr.Set(schema::kKeyStack, std::move(st));
+      mr.Set(schema::kKeyDontfork, JsonValue::Bool(true));
       w.Write(mr);
     };
     if (hazard) write_init();
 
-    auto write_fork = [&](int64_t ts, bool helper, int64_t child_pid) {
+    auto write_fork = [&](ProcessWriter& w, int64_t ts, Site site, int64_t child_pid) {
       JsonValue f = w.Base(schema::kFork, ts);
       f.Set("verdict", JsonValue::String(hazard ? "hazard" : "clean"));
       JsonValue reasons = JsonValue::Array();
@@ -295,15 +391,15 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       }
       f.Set("reasons", std::move(reasons));
       f.Set("action", JsonValue::String("proceeded"));
-      f.Set("site", JsonValue::String(helper ? "0x5e1f00d" : "0xa11ce5"));
+      f.Set("site", JsonValue::String(SiteHash(site)));
       f.Set("reported", JsonValue::Bool(hazard));
-      f.Set("stack", ForkStack(helper));
+      f.Set("stack", w.Stack(ForkStack(site)));
       if (hazard) {
         JsonValue init = JsonValue::Object();
         init.Set("call", JsonValue::String("ibv_open_device"));
         init.Set("device", JsonValue::String("rxe0"));
         init.Set("age_ms", JsonValue::Int((ts - init_ts) / 1000000));
-        init.Set("stack", InitStack());
+        init.Set("stack", w.Stack(InitStack()));
         f.Set("init", std::move(init));
         JsonValue ranges = JsonValue::Array();
         JsonValue rg = JsonValue::Object();
@@ -328,13 +424,23 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       fc.Set("child_pid", JsonValue::Int(child_pid));
       w.Write(fc);
     };
+    // `n` DataLoader forks of process `w` from `begin`, 8 workers an epoch, 5 ms apart: each
+    // child a distinct pid that leaves no log of its own.
+    auto write_epoch_forks = [&](ProcessWriter& w, int64_t begin, int n) {
+      for (int e = 0; e < n; ++e) {
+        int64_t ts = begin + (e / 8) * 5000000LL + (e % 8) * 100000LL;
+        write_fork(w, ts, Site::kEpoch, 100000000 + w.pid() * 10000 + e);
+        ++t.epoch_forks;
+        if (hazard) ++t.hazard_forks;
+      }
+    };
 
     // Rank 1's helper (below) takes the place of its last worker: 64 processes.
     int my_workers = spec.helper_fork && r == 1 && hazard ? workers - 1 : workers;
     for (int k = 1; k <= my_workers; ++k) {
       int64_t ts = fork_ts + k * 1000000LL;
       int64_t child = pid + k;
-      write_fork(ts, false, child);
+      write_fork(w, ts, Site::kWorkerPool, child);
       if (hazard) {
         ++t.hazard_forks;
         ++t.worker_site_hazard;
@@ -353,6 +459,7 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       cs.Set("shim_version", JsonValue::String("0.1.0"));
       cs.Set("exe", JsonValue::String("/usr/bin/python3.11"));
       c.Write(cs);
+      write_epoch_forks(c, ts + 400000000, spec.forks_per_process);
       Pad(c, spec, stacks, ts + 150000, false, 1);
       if (r == 0 && k <= spec.segv_children && hazard) {
         JsonValue sv = c.Base("child_segv", ts + 300000);
@@ -361,17 +468,20 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
         rg.Set("addr", JsonValue::String(Hex(0x7f1200000000)));
         rg.Set("len", JsonValue::Int(4 << 20));
         sv.Set("range", std::move(rg));
+        // Frames with their address only, as the shim writes in the child's signal handler.
         JsonValue rs = JsonValue::Array();
-        rs.Push(FrameOf(&InitRdmaTransport, 1));
-        JsonValue raw = JsonValue::Object();  // ip only, as the shim writes in the child
-        raw.Set("ip", JsonValue::String("0x7f0000011e30"));
-        rs.Push(std::move(raw));
+        for (std::string ip :
+             {FrameOf(&InitRdmaTransport, 1).GetString("ip"), std::string("0x7f0000011e30")}) {
+          JsonValue f = JsonValue::Object();
+          f.Set("ip", JsonValue::String(ip));
+          rs.Push(std::move(f));
+        }
         sv.Set("call", JsonValue::String("ibv_reg_mr"));
         sv.Set("reg_stack", std::move(rs));
         sv.Set("signal", JsonValue::Int(11));
         c.Write(sv);
         ++t.segv;
-        if (spec.junk && k == 1) c.Raw("{\"schema\":\"forkguard.event/1\",\"event\":\"proc");
+        if (spec.junk && k == 1) c.Raw("{\"event\":\"process_exit\",\"ts\":9");
       } else {
         JsonValue ex = c.Base("process_exit", ts + 900000000);
         ex.Set("status", JsonValue::Int(0));
@@ -383,7 +493,7 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
     if (spec.helper_fork && r == 1 && hazard) {
       int64_t ts = fork_ts + 500000000;
       int64_t child = pid + 50;
-      write_fork(ts, true, child);
+      write_fork(w, ts, Site::kHelper, child);
       ++t.hazard_forks;
       ++t.helper_hazard;
       ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3", spec.job);
@@ -393,6 +503,10 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       c.Write(ce);
       ++t.exec_children;
     }
+    // The rank's own forks number forks_per_process, its workers and helper included.
+    int helper = spec.helper_fork && r == 1 && hazard ? 1 : 0;
+    write_epoch_forks(w, fork_ts + 600000000,
+                      std::max(0, spec.forks_per_process - my_workers - helper));
     if (!hazard) write_init();  // these ranks initialize RDMA after forking: fine
     if (spec.junk && r == 2) {
       JsonValue future = w.Base("fork", fork_ts + 700000000);
@@ -405,7 +519,8 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
     w.Write(ex);
   }
   t.hosts = static_cast<int>(hosts.size());
-  t.hazard_sites = (t.worker_site_hazard > 0 ? 1 : 0) + (t.helper_hazard > 0 ? 1 : 0);
+  t.hazard_sites = (t.worker_site_hazard > 0 ? 1 : 0) + (t.helper_hazard > 0 ? 1 : 0) +
+                   (t.epoch_forks > 0 && spec.hazard_ranks > 0 ? 1 : 0);
   return t;
 }
 

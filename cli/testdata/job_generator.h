@@ -1,5 +1,6 @@
 // Writes the event logs of a synthetic multi-rank job in the shim's format
-// (forkguard.event/1), as the shim would on a cluster: one file per process.
+// (forkguard.event/2: header, module and stack records, events; shim/EVENT_LOG.md), as the
+// shim would on a cluster: one file per process, named as the shim names it.
 // Used by the report tests (and the JSON schema test) before real logs exist,
 // and for jobs too big to run here. Stack frames point at real functions of
 // the running binary so that symbolization to file:line can be checked.
@@ -24,6 +25,10 @@ struct JobSpec {
   int events_per_process = 0;  // pad every process to this many lines with
                                // mr_register/mr_deregister pairs (stacks like the shim's)
   int sites = 8;               // distinct registration call sites (stacks) in the padding
+  // Forks of every process (a DataLoader forking its workers every epoch, 8 an epoch, each
+  // child a distinct pid without a log of its own); a rank's pool workers and helper count
+  // among them. 0: only the pool workers and the helper.
+  int forks_per_process = 0;
 };
 
 // What the job contains, computed from the spec (the report must agree).
@@ -38,6 +43,7 @@ struct JobTruth {
   int segv = 0;
   int exec_children = 0;
   int hazard_sites = 0;
+  int64_t epoch_forks = 0;  // at the DataLoader site (forks_per_process)
 };
 
 // Writes into existing directory `dir`; returns the truth.

@@ -1,5 +1,6 @@
 // job_generator DIR [--junk] [--ranks N] [--procs-per-rank N] [--hazard-ranks N]
 //               [--hosts N] [--events-per-process N] [--sites N]
+//               [--forks-per-process N]
 // Writes a synthetic job's event logs into DIR and prints what it contains
 // (the truth the report must match) as JSON on stdout.
 #include <sys/stat.h>
@@ -34,13 +35,16 @@ int main(int argc, char** argv) {
       spec.events_per_process = next();
     else if (a == "--sites")
       spec.sites = next();
+    else if (a == "--forks-per-process")
+      spec.forks_per_process = next();
     else
       dir = a;
   }
   if (dir.empty()) {
     fprintf(stderr,
             "usage: job_generator DIR [--junk] [--ranks N] [--procs-per-rank N] "
-            "[--hazard-ranks N] [--hosts N] [--events-per-process N] [--sites N]\n");
+            "[--hazard-ranks N] [--hosts N] [--events-per-process N] [--sites N] "
+            "[--forks-per-process N]\n");
     return 2;
   }
   mkdir(dir.c_str(), 0700);
@@ -57,6 +61,7 @@ int main(int argc, char** argv) {
     o.Set("segv", JsonValue::Int(t.segv));
     o.Set("exec_children", JsonValue::Int(t.exec_children));
     o.Set("hazard_sites", JsonValue::Int(t.hazard_sites));
+    o.Set("epoch_forks", JsonValue::Int(t.epoch_forks));
     printf("%s\n", forkguard::cli::WriteJson(o).c_str());
   } catch (const std::exception& e) {
     fprintf(stderr, "job_generator: %s\n", e.what());

@@ -2,13 +2,15 @@
 """The HTML report in a real headless browser (Debian's chromium, driven over the
 DevTools protocol with python3-websocket).
 
-For a generated 64-process job (with junk lines) and a generated 4096-process job:
+For a generated 64-process job (with junk lines) and a generated 4096-process job whose
+every process forks 200 times (a DataLoader forking its workers every epoch):
   - the page loads with no console error, no uncaught exception, no log error, and
     makes no request other than its own file (self-contained);
   - the numbers it shows equal `forkguard report --format json`'s: summary cards,
     findings and their counts; after "Expand all", one timeline row and one tree
     entry per process, one fork mark per fork (hazard marks = hazardous forks),
-    one SIGSEGV mark per child death;
+    one SIGSEGV mark per child death (a process with more forks than are listed draws its
+    listed forks as marks and counts every fork in bars);
   - the 4096-process page is under 20 MB;
   - a screenshot of each (expanded) page is saved in $TEST_UNDECLARED_OUTPUTS_DIR
     (bazel-testlogs/cli/report_html_browser_test/test.outputs/) and its path printed.
@@ -150,8 +152,19 @@ COUNT_JS = r"""(() => {
 EXPANDED_JS = r"""(() => {
   document.getElementById('expand-all').click();
   const q = (s) => document.querySelectorAll(s).length;
-  return {rows: q('#hosts .prow'), tree: q('#tree li[data-proc]'), forks: q('#hosts .m-fork'),
-          hazard: q('#hosts .m-fork.hazard'), segv: q('#hosts .m-segv'), inits: q('#hosts .m-init'),
+  // A row with bins (data-binned: its forks, every one counted) draws only its listed forks as marks.
+  let forks = 0, hazard = 0, marks = 0;
+  document.querySelectorAll('#hosts .prow').forEach(r => {
+    const m = r.querySelectorAll('.m-fork').length;
+    marks += m;
+    if (r.dataset.binned !== undefined) {
+      forks += Number(r.dataset.binned); hazard += Number(r.dataset.binnedHazard);
+    } else {
+      forks += m; hazard += r.querySelectorAll('.m-fork.hazard').length;
+    }
+  });
+  return {rows: q('#hosts .prow'), tree: q('#tree li[data-proc]'), forks, hazard, marks,
+          segv: q('#hosts .m-segv'), inits: q('#hosts .m-init'),
           height: document.documentElement.scrollHeight};
 })()"""
 
@@ -189,7 +202,9 @@ def check_page(browser, name, html_path, report, out_dir, expand=True, shot_heig
         print(f"     expanded in {time.time() - t:.1f} s", flush=True)
         check(ex["rows"] == s["processes"], f"{name}: {ex['rows']} timeline rows for {s['processes']} processes")
         check(ex["tree"] == s["processes"], f"{name}: {ex['tree']} tree entries for {s['processes']} processes")
-        check(ex["forks"] == s["forks"], f"{name}: {ex['forks']} fork marks for {s['forks']} forks")
+        check(ex["forks"] == s["forks"], f"{name}: {ex['forks']} forks drawn or binned for {s['forks']} forks")
+        check(ex["marks"] == len(report["forks"]),
+              f"{name}: {ex['marks']} fork marks for the {len(report['forks'])} forks listed")
         check(ex["hazard"] == s["hazard_forks"],
               f"{name}: {ex['hazard']} hazard marks for {s['hazard_forks']} hazardous forks")
         check(ex["segv"] == s["children_segv"],
@@ -230,7 +245,8 @@ def main():
         print("FAIL chromium not installed (scripts/setup installs it)")
         return 1
     jobs = []
-    for name, args in (("job64", ["--junk"]), ("job4096", ["--ranks", "512", "--procs-per-rank", "8"])):
+    for name, args in (("job64", ["--junk"]), ("job4096", ["--ranks", "512", "--procs-per-rank", "8",
+                                                              "--forks-per-process", "200"])):
         d = os.path.join(tmp, name)
         os.makedirs(d, exist_ok=True)
         subprocess.run([generator, d] + args, stdout=subprocess.DEVNULL, check=True)

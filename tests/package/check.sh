@@ -59,7 +59,10 @@ contents() {
 	local list deps f
 	list=$(dpkg-deb -c "$DEBFILE" | awk '{print $1, $6}') || return 1
 	for f in "-rwxr-xr-x ./usr/bin/forkguard" "-rw-r--r-- .$LIB/libforkguard.so" \
-		"-rw-r--r-- .$LIB/libforkguard_audit.so" "-rw-r--r-- ./usr/share/man/man1/forkguard.1.gz" \
+		"-rw-r--r-- .$LIB/libforkguard_audit.so" "-rw-r--r-- .$LIB/libforkguard_check.so" \
+		"-rw-r--r-- ./usr/lib/python3/dist-packages/forkguard/__init__.py" \
+		"-rw-r--r-- ./usr/lib/python3/dist-packages/forkguard/torch.py" \
+		"-rw-r--r-- ./usr/share/man/man1/forkguard.1.gz" \
 		"-rw-r--r-- ./usr/share/man/man7/forkguard.7.gz" "-rw-r--r-- ./usr/share/doc/forkguard/copyright" \
 		"-rw-r--r-- ./usr/share/doc/forkguard/changelog.Debian.gz" "-rw-r--r-- ./usr/share/doc/forkguard/EVENT_LOG.md"; do
 		grep -qxF -- "$f" <<<"$list" || { echo "not in the package: $f"; echo "$list"; return 1; }

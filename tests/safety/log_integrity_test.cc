@@ -1,9 +1,12 @@
 // Issue 8, log integrity: 64 processes x 1,004 events each (4 threads per process
 // writing concurrently) into ONE FORKGUARD_LOG directory at the same time. Every
 // line must parse as JSON, none torn, counts exact per process and per event type,
-// seq contiguous 0..1003 per process, files 0600. And processes SIGKILLed at any instant
-// while their threads log: every line written is whole, nothing but the lines in flight
-// is lost, a stack record always precedes its first use (EVENT_LOG.md).
+// seq contiguous per process, files 0600. A registration at a site the file already has a
+// line for is counted (mr_counts), not written: registrations (lines + counts) and
+// deregistrations exact. And processes SIGKILLed at any instant while their threads log:
+// every line written is whole, nothing but the lines in flight is lost, a stack record
+// always precedes its first use (EVENT_LOG.md), and the counts lost are only those not yet
+// gone out with a line, never more than were made.
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -26,10 +29,34 @@ constexpr int kProcesses = 64;
 constexpr int kThreads = 4;
 constexpr int kIters = 83;
 // process_start, fork_init, rdma_init + rdma_call (open), rdma_call x2 (alloc/dealloc PD),
-// 3 per thread iteration (alloc PD, mr_register, dealloc PD: a tracked MR's deregistration is
-// not logged), rdma_call (close), process_exit.
+// 3 per thread iteration (alloc PD, a registration, dealloc PD: a tracked MR's deregistration
+// is counted), rdma_call (close), process_exit. A registration is an mr_register line the
+// first time at its site, else counted in an mr_counts line that goes out with the next line.
 constexpr int kEventsPerProcess = 1 + 1 + 2 + 2 + 3 * kThreads * kIters + 1 + 1;
 static_assert(kEventsPerProcess == 1004);
+constexpr int kRegistrations = kThreads * kIters;
+
+struct Counted {
+  int64_t n = 0;
+  int64_t bytes = 0;
+  int64_t deregs = 0;
+};
+
+// The sums of the mr_counts lines among `lines`.
+Counted SumCounts(const std::vector<const LogLine*>& lines) {
+  Counted c;
+  for (const LogLine* l : lines) {
+    if (l->Event() != "mr_counts") continue;
+    c.deregs += l->json.GetInt("deregs", 0);
+    const cli::JsonValue* sites = l->json.Find("sites");
+    if (sites == nullptr) continue;
+    for (const cli::JsonValue& site : sites->array()) {
+      c.n += site.GetInt("n", 0);
+      c.bytes += site.GetInt("bytes", 0);
+    }
+  }
+  return c;
+}
 
 TEST(LogIntegrity, SixtyFourProcessesThousandEventsEachNothingTornOrLost) {
   std::string log_dir = MakeDir("integrity-log", false);
@@ -63,7 +90,6 @@ TEST(LogIntegrity, SixtyFourProcessesThousandEventsEachNothingTornOrLost) {
   for (const LogLine& l : log.lines) by_file[l.file].push_back(&l);
   std::set<int64_t> logged_pids;
   for (const auto& [file, lines] : by_file) {
-    ASSERT_EQ(lines.size(), static_cast<size_t>(kEventsPerProcess)) << file;
     std::vector<int64_t> seqs;
     std::map<std::string, int> counts;
     std::set<int64_t> file_pids;
@@ -78,17 +104,30 @@ TEST(LogIntegrity, SixtyFourProcessesThousandEventsEachNothingTornOrLost) {
     logged_pids.insert(pid);
     EXPECT_NE(file.find("." + std::to_string(pid) + "."), std::string::npos) << file;
     std::sort(seqs.begin(), seqs.end());
-    for (int i = 0; i < kEventsPerProcess; ++i) {
-      if (seqs[i] != i) {
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (seqs[i] != static_cast<int64_t>(i)) {
         ADD_FAILURE() << file << ": seq " << i << " missing or duplicated";
         break;
       }
     }
+    // Registrations: the first at the site a line (one per thread at most, when they race to
+    // it), the rest counted; every one exactly once.
+    int registered_lines = counts["mr_register"];
+    EXPECT_GE(registered_lines, 1) << file;
+    EXPECT_LE(registered_lines, kThreads) << file;
+    Counted c = SumCounts(lines);
+    EXPECT_EQ(registered_lines + c.n, kRegistrations) << file;
+    EXPECT_EQ(4096 * (registered_lines + c.n), 4096 * registered_lines + c.bytes) << file;
+    EXPECT_EQ(c.deregs, kRegistrations) << file;
+    EXPECT_EQ(static_cast<int>(lines.size()),
+              kEventsPerProcess - kRegistrations + registered_lines + counts["mr_counts"])
+        << file;
+    counts.erase("mr_register");
+    counts.erase("mr_counts");
     std::map<std::string, int> want = {{"process_start", 1},
                                        {"fork_init", 1},
                                        {"rdma_init", 1},
                                        {"rdma_call", 1 + 2 + 2 * kThreads * kIters + 1},
-                                       {"mr_register", kThreads * kIters},
                                        {"process_exit", 1}};
     EXPECT_EQ(counts, want) << file;
   }
@@ -97,8 +136,10 @@ TEST(LogIntegrity, SixtyFourProcessesThousandEventsEachNothingTornOrLost) {
   RemoveTree(out_dir);
 }
 
-// One write(2) per line (O_APPEND): a process killed at any instant leaves whole lines and
-// loses at most the line each thread had not written yet.
+// One write(2) per line (O_APPEND; a line with the counts that go out with it: one writev):
+// a process killed at any instant leaves whole lines and loses at most the lines each thread
+// had not written yet, and of the registrations only the counts that had not gone out with a
+// line: never one counted twice, never more lost than the threads can have had in flight.
 TEST(LogIntegrity, KilledAtAnyInstantLosesOnlyTheLinesInFlight) {
   std::string log_dir = MakeDir("integrity-kill-log", false);
   std::string out_dir = MakeDir("integrity-kill-out", false);
@@ -109,8 +150,11 @@ TEST(LogIntegrity, KilledAtAnyInstantLosesOnlyTheLinesInFlight) {
   std::string prog = Program("tests/safety/stress_prog");
   std::mt19937 rng(12345);
   constexpr int kKilled = 16;
+  std::map<int64_t, int64_t> made;  // pid -> registrations returned (the program's tally)
+  std::map<int64_t, std::string> errs;
   for (int i = 0; i < kKilled; ++i) {
-    Started s = Start({prog, "spam", std::to_string(kThreads), "100000", "0", "stub0"}, opt,
+    std::string tally = out_dir + "/tally" + std::to_string(i);
+    Started s = Start({prog, "spam", std::to_string(kThreads), "100000", "0", "stub0", tally}, opt,
                       "k" + std::to_string(i), out_dir);
     // Once its threads are logging (its file holds more than the header and the start:
     // under load a process can take a while to get there), at a random instant of it: the
@@ -134,22 +178,64 @@ TEST(LogIntegrity, KilledAtAnyInstantLosesOnlyTheLinesInFlight) {
     ASSERT_EQ(kill(s.pid, SIGKILL), 0);
     safety::Run r = Wait(s, 60);
     ASSERT_FALSE(r.timed_out);
+    std::string words = ReadFile(tally);
+    ASSERT_EQ(words.size(), sizeof(uint64_t) * kThreads) << tally;
+    int64_t sum = 0;
+    for (int t = 0; t < kThreads; ++t) {
+      uint64_t v = 0;
+      memcpy(&v, words.data() + sizeof(v) * t, sizeof(v));
+      sum += static_cast<int64_t>(v);
+    }
+    made[s.pid] = sum;
+    errs[s.pid] = r.err;
   }
   LogDir log = ReadLogDir(log_dir, /*allow_truncated_last=*/true);
   EXPECT_TRUE(log.problems.empty()) << ::testing::PrintToString(log.problems);
   EXPECT_EQ(log.files.size(), static_cast<size_t>(kKilled));
   std::map<std::string, std::vector<int64_t>> seqs;
+  std::map<std::string, std::vector<const LogLine*>> by_file;
   for (const LogLine& l : log.lines) {
     if (l.json.Find("seq") != nullptr) seqs[l.file].push_back(l.Int("seq"));
+    by_file[l.file].push_back(&l);
   }
   for (auto& [file, s] : seqs) {
     std::sort(s.begin(), s.end());
     EXPECT_EQ(std::adjacent_find(s.begin(), s.end()), s.end()) << file << ": a duplicated seq";
-    // Lost: seq values below the highest one that are missing. At most one line in flight
-    // per thread (the spam threads and the main thread).
+    // Lost: seq values below the highest one that are missing. At most two lines in flight
+    // per thread (the spam threads and the main thread): an event and the mr_counts line
+    // that goes out with it.
     int64_t missing = s.back() + 1 - static_cast<int64_t>(s.size());
-    EXPECT_LE(missing, kThreads + 1) << file;
+    EXPECT_LE(missing, 2 * (kThreads + 1)) << file;
     EXPECT_GT(s.size(), 10u) << file << ": killed before it logged much; raise the delay";
+  }
+  for (auto& [file, lines] : by_file) {
+    int64_t pid = lines.front()->Int("pid");
+    ASSERT_TRUE(made.count(pid)) << file;
+    int64_t logged = SumCounts(lines).n;
+    std::map<std::string, int> kinds;
+    for (const LogLine* l : lines) {
+      logged += l->Event() == "mr_register";
+      kinds[l->Event()]++;
+    }
+    std::string sample;
+    for (const LogLine* l : lines) {
+      if (l->Event() == "mr_counts" && sample.size() < 3000)
+        sample += cli::WriteJson(l->json, -1) + "\n";
+    }
+    SCOPED_TRACE(::testing::PrintToString(kinds) + "\nstderr: " + errs[pid] + "\n" + sample);
+    // A registration is counted inside ibv_reg_mr, before the program's tally: at most one
+    // per thread counted and not yet tallied.
+    EXPECT_LE(logged, made[pid] + kThreads) << file;
+    // Not yet gone out at the kill: each thread's latest count (its own next line takes it),
+    // and the counts taken by a line each thread may have had in flight (at most one count
+    // per thread each).
+    EXPECT_LE(made[pid] - logged, kThreads + kThreads * kThreads)
+        << file << ": " << made[pid] << " made, " << logged << " logged";
+    EXPECT_GT(logged, 10) << file;
+    if (::testing::Test::HasFailure()) {
+      if (const char* keep = getenv("TEST_UNDECLARED_OUTPUTS_DIR"); keep != nullptr)
+        CopyInto(log_dir + "/" + file, keep);
+    }
   }
   RemoveTree(log_dir);
   RemoveTree(out_dir);

@@ -9,9 +9,12 @@
 //               phase while 4 threads register/deregister their own buffers
 //       after:  everything deregistered, deallocated and closed again
 //     stdout: "pinned ADDR LEN", then one "fork PHASE TID CHILD" line per fork, "done".
-//   stress_prog spam THREADS ITERS PAIRS DEV
+//   stress_prog spam THREADS ITERS PAIRS DEV [TALLY]
 //     Event-log volume: ibv_fork_init, open DEV; THREADS threads each do ITERS x (alloc PD, reg 4
 //     KiB, dereg, dealloc PD); then PAIRS x (alloc PD, dealloc PD) on the main thread; close.
+//     With TALLY (a file): thread t stores how many of its ibv_reg_mr calls have returned in
+//     the t-th 64-bit word of TALLY (shared mapping: it survives a SIGKILL).
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -148,19 +151,30 @@ int Stress(int n, const char* dev) {
   return 0;
 }
 
-int Spam(int threads, int iters, int pairs, const char* dev) {
+int Spam(int threads, int iters, int pairs, const char* dev, const char* tally_path) {
   if (ibv_fork_init() != 0) Die("ibv_fork_init");
+  std::atomic<uint64_t>* tally = nullptr;
+  if (tally_path != nullptr) {
+    int fd = open(tally_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    size_t bytes = sizeof(uint64_t) * static_cast<size_t>(threads);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) Die("tally file");
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) Die("mmap tally");
+    close(fd);
+    tally = static_cast<std::atomic<uint64_t>*>(p);
+  }
   Rdma r = Open(dev);
   if (ibv_dealloc_pd(r.pd) != 0) Die("ibv_dealloc_pd");
   std::vector<std::thread> ts;
   for (int t = 0; t < threads; ++t) {
-    ts.emplace_back([&] {
+    ts.emplace_back([&, t] {
       void* buf = Pages(4096);
       for (int i = 0; i < iters; ++i) {
         ibv_pd* pd = ibv_alloc_pd(r.ctx);
         if (pd == nullptr) Die("ibv_alloc_pd");
         ibv_mr* mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
         if (mr == nullptr) Die("ibv_reg_mr");
+        if (tally != nullptr) tally[t].store(static_cast<uint64_t>(i) + 1);
         if (ibv_dereg_mr(mr) != 0) Die("ibv_dereg_mr");
         if (ibv_dealloc_pd(pd) != 0) Die("ibv_dealloc_pd");
       }
@@ -182,8 +196,9 @@ int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOFBF, 1 << 20);
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "stress" && argc == 4) return Stress(atoi(argv[2]), argv[3]);
-  if (mode == "spam" && argc == 6)
-    return Spam(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argv[5]);
+  if (mode == "spam" && (argc == 6 || argc == 7))
+    return Spam(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argv[5],
+                argc == 7 ? argv[6] : nullptr);
   fprintf(stderr, "usage: see the comment at the top of tests/safety/stress_prog.cc\n");
   return 2;
 }

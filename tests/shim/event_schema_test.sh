@@ -1,7 +1,9 @@
 #!/bin/bash
 # docs/event-schema.json (JSON Schema 2020-12, python3-jsonschema) against real
 # shim output: the real libforkguard.so run now on tests/shim/fork_after_rdma
-# (stub libibverbs) in six scenarios (one with FORKGUARD_SUPPRESSIONS), the checked-in logs of the shim
+# (stub libibverbs) in six scenarios (one registers from several threads at one
+# call site: mr_counts), one with FORKGUARD_SUPPRESSIONS, one exec'd without the
+# shim, the checked-in logs of the shim
 # (cli/testdata/shim_v1, cli/testdata/real_rxe) and the job generator's logs.
 # Every complete line validates; a truncated last line is skipped; broken
 # lines are rejected.
@@ -14,7 +16,8 @@ py=/usr/bin/python3
 	echo "FAIL: python3-jsonschema is not installed (scripts/setup installs it)"; exit 1; }
 tmp=$(mktemp -d "${TEST_TMPDIR:-/tmp}/evschema.XXXXXX")
 i=0
-for args in "" "--order=fork-first" "--fork-safe --touch-buffer" "--spawn" "--fork-exec --forks=3"; do
+for args in "" "--order=fork-first" "--fork-safe --touch-buffer" "--spawn" "--fork-exec --forks=3" \
+	"--threads=4 --churn"; do
 	i=$((i + 1))
 	mkdir "$tmp/run$i"
 	# shellcheck disable=SC2086
@@ -23,12 +26,18 @@ for args in "" "--order=fork-first" "--fork-safe --touch-buffer" "--spawn" "--fo
 done
 # A fork FORKGUARD_SUPPRESSIONS silenced (the event names the entry).
 printf 'kind=* frame=func:fg_test_fork_*\n' > "$tmp/fg.supp"
-mkdir "$tmp/run6"
-FORKGUARD_SUPPRESSIONS="$tmp/fg.supp" FORKGUARD_LOG="$tmp/run6" LD_LIBRARY_PATH="$stub" \
-	LD_PRELOAD="$shim" "$prog" --fork-safe > "$tmp/run6.out" 2>&1 ||
-	{ echo "FAIL: fork_after_rdma with suppressions"; cat "$tmp/run6.out"; exit 1; }
-grep -q '"suppressed":"kind=\* frame=func:fg_test_fork_\*"' "$tmp"/run6/*.jsonl ||
-	{ echo "FAIL: no suppressed fork event"; cat "$tmp"/run6/*.jsonl; exit 1; }
+mkdir "$tmp/run_supp"
+FORKGUARD_SUPPRESSIONS="$tmp/fg.supp" FORKGUARD_LOG="$tmp/run_supp" LD_LIBRARY_PATH="$stub" \
+	LD_PRELOAD="$shim" "$prog" --fork-safe > "$tmp/run_supp.out" 2>&1 ||
+	{ echo "FAIL: fork_after_rdma with suppressions"; cat "$tmp/run_supp.out"; exit 1; }
+grep -q '"suppressed":"kind=\* frame=func:fg_test_fork_\*"' "$tmp"/run_supp/*.jsonl ||
+	{ echo "FAIL: no suppressed fork event"; cat "$tmp"/run_supp/*.jsonl; exit 1; }
+# A program exec'd without the shim (env -i drops LD_PRELOAD): unwatched_exec in a file of
+# its own.
+mkdir "$tmp/run_unwatched"
+FORKGUARD_LOG="$tmp/run_unwatched" LD_PRELOAD="$shim" /usr/bin/env -i /bin/true
+grep -q '"event":"unwatched_exec"' "$tmp/run_unwatched"/*.jsonl ||
+	{ echo "FAIL: no unwatched_exec for env -i"; exit 1; }
 mkdir "$tmp/job"
 "$gen" "$tmp/job" --events-per-process 40 > /dev/null
 "$py" - "$schema" "$tmp" "$@" <<'PY'
@@ -38,7 +47,7 @@ schema = json.load(open(sys.argv[1]))
 V = jsonschema.Draft202012Validator
 V.check_schema(schema)
 v = V(schema)
-live = sorted(glob.glob(f"{sys.argv[2]}/run*/*.jsonl"))
+live = sorted(glob.glob(f"{sys.argv[2]}/run*/*.jsonl"))  # run_unwatched too
 gen = sorted(glob.glob(f"{sys.argv[2]}/job/*.jsonl"))
 files = live + gen + sys.argv[3:]
 bad = 0
@@ -63,7 +72,7 @@ assert not bad, f"{bad} schema errors"
 for kind, events in sorted(seen.items()):
     print(f"ok: {kind} lines validate; events: {', '.join(sorted(events))}")
 assert {"header", "module", "stack", "process_start", "rdma_init", "mr_register", "fork",
-        "fork_child", "child_segv", "spawn", "process_exit"} <= seen["live"], seen["live"]
+        "fork_child", "child_segv", "spawn", "process_exit", "mr_counts"} <= seen["live"], seen["live"]
 # The schema has teeth: broken lines of each kind are rejected (/2 and /1).
 header = json.loads(open(live[0], "rb").readline())
 assert header.get("event") == "header", header
@@ -72,11 +81,21 @@ v1 = {"schema": "forkguard.event/1", "event": "note", "ts_ns": 1, "pid": 2, "ppi
 assert v.is_valid(v1), v1
 ev = {"event": "mr_register", "ts": 5, "seq": 3, "mr": [4096, 4096, 1, 1234], "stack": 0}
 assert v.is_valid(ev), ev
+counts = {"event": "mr_counts", "ts": 9, "seq": 4, "sites": [
+    {"stack": 0, "n": 3, "bytes": 12288}, {"stack": 1, "call": "ibv_reg_mr_iova2",
+                                           "dontfork": True, "n": 0, "bytes": 4096}],
+          "deregs": 4}
+assert v.is_valid(counts), counts
 broken = [dict(v1, seq="1"), {k: x for k, x in v1.items() if k != "pid"},
           dict(header, schema="forkguard.event/3"), {k: x for k, x in header.items() if k != "pid"},
           dict(header, seq=0),
           dict(ev, seq="1"), dict(ev, pid=1), {k: x for k, x in ev.items() if k != "seq"},
           dict(ev, mr=[1, 2, 3]), dict(ev, stack=[{"obj": "x"}]), dict(ev, stack=-1),
+          {"event": "mr_counts", "ts": 5, "seq": 4},
+          {"event": "mr_counts", "ts": 5, "seq": 4, "sites": [{"stack": 0, "n": -1, "bytes": 0}]},
+          {"event": "mr_counts", "ts": 5, "seq": 4, "sites": [{"stack": "0x1", "n": 1, "bytes": 0}]},
+          {"event": "mr_counts", "ts": 5, "seq": 4, "sites": [{"stack": 0, "bytes": 0}]},
+          {"event": "mr_counts", "ts": 5, "seq": 4, "sites": [], "deregs": 0},
           {"event": "stack", "id": 0, "frames": [[0]]}, {"event": "stack", "frames": []},
           {"event": "module", "id": 0, "path": "/x", "base": "0x1", "build_id": "XYZ"},
           dict(ev, event="fork", verdict="maybe", reasons=[], action="proceeded", site=None,

@@ -85,6 +85,9 @@ void Usage(FILE* out) {
       "  --segv-handler        the program's own SIGSEGV handler (child: prints\n"
       "                        'program segv handler ran', _exit(42))\n"
       "  --child-null-deref    the child writes to address 0x10 (not RDMA memory)\n"
+      "  --exec-at-end         at the end, 3 x (register the buffer again + dereg) from one\n"
+      "                        call site, then exec /bin/true with the rest still live (the\n"
+      "                        shim's destructor never runs)\n"
       "  --churn               a thread registers/deregisters in a loop while the parent\n"
       "                        forks (prints 'churn: iterations=N')\n"
       "  --dlopen-local        dlopen(libibverbs.so.1, RTLD_NOW|RTLD_LOCAL) + dlsym(handle)\n"
@@ -121,6 +124,7 @@ struct Options {
   bool rdmacm_ep = false;
   bool child_uses_parent_pd = false;
   bool churn = false;
+  bool exec_at_end = false;
   std::string exec_fn = "execv";
   std::string spawn_fn = "posix_spawn";
   bool system_call = false;
@@ -659,6 +663,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->child_null_deref = true;
     } else if (a == "--churn") {
       o->churn = true;
+    } else if (a == "--exec-at-end") {
+      o->exec_at_end = true;
     } else if (a == "--vfork") {
       o->vfork = true;
     } else if (a == "--reg-invalid") {
@@ -837,6 +843,18 @@ int main(int argc, char** argv) {
     }
   }
   printf("parent continues: buffer intact\n");
+  if (o.exec_at_end) {
+    for (int i = 0; i < 3; ++i) {
+      ibv_mr* mr = api.reg_mr(r.pd, r.buf, r.buf_len, IBV_ACCESS_LOCAL_WRITE);
+      if (mr == nullptr) Die("ibv_reg_mr (exec-at-end)");
+      if (int rc = api.dereg_mr(mr); rc != 0) DieRc("ibv_dereg_mr (exec-at-end)", rc);
+    }
+    printf("done\n");
+    fflush(stdout);
+    char* const argv[] = {const_cast<char*>("true"), nullptr};
+    execv("/bin/true", argv);
+    Die("execv /bin/true");
+  }
   fg_test_release_rdma(api, &r);
   if (r.buf_mapped) {
     munmap(r.buf, r.buf_len);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -307,6 +308,37 @@ std::vector<Event> EventLog::OfPid(const std::string& event_name, pid_t pid) con
     if (e.name() == event_name && e.json.Int("pid") == pid) out.push_back(e);
   }
   return out;
+}
+
+std::map<std::vector<uint64_t>, int64_t> EventLog::RegistrationsByStack(pid_t pid) const {
+  std::map<std::vector<uint64_t>, int64_t> out;
+  for (const Event& e : events) {
+    if (e.json.Int("pid") != pid) continue;
+    if (e.name() == "mr_register") {
+      std::vector<uint64_t> ips;
+      CollectStack(e.json["stack"], &ips, nullptr);
+      ++out[ips];
+    } else if (e.name() == "mr_counts") {
+      for (const Json& site : e.json["sites"].array) {
+        std::vector<uint64_t> ips;
+        CollectStack(site["stack"], &ips, nullptr);
+        out[ips] += std::max<int64_t>(0, site.Int("n"));
+      }
+    }
+  }
+  return out;
+}
+
+int64_t EventLog::Registrations(pid_t pid) const {
+  int64_t n = 0;
+  for (const auto& [stack, count] : RegistrationsByStack(pid)) n += count;
+  return n;
+}
+
+int64_t EventLog::Deregs(pid_t pid) const {
+  int64_t n = 0;
+  for (const Event& e : OfPid("mr_counts", pid)) n += std::max<int64_t>(0, e.json.Int("deregs"));
+  return n;
 }
 
 EventLog ReadEventLog(const std::string& dir) {

@@ -50,6 +50,12 @@ struct EventLog {
   std::vector<std::string> problems;  // unparsable lines (except a truncated last line)
   std::vector<Event> Of(const std::string& event_name) const;
   std::vector<Event> OfPid(const std::string& event_name, pid_t pid) const;
+  // Registrations of `pid`: its mr_register lines plus the counts of its mr_counts records
+  // (a registration at a site its file already had a line for is counted, not written).
+  int64_t Registrations(pid_t pid) const;
+  // The same per registration stack (its return addresses); deregistrations counted: Deregs.
+  std::map<std::vector<uint64_t>, int64_t> RegistrationsByStack(pid_t pid) const;
+  int64_t Deregs(pid_t pid) const;
 };
 
 // Reads every *.jsonl file in dir. A truncated last line of a file is

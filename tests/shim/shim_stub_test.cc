@@ -367,13 +367,32 @@ TEST(ShimStub, ConcurrentRegistrationsAllTracked) {
   ShimRun r = Stub({"--fork-safe", "--threads=6"});
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
   ASSERT_NE(std::string::npos, r.proc.out.find("thread-registered: n=6")) << Ctx(r);
-  EXPECT_EQ(7u, r.log.OfPid("mr_register", r.proc.pid).size()) << Ctx(r);
+  // Six threads at one call site: one line, the rest counted (mr_counts).
+  EXPECT_EQ(7, r.log.Registrations(r.proc.pid)) << Ctx(r);
   std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
   ASSERT_EQ(1u, forks.size()) << Ctx(r);
   EXPECT_EQ(7, forks[0].json["live"].Int("mrs")) << Ctx(r);
   EXPECT_EQ(7u, forks[0].json["ranges"].array.size()) << Ctx(r);
   EXPECT_EQ(7 + kRuntimeThreads, forks[0].json.Int("threads")) << Ctx(r);
   EXPECT_EQ(0u, r.log.OfPid("mr_deregister", r.proc.pid).size()) << Ctx(r);
+  ExpectWellFormedLog(r);
+}
+
+// A process that execs never runs the shim's destructor: the registrations it counted but
+// had not written yet go out before the exec, so its totals are exact without an exit record.
+TEST(ShimStub, CountsGoOutBeforeExec) {
+  ShimRun r = Stub({"--threads=5", "--exec-at-end"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_NE(std::string::npos, r.proc.out.find("done")) << Ctx(r);
+  // The exec'd /bin/true (same pid, the shim preloaded) writes a file of its own.
+  std::vector<Event> regs = r.log.OfPid("mr_register", r.proc.pid);
+  ASSERT_FALSE(regs.empty()) << Ctx(r);
+  for (const Event& e : r.log.OfPid("process_exit", r.proc.pid))
+    EXPECT_NE(regs[0].file, e.file) << "the exec'ing image wrote process_exit\n" << Ctx(r);
+  // 1 + 5 threads + 3 at the end, whose last two (and their 3 deregistrations) no line
+  // written after them carries: only the flush before the exec.
+  EXPECT_EQ(9, r.log.Registrations(r.proc.pid)) << Ctx(r);
+  EXPECT_EQ(3, r.log.Deregs(r.proc.pid)) << Ctx(r);
   ExpectWellFormedLog(r);
 }
 
@@ -447,14 +466,20 @@ TEST(ShimStub, ForkWhileAnotherThreadIsInsideTheShim) {
   ASSERT_NE(std::string::npos, at) << Ctx(r);
   iterations = std::stol(r.proc.out.substr(at + strlen("churn: iterations=")));
   ASSERT_GT(iterations, 0);
-  // Every registration in the parent is in its log (deregistrations of tracked MRs are not
-  // logged).
-  EXPECT_EQ(static_cast<size_t>(iterations) + 1, r.log.OfPid("mr_register", r.proc.pid).size())
-      << Ctx(r);
+  // Every registration in the parent is in its log: the churn's after the first counted
+  // (mr_counts), every count written once although the thread counts while the parent
+  // writes its fork lines. Deregistrations of tracked MRs are counted, not lines.
+  EXPECT_EQ(iterations + 1, r.log.Registrations(r.proc.pid)) << Ctx(r);
+  EXPECT_LE(2u, r.log.OfPid("mr_register", r.proc.pid).size()) << Ctx(r);
   EXPECT_EQ(0u, r.log.OfPid("mr_deregister", r.proc.pid).size()) << Ctx(r);
+  EXPECT_GE(r.log.Deregs(r.proc.pid), iterations) << Ctx(r);
+  EXPECT_LE(r.log.Deregs(r.proc.pid), iterations + 1) << Ctx(r);
   EXPECT_EQ(20u, r.log.OfPid("fork", r.proc.pid).size()) << Ctx(r);
   for (pid_t child : r.report.children) {
     EXPECT_EQ(1u, r.log.OfPid("note", child).size()) << "child " << child << "\n" << Ctx(r);
+    // A child never writes the counts its parent had pending at the fork.
+    EXPECT_LE(r.log.Registrations(child), 1) << "child " << child << "\n" << Ctx(r);
+    EXPECT_EQ(0u, r.log.OfPid("mr_counts", child).size()) << "child " << child << "\n" << Ctx(r);
   }
   ExpectWellFormedLog(r);
 }

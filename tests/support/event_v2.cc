@@ -203,6 +203,29 @@ std::optional<std::string> EventV2Expander::Expand(const std::string& line, std:
     if (key == schema::kKeyDontfork) has_dontfork = true;
     if (key == schema::kKeyStack || key == schema::kKeyRegStack) {
       out += "," + Quote(key) + ":" + stack_text(value);
+    } else if (key == schema::kKeySites && event == schema::kMrCounts &&
+               value.type() == element_type::ARRAY) {
+      // mr_counts: each site's stack by value too.
+      out += "," + Quote(key) + ":[";
+      int n = 0;
+      simdjson::dom::array sites = value.get_array().value_unsafe();
+      for (element site : sites) {
+        if (n++ > 0) out += ",";
+        if (site.type() != element_type::OBJECT) {
+          out += simdjson::to_string(site);
+          continue;
+        }
+        out += "{";
+        int m = 0;
+        simdjson::dom::object so = site.get_object().value_unsafe();
+        for (auto [k2, v2] : so) {
+          if (m++ > 0) out += ",";
+          out += Quote(k2) + ":" +
+                 (k2 == schema::kKeyStack ? stack_text(v2) : simdjson::to_string(v2));
+        }
+        out += "}";
+      }
+      out += "]";
     } else if (key == schema::kKeyInit && value.type() == element_type::OBJECT) {
       out += ",\"init\":{";
       int n = 0;

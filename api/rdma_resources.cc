@@ -1,0 +1,251 @@
+#include "api/rdma_resources.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <rdma/rdma_netlink.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+namespace forkguard::api {
+namespace {
+
+struct KindSpec {
+  ResourceKind kind;
+  int cmd;
+  int table;
+  int entry;
+};
+
+constexpr KindSpec kKinds[] = {
+    {ResourceKind::kContext, RDMA_NLDEV_CMD_RES_CTX_GET, RDMA_NLDEV_ATTR_RES_CTX,
+     RDMA_NLDEV_ATTR_RES_CTX_ENTRY},
+    {ResourceKind::kPd, RDMA_NLDEV_CMD_RES_PD_GET, RDMA_NLDEV_ATTR_RES_PD,
+     RDMA_NLDEV_ATTR_RES_PD_ENTRY},
+    {ResourceKind::kMr, RDMA_NLDEV_CMD_RES_MR_GET, RDMA_NLDEV_ATTR_RES_MR,
+     RDMA_NLDEV_ATTR_RES_MR_ENTRY},
+    {ResourceKind::kCq, RDMA_NLDEV_CMD_RES_CQ_GET, RDMA_NLDEV_ATTR_RES_CQ,
+     RDMA_NLDEV_ATTR_RES_CQ_ENTRY},
+    {ResourceKind::kQp, RDMA_NLDEV_CMD_RES_QP_GET, RDMA_NLDEV_ATTR_RES_QP,
+     RDMA_NLDEV_ATTR_RES_QP_ENTRY},
+    {ResourceKind::kCmId, RDMA_NLDEV_CMD_RES_CM_ID_GET, RDMA_NLDEV_ATTR_RES_CM_ID,
+     RDMA_NLDEV_ATTR_RES_CM_ID_ENTRY},
+};
+
+// Walks the attributes in [p, p + len), calling f(type, payload, payload_len).
+void ForEachAttr(const char* p, int len, const std::function<void(int, const char*, int)>& f) {
+  while (len >= static_cast<int>(NLA_HDRLEN)) {
+    const auto* a = reinterpret_cast<const nlattr*>(p);
+    if (a->nla_len < NLA_HDRLEN || a->nla_len > len) return;
+    f(a->nla_type & NLA_TYPE_MASK, p + NLA_HDRLEN, a->nla_len - NLA_HDRLEN);
+    int step = NLA_ALIGN(a->nla_len);
+    p += step;
+    len -= step;
+  }
+}
+
+uint32_t U32(const char* p, int n) {
+  uint32_t v = 0;
+  if (n >= 4) memcpy(&v, p, 4);
+  return v;
+}
+uint64_t U64(const char* p, int n) {
+  uint64_t v = 0;
+  if (n >= 8) memcpy(&v, p, 8);
+  return v;
+}
+std::string Str(const char* p, int n) { return std::string(p, strnlen(p, static_cast<size_t>(n))); }
+
+class NetlinkSocket {
+ public:
+  NetlinkSocket() {
+    fd_ = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
+    if (fd_ < 0) return;
+    timeval tv{2, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~NetlinkSocket() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+
+  // Sends one dump request (with a device index attribute when dev >= 0) and calls
+  // on_msg(payload, len) for every reply message. Returns 0 or a positive errno.
+  int Dump(int cmd, int dev, const std::function<void(const char*, int)>& on_msg) {
+    struct {
+      nlmsghdr hdr;
+      char attrs[16];
+    } req{};
+    req.hdr.nlmsg_len = NLMSG_LENGTH(0);
+    req.hdr.nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd);
+    req.hdr.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    req.hdr.nlmsg_seq = ++seq_;
+    if (dev >= 0) {
+      auto* a = reinterpret_cast<nlattr*>(req.attrs);
+      a->nla_type = RDMA_NLDEV_ATTR_DEV_INDEX;
+      a->nla_len = NLA_HDRLEN + 4;
+      uint32_t v = static_cast<uint32_t>(dev);
+      memcpy(req.attrs + NLA_HDRLEN, &v, 4);
+      req.hdr.nlmsg_len += NLA_ALIGN(a->nla_len);
+    }
+    sockaddr_nl addr{};
+    addr.nl_family = AF_NETLINK;
+    if (sendto(fd_, &req, req.hdr.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) <
+        0) {
+      return errno;
+    }
+    std::vector<char> buf(64 * 1024);
+    for (;;) {
+      ssize_t n = recv(fd_, buf.data(), buf.size(), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return n < 0 ? errno : EIO;
+      int len = static_cast<int>(n);
+      for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, len);
+           h = NLMSG_NEXT(h, len)) {
+        if (h->nlmsg_seq != seq_) continue;
+        if (h->nlmsg_type == NLMSG_DONE) return 0;
+        if (h->nlmsg_type == NLMSG_ERROR) {
+          const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
+          return e->error == 0 ? 0 : -e->error;
+        }
+        on_msg(static_cast<const char*>(NLMSG_DATA(h)),
+               static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(0)));
+      }
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  uint32_t seq_ = 0;
+};
+
+}  // namespace
+
+const char* ResourceKindName(ResourceKind k) {
+  switch (k) {
+    case ResourceKind::kContext:
+      return "ctx";
+    case ResourceKind::kPd:
+      return "pd";
+    case ResourceKind::kMr:
+      return "mr";
+    case ResourceKind::kCq:
+      return "cq";
+    case ResourceKind::kQp:
+      return "qp";
+    case ResourceKind::kCmId:
+      return "cm_id";
+  }
+  return "?";
+}
+
+void ResourceCounts::Add(const RdmaResource& r) {
+  switch (r.kind) {
+    case ResourceKind::kContext:
+      ++contexts;
+      break;
+    case ResourceKind::kPd:
+      ++pds;
+      break;
+    case ResourceKind::kMr:
+      ++mrs;
+      mr_bytes += r.mr_len;
+      break;
+    case ResourceKind::kCq:
+      ++cqs;
+      break;
+    case ResourceKind::kQp:
+      ++qps;
+      break;
+    case ResourceKind::kCmId:
+      ++cm_ids;
+      break;
+  }
+}
+
+ResourceDump DumpRdmaResources() {
+  ResourceDump out;
+  NetlinkSocket nl;
+  if (!nl.ok()) {
+    out.error = std::string("no RDMA netlink: ") + strerror(errno);
+    return out;
+  }
+  std::vector<std::pair<int, std::string>> devs;
+  int err = nl.Dump(RDMA_NLDEV_CMD_GET, -1, [&](const char* p, int len) {
+    int index = -1;
+    std::string name;
+    ForEachAttr(p, len, [&](int type, const char* v, int n) {
+      if (type == RDMA_NLDEV_ATTR_DEV_INDEX) index = static_cast<int>(U32(v, n));
+      if (type == RDMA_NLDEV_ATTR_DEV_NAME) name = Str(v, n);
+    });
+    if (index >= 0) devs.emplace_back(index, name);
+  });
+  if (err != 0) {
+    out.error = std::string("RDMA netlink device dump failed: ") + strerror(err);
+    return out;
+  }
+  for (const auto& [index, name] : devs) {
+    out.devices.push_back(name);
+    for (const KindSpec& k : kKinds) {
+      err = nl.Dump(k.cmd, index, [&](const char* p, int len) {
+        ForEachAttr(p, len, [&](int type, const char* v, int n) {
+          if (type != k.table) return;
+          ForEachAttr(v, n, [&](int etype, const char* ev, int en) {
+            if (etype != k.entry) return;
+            RdmaResource r;
+            r.kind = k.kind;
+            r.device = name;
+            ForEachAttr(ev, en, [&](int at, const char* av, int an) {
+              if (at == RDMA_NLDEV_ATTR_RES_PID) r.tid = static_cast<pid_t>(U32(av, an));
+              if (at == RDMA_NLDEV_ATTR_RES_KERN_NAME) {
+                r.kernel = true;
+                r.kern_name = Str(av, an);
+              }
+              if (at == RDMA_NLDEV_ATTR_RES_MRLEN) r.mr_len = U64(av, an);
+              if (at == RDMA_NLDEV_ATTR_RES_IOVA) {
+                r.iova = U64(av, an);
+                r.has_iova = true;
+              }
+            });
+            out.resources.push_back(std::move(r));
+          });
+        });
+      });
+      if (err == EINVAL || err == EOPNOTSUPP) {
+        std::string kind = ResourceKindName(k.kind);
+        bool seen = false;
+        for (const std::string& u : out.unsupported) seen = seen || u == kind;
+        if (!seen) out.unsupported.push_back(kind);
+      } else if (err != 0) {
+        out.error = std::string("RDMA netlink ") + ResourceKindName(k.kind) + " dump of " + name +
+                    " failed: " + strerror(err);
+        return out;
+      }
+    }
+  }
+  return out;
+}
+
+pid_t ThreadGroup(pid_t tid) {
+  if (tid <= 0) return 0;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/status", static_cast<int>(tid));
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = strstr(buf, "\nTgid:");
+  if (p == nullptr) return 0;
+  return static_cast<pid_t>(strtol(p + 6, nullptr, 10));
+}
+
+}  // namespace forkguard::api

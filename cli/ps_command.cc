@@ -1,0 +1,173 @@
+// forkguard ps: the RDMA processes of this node, what they hold and what a fork would do to
+// each now. Needs neither the shim nor root (api/census.h).
+#include <cstdio>
+#include <string>
+
+#include "api/census.h"
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "cli/json.h"
+#include "flags/flags.h"
+
+namespace forkguard::cli {
+
+const char kPsHelp[] = R"(NAME
+    forkguard ps - the processes on this node that hold RDMA state, and what a fork would do
+
+SYNOPSIS
+    forkguard ps [--format text|json]
+
+DESCRIPTION
+    Needs neither the shim nor root. For each process that holds RDMA objects or
+    descriptors:
+      objects   device contexts, PDs, MRs (and their bytes), CQs, QPs and rdma_cm
+                ids, from the kernel's RDMA netlink resource dumps (what `rdma
+                resource show` prints). The kernel names the thread that created
+                each object; it is mapped to its process. An object whose thread
+                has exited has no pid: such objects are counted apart.
+      VmPin     from /proc/PID/status
+      fds, dc   descriptors on /dev/infiniband (uverbs*, rdma_cm) and mappings the
+                kernel marks MADV_DONTFORK ("dc" in /proc/PID/smaps): only where
+                /proc lets this user read them ("-" otherwise)
+      job, rank from the process's environment (the launchers' variables, as the
+                shim reads them), where readable
+      shim      whether libforkguard.so is mapped in it (/proc/PID/maps)
+      fork now  what a fork of it would be now, by the shim's own rule: clean, or
+                hazard (child-segv, parent-corruption, inherited-rdma). Without the
+                registrations' addresses (the kernel does not report them), every
+                MADV_DONTFORK mapping of a process with registered memory counts
+                as registered, as the shim counts registrations it did not see.
+    Processes that hold nothing are not listed.
+
+OPTIONS
+    --format F   text (default) or json (schema forkguard.ps/1)
+    -h, --help   This text.
+
+EXIT STATUS
+    0    the census was taken (even with no RDMA process)
+    1    the RDMA netlink dump failed (the processes found by their descriptors
+         are still listed)
+    2    bad command line
+)";
+
+const std::vector<option> kPsOptions = OptionTable({
+    {"format", required_argument, nullptr, 0},
+});
+
+namespace {
+
+std::string Opt(const std::optional<int>& v) { return v ? std::to_string(*v) : "-"; }
+
+JsonValue OptInt(const std::optional<int>& v) { return v ? JsonValue::Int(*v) : JsonValue(); }
+
+std::string FormatText(const api::Census& c) {
+  std::string out;
+  char line[512];
+  snprintf(line, sizeof(line),
+           "%-7s %-15s %-10s %-5s %-4s %4s %4s %4s %9s %4s %4s %4s %8s %4s %4s  %s\n", "PID",
+           "COMMAND", "JOB", "RANK", "SHIM", "CTX", "PD", "MR", "MR-BYTES", "CQ", "QP", "CM",
+           "VMPIN", "FDS", "DC", "FORK NOW");
+  out += line;
+  for (const api::ProcessFacts& p : c.processes) {
+    ForkVerdict v = api::DecideForProcess(p, c.cof.value, nullptr);
+    std::string shim = p.shim_loaded ? (*p.shim_loaded ? "yes" : "no") : "-";
+    std::string job = p.job ? (p.job->empty() ? "" : *p.job) : "-";
+    std::string rank = p.rank ? std::to_string(*p.rank) : (p.job ? "" : "-");
+    std::string fds =
+        p.uverbs_fds ? std::to_string(*p.uverbs_fds + p.rdma_cm_fds.value_or(0)) : "-";
+    std::string pin = p.vm_pin_kb >= 0 ? FormatBytes(p.vm_pin_kb * 1024) : "-";
+    snprintf(line, sizeof(line),
+             "%-7d %-15s %-10s %-5s %-4s %4d %4d %4d %9s %4d %4d %4d %8s %4s %4s  %s\n", p.pid,
+             Fit(p.comm, 15).c_str(), Fit(job, 10).c_str(), rank.c_str(), shim.c_str(),
+             p.objects.contexts, p.objects.pds, p.objects.mrs,
+             FormatBytes(static_cast<int64_t>(p.objects.mr_bytes)).c_str(), p.objects.cqs,
+             p.objects.qps, p.objects.cm_ids, pin.c_str(), fds.c_str(), Opt(p.dc_count).c_str(),
+             api::VerdictText(v.reasons).c_str());
+    out += line;
+  }
+  if (c.processes.empty()) out += "(no process holds RDMA state)\n";
+  if (c.orphan_objects > 0) {
+    const api::ResourceCounts& o = c.orphans;
+    out +=
+        "objects whose creating thread has exited (no pid): " + std::to_string(c.orphan_objects) +
+        " (" + std::to_string(o.contexts) + " ctx, " + std::to_string(o.pds) + " pd, " +
+        std::to_string(o.mrs) + " mr, " + std::to_string(o.cqs) + " cq, " + std::to_string(o.qps) +
+        " qp, " + std::to_string(o.cm_ids) + " cm_id)\n";
+  }
+  if (!c.netlink_error.empty()) out += c.netlink_error + "\n";
+  return out;
+}
+
+std::string FormatJson(const api::Census& c) {
+  JsonValue root = JsonValue::Object();
+  root.Set("schema", JsonValue::String("forkguard.ps/1"));
+  JsonValue devices = JsonValue::Array();
+  for (const std::string& d : c.devices) devices.Push(JsonValue::String(d));
+  root.Set("devices", std::move(devices));
+  root.Set("kernel_copy_on_fork", c.cof.value == KernelCof::kUnknown
+                                      ? JsonValue()
+                                      : JsonValue::Bool(c.cof.value == KernelCof::kYes));
+  JsonValue procs = JsonValue::Array();
+  for (const api::ProcessFacts& p : c.processes) {
+    ForkVerdict v = api::DecideForProcess(p, c.cof.value, nullptr);
+    JsonValue j = JsonValue::Object();
+    j.Set("pid", JsonValue::Int(p.pid));
+    j.Set("comm", JsonValue::String(p.comm));
+    j.Set("job", p.job ? JsonValue::String(*p.job) : JsonValue());
+    j.Set("rank", p.rank ? JsonValue::Int(*p.rank) : JsonValue());
+    j.Set("shim_loaded", p.shim_loaded ? JsonValue::Bool(*p.shim_loaded) : JsonValue());
+    JsonValue o = JsonValue::Object();
+    o.Set("contexts", JsonValue::Int(p.objects.contexts));
+    o.Set("pds", JsonValue::Int(p.objects.pds));
+    o.Set("mrs", JsonValue::Int(p.objects.mrs));
+    o.Set("mr_bytes", JsonValue::Int(static_cast<int64_t>(p.objects.mr_bytes)));
+    o.Set("cqs", JsonValue::Int(p.objects.cqs));
+    o.Set("qps", JsonValue::Int(p.objects.qps));
+    o.Set("cm_ids", JsonValue::Int(p.objects.cm_ids));
+    j.Set("objects", std::move(o));
+    j.Set("vm_pin_kb", p.vm_pin_kb >= 0 ? JsonValue::Int(p.vm_pin_kb) : JsonValue());
+    j.Set("uverbs_fds", OptInt(p.uverbs_fds));
+    j.Set("rdma_cm_fds", OptInt(p.rdma_cm_fds));
+    j.Set("dc_vmas", OptInt(p.dc_count));
+    j.Set("verdict", JsonValue::String(api::VerdictText(v.reasons)));
+    JsonValue reasons = JsonValue::Array();
+    for (Reason r : {kChildSegv, kParentCorruption, kInheritedRdma}) {
+      if ((v.reasons & r) != 0) reasons.Push(JsonValue::String(ReasonName(r)));
+    }
+    j.Set("reasons", std::move(reasons));
+    procs.Push(std::move(j));
+  }
+  root.Set("processes", std::move(procs));
+  JsonValue orphans = JsonValue::Object();
+  orphans.Set("total", JsonValue::Int(c.orphan_objects));
+  orphans.Set("contexts", JsonValue::Int(c.orphans.contexts));
+  orphans.Set("pds", JsonValue::Int(c.orphans.pds));
+  orphans.Set("mrs", JsonValue::Int(c.orphans.mrs));
+  orphans.Set("cqs", JsonValue::Int(c.orphans.cqs));
+  orphans.Set("qps", JsonValue::Int(c.orphans.qps));
+  orphans.Set("cm_ids", JsonValue::Int(c.orphans.cm_ids));
+  root.Set("objects_without_pid", std::move(orphans));
+  root.Set("netlink_error",
+           c.netlink_error.empty() ? JsonValue() : JsonValue::String(c.netlink_error));
+  return WriteJson(root) + "\n";
+}
+
+}  // namespace
+
+int PsMain(int argc, char** argv) {
+  flags::Options a = flags::Options::Parse(argc, argv, kPsOptions.data());
+  if (a.Has("help")) {
+    fputs(kPsHelp, stdout);
+    return kExitOk;
+  }
+  std::string format = a.Str("format", "text");
+  if (format != "text" && format != "json") {
+    throw flags::UsageError("--format: expected text or json, not '" + format + "'");
+  }
+  api::Census c = api::TakeCensus();
+  std::string out = format == "json" ? FormatJson(c) : FormatText(c);
+  fputs(out.c_str(), stdout);
+  return c.netlink_error.empty() ? kExitOk : kExitFail;
+}
+
+}  // namespace forkguard::cli

@@ -1,0 +1,177 @@
+// Real device: `forkguard ps` on rxe0 lists the processes that hold RDMA objects (with their
+// objects, job, rank, shim and fork verdict) and no process that holds nothing, as root and
+// as another user (nobody: no /proc/PID/fd, smaps or environ of root's processes).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli/json.h"
+#include "gtest/gtest.h"
+#include "tests/support/rdma_device.h"
+#include "tests/support/runfiles.h"
+
+extern char** environ;
+
+namespace forkguard::testing {
+namespace {
+
+// A child started with posix_spawn whose stdin we hold (closing it ends the holder).
+struct Holder {
+  pid_t pid = -1;
+  int in = -1;
+  ~Holder() {
+    if (in >= 0) close(in);
+    if (pid > 0) waitpid(pid, nullptr, 0);
+  }
+};
+
+void Start(Holder* h, const std::vector<std::string>& argv, const std::vector<std::string>& env,
+           bool wait_ready) {
+  int in[2], out[2];
+  ASSERT_EQ(pipe2(in, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  // `env` replaces the test's variables of the same name; "NAME=" removes NAME.
+  std::vector<std::string> envs;
+  for (const std::string& e : env) {
+    if (e.back() != '=') envs.push_back(e);
+  }
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    bool replaced = false;
+    for (const std::string& x : env) {
+      replaced = replaced || kv.compare(0, x.find('=') + 1, x, 0, x.find('=') + 1) == 0;
+    }
+    if (!replaced) envs.push_back(kv);
+  }
+  std::vector<char*> av, ev;
+  for (const std::string& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+  av.push_back(nullptr);
+  for (const std::string& e : envs) ev.push_back(const_cast<char*>(e.c_str()));
+  ev.push_back(nullptr);
+  ASSERT_EQ(posix_spawn(&h->pid, av[0], &fa, nullptr, av.data(), ev.data()), 0) << argv[0];
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(out[1]);
+  h->in = in[1];
+  if (wait_ready) {
+    char buf[64] = {};
+    ssize_t n = read(out[0], buf, sizeof(buf) - 1);
+    ASSERT_GT(n, 0) << argv[0] << " did not start";
+    ASSERT_EQ(std::string(buf).rfind("ready ", 0), 0u) << buf;
+  }
+  close(out[0]);
+}
+
+// `forkguard ps --format json`, optionally as nobody; returns the parsed document.
+cli::JsonValue Ps(const std::string& forkguard, bool as_nobody, std::string* text) {
+  std::vector<std::string> args;
+  if (as_nobody) {
+    args = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+  }
+  args.push_back(forkguard);
+  args.push_back("ps");
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--format");
+  json_args.push_back("json");
+  auto [rc, out] = RunAndCapture(json_args);
+  EXPECT_EQ(rc, 0) << out;
+  auto [trc, tout] = RunAndCapture(args);
+  EXPECT_EQ(trc, 0) << tout;
+  *text = tout;
+  cli::JsonValue doc;
+  std::string error;
+  EXPECT_TRUE(cli::ParseJson(out, &doc, &error)) << error << "\n" << out;
+  return doc;
+}
+
+const cli::JsonValue* FindPid(const cli::JsonValue& doc, pid_t pid) {
+  const cli::JsonValue* procs = doc.Find("processes");
+  if (procs == nullptr) return nullptr;
+  for (const cli::JsonValue& p : procs->array()) {
+    if (p.GetInt("pid", -1) == pid) return &p;
+  }
+  return nullptr;
+}
+
+// forkguard copied where nobody can run it (the runfiles may be under /root).
+std::string PublicCopy(const std::string& path) {
+  std::string dir = "/tmp/fg-ps-test." + std::to_string(getpid());
+  mkdir(dir.c_str(), 0755);
+  chmod(dir.c_str(), 0755);
+  std::string dst = dir + "/forkguard";
+  std::filesystem::copy_file(path, dst, std::filesystem::copy_options::overwrite_existing);
+  chmod(dst.c_str(), 0755);
+  return dst;
+}
+
+TEST(PsRdma, ListsTheRdmaProcessesAsRootAndAsNobody) {
+  RdmaDevice dev = RequireRdmaDevice();
+  std::string holder = Runfile("cli/rdma_holder");
+  Holder plain, shimmed, idle;
+  ASSERT_NO_FATAL_FAILURE(Start(
+      &plain, {holder},
+      {"RANK=3", "SLURM_JOB_ID=777", "RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE=", "IBV_FORK_SAFE="},
+      true));
+  ASSERT_NO_FATAL_FAILURE(Start(&shimmed, {holder},
+                                {"LD_PRELOAD=" + Runfile("shim/libforkguard.so"),
+                                 "RDMAV_FORK_SAFE=1", "RXE_DEV=" + dev.name, "FORKGUARD_QUIET=1"},
+                                true));
+  // A process that holds nothing (cat, waiting on its stdin): never listed.
+  ASSERT_NO_FATAL_FAILURE(Start(&idle, {"/bin/cat"}, {}, false));
+  std::string fg = PublicCopy(Runfile("cli/forkguard"));
+
+  for (bool nobody : {false, true}) {
+    SCOPED_TRACE(nobody ? "as nobody" : "as root");
+    std::string text;
+    cli::JsonValue doc = Ps(fg, nobody, &text);
+    EXPECT_EQ(FindPid(doc, idle.pid), nullptr) << text;
+    EXPECT_EQ(text.find("\n" + std::to_string(idle.pid) + " "), std::string::npos) << text;
+
+    const cli::JsonValue* p = FindPid(doc, plain.pid);
+    ASSERT_NE(p, nullptr) << text;
+    const cli::JsonValue* o = p->Find("objects");
+    ASSERT_NE(o, nullptr);
+    EXPECT_EQ(o->GetInt("contexts", -1), 1) << text;
+    EXPECT_EQ(o->GetInt("pds", -1), 1) << text;  // the second PD's thread has exited
+    EXPECT_EQ(o->GetInt("mrs", -1), 1) << text;
+    EXPECT_EQ(o->GetInt("mr_bytes", -1), 64 * 1024) << text;
+    EXPECT_EQ(o->GetInt("cqs", -1), 1) << text;
+    EXPECT_EQ(o->GetInt("qps", -1), 1) << text;
+    EXPECT_EQ(p->GetString("verdict"), "hazard (inherited-rdma)") << text;
+    EXPECT_GE(doc.Find("objects_without_pid")->GetInt("pds", -1), 1) << text;
+
+    const cli::JsonValue* s = FindPid(doc, shimmed.pid);
+    ASSERT_NE(s, nullptr) << text;
+    if (!nobody) {
+      EXPECT_EQ(p->GetString("job"), "777") << text;
+      EXPECT_EQ(p->GetInt("rank", -1), 3) << text;
+      EXPECT_EQ(p->GetInt("uverbs_fds", -1), 1) << text;
+      EXPECT_FALSE(p->GetBool("shim_loaded", true)) << text;
+      EXPECT_TRUE(s->GetBool("shim_loaded", false)) << text;
+      // Fork support on: the registered range is MADV_DONTFORK.
+      EXPECT_EQ(s->GetString("verdict"), "hazard (child-segv, inherited-rdma)") << text;
+    } else {
+      // Another user's environment, descriptors and mappings are not readable: unknown.
+      EXPECT_TRUE(p->Find("job")->is_null()) << text;
+      EXPECT_TRUE(p->Find("uverbs_fds")->is_null()) << text;
+      EXPECT_TRUE(s->Find("shim_loaded")->is_null()) << text;
+      EXPECT_TRUE(s->Find("dc_vmas")->is_null()) << text;
+      EXPECT_EQ(s->GetString("verdict"), "hazard (inherited-rdma)") << text;
+    }
+    printf("%s\n", text.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace forkguard::testing

@@ -1,0 +1,59 @@
+#include "cli/unwatched.h"
+
+#include <algorithm>
+
+namespace forkguard::cli {
+namespace {
+
+std::string Why(const std::string& reason) {
+  if (reason == "preload-removed") return "its environment has no LD_PRELOAD with the shim";
+  if (reason == "static") return "a static binary (no dynamic loader: nothing is preloaded)";
+  if (reason == "setuid") {
+    return "set-user/group-ID (AT_SECURE: the loader ignores the shim's preload)";
+  }
+  return reason;
+}
+
+}  // namespace
+
+std::vector<UnwatchedProcess> FindUnwatched(const LogSet& logs) {
+  std::vector<UnwatchedProcess> out;
+  for (const ProcessLog& p : logs.processes) {
+    for (const Event& e : p.events) {
+      if (e.type != "unwatched_exec") continue;
+      UnwatchedProcess u;
+      u.host = p.host;
+      u.pid = p.pid;
+      u.ppid = p.ppid;
+      u.prog = p.prog;
+      u.path = e.text;
+      u.exec_by = e.call;
+      u.why = e.reasons;
+      u.held_rdma = e.held_rdma;
+      out.push_back(std::move(u));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const UnwatchedProcess& a, const UnwatchedProcess& b) {
+    return a.host != b.host ? a.host < b.host : a.pid < b.pid;
+  });
+  return out;
+}
+
+std::string FormatUnwatched(const std::vector<UnwatchedProcess>& list) {
+  if (list.empty()) return "";
+  std::string out = "\nunwatched: " + std::to_string(list.size()) +
+                    (list.size() == 1 ? " process" : " processes") +
+                    " of this run ran without the shim: their forks were not seen, so \"0 "
+                    "hazardous\" does not cover them\n";
+  for (const UnwatchedProcess& u : list) {
+    out += "  pid " + std::to_string(u.pid) + " " + u.prog + " (" + u.path + ") on " + u.host +
+           ", parent " + std::to_string(u.ppid) + ", exec'd by " + u.exec_by + ":\n";
+    for (const std::string& w : u.why) out += "      " + Why(w) + "\n";
+    out += "      RDMA state when it exec'd: ";
+    out += !u.held_rdma ? "unknown" : *u.held_rdma ? "held (inherited)" : "none";
+    out += "; after that: not watched (forkguard ps shows what it holds while it runs)\n";
+  }
+  return out;
+}
+
+}  // namespace forkguard::cli

@@ -1,0 +1,32 @@
+// The processes of a run that forkguard did not watch: programs exec'd without the shim
+// (their environment dropped LD_PRELOAD, a static binary, a setuid program), named by the
+// process that exec'd them (the shim's unwatched_exec record, shim/EVENT_LOG.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/event_log.h"
+
+namespace forkguard::cli {
+
+struct UnwatchedProcess {
+  std::string host;
+  int64_t pid = -1;
+  int64_t ppid = -1;
+  std::string prog;               // the program's file name
+  std::string path;               // as exec'd (resolved along PATH)
+  std::string exec_by;            // the watched program that exec'd it
+  std::vector<std::string> why;   // preload-removed, static, setuid
+  std::optional<bool> held_rdma;  // RDMA state in the process when it exec'd
+};
+
+// Every unwatched_exec record of `logs`, by host and pid.
+std::vector<UnwatchedProcess> FindUnwatched(const LogSet& logs);
+
+// The report's section: "" when every process was watched.
+std::string FormatUnwatched(const std::vector<UnwatchedProcess>& list);
+
+}  // namespace forkguard::cli

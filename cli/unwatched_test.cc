@@ -1,0 +1,96 @@
+// `forkguard run` with the real shim on the host: a static binary, an `env -i` child, a
+// set-user-ID program and a `subprocess.run(env={})` child are each named as unwatched,
+// and --require-watched fails (exit 4); the same run with every process watched passes.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "cli/testdata/run_cli.h"
+#include "gtest/gtest.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::cli {
+namespace {
+
+using testdata::CliResult;
+using testdata::RunCli;
+
+CliResult RunUnderForkguard(const std::string& script) {
+  std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
+  return RunCli({forkguard::testing::Runfile("cli/forkguard"), "run", "--no-audit",
+                 "--require-watched", "--", "/bin/sh", "-c", script},
+                {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/'))});
+}
+
+// A copy of /bin/true that runs as another user: set-user-ID, owned by nobody (or, when the
+// test is not root, owned by us - then it runs as us and is watched: the test says so).
+std::string SetuidTrue() {
+  std::string dir = std::string(getenv("TEST_TMPDIR")) + "/setuid";
+  std::filesystem::create_directories(dir);
+  std::string path = dir + "/sutrue";
+  std::filesystem::copy_file("/bin/true", path, std::filesystem::copy_options::overwrite_existing);
+  EXPECT_EQ(chown(path.c_str(), 65534, 65534), 0) << "run as root (the host tests do)";
+  EXPECT_EQ(chmod(path.c_str(), 04755), 0);
+  return path;
+}
+
+TEST(Unwatched, EachKindIsNamedAndRequireWatchedFails) {
+  std::string static_prog = forkguard::testing::Runfile("cli/testdata/static_true");
+  std::string setuid_prog = SetuidTrue();
+  CliResult r = RunUnderForkguard(
+      "env -i /bin/true; " + static_prog + "; " + setuid_prog +
+      "; /usr/bin/python3 -c 'import subprocess; subprocess.run([\"/bin/true\"], env={})'");
+  EXPECT_EQ(r.status, 4) << r.err;
+  EXPECT_NE(r.err.find("unwatched: 4 processes of this run ran without the shim"),
+            std::string::npos)
+      << r.err;
+  // Each one: pid, program, parent, why, and its RDMA state at exec.
+  EXPECT_NE(r.err.find("true (/bin/true) on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(", exec'd by env:\n      its environment has no LD_PRELOAD with the shim"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(", exec'd by python3:\n      its environment has no LD_PRELOAD"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("static_true (" + static_prog + ") on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("a static binary (no dynamic loader: nothing is preloaded)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("sutrue (" + setuid_prog + ") on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("set-user/group-ID (AT_SECURE"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("RDMA state when it exec'd: none"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("forkguard run: --require-watched: 4 processes ran without the shim"),
+            std::string::npos)
+      << r.err;
+}
+
+// forkguard report names them too, from the kept logs.
+TEST(Unwatched, ReportNamesThemFromTheLogs) {
+  std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
+  std::string fg = forkguard::testing::Runfile("cli/forkguard");
+  std::string logs = std::string(getenv("TEST_TMPDIR")) + "/report-logs";
+  CliResult run =
+      RunCli({fg, "run", "--no-audit", "--log", logs, "--", "/bin/sh", "-c", "env -i /bin/true"},
+             {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/'))});
+  EXPECT_EQ(run.status, 0) << run.err;  // without --require-watched: the program's status
+  CliResult r = RunCli({fg, "report", logs});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("unwatched: 1 process of this run ran without the shim"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(", exec'd by env:\n      its environment has no LD_PRELOAD with the shim"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(Unwatched, EveryProcessWatchedPasses) {
+  CliResult r = RunUnderForkguard(
+      "/bin/true; env /bin/true; /usr/bin/python3 -c 'import subprocess; "
+      "subprocess.run([\"/bin/true\"])'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("unwatched"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace forkguard::cli

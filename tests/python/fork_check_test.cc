@@ -1,0 +1,142 @@
+// forkguard's query API (api/forkguard.h) through the Python module, then a real fork in
+// the same process: the check's verdict must be the one the shim then prints for the fork.
+// Host: the stub libibverbs through ctypes. FORKGUARD_TEST_RDMA (fork_check_rdma_test):
+// pyverbs on rxe0, where the /proc + RDMA netlink answer must agree as well.
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/audit/run_program.h"
+#include "tests/support/runfiles.h"
+#ifdef FORKGUARD_TEST_RDMA
+#include "tests/support/rdma_device.h"
+#endif
+
+namespace forkguard::testing {
+namespace {
+
+std::string Dir(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
+// The text after `prefix` on its line in `text` ("" when absent).
+std::string After(const std::string& text, const std::string& prefix) {
+  size_t at = text.find(prefix);
+  if (at == std::string::npos) return "";
+  at += prefix.size();
+  return text.substr(at, text.find('\n', at) - at);
+}
+
+ProgramResult RunScenario(const std::string& scenario, bool shim, const std::string& fork_safe) {
+  std::string device = "rxe0";
+#ifdef FORKGUARD_TEST_RDMA
+  device = RequireRdmaDevice().name;
+#endif
+  std::vector<std::string> env = {
+      "LD_PRELOAD=" + (shim ? Runfile("shim/libforkguard.so") : std::string()),
+      "FORKGUARD_CHECK_LIB=" + Runfile("api/libforkguard_check.so"),
+      "PYTHONPATH=" + Dir(Dir(Runfile("python/forkguard/__init__.py"))),
+      "PYTHONDONTWRITEBYTECODE=1",
+      "FORKGUARD_MODE=warn",
+      "FORKGUARD_LOG=",
+      "RXE_DEV=" + device,
+      "RDMAV_FORK_SAFE=" + fork_safe,
+      "IBV_FORK_SAFE="};
+#ifndef FORKGUARD_TEST_RDMA
+  std::string lib = Runfile("tests/stub_ibverbs/lib/libibverbs.so.1");
+  env.push_back("LD_LIBRARY_PATH=" + Dir(lib));
+  env.push_back("FORKGUARD_TEST_VERBS=ctypes");
+#endif
+  ProgramResult r = RunProgram(
+      {"/usr/bin/python3", Runfile("tests/python/fork_check_scenarios.py"), scenario}, env, 200);
+  EXPECT_FALSE(r.timed_out) << scenario << " hung";
+  return r;
+}
+
+// The shim's verdict for the fork (its "  verdict: ..." line), "clean" when it said nothing.
+std::string ShimVerdict(const ProgramResult& r) {
+  if (r.err.find("forkguard: fork after RDMA init") == std::string::npos) return "clean";
+  return After(r.err, "  verdict: ");
+}
+
+void ExpectSameVerdict(const std::string& scenario, const std::string& fork_safe,
+                       const std::string& expected) {
+  ProgramResult r = RunScenario(scenario, /*shim=*/true, fork_safe);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(After(r.out, "check: "), expected + " (shim)") << r.out << r.err;
+  EXPECT_EQ(ShimVerdict(r), expected) << r.out << r.err;
+  EXPECT_EQ(After(r.out, "child: "), "0") << r.out;
+  if (expected == "clean") {
+    EXPECT_EQ(After(r.out, "raises: "), "no") << r.out;
+  } else {
+    // The error carries the shim's message, whose first line names the process.
+    EXPECT_NE(After(r.out, "raises: ").find("ForkAfterRdmaError: forkguard: fork after RDMA init"),
+              std::string::npos)
+        << r.out;
+    // Where RDMA was first initialized, as the shim names it, in Python terms too.
+    EXPECT_NE(After(r.out, "init_site: ").find("ibv_open_device"), std::string::npos) << r.out;
+#ifdef FORKGUARD_TEST_RDMA
+    int line = LineOf(Runfile("tests/python/fork_check_scenarios.py"), "MARK:init-pyverbs");
+    // (ctypes drops the GIL around a call: on the host the shim sees no Python stack at init)
+    EXPECT_NE(After(r.out, "init_site: ")
+                  .find("fork_check_scenarios.py\", line " + std::to_string(line) + ", in"),
+              std::string::npos)
+        << r.out;
+#endif
+    // The check's caller, past the forkguard module's own frames.
+    int check_line = LineOf(Runfile("tests/python/fork_check_scenarios.py"), "MARK:check");
+    EXPECT_NE(
+        After(r.out, "fork_site: ")
+            .find("fork_check_scenarios.py\", line " + std::to_string(check_line) + ", in main"),
+        std::string::npos)
+        << r.out;
+  }
+#ifdef FORKGUARD_TEST_RDMA
+  // What the kernel shows, put through the same rule, says the same.
+  EXPECT_EQ(After(r.out, "proc: "), expected + " (proc)") << r.out << r.err;
+#endif
+}
+
+TEST(ForkCheck, ContextAndPdInheritedRdma) {
+  ExpectSameVerdict("pd", "", "hazard (inherited-rdma)");
+}
+
+TEST(ForkCheck, RegisteredWithForkSupportChildSegv) {
+  ExpectSameVerdict("mr", "1", "hazard (child-segv, inherited-rdma)");
+}
+
+TEST(ForkCheck, ReleasedIsClean) { ExpectSameVerdict("closed", "", "clean"); }
+
+#ifdef FORKGUARD_TEST_RDMA
+TEST(ForkCheck, RegisteredWithoutForkSupportInheritedRdma) {
+  ExpectSameVerdict("mr", "", "hazard (inherited-rdma)");
+}
+#endif
+
+TEST(ForkCheck, WithoutTheShimTheFallbackSaysSo) {
+  ProgramResult r = RunScenario("pd", /*shim=*/false, "");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(After(r.out, "proc detail: ").find("no shim: from /proc and RDMA netlink"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.err.find("forkguard:"), std::string::npos) << r.err;
+#ifdef FORKGUARD_TEST_RDMA
+  EXPECT_EQ(After(r.out, "check: "), "hazard (inherited-rdma) (proc)") << r.out;
+  EXPECT_NE(After(r.out, "raises: ").find("ForkAfterRdmaError: forkguard: fork check in pid"),
+            std::string::npos)
+      << r.out;
+#else
+  // The stub opens no device node: nothing the kernel could show.
+  EXPECT_EQ(After(r.out, "check: "), "clean (proc)") << r.out;
+#endif
+}
+
+TEST(ForkCheck, SafeContextWorkersRunWithoutHazard) {
+  ProgramResult r = RunScenario("safe", /*shim=*/true, "1");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(After(r.out, "context: "), "forkserver") << r.out;
+  EXPECT_EQ(After(r.out, "squares: "), "[1, 4, 9]") << r.out << r.err;
+  // No process of the run forked with RDMA state: the shim said nothing.
+  EXPECT_EQ(r.err.find("fork after RDMA init"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace forkguard::testing
