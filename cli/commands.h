@@ -28,8 +28,8 @@ inline constexpr int kExitNotFound = 127;    // run: the command was not found
 
 struct JobReport;
 struct LogSet;
-// The report in "text", "json" or "markdown" (show_native: Python processes'
-// native frames too).
+// The report in "text", "json", "markdown", "sarif", "junit" or "github" (show_native: Python
+// processes' native frames too).
 std::string RenderReportAs(const JobReport& r, const std::string& format, bool show_native = false);
 
 // argv[0] is the command's name ("run"); argv0 is the forkguard binary's (to find the shim).
@@ -40,8 +40,12 @@ int PsMain(int argc, char** argv);
 
 // How a report is made: what `report` and `run` share.
 struct ReportOptions {
-  std::string format = "text";  // text, json, markdown, html, trace
+  std::string format = "text";  // text, json, markdown, html, trace, sarif, junit, github
   bool fail_on_hazard = false;
+  bool fail_on_new_hazard = false;  // --fail-on new-hazard: sites the baseline lacks
+  std::string suppressions;         // report --suppressions FILE
+  std::string baseline;             // report --baseline OLD.json
+  bool emit_suppressions = false;   // report --emit-suppressions
   bool symbolize = true;
   bool show_native = false;
   int threads = 0;                 // files read at a time; 0: one per core, at most 8
@@ -49,8 +53,9 @@ struct ReportOptions {
 };
 // Their options, in both commands' tables (one spelling, one check of each value).
 inline constexpr option kReportMakingOptions[] = {
-    {"format", required_argument, nullptr, 0},   // text json markdown (md) html trace
-    {"fail-on", required_argument, nullptr, 0},  // hazard never
+    {"format", required_argument, nullptr,
+     0},  // text json markdown (md) html trace sarif junit github
+    {"fail-on", required_argument, nullptr, 0},  // hazard new-hazard never
     {"no-symbolize", no_argument, nullptr, 0},
     {"native", no_argument, nullptr, 0},
     {"threads", required_argument, nullptr, 0},  // 1 to 999
@@ -59,10 +64,13 @@ inline constexpr option kReportMakingOptions[] = {
 // Sets the kReportMakingOptions option `name` to `value` after checking it (throws
 // flags::UsageError) and returns true; false for any other name.
 bool SetReportOption(const std::string& name, const std::string& value, ReportOptions* o);
-// The report of `logs` as `forkguard report` prints it; *hazards: its hazardous forks. Throws
-// flags::UsageError for a --job not in the logs.
+// The report of `logs` as `forkguard report` prints it; *hazards: its hazardous forks (not
+// counting suppressed ones); *new_sites: hazardous sites the baseline lacks (all of them
+// without one). Throws flags::UsageError for a --job not in the logs or a bad baseline, and
+// BadSuppressionFile (cli/report_suppressions.h) for a bad suppression file.
 // With `stream`, --format trace is written to it as it is made (and "" returned).
 std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards,
+                       int64_t* new_sites = nullptr,
                        const std::function<void(std::string_view)>* stream = nullptr);
 
 // A command's getopt_long table: `own`, then `shared` (ending in {}), then --help/-h, {}.

@@ -249,17 +249,21 @@ constexpr size_t kMaxErrnos = 16;
 // Folds the fork event `e` of process `p` into its site and its sample.
 void TallyFork(const Event& e, FileState::Proc* proc, ProcessLog* p) {
   std::string key = e.verdict + '\x1f' + e.site + '\x1f' +
-                    (e.site.empty() ? std::to_string(e.stack) : std::string());
+                    (e.site.empty() ? std::to_string(e.stack) : std::string()) + '\x1f' +
+                    e.suppressed;
   auto [it, fresh] = proc->site_ids.emplace(std::move(key), static_cast<int>(p->fork_sites.size()));
   if (fresh) {
     ForkSite fs;
     fs.verdict = e.verdict;
     fs.site = e.site;
     fs.stack = e.stack;
+    fs.suppressed = e.suppressed;
     fs.first_ts_ns = e.ts_ns;
     p->fork_sites.push_back(std::move(fs));
   }
   ForkSite& s = p->fork_sites[static_cast<size_t>(it->second)];
+  // A hazard the shim suppressed counts as such in the site (ApplySuppressions moves the
+  // site to "suppressed"), not in the timeline's hazard bins.
   bool hazard = e.verdict == "hazard";
   ++s.count;
   if (hazard) ++s.hazard;
@@ -300,7 +304,7 @@ void TallyFork(const Event& e, FileState::Proc* proc, ProcessLog* p) {
   if (p->first_fork_ns == 0 || (e.ts_ns > 0 && e.ts_ns < p->first_fork_ns))
     p->first_fork_ns = e.ts_ns;
   p->last_fork_ns = std::max(p->last_fork_ns, e.ts_ns);
-  p->fork_bins.Add(e.ts_ns, hazard);
+  p->fork_bins.Add(e.ts_ns, hazard && e.suppressed.empty());
   ForkSample f;
   f.ts_ns = e.ts_ns;
   f.tid = e.tid;
@@ -484,6 +488,7 @@ void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e, FileS
     e->action = Str(o, "action", "unknown");
     e->via = Str(o, "via");
     e->fix = Str(o, "fix");
+    e->suppressed = Str(o, schema::kKeySuppressed);
     e->fix_library = Str(o, "held_by");
     object fs;
     if (e->fix_library.empty() && Member(o, "fork_support", &x) &&

@@ -81,6 +81,7 @@ struct Event {
   std::string fix;          // the shim's fix rule ("dataloader", ...), "" when absent
   std::string fix_library;  // who it names: held_by, or fork_support.by
   std::string errno_text;   // when action is failed
+  std::string suppressed;   // the suppression entry that silenced it (the shim's, or report's)
   std::vector<std::string> reasons;
   bool has_init = false;
   std::string init_call;  // "?" when the init object has none
@@ -142,6 +143,9 @@ struct ForkSite {
   std::string verdict;  // "hazard" / "clean" / "unknown"
   std::string site;     // the shim's hash, "" when absent
   int stack = -1;       // of the first fork here (ProcessLog::stacks)
+  // The suppression entry that silenced the forks here ("" when none): the shim's at run
+  // time (its forks are a site of their own), or report --suppressions' (ApplySuppressions).
+  std::string suppressed;
   int64_t count = 0;
   int64_t hazard = 0;  // forks whose verdict is "hazard" (count, or 0)
   int64_t first_ts_ns = 0;

@@ -206,6 +206,7 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
       if (n.rank) g.ranks.insert(*n.rank);
       n.hazard_forks += static_cast<int>(fs.hazard);
       r.hazard_forks += fs.hazard;
+      if (fs.verdict == "suppressed") r.suppressed_forks += fs.count;
       for (const auto& [x, c] : fs.reasons) g.reasons[x] += static_cast<int>(c);
       for (const auto& [x, c] : fs.actions) g.actions[x] += static_cast<int>(c);
       for (const auto& [x, c] : fs.via) g.via[x] += static_cast<int>(c);
@@ -291,13 +292,21 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     return a.key < b.key;
   });
   std::map<std::string, std::pair<bool, int>> index;  // key -> (hazard?, index)
+  std::map<std::string, int> suppressed_index;
   for (auto& g : all) {
+    if (g.verdict == "suppressed") {
+      suppressed_index[g.key] = static_cast<int>(r.suppressed_groups.size());
+      r.suppressed_groups.push_back(std::move(g));
+      continue;
+    }
     bool hazard = g.verdict == "hazard";
     auto& v = hazard ? r.hazard_groups : r.clean_groups;
     index[g.key] = {hazard, static_cast<int>(v.size())};
     v.push_back(std::move(g));
   }
   auto group_of = [&](const std::string& key) -> ForkGroup* {
+    if (auto s = suppressed_index.find(key); s != suppressed_index.end())
+      return &r.suppressed_groups[s->second];
     auto it = index.find(key);
     if (it == index.end()) return nullptr;
     auto& v = it->second.first ? r.hazard_groups : r.clean_groups;
@@ -379,6 +388,10 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
       symbolizer->Symbolize(&g.init_stack);
     }
     for (auto& g : r.clean_groups) symbolizer->Symbolize(&g.stack);
+    for (auto& g : r.suppressed_groups) {
+      symbolizer->Symbolize(&g.stack);
+      symbolizer->Symbolize(&g.init_stack);
+    }
     for (auto& s : r.inits) symbolizer->Symbolize(&s.stack);
     for (auto& d : r.deaths) symbolizer->Symbolize(&d.reg_stack);
     for (Note& n : symbolizer->TakeNotes()) r.notes.push_back(std::move(n));

@@ -136,11 +136,22 @@ struct JobSummary {
   int hazard_sites = 0;
 };
 
+// One suppression entry's use in the logs (cli/report_suppressions.h).
+struct SuppressionUse {
+  int line = 0;                 // in the suppression file; 0: named only by the shim's log
+  std::string text;             // canonical entry text
+  int64_t forks = 0;            // forks it silenced
+  std::set<std::string> sites;  // group keys of those forks
+};
+
 struct JobReport {
   std::vector<ProcessNode> processes;
   std::vector<JobSummary> jobs;          // by job id; "" (no id) first
   std::vector<ForkGroup> hazard_groups;  // most forks first
   std::vector<ForkGroup> clean_groups;
+  // Hazardous forks a suppression silenced (verdict "suppressed": by the shim at run time or
+  // by report --suppressions), grouped like the others.
+  std::vector<ForkGroup> suppressed_groups;
   std::vector<InitSite> inits;
   std::vector<ChildDeath> deaths;
   std::vector<ForkEntry> fork_list;  // the sampled forks, by process (all of small jobs)
@@ -153,8 +164,15 @@ struct JobReport {
   int64_t lines_skipped = 0;
   int64_t forks = 0;
   int64_t hazard_forks = 0;
+  int64_t suppressed_forks = 0;
   int64_t fork_children = 0;  // fork_child lines
   int64_t spawns = 0;
+  // Set by the report command, not by BuildJobReport: the suppression file's entries with
+  // their use in this report, and, with a baseline, which hazard groups it lacks.
+  std::string suppressions_file;
+  std::vector<SuppressionUse> suppressions;
+  std::string baseline_file;
+  std::vector<bool> hazard_new;  // by hazard_groups index; empty without a baseline
 };
 
 // Builds the report; `symbolizer` may be null (no file:line).

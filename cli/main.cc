@@ -14,7 +14,9 @@ const char kMainHelp[] = R"(NAME
 
 SYNOPSIS
     forkguard run [--mode warn|error|abort|off] [--log DIR] [--fail-on hazard] -- CMD...
-    forkguard report [--format text|json|markdown] [--fail-on hazard] LOG_DIR_OR_FILE...
+    forkguard report [--format text|json|markdown|sarif|junit|github] [--fail-on hazard]
+                     [--suppressions FILE] [--baseline OLD.json --fail-on new-hazard]
+                     LOG_DIR_OR_FILE...
     forkguard doctor
     forkguard ps [--format text|json]
     forkguard help [COMMAND] | --help | --version
@@ -42,7 +44,8 @@ COMMANDS
 EXIT STATUS
     0 success; 1 doctor found a failing check (ps: the RDMA netlink dump
     failed); 2 bad command line;
-    3 --fail-on hazard saw a hazardous fork; 125 forkguard itself failed;
+    3 --fail-on hazard saw a hazardous fork (new-hazard: one the baseline lacks);
+    125 forkguard itself failed;
     run also exits with the program's status (128+N when killed by signal N),
     126 when it cannot be executed, 127 when it is not found.
 )";

@@ -12,8 +12,11 @@
 #include "cli/format.h"
 #include "cli/job_report.h"
 #include "cli/job_timeline.h"
+#include "cli/report_baseline.h"
+#include "cli/report_ci.h"
 #include "cli/report_html.h"
 #include "cli/report_render.h"
+#include "cli/report_suppressions.h"
 #include "cli/report_trace.h"
 #include "cli/symbolizer.h"
 #include "cli/unwatched.h"
@@ -25,7 +28,9 @@ const char kReportHelp[] = R"(NAME
     forkguard report - merge forkguard event logs into one report
 
 SYNOPSIS
-    forkguard report [--format text|json|markdown|html|trace] [--fail-on hazard|never]
+    forkguard report [--format text|json|markdown|html|trace|sarif|junit|github]
+                     [--fail-on hazard|new-hazard|never] [--baseline OLD.json]
+                     [--suppressions FILE] [--emit-suppressions]
                      [--job ID] [--no-symbolize] [--native] [--threads N]
                      LOG_DIR_OR_FILE...
 
@@ -64,7 +69,7 @@ DESCRIPTION
     with the same binaries.
 
 OPTIONS
-    --format text|json|markdown|html|trace
+    --format text|json|markdown|html|trace|sarif|junit|github
         text (default): a compiler-style diagnostic that fits 100 columns.
         json: machine-readable, schema "forkguard.report/1", described by
         docs/report-schema.json (JSON Schema).
@@ -82,9 +87,54 @@ OPTIONS
         exec and SIGSEGV deaths, and a flow arrow from each fork to its child.
         Times are microseconds from the job's first event
         (otherData.t0_ns).
-    --fail-on hazard|never
+        sarif: SARIF 2.1.0 (GitHub code scanning, GitLab, IDEs): one rule per
+        verdict kind (child-segv, parent-corruption, inherited-rdma), one
+        result per hazardous call site at the file:line of its innermost user
+        frame, the RDMA init site as a related location; suppressed sites carry
+        a suppression, sites in the --baseline baselineState "unchanged".
+        junit: JUnit XML, one test case per call site: hazardous sites fail,
+        suppressed sites and sites in the baseline are skipped, clean sites pass.
+        github: GitHub Actions workflow commands, one line per hazardous site:
+        "::error file=F,line=N,title=T::message" (child-segv,
+        parent-corruption), ::warning (inherited-rdma), ::notice (in the
+        baseline). Print it in a workflow step to annotate the code. With
+        GITHUB_WORKSPACE set (inside a workflow), file paths under it are
+        written relative to it, here and in sarif.
+        sarif, junit and github are one document for all the jobs in the logs.
+    --fail-on hazard|new-hazard|never
         hazard: exit 3 when any hazardous fork is in the logs (for CI).
+        Suppressed forks do not count.
+        new-hazard: exit 3 only for hazardous call sites the --baseline lacks.
         never (default): exit 0 whatever the logs say.
+    --baseline OLD.json
+        A report of an earlier run (--format json). Each hazardous site is
+        marked new or known; sites are matched by verdict kinds and the
+        functions of their stack (for Python, function and file of each Python
+        frame; native, function and library), never by line, so a moved line
+        is not a new site. Compare reports made the same way (symbolized, or
+        both --no-symbolize).
+    --suppressions FILE
+        Hazardous forks that match an entry of FILE are reported apart as
+        suppressed, with each entry's count of forks and sites, and entries
+        that matched nothing are listed as never used. The format is the
+        shim's (FORKGUARD_SUPPRESSIONS), one entry a line, # comments:
+            kind=child-segv,inherited-rdma frame=func:build_loader
+            kind=* frame=lib:libtorch* program=python3 rank=0-3
+            kind=inherited-rdma frame=file:train.py:88 frame="func:a b"
+        kind (required): child-segv, parent-corruption, inherited-rdma or *,
+        comma separated; the entry matches a fork when it names every reason
+        of the fork's verdict. frame (required, up to 4; each must match some
+        frame of the fork's stack): func:NAME (symbol, C++ name, or Python
+        function), lib:NAME (object; base name unless NAME has a /),
+        file:NAME[:LINE] (Python file, or native source file once
+        symbolized). program=NAME, rank=N[-M][,...]. NAMEs are globs (* ?);
+        values with spaces or # are double-quoted. A bad line is an error
+        naming the file, the line and the valid keys (exit 2). Forks the shim
+        suppressed at run time are counted the same way.
+    --emit-suppressions
+        Print a suppression file with one entry per hazardous call site of
+        the logs (keyed by function and file or library, not line) instead of
+        the report.
     --job ID
         Report only job ID ("" for the processes without a job id). A job not
         in the logs is an error (exit 2) that lists the jobs there are.
@@ -110,8 +160,9 @@ OPTIONS
 
 EXIT STATUS
     0    report printed
-    2    bad command line
-    3    --fail-on hazard and a hazardous fork was found
+    2    bad command line, suppression file or baseline
+    3    --fail-on hazard and a hazardous fork was found; --fail-on
+         new-hazard and a hazardous call site the baseline lacks
     125  forkguard itself failed
 
 EXAMPLES
@@ -121,21 +172,35 @@ EXAMPLES
     forkguard report --job 4242 /shared/fg
     forkguard report --format html logs/ > report.html
     forkguard report --format trace logs/ > trace.json    # open in Perfetto
+    forkguard report --emit-suppressions logs/ > forkguard.supp
+    forkguard report --suppressions forkguard.supp --format sarif logs/ > fg.sarif
+    forkguard report --format json logs/ > baseline.json        # on main
+    forkguard report --baseline baseline.json --fail-on new-hazard \
+        --format github logs/                                    # on a pull request
 )";
 
 namespace {
 
 bool ParseFormat(const std::string& v, std::string* out) {
-  if (v != "text" && v != "json" && v != "markdown" && v != "md" && v != "html" && v != "trace")
+  if (v != "text" && v != "json" && v != "markdown" && v != "md" && v != "html" && v != "trace" &&
+      v != "sarif" && v != "junit" && v != "github")
     return false;
   *out = v == "md" ? "markdown" : v;
   return true;
+}
+
+// Formats that are one document for the whole input (their findings name their job).
+bool OneDocument(const std::string& format) {
+  return format == "json" || format == "sarif" || format == "junit" || format == "github";
 }
 
 }  // namespace
 
 std::string RenderReportAs(const JobReport& r, const std::string& format, bool show_native) {
   if (format == "json") return RenderJson(r);
+  if (format == "sarif") return RenderSarif(r, kVersion);
+  if (format == "junit") return RenderJunit(r);
+  if (format == "github") return RenderGithub(r);
   if (format == "markdown") return RenderMarkdown(r, show_native);
   return RenderText(r, 100, show_native);
 }
@@ -148,14 +213,16 @@ std::string JobName(const std::string& job) { return job.empty() ? "(no job id)"
 // job (the reader's notes with the first). JSON stays one document: summary.jobs and the
 // job of each finding keep them apart. `parts` from SplitByJob: each job's events are
 // analysed and dropped in turn.
+template <typename Finish>
 std::string RenderJobSections(std::vector<LogSet> parts, const std::string& format, Symbolizer* sym,
-                              bool show_native, int64_t* hazards) {
+                              bool show_native, int64_t* hazards, Finish finish) {
   std::string head = "forkguard: " + std::to_string(parts.size()) + " jobs in the logs:";
   std::string body;
   for (size_t i = 0; i < parts.size(); ++i) {
     std::string id = parts[i].processes.empty() ? "" : parts[i].processes[0].job;
     JobReport r = BuildJobReport(parts[i], sym);
     parts[i] = LogSet();
+    finish(&r, &id);
     *hazards += r.hazard_forks;
     const JobSummary& j = r.jobs.at(0);
     head += std::string(i == 0 ? " " : "; ") + JobName(id) + " (" +
@@ -183,10 +250,12 @@ bool SetReportOption(const std::string& name, const std::string& v, ReportOption
   using flags::UsageError;
   if (name == "format") {
     if (!ParseFormat(v, &o->format))
-      throw UsageError("--format takes text, json, markdown, html or trace");
+      throw UsageError("--format takes text, json, markdown, html, trace, sarif, junit or github");
   } else if (name == "fail-on") {
-    if (v != "hazard" && v != "never") throw UsageError("--fail-on takes hazard or never");
+    if (v != "hazard" && v != "new-hazard" && v != "never")
+      throw UsageError("--fail-on takes hazard, new-hazard or never");
     o->fail_on_hazard = v == "hazard";
+    o->fail_on_new_hazard = v == "new-hazard";
   } else if (name == "no-symbolize") {
     o->symbolize = false;
   } else if (name == "native") {
@@ -202,8 +271,17 @@ bool SetReportOption(const std::string& name, const std::string& v, ReportOption
   return true;
 }
 
-std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards,
+std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards, int64_t* new_sites,
                        const std::function<void(std::string_view)>* stream) {
+  if (o.fail_on_new_hazard && o.baseline.empty())
+    throw flags::UsageError("--fail-on new-hazard needs --baseline OLD.json");
+  std::optional<SuppressionFile> supp;
+  if (!o.suppressions.empty()) supp = LoadSuppressionFile(o.suppressions, "forkguard report");
+  std::optional<Baseline> baseline;
+  if (!o.baseline.empty()) baseline = LoadBaseline(o.baseline);
+  int64_t fresh = 0;
+  if (new_sites == nullptr) new_sites = &fresh;
+  *new_sites = 0;
   // The processes that ran without the shim, after a text or markdown report.
   std::string unwatched;
   if (o.format == "text" || o.format == "markdown")
@@ -231,10 +309,24 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards,
   Symbolizer sym;
   Symbolizer* symbolizer = o.symbolize ? &sym : nullptr;
   *hazards = 0;
-  if (o.format == "html" || o.format == "trace") {
-    // One page or trace for the whole input: its findings and processes name their job.
+  // Suppressed forks (by the file here, or by the shim at run time) leave the findings.
+  SuppressionTally tally;
+  ApplySuppressions(&logs, supp ? &*supp : nullptr, symbolizer, &tally);
+  // What the report command adds to a job's report: suppression use and the baseline.
+  auto finish = [&](JobReport* r, const std::string* job) {
+    FillSuppressionUse(tally, supp ? &*supp : nullptr, job, r);
+    if (baseline) {
+      *new_sites += MarkNewSites(*baseline, r);
+    } else {
+      *new_sites += static_cast<int64_t>(r->hazard_groups.size());
+    }
+  };
+  if (o.format == "html" || o.format == "trace" || o.emit_suppressions) {
+    // One page, trace or file for the whole input: its findings and processes name their job.
     JobReport r = BuildJobReport(logs, symbolizer);
+    finish(&r, nullptr);
     *hazards = r.hazard_forks;
+    if (o.emit_suppressions) return EmitSuppressions(r);
     Timeline t = BuildTimeline(logs, r);
     logs = LogSet();  // the report and timeline hold what is drawn
     if (o.format == "trace" && stream) {
@@ -243,19 +335,28 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards,
     }
     return o.format == "html" ? RenderHtml(r, t) : RenderTrace(r, t);
   }
-  if (ids.size() > 1 && o.format != "json")
+  if (ids.size() > 1 && !OneDocument(o.format))
     return RenderJobSections(SplitByJob(std::move(logs)), o.format, symbolizer, o.show_native,
-                             hazards) +
+                             hazards, finish) +
            unwatched;
   JobReport r = BuildJobReport(logs, symbolizer);
+  finish(&r, ids.size() == 1 ? &ids[0] : nullptr);
   *hazards = r.hazard_forks;
   return RenderReportAs(r, o.format, o.show_native) + unwatched;
 }
 
-const std::vector<option> kReportOptions =
-    OptionTable({{"job", required_argument, nullptr, 0}}, kReportMakingOptions);
+const std::vector<option> kReportOptions = OptionTable(
+    {
+        {"job", required_argument, nullptr, 0},
+        {"suppressions", required_argument, nullptr, 0},
+        {"emit-suppressions", no_argument, nullptr, 0},
+        {"baseline", required_argument, nullptr, 0},
+    },
+    kReportMakingOptions);
 
-int ReportMain(int argc, char** argv) {
+namespace {
+
+int Report(int argc, char** argv) {
   // Paths and options in any order; after "--" only paths; "-" is standard input.
   flags::Options opts =
       flags::Options::Parse(argc, argv, kReportOptions.data(), flags::Positionals::kAnywhere);
@@ -265,24 +366,43 @@ int ReportMain(int argc, char** argv) {
   }
   ReportOptions o;
   // Every value given is checked, in command-line order; the last one wins.
-  for (const auto& [name, v] : opts.given())
-    if (!SetReportOption(name, v, &o) && name == "job") o.job = v;
+  for (const auto& [name, v] : opts.given()) {
+    if (SetReportOption(name, v, &o)) continue;
+    if (name == "job") o.job = v;
+    if (name == "suppressions") o.suppressions = v;
+    if (name == "emit-suppressions") o.emit_suppressions = true;
+    if (name == "baseline") o.baseline = v;
+  }
   const std::vector<std::string>& paths = opts.positionals();
   if (paths.empty()) throw flags::UsageError("no logs given");
+  // A bad suppression file or baseline is reported before the logs are read.
+  if (!o.suppressions.empty()) LoadSuppressionFile(o.suppressions, "forkguard report");
+  if (!o.baseline.empty()) LoadBaseline(o.baseline);
   LogSet logs;
   ReadLogs(paths, &logs, o.threads);
-  int64_t hazards = 0;
+  int64_t hazards = 0, new_sites = 0;
   bool write_failed = false;
   std::function<void(std::string_view)> stream = [&](std::string_view s) {
     if (!write_failed && fwrite(s.data(), 1, s.size(), stdout) != s.size()) write_failed = true;
   };
-  std::string out = RenderLogs(std::move(logs), o, &hazards, &stream);
+  std::string out = RenderLogs(std::move(logs), o, &hazards, &new_sites, &stream);
   if (fwrite(out.data(), 1, out.size(), stdout) != out.size() || fflush(stdout) != 0 ||
       write_failed) {
     perror("forkguard report: writing the report");
     return kExitInternal;
   }
+  if (o.fail_on_new_hazard) return new_sites > 0 ? kExitHazard : kExitOk;
   return o.fail_on_hazard && hazards > 0 ? kExitHazard : kExitOk;
+}
+
+}  // namespace
+
+int ReportMain(int argc, char** argv) {
+  try {
+    return Report(argc, argv);
+  } catch (const BadSuppressionFile&) {
+    return kExitUsage;  // each bad line was printed as it was found
+  }
 }
 
 }  // namespace forkguard::cli

@@ -51,7 +51,7 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
   s.Set("ranks", Int(static_cast<int64_t>(r.ranks.size())));
   s.Set("forks", Int(r.forks));
   s.Set("hazard_forks", Int(r.hazard_forks));
-  s.Set("clean_forks", Int(r.forks - r.hazard_forks));
+  s.Set("clean_forks", Int(r.forks - r.hazard_forks - r.suppressed_forks));
   s.Set("hazard_sites", Int(static_cast<int64_t>(r.hazard_groups.size())));
   s.Set("spawns", Int(r.spawns));
   s.Set("children_segv", Int(static_cast<int64_t>(r.deaths.size())));

@@ -7,6 +7,8 @@
 #include <map>
 
 #include "cli/format.h"
+#include "cli/report_baseline.h"
+#include "cli/report_suppressions.h"
 #include "cli/stack_view.h"
 #include "shim/fix_text.h"
 
@@ -124,7 +126,8 @@ std::string SummaryLine(const JobReport& r) {
   s += " on " + Plural(static_cast<int64_t>(r.hosts.size()), "host", "hosts") + ", " +
        Plural(r.forks, "fork", "forks") + ": " + std::to_string(r.hazard_forks) + " hazardous at " +
        Plural(static_cast<int64_t>(r.hazard_groups.size()), "call site", "call sites") + ", " +
-       std::to_string(r.forks - r.hazard_forks) + " clean";
+       std::to_string(r.forks - r.hazard_forks - r.suppressed_forks) + " clean";
+  if (r.suppressed_forks > 0) s += ", " + std::to_string(r.suppressed_forks) + " suppressed";
   return s;
 }
 
@@ -336,6 +339,8 @@ std::string RenderText(const JobReport& r, int width_in, bool show_native) {
     if (loc.empty()) loc = g.site.empty() ? "<unknown call site>" : "site " + g.site;
     std::string head = loc + ": hazard: fork() after RDMA initialization";
     if (g.count > 1) head += " ×" + std::to_string(g.count);
+    if (static_cast<size_t>(id) <= r.hazard_new.size())
+      head += r.hazard_new[id - 1] ? " (new: not in the baseline)" : " (in the baseline)";
     out += "\n" + Wrap("", "    ",
                        head + " " + ProcessesPhrase(g) + " [" + std::to_string(id) + "/" +
                            std::to_string(r.hazard_groups.size()) + "]",
@@ -356,6 +361,9 @@ std::string RenderText(const JobReport& r, int width_in, bool show_native) {
         Wrap("  note:", "      ", "action: " + ActionsPhrase(g) + "; " + ChildrenPhrase(g), width);
     out += Wrap("  help:", "      ", FixFor(g), width);
   }
+
+  out += BaselineText(r, width);
+  out += SuppressionsText(r, width);
 
   if (!r.clean_groups.empty()) {
     int64_t n = 0;
@@ -500,7 +508,7 @@ JsonValue ReportToJsonImpl(const JobReport& r, bool forks_marker) {
   s.Set("ranks", RankArray(r.ranks));
   s.Set("forks", Int(r.forks));
   s.Set("hazard_forks", Int(r.hazard_forks));
-  s.Set("clean_forks", Int(r.forks - r.hazard_forks));
+  s.Set("clean_forks", Int(r.forks - r.hazard_forks - r.suppressed_forks));
   s.Set("hazard_sites", Int(static_cast<int64_t>(r.hazard_groups.size())));
   s.Set("spawns", Int(r.spawns));
   s.Set("children_segv", Int(static_cast<int64_t>(r.deaths.size())));
@@ -526,6 +534,13 @@ JsonValue ReportToJsonImpl(const JobReport& r, bool forks_marker) {
   JsonValue clean = JsonValue::Array();
   for (const auto& g : r.clean_groups) clean.Push(GroupJson(r, g, ++id));
   o.Set("clean_sites", std::move(clean));
+  if (!r.suppressed_groups.empty()) {
+    JsonValue sup = JsonValue::Array();
+    for (const auto& g : r.suppressed_groups) sup.Push(GroupJson(r, g, ++id));
+    o.Set("suppressed_sites", std::move(sup));
+  }
+  AddSuppressionsJson(r, &o);
+  AddBaselineJson(r, &o);
 
   JsonValue inits = JsonValue::Array();
   for (const auto& in : r.inits) {

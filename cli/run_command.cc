@@ -22,8 +22,8 @@
 #include "cli/commands.h"
 #include "cli/event_log.h"
 #include "cli/shim_locator.h"
-#include "facts/pin_probe.h"
 #include "cli/unwatched.h"
+#include "facts/pin_probe.h"
 #include "flags/flags.h"
 
 extern char** environ;
@@ -36,7 +36,8 @@ const char kRunHelp[] = R"(NAME
 SYNOPSIS
     forkguard run [--mode warn|error|abort|off] [--log DIR] [--keep-log]
                   [--audit|--no-audit] [--fail-on hazard|never] [--require-watched]
-                  [--format text|json|markdown|html|trace] [--no-symbolize]
+                  [--format text|json|markdown|html|trace|sarif|junit|github]
+                  [--no-symbolize]
                   [--native] [--threads N] -- CMD [ARGS...]
 
 DESCRIPTION
@@ -79,14 +80,15 @@ OPTIONS
         module is found; --audit makes a missing module an error).
     --fail-on hazard|never
         hazard: exit 3 when the run had a hazardous fork, whatever CMD's status
-        (for CI gates). never (default): exit with CMD's status.
+        (for CI gates). never (default): exit with CMD's status. (new-hazard
+        is forkguard report's, with a baseline.)
     --require-watched
         Exit 4 when any process of the run ran without the shim: a program
         exec'd with an environment that dropped LD_PRELOAD (env -i,
         subprocess.run(env={})), a static binary, a set-user/group-ID program.
         The report lists them either way ("unwatched:"), each with its pid,
         program, parent and whether it held RDMA state when it was exec'd.
-    --format text|json|markdown|html|trace
+    --format text|json|markdown|html|trace|sarif|junit|github
         Format of the report printed at the end (default text), as forkguard
         report --help describes them. It goes to standard error, after CMD's
         own output there: to keep a page or trace apart, --log DIR and then
@@ -196,6 +198,8 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
       SetReportOption(name, v, &o.report);
     }
   }
+  if (o.report.fail_on_new_hazard)
+    throw UsageError("--fail-on new-hazard needs a baseline: forkguard report --baseline");
   o.cmd = opts.positionals();
   if (o.cmd.empty()) throw UsageError("no command given");
   return o;

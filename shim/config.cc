@@ -104,6 +104,17 @@ FORKGUARD_START_PATH Config ParseConfig(EnvLookup env, void* env_ctx, WarningSin
     }
   }
 
+  if (const char* v = env("FORKGUARD_SUPPRESSIONS", env_ctx); v != nullptr && v[0] != '\0') {
+    if (v[0] != '/') {
+      // Read again by every exec'd child: a relative path would follow their chdir.
+      Warn(warn, warn_ctx, "FORKGUARD_SUPPRESSIONS", v, "not an absolute path", "no suppressions");
+    } else if (strlen(v) >= sizeof(c.suppressions)) {
+      Warn(warn, warn_ctx, "FORKGUARD_SUPPRESSIONS", v, "path too long", "no suppressions");
+    } else {
+      strcpy(c.suppressions, v);
+    }
+  }
+
   if (const char* v = env("FORKGUARD_ALLOW", env_ctx); v != nullptr) {
     const char* p = v;
     bool reported_overflow = false;

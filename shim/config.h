@@ -25,7 +25,8 @@ struct Config {
   ReportPolicy report = ReportPolicy::kOnce;
   bool quiet = false;
   int stack_depth = kDefaultStackDepth;
-  char log_dir[1024] = {};  // empty: no event log
+  char log_dir[1024] = {};       // empty: no event log
+  char suppressions[1024] = {};  // FORKGUARD_SUPPRESSIONS (absolute path); empty: none
   int allow_count = 0;
   char allow[kMaxAllowPatterns][kMaxAllowPatternLen] = {};
 };

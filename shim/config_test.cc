@@ -40,10 +40,15 @@ TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
 
 TEST(ConfigTest, ParsesEveryVariable) {
   FakeEnv env;
-  env.vars = {{"FORKGUARD_MODE", "error"},    {"FORKGUARD_REPORT", "always"},
-              {"FORKGUARD_QUIET", "1"},       {"FORKGUARD_STACK_DEPTH", "8"},
-              {"FORKGUARD_LOG", "/tmp/logs"}, {"FORKGUARD_ALLOW", "libgloo, my_worker ,,x"}};
+  env.vars = {{"FORKGUARD_MODE", "error"},
+              {"FORKGUARD_REPORT", "always"},
+              {"FORKGUARD_QUIET", "1"},
+              {"FORKGUARD_STACK_DEPTH", "8"},
+              {"FORKGUARD_LOG", "/tmp/logs"},
+              {"FORKGUARD_ALLOW", "libgloo, my_worker ,,x"},
+              {"FORKGUARD_SUPPRESSIONS", "/etc/fg.supp"}};
   Config c = Parse(env);
+  EXPECT_STREQ(c.suppressions, "/etc/fg.supp");
   EXPECT_EQ(c.mode, Mode::kError);
   EXPECT_EQ(c.report, ReportPolicy::kAlways);
   EXPECT_TRUE(c.quiet);
@@ -81,13 +86,15 @@ TEST(ConfigTest, BadValuesGetSafeDefaults) {
   env.vars = {{"FORKGUARD_REPORT", "sometimes"},
               {"FORKGUARD_QUIET", "maybe"},
               {"FORKGUARD_STACK_DEPTH", "12abc"},
-              {"FORKGUARD_LOG", "relative/dir"}};
+              {"FORKGUARD_LOG", "relative/dir"},
+              {"FORKGUARD_SUPPRESSIONS", "fg.supp"}};
   Config c = Parse(env);
   EXPECT_EQ(c.report, ReportPolicy::kOnce);
   EXPECT_FALSE(c.quiet);
   EXPECT_EQ(c.stack_depth, 32);
   EXPECT_STREQ(c.log_dir, "");
-  ASSERT_EQ(env.warnings.size(), 4u);
+  EXPECT_STREQ(c.suppressions, "");
+  ASSERT_EQ(env.warnings.size(), 5u);
   for (const std::string& w : env.warnings) {
     EXPECT_EQ(w.rfind("forkguard: ignoring FORKGUARD_", 0), 0u) << w;
     EXPECT_NE(w.find("; using "), std::string::npos) << w;

@@ -34,6 +34,7 @@
 #include "shim/stack.h"
 #include "shim/start_path.h"
 #include "shim/stderr_line.h"
+#include "shim/suppressions.h"
 #include "shim/sys.h"
 #include "shim/verdict.h"
 
@@ -157,6 +158,64 @@ FORKGUARD_START_PATH const char* Getenv(const char* name, void* ctx) {
   return getenv(name);
 }
 
+// FORKGUARD_SUPPRESSIONS, parsed once by Init into mmap'd fixed storage (the fork path
+// only reads it); null when none is set or none of its lines is an entry.
+SuppressionSet* g_suppressions = nullptr;
+
+void SuppressionLineWarning(int line, const char* what, void* ctx) {
+  char buf[1280];
+  TextBuffer b(buf, sizeof(buf));
+  b.Str("forkguard: ignoring line ").Dec(line).Str(" of FORKGUARD_SUPPRESSIONS=");
+  b.Str(static_cast<const char*>(ctx)).Char(':').Dec(line).Str(": ").Str(what);
+  CollectWarning(b.data(), nullptr);
+}
+
+// Reads and parses the file (at most 1 MiB). A bad line is warned about and skipped; the
+// other entries apply. No malloc: the host may be anywhere in its start-up.
+void LoadSuppressions(const char* path) {
+  constexpr size_t kMaxBytes = 1 << 20;
+  char buf[1280];
+  TextBuffer why(buf, sizeof(buf));
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    why.Str("forkguard: ignoring FORKGUARD_SUPPRESSIONS=").Str(path).Str(": cannot open it (");
+    why.Str(strerror(errno)).Str("); using no suppressions");
+    CollectWarning(why.data(), nullptr);
+    return;
+  }
+  char* text = static_cast<char*>(MapAnonymous(kMaxBytes + 1));
+  size_t n = 0;
+  bool read_all = false;
+  while (text != nullptr && n <= kMaxBytes) {
+    ssize_t got = read(fd, text + n, kMaxBytes + 1 - n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      read_all = got == 0;
+      break;
+    }
+    n += static_cast<size_t>(got);
+  }
+  close(fd);
+  if (text == nullptr || !read_all || n > kMaxBytes) {
+    why.Str("forkguard: ignoring FORKGUARD_SUPPRESSIONS=").Str(path);
+    why.Str(n > kMaxBytes ? ": larger than 1 MiB" : ": cannot read it");
+    why.Str("; using no suppressions");
+    CollectWarning(why.data(), nullptr);
+    if (text != nullptr) munmap(text, kMaxBytes + 1);
+    return;
+  }
+  auto* set = static_cast<SuppressionSet*>(MapAnonymous(sizeof(SuppressionSet)));
+  if (set != nullptr) {
+    ParseSuppressions(text, n, set, SuppressionLineWarning, const_cast<char*>(path));
+    if (set->count > 0) {
+      g_suppressions = set;
+    } else {
+      munmap(set, sizeof(SuppressionSet));
+    }
+  }
+  munmap(text, kMaxBytes + 1);
+}
+
 ProcessIdentity Identity() {
   ProcessIdentity id;
   id.pid = getpid();
@@ -187,6 +246,7 @@ FORKGUARD_START_PATH void Init() {
   // themselves, not a copy on the stack (3 KiB, a page fault of its own in every process).
   EnvSummary env;
   ::new (&g_config) Config(ParseConfig(Getenv, &env, CollectWarning, nullptr, secure));
+  if (g_config.suppressions[0] != '\0') LoadSuppressions(g_config.suppressions);
   // The job's view of this process (rank, local rank, job id), not trusted under AT_SECURE.
   ::new (&g_job) JobIdentity(ReadJobIdentity(secure ? nullptr : Getenv, &env));
   char host[256];
@@ -369,6 +429,32 @@ bool MatchesAllowList(const RawStack& stack, const PythonStack& py) {
   return false;
 }
 
+// The FORKGUARD_SUPPRESSIONS entry that matches this hazardous fork, or null. Python frames
+// (function, file, line) and native ones (dynamic symbol, its C++ name, object); no
+// allocation (the storage is the decision's mmap'd scratch).
+const Suppression* MatchSuppressions(const RawStack& stack, const PythonStack& py, unsigned reasons,
+                                     SuppressionFrameFacts* frames, char (*demangled)[512]) {
+  if (g_suppressions == nullptr) return nullptr;
+  int n = 0;
+  for (int i = 0; i < py.depth; ++i) {
+    frames[n++] = {.func = py.frames[i].func, .file = py.frames[i].file, .line = py.frames[i].line};
+  }
+  for (int i = 0; i < stack.depth; ++i) {
+    SymbolizedFrame f = Symbolize(stack.ips[i], i > 0);
+    SuppressionFrameFacts& x = frames[n++];
+    x = {.func = f.sym, .lib = f.obj};
+    if (DemangleSymbol(f.sym, demangled[i], sizeof(demangled[i]))) x.demangled = demangled[i];
+  }
+  SuppressionQuery q;
+  q.kinds = reasons;
+  q.program = g_prog;
+  q.rank = g_rank;
+  q.frames = frames;
+  q.frame_count = n;
+  int at = MatchSuppression(*g_suppressions, q);
+  return at >= 0 ? &g_suppressions->entries[at] : nullptr;
+}
+
 // Clean fork: only logged (when a log is configured). No allocation. `interrupted`: a fork
 // from a signal handler that interrupted forkguard on this thread - no stack (the loader's
 // locks and this function's buffers may be mid-use), a small `partial` event.
@@ -537,6 +623,9 @@ struct Scratch {
     Vma dc[kMaxDcVmas];
     KindVma kinds[kMaxDcVmas];
     char message[kMessageBytes];
+    // Suppression matching: the fork's frames as the matcher sees them.
+    SuppressionFrameFacts frames[PythonStack::kMaxFrames + RawStack::kCapacity];
+    char demangled[RawStack::kCapacity][512];
   };
   Fixed* fixed = nullptr;
   // Per MR, in one mapping: its dc flag, the rule's answer, and the merged intervals.
@@ -731,8 +820,13 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via,
   d.hazard = true;
   uint64_t site = SiteOf(fork_stack, &fork_py);
   bool allowed = MatchesAllowList(fork_stack, fork_py);
+  const Suppression* suppressed =
+      allowed ? nullptr
+              : MatchSuppressions(fork_stack, fork_py, v.reasons, scratch.fixed->frames,
+                                  scratch.fixed->demangled);
+  bool silenced = allowed || suppressed != nullptr;
   // A query must not use up the site's one message: the fork that follows still prints it.
-  bool report = !allowed && query == nullptr &&
+  bool report = !silenced && query == nullptr &&
                 (g_config.report == ReportPolicy::kAlways || st.FirstTimeForSite(site));
 
   ForkReport r;
@@ -770,8 +864,9 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via,
   r.fix_text_library = fix == FixRule::kUcxForkInit ? r.fork_support.caller : "librdmacm";
   r.site = site;
   r.allowed = allowed;
+  r.suppressed = suppressed != nullptr ? suppressed->text : nullptr;
   r.reported = report && !g_config.quiet;
-  bool enforce = !allowed && v.enforceable();
+  bool enforce = !silenced && v.enforceable();
 
   if (query != nullptr) {
     TextBuffer msg(scratch.fixed->message, Scratch::kMessageBytes);

@@ -75,6 +75,8 @@ inline constexpr const char kKeyMr[] = "mr";
 inline constexpr const char kKeyCall[] = "call";
 inline constexpr const char kKeyDontfork[] = "dontfork";
 inline constexpr const char kDefaultRegCall[] = "ibv_reg_mr";
+// fork: the suppression entry (FORKGUARD_SUPPRESSIONS, canonical text) that silenced a hazard.
+inline constexpr const char kKeySuppressed[] = "suppressed";
 // mr_counts: `sites` entries carry `stack` (an id), `call` and `dontfork` as the site's
 // mr_register line had them (absent: ibv_reg_mr, not true), `n` registrations and their
 // `bytes` since the previous mr_counts record; `deregs` (only when not 0): deregistrations

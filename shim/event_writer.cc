@@ -121,6 +121,8 @@ void AppendFork(TextBuffer& b, EventLog& log, bool locked, const ForkReport& r) 
   }
   b.Str(",\"reported\":").Str(Bool(r.reported));
   if (v.hazard()) b.Str(",\"allowed\":").Str(Bool(r.allowed));
+  if (r.suppressed != nullptr)
+    b.Str(",\"").Str(schema::kKeySuppressed).Str("\":").JsonStr(r.suppressed);
   if (r.partial || r.fork_stack == nullptr) {
     // No stack: the loader's locks and the stack table may be mid-use on this thread.
     b.Str(",\"").Str(schema::kKeyStack).Str("\":[]");
@@ -320,8 +322,8 @@ void LogForkInit(int ret, int err, const char* caller) {
 
 const char* ForkActionName(const ForkReport& r) {
   if (r.mode == Mode::kOff) return "off";
-  // Allowed sites, clean forks, and hazards the modes do not apply to proceed.
-  if (r.allowed || !r.verdict.enforceable()) return "proceeded";
+  // Allowed and suppressed sites, clean forks, and hazards the modes do not apply to proceed.
+  if (r.allowed || r.suppressed != nullptr || !r.verdict.enforceable()) return "proceeded";
   switch (r.mode) {
     case Mode::kWarn:
       return "proceeded";

@@ -67,6 +67,9 @@ struct ForkReport {
   uint64_t site = 0;      // hash of the call site (fork_stack + fork_py)
   bool reported = false;  // the message was printed
   bool allowed = false;   // the site matched FORKGUARD_ALLOW: neither reported nor failed
+  // The FORKGUARD_SUPPRESSIONS entry (canonical text) that matched: neither reported nor
+  // failed, and logged with the entry so that the report counts it.
+  const char* suppressed = nullptr;
   // Decided without the tables (a fork from a signal handler that interrupted forkguard on
   // this thread): no snap, no stacks, no site; `partial_live` has the descriptor counts.
   bool partial = false;

@@ -51,6 +51,23 @@ void AppendSymbol(TextBuffer& out, const char* sym, bool demangle) {
   out.Str(sym);
 }
 
+}  // namespace
+
+bool DemangleSymbol(const char* sym, char* buf, size_t cap) {
+  TextBuffer out(buf, cap);
+  if (sym == nullptr || sym[0] != '_' || sym[1] != 'Z' ||
+      __gcclibcxx_demangle_callback == nullptr) {
+    return false;
+  }
+  if (__gcclibcxx_demangle_callback(sym, AppendDemangled, &out) != 0 || out.truncated()) {
+    out.Clear();
+    return false;
+  }
+  return out.size() > 0;
+}
+
+namespace {
+
 struct CodeRange {
   uintptr_t lo = 0;
   uintptr_t hi = 0;

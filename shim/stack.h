@@ -79,6 +79,10 @@ void FormatFrame(TextBuffer& out, int index, const SymbolizedFrame& f, bool dema
 // "func (obj+0xoff)".
 void FormatInnermostUserFrame(TextBuffer& out, const RawStack& stack, bool demangle);
 
+// The demangled name of a C++ symbol ("ns::f(int)") into buf; false (buf "") for other names
+// or when the demangler is not linked in. No malloc.
+bool DemangleSymbol(const char* sym, char* buf, size_t cap);
+
 // True when ip is the x86-64 signal return trampoline (the frame below it was interrupted).
 bool IsSignalTrampoline(uintptr_t ip);
 

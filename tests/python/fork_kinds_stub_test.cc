@@ -17,7 +17,8 @@ struct KindRun {
   std::vector<std::string> log;
 };
 
-KindRun RunKind(const std::string& kind, const std::string& mode, const std::string& fork_safe) {
+KindRun RunKind(const std::string& kind, const std::string& mode, const std::string& fork_safe,
+                const std::vector<std::string>& extra_env = {}) {
   std::string log_dir = MakeTempDir("fglog");
   std::string lib = Runfile("tests/stub_ibverbs/lib/libibverbs.so.1");
   std::vector<std::string> env = {"LD_PRELOAD=" + Runfile("shim/libforkguard.so"),
@@ -28,6 +29,7 @@ KindRun RunKind(const std::string& kind, const std::string& mode, const std::str
                                   "PYTHONDONTWRITEBYTECODE=1",
                                   "RDMAV_FORK_SAFE=" + fork_safe,
                                   "IBV_FORK_SAFE="};
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
   KindRun run;
   run.result =
       RunProgram({"/usr/bin/python3", Runfile("tests/python/fork_kinds.py"), kind}, env, 120);
@@ -68,6 +70,43 @@ TEST(ForkKindsStub, OsForkIsFailedWithTheOsForkFix) {
   EXPECT_NE(r.out.find("fork raised PermissionError"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.err.find("fix: call os.fork() before RDMA init"), std::string::npos) << r.err;
   EXPECT_FALSE(LinesWith(run.log, {"\"action\":\"failed\"", "\"fix\":\"python-fork\""}).empty());
+}
+
+std::string SuppressionFile(const std::string& text) {
+  std::string path = MakeTempDir("fgsupp") + "/fg.supp";
+  FILE* f = fopen(path.c_str(), "w");
+  EXPECT_NE(f, nullptr);
+  if (f != nullptr) {
+    fputs(text.c_str(), f);
+    fclose(f);
+  }
+  return path;
+}
+
+// FORKGUARD_SUPPRESSIONS matches Python frames: function, file and line of the os.fork().
+TEST(ForkKindsStub, SuppressedPythonForkIsNeitherWarnedNorFailed) {
+  std::string entry = "kind=* frame=func:main frame=file:fork_kinds.py:27";
+  KindRun run =
+      RunKind("osfork", "error", "", {"FORKGUARD_SUPPRESSIONS=" + SuppressionFile(entry + "\n")});
+  const ProgramResult& r = run.result;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("child exited 0"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(r.err.find("forkguard"), std::string::npos) << r.err;
+  EXPECT_EQ(LinesWith(run.log, {"\"verdict\":\"hazard\"", "\"action\":\"proceeded\"",
+                                "\"suppressed\":\"" + entry + "\""})
+                .size(),
+            1u)
+      << ::testing::PrintToString(run.log);
+}
+
+TEST(ForkKindsStub, SuppressionOfAnotherPythonLineChangesNothing) {
+  KindRun run = RunKind(
+      "osfork", "error", "",
+      {"FORKGUARD_SUPPRESSIONS=" + SuppressionFile("kind=* frame=file:fork_kinds.py:28\n")});
+  const ProgramResult& r = run.result;
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("fork raised PermissionError"), std::string::npos) << r.out << r.err;
+  EXPECT_TRUE(LinesWith(run.log, {"\"suppressed\""}).empty());
 }
 
 TEST(ForkKindsStub, MultiprocessingForkContextGetsTheForkserverFix) {

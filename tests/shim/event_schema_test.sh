@@ -2,7 +2,8 @@
 # docs/event-schema.json (JSON Schema 2020-12, python3-jsonschema) against real
 # shim output: the real libforkguard.so run now on tests/shim/fork_after_rdma
 # (stub libibverbs) in six scenarios (one registers from several threads at one
-# call site: mr_counts), the checked-in logs of the shim
+# call site: mr_counts), one with FORKGUARD_SUPPRESSIONS, one exec'd without the
+# shim, the checked-in logs of the shim
 # (cli/testdata/shim_v1, cli/testdata/real_rxe) and the job generator's logs.
 # Every complete line validates; a truncated last line is skipped; broken
 # lines are rejected.
@@ -23,6 +24,14 @@ for args in "" "--order=fork-first" "--fork-safe --touch-buffer" "--spawn" "--fo
 	FORKGUARD_LOG="$tmp/run$i" LD_LIBRARY_PATH="$stub" LD_PRELOAD="$shim" "$prog" $args \
 		> "$tmp/run$i.out" 2>&1 || { echo "FAIL: fork_after_rdma $args"; cat "$tmp/run$i.out"; exit 1; }
 done
+# A fork FORKGUARD_SUPPRESSIONS silenced (the event names the entry).
+printf 'kind=* frame=func:fg_test_fork_*\n' > "$tmp/fg.supp"
+mkdir "$tmp/run_supp"
+FORKGUARD_SUPPRESSIONS="$tmp/fg.supp" FORKGUARD_LOG="$tmp/run_supp" LD_LIBRARY_PATH="$stub" \
+	LD_PRELOAD="$shim" "$prog" --fork-safe > "$tmp/run_supp.out" 2>&1 ||
+	{ echo "FAIL: fork_after_rdma with suppressions"; cat "$tmp/run_supp.out"; exit 1; }
+grep -q '"suppressed":"kind=\* frame=func:fg_test_fork_\*"' "$tmp"/run_supp/*.jsonl ||
+	{ echo "FAIL: no suppressed fork event"; cat "$tmp"/run_supp/*.jsonl; exit 1; }
 # A program exec'd without the shim (env -i drops LD_PRELOAD): unwatched_exec in a file of
 # its own.
 mkdir "$tmp/run_unwatched"

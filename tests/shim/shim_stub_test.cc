@@ -496,6 +496,80 @@ TEST(ShimStubConfig, AllowListedCallSiteIsNeitherPrintedNorFailed) {
   EXPECT_EQ("proceeded", forks[0].json.String("action")) << Ctx(r);
 }
 
+std::string WriteSuppressionFile(const std::string& text) {
+  std::string path = MakeTempDir("forkguard-supp") + "/forkguard.supp";
+  FILE* f = fopen(path.c_str(), "w");
+  EXPECT_NE(nullptr, f);
+  if (f == nullptr) return path;
+  fputs(text.c_str(), f);
+  fclose(f);
+  return path;
+}
+
+// FORKGUARD_SUPPRESSIONS: the fork proceeds in error mode, nothing is printed, and the event
+// names the entry (the report counts it).
+TEST(ShimStubConfig, SuppressedCallSiteIsNeitherWarnedNorFailedAndLogsItsEntry) {
+  std::string path = WriteSuppressionFile(
+      "# the stub's worker\n"
+      "kind=child-segv,inherited-rdma frame=func:fg_test_fork_*   # glob\n");
+  ShimRun r = Stub({"--fork-safe"}, "error", {"FORKGUARD_SUPPRESSIONS=" + path});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ("", r.proc.err) << Ctx(r);
+  EXPECT_EQ(1u, r.report.children.size()) << "a suppressed fork must not fail\n" << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ("hazard", forks[0].json.String("verdict")) << Ctx(r);
+  EXPECT_EQ("proceeded", forks[0].json.String("action")) << Ctx(r);
+  EXPECT_FALSE(forks[0].json["allowed"].boolean) << Ctx(r);
+  EXPECT_EQ("kind=child-segv,inherited-rdma frame=func:fg_test_fork_*",
+            forks[0].json.String("suppressed"))
+      << Ctx(r);
+}
+
+// An entry silences a fork only when it names every reason of the verdict.
+TEST(ShimStubConfig, SuppressionWithoutEveryReasonChangesNothing) {
+  std::string path = WriteSuppressionFile("kind=inherited-rdma frame=func:fg_test_fork_worker\n");
+  ShimRun r = Stub({"--fork-safe"}, "error", {"FORKGUARD_SUPPRESSIONS=" + path});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_TRUE(r.report.children.empty()) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("fork failed: errno=1")) << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ("failed", forks[0].json.String("action")) << Ctx(r);
+  EXPECT_EQ("", forks[0].json.String("suppressed")) << Ctx(r);
+}
+
+// A bad line: one warning naming the file, the line and the valid keys; the good entries
+// still apply (here by the program's object name).
+TEST(ShimStubConfig, BadSuppressionLineIsOneWarningAndTheRestApplies) {
+  std::string path = WriteSuppressionFile(
+      "kind=child-segv frames=func:x\n"
+      "kind=* frame=lib:fork_after_rdma program=fork_after_rdma\n");
+  ShimRun r = Stub({"--fork-safe"}, "error", {"FORKGUARD_SUPPRESSIONS=" + path});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ(1u, r.report.children.size()) << Ctx(r);
+  EXPECT_EQ(1, std::count(r.proc.err.begin(), r.proc.err.end(), '\n')) << Ctx(r);
+  EXPECT_NE(std::string::npos,
+            r.proc.err.find("forkguard: ignoring line 1 of FORKGUARD_SUPPRESSIONS=" + path +
+                            ":1: unknown key \"frames\" (valid keys: kind="))
+      << Ctx(r);
+  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
+  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  EXPECT_EQ("kind=* frame=lib:fork_after_rdma program=fork_after_rdma",
+            forks[0].json.String("suppressed"))
+      << Ctx(r);
+}
+
+TEST(ShimStubConfig, RelativeSuppressionPathIsRefusedWithOneWarning) {
+  ShimRun r = Stub({"--fork-safe"}, "error", {"FORKGUARD_SUPPRESSIONS=fg.supp"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_NE(std::string::npos,
+            r.proc.err.find("forkguard: ignoring FORKGUARD_SUPPRESSIONS=fg.supp: not an absolute "
+                            "path; using no suppressions"))
+      << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("fork failed: errno=1")) << Ctx(r);
+}
+
 TEST(ShimStubConfig, AllowListThatMatchesNothingChangesNothing) {
   ShimRun r = Stub({"--fork-safe"}, "error", {"FORKGUARD_ALLOW=no_such_function"});
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);

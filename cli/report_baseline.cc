@@ -1,0 +1,130 @@
+#include "cli/report_baseline.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "cli/format.h"
+#include "cli/report_render.h"
+#include "flags/flags.h"
+
+namespace forkguard::cli {
+namespace {
+
+Stack StackFromJson(const JsonValue* a) {
+  Stack st;
+  if (a == nullptr || !a->is_array()) return st;
+  for (const JsonValue& x : a->array()) {
+    Frame f;
+    if (x.Find("py_func") != nullptr || x.Find("py_file") != nullptr) {
+      f.python = true;
+      f.py_func = x.GetString("py_func");
+      f.py_file = x.GetString("py_file");
+      f.py_line = x.GetInt("py_line", 0);
+    } else {
+      f.obj = x.GetString("obj");
+      f.sym = x.GetString("sym");
+      f.func = x.GetString("func");
+    }
+    st.push_back(std::move(f));
+  }
+  return st;
+}
+
+void AddKeys(const JsonValue* sites, std::set<std::string>* keys) {
+  if (sites == nullptr || !sites->is_array()) return;
+  for (const JsonValue& g : sites->array()) {
+    std::vector<std::string> reasons;
+    if (const JsonValue* r = g.Find("reasons"); r != nullptr && r->is_object())
+      for (const auto& [name, n] : r->members()) reasons.push_back(name);
+    keys->insert(BaselineKey(reasons, StackFromJson(g.Find("stack"))));
+  }
+}
+
+}  // namespace
+
+std::string BaselineKey(const std::vector<std::string>& reasons_in, const Stack& stack) {
+  std::vector<std::string> reasons = reasons_in;
+  std::sort(reasons.begin(), reasons.end());
+  reasons.erase(std::unique(reasons.begin(), reasons.end()), reasons.end());
+  std::string key;
+  for (const auto& r : reasons) key += (key.empty() ? "" : ",") + r;
+  key += "|";
+  bool python = std::any_of(stack.begin(), stack.end(), [](const Frame& f) { return f.python; });
+  for (const Frame& f : stack) {
+    if (f.python != python) continue;
+    if (python) {
+      key += f.py_func + "@" + Basename(f.py_file) + ";";
+    } else {
+      // The dynamic symbol is in every report (symbolized or not); libdw's name only
+      // where the shim saw none (static functions).
+      key += (!f.sym.empty() ? f.sym : f.func) + "@" + Basename(f.obj) + ";";
+    }
+  }
+  return key;
+}
+
+Baseline LoadBaseline(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw flags::UsageError("cannot read the baseline " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  JsonValue doc;
+  std::string error;
+  if (!ParseJson(ss.str(), &doc, &error))
+    throw flags::UsageError("the baseline " + path + " is not JSON (" + error + ")");
+  if (doc.GetString("schema") != kReportSchema)
+    throw flags::UsageError("the baseline " + path + " is not a forkguard report --format json (" +
+                            "schema \"" + kReportSchema + "\")");
+  Baseline b;
+  b.path = path;
+  AddKeys(doc.Find("findings"), &b.keys);
+  AddKeys(doc.Find("suppressed_sites"), &b.keys);
+  return b;
+}
+
+int MarkNewSites(const Baseline& b, JobReport* r) {
+  r->baseline_file = b.path;
+  r->hazard_new.clear();
+  int fresh = 0;
+  for (const ForkGroup& g : r->hazard_groups) {
+    std::vector<std::string> reasons;
+    for (const auto& [name, n] : g.reasons) reasons.push_back(name);
+    bool is_new = b.keys.count(BaselineKey(reasons, g.stack)) == 0;
+    r->hazard_new.push_back(is_new);
+    fresh += is_new;
+  }
+  return fresh;
+}
+
+std::string BaselineText(const JobReport& r, size_t width) {
+  if (r.baseline_file.empty()) return "";
+  int64_t fresh = std::count(r.hazard_new.begin(), r.hazard_new.end(), true);
+  int64_t known = static_cast<int64_t>(r.hazard_new.size()) - fresh;
+  return "\n" +
+         Fit("baseline " + r.baseline_file + ": " +
+                 Plural(fresh, "new hazardous call site", "new hazardous call sites") + ", " +
+                 std::to_string(known) + " already in the baseline",
+             width) +
+         "\n";
+}
+
+void AddBaselineJson(const JobReport& r, JsonValue* report) {
+  if (r.baseline_file.empty()) return;
+  JsonValue o = JsonValue::Object();
+  o.Set("file", JsonValue::String(r.baseline_file));
+  JsonValue ids = JsonValue::Array();
+  int64_t fresh = 0;
+  for (size_t i = 0; i < r.hazard_new.size(); ++i) {
+    if (!r.hazard_new[i]) continue;
+    ++fresh;
+    ids.Push(JsonValue::Int(static_cast<int64_t>(i) + 1));
+  }
+  o.Set("new_sites", JsonValue::Int(fresh));
+  o.Set("known_sites", JsonValue::Int(static_cast<int64_t>(r.hazard_new.size()) - fresh));
+  o.Set("new_finding_ids", std::move(ids));
+  report->Set("baseline", std::move(o));
+}
+
+}  // namespace forkguard::cli

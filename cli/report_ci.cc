@@ -1,0 +1,372 @@
+#include "cli/report_ci.h"
+
+#include <cctype>
+#include <cstdlib>
+
+#include "cli/format.h"
+#include "cli/json.h"
+#include "cli/report_baseline.h"
+#include "cli/report_render.h"
+#include "cli/stack_view.h"
+
+namespace forkguard::cli {
+namespace {
+
+constexpr const char* kKinds[] = {"child-segv", "parent-corruption", "inherited-rdma"};
+
+const char* KindTitle(const std::string& kind) {
+  if (kind == "child-segv") return "fork after RDMA init: children SIGSEGV on registered memory";
+  if (kind == "parent-corruption") return "fork after RDMA init: silent parent memory corruption";
+  if (kind == "inherited-rdma") return "fork after RDMA init: child inherits unusable RDMA objects";
+  return "fork after RDMA init";
+}
+
+// SARIF level and GitHub command of a kind: the two that lose data or kill are errors.
+bool IsError(const std::string& kind) { return kind != "inherited-rdma"; }
+
+std::string Message(const ForkGroup& g) {
+  std::string reasons;
+  for (const auto& [k, n] : g.reasons) reasons += (reasons.empty() ? "" : ", ") + k;
+  std::string s = "fork() after RDMA initialization";
+  if (g.count > 1) s += " ×" + std::to_string(g.count);
+  s += " " + ProcessesPhrase(g) + " (" + reasons + "). ";
+  if (!g.init_call.empty()) {
+    SourceSpot init = SiteSpot(g.init_stack);
+    s += "RDMA was first initialized by " + g.init_call +
+         (g.init_device.empty() ? "" : " on " + g.init_device) +
+         (init.file.empty() ? "" : " at " + init.file + ":" + std::to_string(init.line)) + ". ";
+  }
+  return s + "Fix: " + FixFor(g);
+}
+
+// GitHub links an annotation (and code scanning a SARIF result) to a file by its path in
+// the repository: inside a workflow, paths under $GITHUB_WORKSPACE are made relative to it.
+std::string RepoPath(const std::string& path) {
+  const char* ws = getenv("GITHUB_WORKSPACE");
+  if (ws == nullptr || ws[0] == '\0') return path;
+  std::string root = ws;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  if (path.size() > root.size() + 1 && path.compare(0, root.size(), root) == 0 &&
+      path[root.size()] == '/')
+    return path.substr(root.size() + 1);
+  return path;
+}
+
+// A URI reference for a path: absolute paths as file:// URIs, relative ones as they are,
+// everything outside the unreserved set and '/' percent-encoded.
+std::string PathUri(const std::string& path) {
+  std::string out = path.size() > 0 && path[0] == '/' ? "file://" : "";
+  static const char kHex[] = "0123456789ABCDEF";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+JsonValue Text(const std::string& s) {
+  JsonValue o = JsonValue::Object();
+  o.Set("text", JsonValue::String(s));
+  return o;
+}
+
+// A SARIF location for a stack's site: physical (file:line) when symbolized, and a logical
+// location naming the function.
+JsonValue SarifLocation(const Stack& st, int id, const std::string& message) {
+  SourceSpot spot = SiteSpot(st);
+  JsonValue loc = JsonValue::Object();
+  if (id > 0) loc.Set("id", JsonValue::Int(id));
+  if (!spot.file.empty()) {
+    JsonValue phys = JsonValue::Object();
+    JsonValue art = JsonValue::Object();
+    art.Set("uri", JsonValue::String(PathUri(RepoPath(spot.file))));
+    phys.Set("artifactLocation", std::move(art));
+    if (spot.line > 0) {
+      JsonValue region = JsonValue::Object();
+      region.Set("startLine", JsonValue::Int(spot.line));
+      phys.Set("region", std::move(region));
+    }
+    loc.Set("physicalLocation", std::move(phys));
+  }
+  std::string name = !spot.function.empty() ? spot.function : SiteHeading(st);
+  if (!name.empty()) {
+    JsonValue ll = JsonValue::Object();
+    ll.Set("name", JsonValue::String(name));
+    ll.Set("kind", JsonValue::String("function"));
+    JsonValue lls = JsonValue::Array();
+    lls.Push(std::move(ll));
+    loc.Set("logicalLocations", std::move(lls));
+  }
+  if (!message.empty()) loc.Set("message", Text(message));
+  return loc;
+}
+
+std::string XmlEscape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        // XML 1.0 allows no control characters but tab and newline.
+        if (c < 0x20 && c != '\n' && c != '\t') {
+          out += '?';
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+// Workflow command escaping (GitHub's toolkit: escapeData / escapeProperty).
+std::string GhData(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '%') {
+      out += "%25";
+    } else if (c == '\r') {
+      out += "%0D";
+    } else if (c == '\n') {
+      out += "%0A";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string GhProperty(const std::string& s) {
+  std::string out;
+  for (char c : GhData(s)) {
+    if (c == ':') {
+      out += "%3A";
+    } else if (c == ',') {
+      out += "%2C";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string SiteName(const ForkGroup& g) {
+  std::string where = SiteHeading(g.stack);
+  return where.empty() ? (g.site.empty() ? "<unknown call site>" : "site " + g.site) : where;
+}
+
+bool IsNew(const JobReport& r, size_t i) { return i >= r.hazard_new.size() || r.hazard_new[i]; }
+
+}  // namespace
+
+std::string PrimaryKind(const ForkGroup& g) {
+  for (const char* k : kKinds)
+    if (g.reasons.count(k)) return k;
+  return g.reasons.empty() ? "inherited-rdma" : g.reasons.begin()->first;
+}
+
+SourceSpot SiteSpot(const Stack& s) {
+  SourceSpot spot;
+  StackView v = ViewStack(s);
+  if (v.python) {
+    const Frame& f = s[v.head];
+    spot.file = f.py_file;
+    spot.line = static_cast<int>(f.py_line);
+    spot.function = f.py_func;
+    return spot;
+  }
+  for (const Frame& f : s) {
+    if (IsPlumbingFrame(f)) continue;
+    if (spot.function.empty()) spot.function = !f.func.empty() ? f.func : f.sym;
+    if (!f.src_file.empty()) {
+      spot.file = f.src_file;
+      spot.line = f.src_line;
+      if (!f.func.empty()) spot.function = f.func;
+      return spot;
+    }
+  }
+  return spot;
+}
+
+std::string RenderSarif(const JobReport& r, const std::string& version) {
+  JsonValue rules = JsonValue::Array();
+  for (const char* k : kKinds) {
+    JsonValue rule = JsonValue::Object();
+    rule.Set("id", JsonValue::String(k));
+    rule.Set("name", JsonValue::String(k));
+    rule.Set("shortDescription", Text(KindTitle(k)));
+    rule.Set("fullDescription", Text(ExplainReason(k)));
+    JsonValue conf = JsonValue::Object();
+    conf.Set("level", JsonValue::String(IsError(k) ? "error" : "warning"));
+    rule.Set("defaultConfiguration", std::move(conf));
+    rule.Set("help", Text("Create the loader workers before RDMA initialization, or start them "
+                          "with spawn/forkserver (posix_spawn) instead of fork."));
+    rules.Push(std::move(rule));
+  }
+  JsonValue driver = JsonValue::Object();
+  driver.Set("name", JsonValue::String("forkguard"));
+  driver.Set("version", JsonValue::String(version));
+  driver.Set("semanticVersion", JsonValue::String(version));
+  driver.Set("rules", std::move(rules));
+  JsonValue tool = JsonValue::Object();
+  tool.Set("driver", std::move(driver));
+
+  JsonValue results = JsonValue::Array();
+  auto add = [&](const ForkGroup& g, int id, const char* suppression, bool baseline_known) {
+    std::string kind = PrimaryKind(g);
+    JsonValue res = JsonValue::Object();
+    res.Set("ruleId", JsonValue::String(kind));
+    int index = 0;
+    for (int i = 0; i < 3; ++i)
+      if (kind == kKinds[i]) index = i;
+    res.Set("ruleIndex", JsonValue::Int(index));
+    res.Set("level", JsonValue::String(IsError(kind) ? "error" : "warning"));
+    res.Set("message", Text(Message(g)));
+    JsonValue locs = JsonValue::Array();
+    locs.Push(SarifLocation(g.stack, 0, ""));
+    res.Set("locations", std::move(locs));
+    if (!g.init_call.empty()) {
+      JsonValue rel = JsonValue::Array();
+      rel.Push(SarifLocation(g.init_stack, 1,
+                             "RDMA first initialized here (" + g.init_call +
+                                 (g.init_device.empty() ? "" : " on " + g.init_device) + ")"));
+      res.Set("relatedLocations", std::move(rel));
+    }
+    if (baseline_known) res.Set("baselineState", JsonValue::String("unchanged"));
+    if (!r.baseline_file.empty() && !baseline_known)
+      res.Set("baselineState", JsonValue::String("new"));
+    if (suppression != nullptr) {
+      JsonValue sup = JsonValue::Object();
+      sup.Set("kind", JsonValue::String("external"));
+      sup.Set("status", JsonValue::String("accepted"));
+      sup.Set("justification", JsonValue::String(suppression));
+      JsonValue sups = JsonValue::Array();
+      sups.Push(std::move(sup));
+      res.Set("suppressions", std::move(sups));
+    }
+    // Stable across moved lines (the baseline's key): what code scanning tracks results by.
+    std::vector<std::string> reasons;
+    for (const auto& [name, n] : g.reasons) reasons.push_back(name);
+    JsonValue fp = JsonValue::Object();
+    fp.Set("forkguardSite/v1", JsonValue::String(BaselineKey(reasons, g.stack)));
+    res.Set("partialFingerprints", std::move(fp));
+    JsonValue props = JsonValue::Object();
+    props.Set("reportId", JsonValue::Int(id));
+    props.Set("forks", JsonValue::Int(g.count));
+    props.Set("processes", JsonValue::Int(static_cast<int64_t>(g.processes.size())));
+    JsonValue ranks = JsonValue::Array();
+    for (int64_t x : g.ranks) ranks.Push(JsonValue::Int(x));
+    props.Set("ranks", std::move(ranks));
+    JsonValue kinds = JsonValue::Array();
+    for (const auto& [name, n] : g.reasons) kinds.Push(JsonValue::String(name));
+    props.Set("reasons", std::move(kinds));
+    if (!g.job.empty()) props.Set("job", JsonValue::String(g.job));
+    res.Set("properties", std::move(props));
+    results.Push(std::move(res));
+  };
+  int id = 0;
+  for (size_t i = 0; i < r.hazard_groups.size(); ++i)
+    add(r.hazard_groups[i], ++id, nullptr, !IsNew(r, i));
+  id += static_cast<int>(r.clean_groups.size());
+  for (const ForkGroup& g : r.suppressed_groups) add(g, ++id, "forkguard suppression file", false);
+
+  JsonValue run = JsonValue::Object();
+  run.Set("tool", std::move(tool));
+  run.Set("results", std::move(results));
+  JsonValue runs = JsonValue::Array();
+  runs.Push(std::move(run));
+  JsonValue doc = JsonValue::Object();
+  doc.Set("$schema", JsonValue::String(kSarifSchemaUri));
+  doc.Set("version", JsonValue::String("2.1.0"));
+  doc.Set("runs", std::move(runs));
+  return WriteJson(doc) + "\n";
+}
+
+std::string RenderJunit(const JobReport& r) {
+  int64_t failures = 0, skipped = 0;
+  for (size_t i = 0; i < r.hazard_groups.size(); ++i) (IsNew(r, i) ? failures : skipped) += 1;
+  skipped += static_cast<int64_t>(r.suppressed_groups.size());
+  int64_t tests = static_cast<int64_t>(r.hazard_groups.size() + r.suppressed_groups.size() +
+                                       r.clean_groups.size());
+  std::string counts = " tests=\"" + std::to_string(tests) + "\" failures=\"" +
+                       std::to_string(failures) + "\" errors=\"0\" skipped=\"" +
+                       std::to_string(skipped) + "\"";
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += "<testsuites name=\"forkguard\"" + counts + ">\n";
+  out += "  <testsuite name=\"forkguard\"" + counts + ">\n";
+  auto testcase = [&](const ForkGroup& g, const std::string& classname, const std::string& body) {
+    SourceSpot spot = SiteSpot(g.stack);
+    out += "    <testcase classname=\"" + XmlEscape(classname) + "\" name=\"" +
+           XmlEscape(SiteName(g)) + "\"";
+    if (!spot.file.empty())
+      out += " file=\"" + XmlEscape(spot.file) + "\" line=\"" + std::to_string(spot.line) + "\"";
+    out += body.empty() ? "/>\n" : ">\n" + body + "    </testcase>\n";
+  };
+  for (size_t i = 0; i < r.hazard_groups.size(); ++i) {
+    const ForkGroup& g = r.hazard_groups[i];
+    std::string kind = PrimaryKind(g);
+    std::string body;
+    if (IsNew(r, i)) {
+      std::string detail = "fork called at:\n";
+      for (const auto& l : StackLines(g.stack, false)) detail += "  " + l + "\n";
+      if (!g.init_call.empty()) {
+        detail += InitPhrase(g) + "\n";
+        for (const auto& l : StackLines(g.init_stack, false)) detail += "  " + l + "\n";
+      }
+      body = "      <failure type=\"" + XmlEscape(kind) + "\" message=\"" + XmlEscape(Message(g)) +
+             "\">" + XmlEscape(detail) + "</failure>\n";
+    } else {
+      body = "      <skipped message=\"in the baseline " + XmlEscape(r.baseline_file) + "\"/>\n";
+    }
+    testcase(g, "forkguard." + kind, body);
+  }
+  for (const ForkGroup& g : r.suppressed_groups)
+    testcase(g, "forkguard." + PrimaryKind(g),
+             "      <skipped message=\"suppressed (" +
+                 XmlEscape(r.suppressions_file.empty() ? "by the shim" : r.suppressions_file) +
+                 ")\"/>\n");
+  for (const ForkGroup& g : r.clean_groups) testcase(g, "forkguard.clean", "");
+  out += "  </testsuite>\n</testsuites>\n";
+  return out;
+}
+
+std::string RenderGithub(const JobReport& r) {
+  std::string out;
+  for (size_t i = 0; i < r.hazard_groups.size(); ++i) {
+    const ForkGroup& g = r.hazard_groups[i];
+    std::string kind = PrimaryKind(g);
+    const char* command = !IsNew(r, i) ? "notice" : IsError(kind) ? "error" : "warning";
+    SourceSpot spot = SiteSpot(g.stack);
+    std::string props;
+    if (!spot.file.empty()) {
+      props += "file=" + GhProperty(RepoPath(spot.file));
+      if (spot.line > 0) props += ",line=" + std::to_string(spot.line);
+      props += ",";
+    }
+    props += "title=" + GhProperty("forkguard " + kind + ": " + KindTitle(kind) +
+                                   (IsNew(r, i) ? "" : " (in the baseline)"));
+    out += "::" + std::string(command) + " " + props +
+           "::" + GhData(SiteName(g) + ": " + Message(g)) + "\n";
+  }
+  return out;
+}
+
+}  // namespace forkguard::cli
