@@ -22,7 +22,8 @@
 namespace {
 
 const char* const kVars[] = {"FORKGUARD_MODE",        "FORKGUARD_REPORT", "FORKGUARD_QUIET",
-                             "FORKGUARD_STACK_DEPTH", "FORKGUARD_LOG",    "FORKGUARD_ALLOW"};
+                             "FORKGUARD_STACK_DEPTH", "FORKGUARD_LOG",    "FORKGUARD_ALLOW",
+                             "FORKGUARD_SUPPRESSIONS"};
 constexpr int kVarCount = sizeof(kVars) / sizeof(kVars[0]);
 
 struct Env {
