@@ -1359,12 +1359,16 @@ void OnExec(const char* path) {
   // Async-signal-safe: a child may exec right after fork.
   if (g_ready && g_config.mode != Mode::kOff) CheckUnseenChild();
   if (IsHazardousChild()) ChildNoteExec(path);
+  // Not from a vfork child: it shares its parent's memory (its log state, its counts, the
+  // cached pid) but not its descriptors, which it may have closed (close_fds), and its exec
+  // is another pid's. A write there would fail and mark the parent's log broken.
+  pid_t vfork_from = ThisThreadForks().vfork_from;
+  if (vfork_from != 0 && getpid() != vfork_from) return;
   LogExec(path);
   // The counts not written yet: the image that counted them is about to go (its destructor
-  // never runs). Not from a vfork child: it shares its parent's memory, and counts.
+  // never runs).
   if (NoLog()) return;
-  pid_t vfork_from = ThisThreadForks().vfork_from;
-  if (vfork_from == 0 || getpid() == vfork_from) FlushEventCounts();
+  FlushEventCounts();
 }
 
 }  // namespace forkguard::core
