@@ -123,7 +123,9 @@ slurm_package() {
 	[[ "$deps" == *"slurm-wlm-basic-plugins (>= $major), slurm-wlm-basic-plugins (<< $next)"* ]] ||
 		{ echo "Depends lacks the Slurm major release $major"; return 1; }
 	rm -rf "$x" && dpkg-deb -x "$SLURMDEB" "$x" || return 1
-	for f in plugin_name plugin_type spank_plugin_version spank_options slurm_spank_init slurm_spank_task_init; do
+	# No spank_options[] table: --forkguard is registered from slurm_spank_init with
+	# spank_option_register (sbatch ignores a plugin's table).
+	for f in plugin_name plugin_type spank_plugin_version slurm_spank_init slurm_spank_task_init; do
 		nm -D --defined-only "$x/usr/lib/$MA/slurm-wlm/spank_forkguard.so" | grep -qw "$f" || { echo "the plugin lacks $f"; return 1; }
 	done
 	grep -qx "optional /usr/lib/$MA/slurm-wlm/spank_forkguard.so default=off mode=warn" \
