@@ -771,16 +771,23 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via,
   in.kind_vmas = kinds;
   in.kind_count = kinds_stored;
   in.machine = &machine;
+  // A query's answer for a fork that is not a hazard (no stacks before they are captured).
+  auto answer_clean = [&](const ForkVerdict& verdict, const RawStack* stack,
+                          const PythonStack* py) {
+    ForkReport r;
+    r.verdict = verdict;
+    r.snap = &snap;
+    r.mr_dontfork = scratch.mr_dontfork;
+    r.dc_count = dc_stored;
+    r.cof = cof;
+    r.fork_stack = stack;
+    r.fork_py = py;
+    FillQueryResult(query, r, nullptr);
+  };
   ForkVerdict v = DecideVerdict(in, scratch.mr_dontfork, scratch.mr_fate);
   if (!v.hazard()) {
     if (query != nullptr) {
-      ForkReport r;
-      r.verdict = v;
-      r.snap = &snap;
-      r.mr_dontfork = scratch.mr_dontfork;
-      r.dc_count = dc_stored;
-      r.cof = cof;
-      FillQueryResult(query, r, nullptr);
+      answer_clean(v, nullptr, nullptr);
     } else {
       LogCleanFork(via, false);
     }
@@ -801,15 +808,7 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via,
     v = DecideVerdict(in, scratch.mr_dontfork, scratch.mr_fate);
     if (!v.hazard()) {
       if (query != nullptr) {
-        ForkReport r;
-        r.verdict = v;
-        r.snap = &snap;
-        r.mr_dontfork = scratch.mr_dontfork;
-        r.dc_count = dc_stored;
-        r.cof = cof;
-        r.fork_stack = &fork_stack;
-        r.fork_py = &fork_py;
-        FillQueryResult(query, r, nullptr);
+        answer_clean(v, &fork_stack, &fork_py);
       } else if (GlobalEventLog().enabled()) {
         WriteCleanForkEvent(via, false, /*child_execs=*/true);
       }
