@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "shim/start_path.h"
 #include "shim/text_buffer.h"
 
 namespace forkguard {
@@ -40,10 +39,15 @@ const char* ModeName(Mode mode) {
   return "warn";
 }
 
-FORKGUARD_START_PATH Config ParseConfig(EnvLookup env, void* env_ctx, WarningSink warn,
-                                        void* warn_ctx, bool secure) {
+Config ParseConfig(EnvLookup env, void* env_ctx, WarningSink warn, void* warn_ctx, bool secure) {
   Config c;
-  if (secure || env == nullptr) return c;
+  ParseConfigInto(c, env, env_ctx, warn, warn_ctx, secure);
+  return c;
+}
+
+void ParseConfigInto(Config& c, EnvLookup env, void* env_ctx, WarningSink warn, void* warn_ctx,
+                     bool secure) {
+  if (secure || env == nullptr) return;
 
   if (const char* v = env("FORKGUARD_MODE", env_ctx); v != nullptr) {
     if (EqualsIgnoreCase(v, "warn")) {
@@ -149,7 +153,6 @@ FORKGUARD_START_PATH Config ParseConfig(EnvLookup env, void* env_ctx, WarningSin
       p = comma + 1;
     }
   }
-  return c;
 }
 
 void AppendShownValue(TextBuffer& out, const char* value) {

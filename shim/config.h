@@ -40,6 +40,11 @@ using WarningSink = void (*)(const char* line, void* ctx);
 // "forkguard: ignoring FORKGUARD_X=...: <why>; using <default>" and the safe default.
 // With `secure` (AT_SECURE: setuid/setgid/capabilities) the environment is ignored.
 Config ParseConfig(EnvLookup env, void* env_ctx, WarningSink warn, void* warn_ctx, bool secure);
+// The same into `c`, which holds the defaults: only what the environment sets is written
+// (the shim's configuration is a global whose long tail a process without those variables
+// then never touches).
+void ParseConfigInto(Config& c, EnvLookup env, void* env_ctx, WarningSink warn, void* warn_ctx,
+                     bool secure);
 
 // Appends `value` as a warning shows it: at most 92 bytes (then "..."), control
 // characters as '?', so a warning is always one bounded line.

@@ -50,8 +50,9 @@ __thread DontforkMarks t_marks __attribute__((tls_model("initial-exec"))) = {0, 
 namespace {
 
 // Every global here starts as zero bytes (sys.h, ZeroFilled): the configuration is all zero
-// (mode warn, no log) until Init() parses the environment, which every hook waits for.
-FORKGUARD_START_DATA constinit Config g_config{
+// (mode warn, no log) until Init() parses the environment, which every hook waits for. Last
+// of the start data (start_path.h): its tail is touched only when set.
+FORKGUARD_START_DATA_LAST constinit Config g_config{
     .mode = Mode::kWarn, .report = ReportPolicy::kOnce, .stack_depth = 0};
 static_assert(Mode::kWarn == Mode{} && ReportPolicy::kOnce == ReportPolicy{});
 
@@ -61,12 +62,20 @@ static_assert(Mode::kWarn == Mode{} && ReportPolicy::kOnce == ReportPolicy{});
 // device node was opened through open*(), a library was loaded RTLD_DEEPBIND (its opens
 // bypass us), or the process started with RDMA descriptors. Inherited by forked children.
 FORKGUARD_START_DATA std::atomic<bool> g_backstop_armed{false};
-// Set by Init().
-FORKGUARD_START_DATA char g_host[256];
+// Set by Init(): the program's name as it started (program_invocation_short_name points
+// into argv[0], which a program may overwrite later) and whether the environment is ours
+// to read (not under AT_SECURE).
 FORKGUARD_START_DATA char g_prog[256];
-FORKGUARD_START_DATA long g_rank;
-FORKGUARD_START_DATA constinit JobIdentity g_job{
-    .rank = 0, .local_rank = 0, .step = 0, .host = {}, .short_host = {}};
+FORKGUARD_START_DATA bool g_secure;
+// Who this process is in its job (host, rank, job id): read by EnsureIdentity() when a
+// line is printed, at the first watched RDMA call, or at start when FORKGUARD_LOG is set
+// (the log's header names it). Not at every start: a process that never prints and never
+// touches RDMA needs none of it, and gethostname() plus some 15 variables looked up were
+// a system call and several pages touched in every process.
+char g_host[256];
+long g_rank;
+constinit JobIdentity g_job{.rank = 0, .local_rank = 0, .step = 0, .host = {}, .short_host = {}};
+std::atomic<bool> g_identity_done{false};
 FORKGUARD_START_DATA pthread_once_t g_once = PTHREAD_ONCE_INIT;
 // Init() returned (EnsureInit's fast path)
 FORKGUARD_START_DATA std::atomic<bool> g_init_done{false};
@@ -74,12 +83,30 @@ std::atomic<bool> g_fork_facts{false};
 FORKGUARD_START_DATA bool g_ready = false;
 
 // Fork support (issue 13's rdma-core x kernel x who matrix). Written outside the fork path
-// (Init, ibv_fork_init, the first RDMA init); read when a hazardous fork is explained.
+// (ibv_fork_init, the first RDMA init); read when a hazardous fork is explained.
 char g_fork_env[64] = "";                 // "RDMAV_FORK_SAFE=1" when the environment asks for it
 std::atomic<bool> g_fork_init_ok{false};  // an ibv_fork_init() returned 0
 char g_fork_init_caller[128] = "";        // basename of the object that called it
 ZeroFilledAtomic<int, -1> g_rdma_core;    // rdma-core version, from /proc/self/maps
 bool g_hugepages_safe = false;            // RDMAV_HUGEPAGES_SAFE set
+std::atomic<bool> g_fork_env_read{false};
+
+// RDMAV_FORK_SAFE / IBV_FORK_SAFE and RDMAV_HUGEPAGES_SAFE, read at the first watched RDMA
+// call (or the first hazardous fork, when only the descriptor backstop saw RDMA), not at
+// start: rdma-core itself reads them when it initializes (ibv_get_device_list,
+// ibv_fork_init), which is before any call we watch, so a program that sets them before its
+// RDMA init is seen as rdma-core sees it. Idempotent: a race only repeats the reads. Not
+// under AT_SECURE, as the rest of the environment.
+void EnsureForkEnv() {
+  if (g_fork_env_read.load(std::memory_order_acquire)) return;
+  if (!g_secure) {
+    int saved = errno;
+    facts::ForkSafeFromEnvironment(g_fork_env, sizeof(g_fork_env));
+    g_hugepages_safe = facts::HugepagesSafeFromEnvironment();
+    errno = saved;
+  }
+  g_fork_env_read.store(true, std::memory_order_release);
+}
 
 // What a fork decision needs to know about the machine: the RDMA device numbers
 // (/proc/devices, /proc/misc) and whether the process started with RDMA descriptors
@@ -103,12 +130,28 @@ void EnsureForkFacts() {
 }
 
 // Whether this machine may have RDMA user-space devices, asked at start without reading
-// /proc (EnsureForkFacts does that at the first fork): the classes ib_uverbs and rdma_ucm
-// create, or the device directory. Without /sys to ask, assume they may.
+// /proc (EnsureForkFacts does that at the first fork): one access() of /dev/infiniband, as
+// a raw system call (libc's access() is code of another page that most programs never run).
+// What registering our atfork handlers at start is for: a fork that bypasses our wrappers
+// after RDMA descriptors were opened by something we do not see (a raw open syscall) or
+// inherited at exec. Such a descriptor is of a node of ib_uverbs or rdma_ucm, and those
+// nodes are in /dev/infiniband (udev and devtmpfs make them there as soon as either module
+// is loaded, and rdma-core opens /dev/infiniband/uverbsN and rdma_cm). rdma-core's fallback
+// for a container without it (a node of the same name made in a private directory) is
+// opened through open(), which our wrapper sees (OnOpened), as every libibverbs/librdmacm
+// open is, and any watched RDMA call registers the handlers before it returns. Without
+// /dev/infiniband in this mount namespace no descriptor can come from a path we miss, short
+// of a raw syscall on a node someone made elsewhere by hand. Anything but ENOENT (no /dev
+// to ask, a permission error) counts as "may exist".
 FORKGUARD_START_PATH bool RdmaDevicesMayExist() {
-  if (access("/sys/class/misc", F_OK) != 0) return true;
-  return access("/sys/class/infiniband_verbs", F_OK) == 0 ||
-         access("/sys/class/misc/rdma_cm", F_OK) == 0 || access("/dev/infiniband", F_OK) == 0;
+  long rc;
+  static const char kDir[] FORKGUARD_START_RODATA = "/dev/infiniband";
+  // access(2) by number: no errno, no libc.
+  __asm__ volatile("syscall"
+                   : "=a"(rc)
+                   : "0"(static_cast<long>(SYS_access)), "D"(kDir), "S"(static_cast<long>(F_OK))
+                   : "rcx", "r11", "memory");
+  return rc != -ENOENT;
 }
 
 // Config warnings, kept until the log is configured (so they are also logged).
@@ -125,38 +168,22 @@ void CollectWarning(const char* line, void*) {
   ++g_warning_count;
 }
 
-// Which variable names the environment has, summarized by their first two bytes (a
-// 1024-bit set): start-up asks for some 25 variables (FORKGUARD_*, the launchers' ranks
-// and job ids) that a process outside a job mostly does not have, and each getenv() reads
-// the whole environment. One pass over it here; a name whose first two bytes are not in
-// the set is not there (no false "absent": every present name set its bit).
-class EnvSummary {
- public:
-  EnvSummary() {
-    for (char** e = environ; e != nullptr && *e != nullptr; ++e)
-      Add((*e)[0], (*e)[0] != '\0' ? (*e)[1] : '\0');
+// Whether the environment has a FORKGUARD_* variable: one pass over it, comparing bytes
+// with constants in the code (no string constant, no libc call). A process with none (most
+// of a site-wide preload's `sh`, `cat` and `srun`) has the default configuration and never
+// runs the parser.
+FORKGUARD_START_PATH bool AnyForkguardVariable() {
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* v = *e;
+    if (v[0] == 'F' && v[1] == 'O' && v[2] == 'R' && v[3] == 'K' && v[4] == 'G' && v[5] == 'U' &&
+        v[6] == 'A' && v[7] == 'R' && v[8] == 'D' && v[9] == '_') {
+      return true;
+    }
   }
-  bool MayHave(const char* name) const {
-    unsigned k = Key(name[0], name[0] != '\0' ? name[1] : '\0');
-    return (bits_[k / 64] >> (k % 64) & 1) != 0;
-  }
-
- private:
-  static unsigned Key(char a, char b) {
-    return (static_cast<unsigned char>(a) * 31u + static_cast<unsigned char>(b)) % 1024u;
-  }
-  void Add(char a, char b) {
-    unsigned k = Key(a, b);
-    bits_[k / 64] |= uint64_t{1} << (k % 64);
-  }
-  uint64_t bits_[16] = {};
-};
-
-// `ctx`: an EnvSummary of the environment.
-FORKGUARD_START_PATH const char* Getenv(const char* name, void* ctx) {
-  if (!static_cast<const EnvSummary*>(ctx)->MayHave(name)) return nullptr;
-  return getenv(name);
+  return false;
 }
+
+const char* Getenv(const char* name, void*) { return getenv(name); }
 
 // FORKGUARD_SUPPRESSIONS, parsed once by Init into mmap'd fixed storage (the fork path
 // only reads it); null when none is set or none of its lines is an entry.
@@ -216,7 +243,29 @@ void LoadSuppressions(const char* path) {
   munmap(text, kMaxBytes + 1);
 }
 
+// Reads the job's view of this process (host, rank, local rank, job id) once; see g_job.
+// Async-signal-safe as the fork path needs (uname, reads of the environment, no malloc) and
+// errno-neutral. Idempotent: threads that race (or a signal handler that interrupts it)
+// compute and store the same bytes.
+void EnsureIdentity() {
+  if (g_identity_done.load(std::memory_order_acquire)) return;
+  int saved = errno;
+  // Not trusted under AT_SECURE: no rank and no job.
+  JobIdentity job = ReadJobIdentity(g_secure ? nullptr : Getenv, nullptr);
+  char host[256];
+  if (gethostname(host, sizeof(host) - 1) != 0) strcpy(host, "?");
+  host[sizeof(host) - 1] = '\0';
+  SetIdentityHost(job, host);
+  g_job = job;
+  strcpy(g_host, g_job.host);
+  g_rank = g_job.rank;
+  SetStderrIdentity(g_job.short_host, g_job.rank);
+  errno = saved;
+  g_identity_done.store(true, std::memory_order_release);
+}
+
 ProcessIdentity Identity() {
+  EnsureIdentity();
   ProcessIdentity id;
   id.pid = getpid();
   id.prog = g_prog;
@@ -241,38 +290,34 @@ constinit const ForkAtforkHooks kCoreAtforkHooks = {CoreAtforkDecide, CoreAtfork
 
 FORKGUARD_START_PATH void Init() {
   // Under AT_SECURE (setuid, capabilities) the environment is not ours to trust.
-  bool secure = getauxval(AT_SECURE) != 0;
-  // Constructed in place (both are trivially destructible): the parser writes the globals
-  // themselves, not a copy on the stack (3 KiB, a page fault of its own in every process).
-  EnvSummary env;
-  ::new (&g_config) Config(ParseConfig(Getenv, &env, CollectWarning, nullptr, secure));
+  g_secure = getauxval(AT_SECURE) != 0;
+  // The defaults are zero bytes but for the stack depth. The parser writes only what the
+  // environment sets, in place: the configuration's tail (paths, patterns) is left untouched.
+  g_config.stack_depth = Config::kDefaultStackDepth;
+  if (!g_secure && AnyForkguardVariable()) {
+    ParseConfigInto(g_config, Getenv, nullptr, CollectWarning, nullptr, false);
+  }
   if (g_config.suppressions[0] != '\0') LoadSuppressions(g_config.suppressions);
-  // The job's view of this process (rank, local rank, job id), not trusted under AT_SECURE.
-  ::new (&g_job) JobIdentity(ReadJobIdentity(secure ? nullptr : Getenv, &env));
-  char host[256];
-  if (gethostname(host, sizeof(host) - 1) != 0) strcpy(host, "?");
-  host[sizeof(host) - 1] = '\0';
-  SetIdentityHost(g_job, host);
-  strcpy(g_host, g_job.host);
-  g_rank = g_job.rank;
-  SetStderrIdentity(g_job.short_host, g_job.rank);
   const char* prog = program_invocation_short_name;
   CopyCString(g_prog, sizeof(g_prog), prog != nullptr && prog[0] != '\0' ? prog : "?");
-  if (!secure) {
-    facts::ForkSafeFromEnvironment(g_fork_env, sizeof(g_fork_env));
-    g_hugepages_safe = facts::HugepagesSafeFromEnvironment();
-  }
+  // A line on stderr starts with the host and rank (shim/stderr_line.h): whatever prints
+  // one first reads them.
+  SetStderrIdentitySource(EnsureIdentity);
   InitOwnCodeRange();
   // The RDMA device numbers and the descriptors the process started with are learned at
-  // its first fork or RDMA call (EnsureForkFacts), not here.
-  LogIdentity lid;
-  lid.host = g_host;
-  lid.prog = g_prog;
-  lid.rank = g_rank;
-  lid.local_rank = g_job.local_rank;
-  lid.job = g_job.job;
-  lid.step = g_job.step;
-  GlobalEventLog().Configure(g_config.log_dir, lid, CollectWarning, nullptr, g_config.quiet);
+  // its first fork or RDMA call (EnsureForkFacts), the fork support variables at its first
+  // RDMA call (EnsureForkEnv), the job identity when it is needed (EnsureIdentity).
+  if (g_config.log_dir[0] != '\0') {
+    EnsureIdentity();
+    LogIdentity lid;
+    lid.host = g_host;
+    lid.prog = g_prog;
+    lid.rank = g_rank;
+    lid.local_rank = g_job.local_rank;
+    lid.job = g_job.job;
+    lid.step = g_job.step;
+    GlobalEventLog().Configure(g_config.log_dir, lid, CollectWarning, nullptr, g_config.quiet);
+  }
   // Clean forks are logged with their stack; otherwise stacks are needed only once RDMA
   // is seen (see Active()).
   if (GlobalEventLog().enabled()) LoadUnwinder();
@@ -338,6 +383,8 @@ __attribute__((noinline)) bool ActiveSlow() {
   EnsureInit();
   EnsureForkFacts();
   if (g_config.mode == Mode::kOff) return false;
+  EnsureIdentity();
+  EnsureForkEnv();
   // The first watched RDMA call: our atfork handlers before anything of ours takes a lock
   // (every hook calls Active() before it touches the tables). A fork on another thread
   // either runs all of them (registered first: glibc's fork holds its atfork lock from the
@@ -435,6 +482,7 @@ bool MatchesAllowList(const RawStack& stack, const PythonStack& py) {
 const Suppression* MatchSuppressions(const RawStack& stack, const PythonStack& py, unsigned reasons,
                                      SuppressionFrameFacts* frames, char (*demangled)[512]) {
   if (g_suppressions == nullptr) return nullptr;
+  EnsureIdentity();  // program= and rank= entries
   int n = 0;
   for (int i = 0; i < py.depth; ++i) {
     frames[n++] = {.func = py.frames[i].func, .file = py.frames[i].file, .line = py.frames[i].line};
@@ -712,7 +760,10 @@ ForkDecision DecideHazardousFork(const RdmaFds& fds, ForkVia via,
                                  forkguard_check_result* query = nullptr) {
   ForkDecision d;
   RdmaState& st = GlobalState();
-  LoadUnwinder();  // RDMA found by the backstop only: no hook loaded it yet
+  // RDMA found by the backstop only: no hook loaded the unwinder or read these yet.
+  LoadUnwinder();
+  EnsureIdentity();
+  EnsureForkEnv();
   Scratch scratch;
   if (!scratch.MapFixed()) return d;
   StateSnapshot& snap = scratch.fixed->snap;
@@ -924,6 +975,7 @@ ForkDecision DecideWithoutState(const RdmaFds& fds, ForkVia via) {
   static volatile sig_atomic_t said = 0;  // once per process: there is no call site to key on
   if (!g_config.quiet && !said) {
     said = 1;
+    EnsureIdentity();
     char buf[768];
     TextBuffer b(buf, sizeof(buf));
     b.Str("forkguard: fork after RDMA init in pid ").Dec(getpid()).Str(" (").Str(g_prog);
@@ -1034,7 +1086,7 @@ void OnRelease(const char* call, const void* handle, bool (RdmaState::*remove)(u
 
 }  // namespace
 
-void EnsureInit() {
+FORKGUARD_START_PATH void EnsureInit() {
   // Every hook starts here: one load once initialized, not a call into pthread_once.
   if (g_init_done.load(std::memory_order_acquire)) return;
   pthread_once(&g_once, Init);
@@ -1299,9 +1351,10 @@ void OnVfork() {
   OnSpawn("vfork", 0, 0);
 }
 
-void OnExit() {
+FORKGUARD_START_PATH void OnExit() {
+  // Without a log there is nothing to write: every process runs this at exit.
+  if (!g_ready || g_config.mode == Mode::kOff || NoLog()) return;
   BusyScope busy;
-  if (!g_ready || g_config.mode == Mode::kOff) return;
   LogProcessExit();
 }
 

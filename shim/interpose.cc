@@ -195,10 +195,12 @@ using forkguard::RealFunction;
 namespace core = forkguard::core;
 
 #define FG_EXPORT extern "C" __attribute__((visibility("default")))
-// One hook per symbol (namespace scope): spec_<sym>, what to resolve, and hook_<sym>, the
+// One hook per symbol (namespace scope): spec_<sym>, what to resolve (its name, name_<sym>,
+// with the start-up code: the constructor looks the libc ones up), and hook_<sym>, the
 // resolved pointer. FG_HOOK_AS names the function type where <sym>'s own does not fit.
-#define FG_HOOK_AS(type, sym, version, lib)          \
-  constexpr HookSpec spec_##sym{#sym, version, lib}; \
+#define FG_HOOK_AS(type, sym, version, lib)                \
+  const char name_##sym[] FORKGUARD_START_RODATA = #sym;   \
+  constexpr HookSpec spec_##sym{name_##sym, version, lib}; \
   FORKGUARD_START_DATA constinit RealFunction<type> hook_##sym
 #define FG_HOOK(sym, version, lib) FG_HOOK_AS(decltype(&::sym), sym, version, lib)
 // `real`: the resolved next definition of sym.
@@ -965,4 +967,6 @@ __attribute__((constructor)) FORKGUARD_START_PATH static void ForkguardConstruct
   hook___openat64_2.Prime(spec___openat64_2, next);
 }
 
-__attribute__((destructor)) static void ForkguardDestructor() { core::OnExit(); }
+__attribute__((destructor)) FORKGUARD_START_PATH static void ForkguardDestructor() {
+  core::OnExit();
+}

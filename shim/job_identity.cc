@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "shim/start_path.h"
 #include "shim/sys.h"
 
 namespace forkguard {
@@ -41,7 +40,7 @@ bool JobChar(char c) {
 
 }  // namespace
 
-FORKGUARD_START_PATH JobIdentity ReadJobIdentity(EnvLookup env, void* env_ctx) {
+JobIdentity ReadJobIdentity(EnvLookup env, void* env_ctx) {
   JobIdentity id;
   if (env == nullptr) return id;
   id.rank = FirstNumber(env, env_ctx, kRankVars, sizeof(kRankVars) / sizeof(kRankVars[0]));
@@ -65,7 +64,7 @@ FORKGUARD_START_PATH JobIdentity ReadJobIdentity(EnvLookup env, void* env_ctx) {
   return id;
 }
 
-FORKGUARD_START_PATH void SetIdentityHost(JobIdentity& id, const char* name) {
+void SetIdentityHost(JobIdentity& id, const char* name) {
   if (name == nullptr || name[0] == '\0') name = "?";
   size_t n = CopyCString(id.host, sizeof(id.host), name);
   size_t s = 0;

@@ -18,11 +18,16 @@ const T* DynamicPointer(ElfW(Addr) value, ElfW(Addr) base) {
   return reinterpret_cast<const T*>(value < base ? value + base : value);
 }
 
-bool IsLibc(const char* path) {
+// Compared byte by byte with constants in the code: no string constant in .rodata, no
+// libc call at start (shim/start_path.h).
+FORKGUARD_START_PATH bool IsLibc(const char* path) {
   if (path == nullptr) return false;
-  const char* slash = strrchr(path, '/');
-  const char* base = slash != nullptr ? slash + 1 : path;
-  return strncmp(base, "libc.so.", 8) == 0;
+  const char* base = path;
+  for (const char* p = path; *p != '\0'; ++p) {
+    if (*p == '/') base = p + 1;
+  }
+  return base[0] == 'l' && base[1] == 'i' && base[2] == 'b' && base[3] == 'c' && base[4] == '.' &&
+         base[5] == 's' && base[6] == 'o' && base[7] == '.';
 }
 
 }  // namespace

@@ -172,7 +172,7 @@ FORKGUARD_START_PATH void InitOwnCodeRange() {
   dl_iterate_phdr(CollectOwnRanges, reinterpret_cast<void*>(&InitOwnCodeRange));
 }
 
-bool IsOwnCode(uintptr_t ip) {
+FORKGUARD_START_PATH bool IsOwnCode(uintptr_t ip) {
   int n = g_own_count.load(std::memory_order_acquire);
   if (n == 1) return ip >= g_own[0].lo && ip < g_own[0].hi;  // the usual single segment
   for (int i = 0; i < n; ++i) {

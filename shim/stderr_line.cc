@@ -16,6 +16,7 @@ namespace {
 // Zero-filled (sys.h, ZeroFilled): "" reads as "?" until SetStderrIdentity.
 FORKGUARD_START_DATA char g_host[64];
 FORKGUARD_START_DATA ZeroFilled<long, -1> g_rank;
+FORKGUARD_START_DATA void (*g_identity_source)();
 
 // Writes what is left after a short writev (a signal, a full disk): best effort.
 void FinishWrite(int fd, const struct iovec* iov, int iovcnt, size_t done) {
@@ -43,13 +44,16 @@ size_t CutLength(const char* line, size_t len, size_t room) {
 
 }  // namespace
 
-FORKGUARD_START_PATH void SetStderrIdentity(const char* short_host, long rank) {
+void SetStderrIdentity(const char* short_host, long rank) {
   if (short_host == nullptr || short_host[0] == '\0') short_host = "?";
   CopyCString(g_host, sizeof(g_host), short_host);
   g_rank.set(rank);
 }
 
+FORKGUARD_START_PATH void SetStderrIdentitySource(void (*ensure)()) { g_identity_source = ensure; }
+
 size_t FormatStderrPrefix(char* buf, size_t cap, pid_t pid) {
+  if (void (*ensure)() = g_identity_source; ensure != nullptr) ensure();
   TextBuffer b(buf, cap);
   b.Char('[').Str(g_host[0] != '\0' ? g_host : "?");
   if (long rank = g_rank.get(); rank >= 0) b.Str(" r").Dec(rank);

@@ -14,9 +14,15 @@ namespace forkguard {
 inline constexpr char kCutMarker[] = " [...cut]";
 inline constexpr size_t kMaxStderrLine = 4096;  // PIPE_BUF on Linux
 
-// The prefix's host (up to its first '.') and rank (-1: unknown). At init, before any line is
-// printed; forked children keep it (their own pid is read at each write).
+// The prefix's host (up to its first '.') and rank (-1: unknown). Before any line is printed
+// (at init, or by the source below); forked children keep it (their own pid is read at each
+// write).
 void SetStderrIdentity(const char* short_host, long rank);
+
+// A function that sets the identity (SetStderrIdentity) when it has not been set yet,
+// called before each prefix is formatted: the host and rank are read when the first line
+// is printed, not by every process at start. Must be async-signal-safe and idempotent.
+void SetStderrIdentitySource(void (*ensure)());
 
 // "[node1 r3 1234] ", NUL-terminated; returns its length.
 size_t FormatStderrPrefix(char* buf, size_t cap, pid_t pid);
