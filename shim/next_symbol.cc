@@ -30,6 +30,14 @@ FORKGUARD_START_PATH bool IsLibc(const char* path) {
          base[5] == 's' && base[6] == 'o' && base[7] == '.';
 }
 
+// strcmp(a, b) == 0, in the start-up code (libc's strcmp is another page to fault in).
+FORKGUARD_START_PATH bool SameName(const char* a, const char* b) {
+  for (; *a == *b; ++a, ++b) {
+    if (*a == '\0') return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 FORKGUARD_START_PATH NextSymbols::NextSymbols(const void* self) : self_(self) {
@@ -119,7 +127,7 @@ FORKGUARD_START_PATH void* NextSymbols::Find(const char* name) const {
     for (;; ++idx) {
       const Elf32_Word h = chain[idx - symoffset];
       const ElfW(Sym)& s = o.symtab[idx];
-      if ((h | 1) == (hash | 1) && strcmp(name, o.strtab + s.st_name) == 0 &&
+      if ((h | 1) == (hash | 1) && SameName(name, o.strtab + s.st_name) &&
           s.st_shndx != SHN_UNDEF && s.st_value != 0 && ELF64_ST_BIND(s.st_info) != STB_LOCAL) {
         const int type = ELF64_ST_TYPE(s.st_info);
         // An indirect function's address comes from calling its resolver, and a unique or
