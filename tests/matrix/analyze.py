@@ -2,9 +2,14 @@
 
   analyze.py junit RAW OUT --kernels=L --rdma-cores=L [--seconds=N --fetch-seconds=N]
                    [--note=TEXT]...   (a line for the doc's notes, e.g. how RAW was put together)
-      reads RAW/kernel-K/<rc>/<kind>-<fork support>/{bare,warn,error}.{json,err,rc}
-      and the shim's event logs beside them; writes OUT/matrix.xml (one testcase per
-      cell) and OUT/results.json; prints one line per cell and the counts.
+      reads RAW/kernel-K/<rc>/group-<fork support>/{bare,warn,error}.{json,err,rc} (one
+      fork_truth process per fork support measures every kind listed in `kinds`, one JSON
+      line each; `error.kinds` the kinds run in FORKGUARD_MODE=error) and the shim's event
+      logs beside them, split into RAW/kernel-K/<rc>/<kind>-<fork support>/ (one per cell);
+      and RAW/kernel-K/<rc>/doctor-{off,env} (`forkguard doctor` without and with
+      RDMAV_FORK_SAFE=1), checked against the cells. Writes OUT/matrix.xml (one testcase
+      per cell, two per rdma-core for doctor) and OUT/results.json; prints one line per
+      testcase and the counts.
   analyze.py doc RESULTS.json
       prints docs/fork-matrix.md (Markdown) made from a results.json.
 
@@ -83,6 +88,185 @@ def truth_of(m):
     if not t:
         t.add("nothing")
     return t, ""
+
+
+def log_events(path):
+    """The events of one event log (JSON lines; unreadable lines skipped)."""
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(e, dict):
+                out.append(e)
+    return out
+
+
+def explode(rcdir):
+    """One fork_truth process per fork support measured every kind in turn (group-<fs>/):
+    split it into one directory per cell (<kind>-<fs>/) as analyze_cell reads them. The
+    i-th JSON line of a run is its i-th kind, and the i-th fork event in the event log of
+    that process (the header's pid) is that kind's fork. A run that failed at a kind gives
+    that kind its exit status and stderr; the kinds after it did not run."""
+    for g in sorted(glob.glob(os.path.join(rcdir, "group-*"))):
+        fs = os.path.basename(g)[len("group-"):]
+        asked = {"bare": read(os.path.join(g, "kinds")).split(),
+                 "warn": read(os.path.join(g, "kinds")).split(),
+                 "error": read(os.path.join(g, "error.kinds")).split()}
+        for run in ("bare", "warn", "error"):
+            kinds = ",".join(asked[run]).split(",") if asked[run] else []
+            rcv = read(os.path.join(g, run + ".rc")).strip()
+            if rcv == "" or not kinds:
+                continue
+            err = read(os.path.join(g, run + ".err"))
+            lines = []
+            for line in read(os.path.join(g, run + ".json")).splitlines():
+                try:
+                    lines.append(json.loads(line))
+                except ValueError:
+                    pass
+            forks = []
+            if run != "bare" and lines:
+                pid = lines[0].get("pid")
+                for path in sorted(glob.glob(os.path.join(g, run + "-log", "*.jsonl"))):
+                    ev = log_events(path)
+                    if ev and ev[0].get("event") == "header" and ev[0].get("pid") == pid:
+                        forks = [e for e in ev if e.get("event") == "fork"]
+            failed_at = None
+            for i, kind in enumerate(kinds):
+                d = os.path.join(rcdir, f"{kind}-{fs}")
+                os.makedirs(d, exist_ok=True)
+                line = next((x for x in lines if x.get("kind") == kind), None)
+                if line is None:
+                    if failed_at is None and rcv != "0":
+                        failed_at = kind
+                        with open(os.path.join(d, run + ".rc"), "w") as f:
+                            f.write(rcv + "\n")
+                        with open(os.path.join(d, run + ".err"), "w") as f:
+                            f.write(err)
+                    elif failed_at is None:
+                        with open(os.path.join(d, run + ".rc"), "w") as f:
+                            f.write("2\n")
+                        with open(os.path.join(d, run + ".err"), "w") as f:
+                            f.write(f"fork_truth: error: no result for {kind} (exit {rcv})\n" + err)
+                    continue
+                with open(os.path.join(d, run + ".json"), "w") as f:
+                    f.write(json.dumps(line) + "\n")
+                with open(os.path.join(d, run + ".rc"), "w") as f:
+                    f.write("0\n")
+                with open(os.path.join(d, run + ".err"), "w") as f:
+                    f.write(err)
+                if run != "bare":
+                    ld = os.path.join(d, run + "-log")
+                    os.makedirs(ld, exist_ok=True)
+                    j = lines.index(line)
+                    if j < len(forks):
+                        with open(os.path.join(ld, "forkguard.jsonl"), "w") as f:
+                            f.write(json.dumps(forks[j]) + "\n")
+
+
+DOCTOR_KIND = {"anon": "anonymous", "thp": "thp", "hugetlb": "hugetlb", "file": "private-file",
+               "shared": "shared"}
+
+
+def doctor_block(text, name):
+    """One check of `forkguard doctor`'s output: (status, its text joined, its advice)."""
+    status, body, advice, inside = None, [], [], False
+    for line in text.splitlines():
+        head = line[:6].strip()
+        if head in ("ok", "warn", "fail") and line[6:].startswith(name + " "):
+            status, inside = head, True
+            body.append(line[6 + len(name):].strip())
+            continue
+        if inside:
+            if head in ("ok", "warn", "fail") or line.startswith("summary:"):
+                break
+            t = line.strip()
+            if t.startswith("->"):
+                advice.append(t[2:].strip())
+            elif advice:
+                advice[-1] += " " + t
+            else:
+                body.append(t)
+    return status, " ".join(body), " ".join(advice)
+
+
+def kind_list(phrase):
+    """'anonymous, thp and shared' -> {'anonymous', 'thp', 'shared'}."""
+    return {w.strip() for w in phrase.replace(" and ", ", ").split(",") if w.strip()}
+
+
+def doctor_effects(body):
+    """What doctor's fork support check says a fork after registration does without fork
+    support, per kind: {'anonymous': 'nothing', 'hugetlb': 'stale', ...}."""
+    import re
+    out = {}
+    text = body[body.find("Without fork support"):]
+    for names, what in re.findall(
+            r"([a-z-]+(?:, [a-z-]+)*(?: and [a-z-]+)?) memory (intact|STALE|it is unknown)", text):
+        eff = {"intact": "nothing", "STALE": "stale", "it is unknown": "unknown"}[what]
+        for k in kind_list(names):
+            out[k] = eff
+    return out
+
+
+def doctor_checks(kd, rc, cells):
+    """Two testcases per rdma-core: what doctor says without fork support and with
+    RDMAV_FORK_SAFE=1, against what the cells measured. (name, problem, facts)."""
+    by = {(c["kind"], c["fork_support_cell"]): c for c in cells}
+    truth = {k: set(c.get("truth", [])) for k, c in by.items() if c.get("truth")}
+    out = []
+    for fsd in ("off", "env"):
+        text = read(os.path.join(kd, rc, "doctor-" + fsd))
+        name = (f"rdma-core {rc} / doctor with fork support "
+                f"{'off' if fsd == 'off' else 'RDMAV_FORK_SAFE=1'} says what the cells measured")
+        status, body, advice = doctor_block(text, "fork support")
+        problems = []
+        if status is None:
+            out.append((name, "doctor printed no fork support check: " + text.strip()[-300:], {}))
+            continue
+        effects = doctor_effects(body)
+        stale_off = [k for k in KINDS if "stale" in truth.get((k, "off"), set())]
+        segv_env = [k for k in KINDS if "child-segv" in truth.get((k, "env"), set())]
+        # Without fork support: each kind doctor names, as measured.
+        for k in KINDS:
+            t = truth.get((k, "off"))
+            said = effects.get(DOCTOR_KIND[k])
+            if t is None or said is None:
+                continue
+            want = "stale" if "stale" in t else "nothing" if t == {"nothing"} else None
+            if want and said != want:
+                problems.append(f"doctor says a fork leaves {DOCTOR_KIND[k]} memory "
+                                f"{'STALE' if said == 'stale' else said}, measured {truth_label(t)}")
+        for k in ("anon", "hugetlb") if fsd == "off" else ():
+            if truth.get((k, "off")) and DOCTOR_KIND[k] not in effects:
+                problems.append(f"doctor does not say what a fork does to {DOCTOR_KIND[k]} memory")
+        advises_env = "RDMAV_FORK_SAFE=1" in advice
+        if fsd == "off":
+            if advises_env and not stale_off:
+                problems.append("doctor advises RDMAV_FORK_SAFE=1 where no data goes stale "
+                                "(it only kills children)")
+            if advises_env and stale_off and any(
+                    "stale" in truth.get((k, f), set()) for k in stale_off for f in ("env",)):
+                problems.append("doctor advises RDMAV_FORK_SAFE=1 but the data still goes stale with it")
+            if stale_off and status != "warn":
+                problems.append(f"data goes stale ({', '.join(stale_off)}) but doctor does not warn")
+        else:
+            says_segv = "SIGSEGV" in body
+            if segv_env and not says_segv:
+                problems.append(f"children die ({', '.join(segv_env)}) but doctor does not say so")
+            if not segv_env and says_segv:
+                problems.append("doctor says children die of SIGSEGV; no child died")
+            if segv_env and not stale_off and "unset RDMAV_FORK_SAFE" not in advice:
+                problems.append("RDMAV_FORK_SAFE=1 only kills children here but doctor does not "
+                                "advise to unset it")
+            if segv_env and status != "warn":
+                problems.append("children die but doctor does not warn")
+        out.append((name, "; ".join(problems),
+                    {"status": status, "body": body, "advice": advice, "effects": effects}))
+    return out
 
 
 def fork_event(logdir):
@@ -200,6 +384,8 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                 failed += 1
                 print(f"matrix-lane: FAIL kernel {k} rdma-core {rc}: not run ({why[-120:]})")
                 continue
+            explode(os.path.join(kd, rc))
+            rc_cells = []
             for kind in KINDS:
                 for fs in FORK_SUPPORT:
                     d = os.path.join(kd, rc, f"{kind}-{fs}")
@@ -210,6 +396,7 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                                  "ok": not problem, "problem": problem})
                     del cell["dir"]
                     kinfo["cells"].append(cell)
+                    rc_cells.append(cell)
                     tl = truth_label(set(cell.get("truth", [])))
                     for x in cell.get("truth", []) or ["unknown"]:
                         counts[x] += 1
@@ -219,6 +406,20 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                     failed += bool(problem)
                     print(f"matrix-lane: {'PASS' if not problem else 'FAIL'} {name}"
                           + (f"\n    | {problem}" if problem else ""))
+            if not rc_cells:
+                cases.append((f"kernel {kinfo['uname'] or k} / rdma-core {rc}: cells ran",
+                              "no cell ran"))
+                failed += 1
+                continue
+            kinfo.setdefault("doctor", {})[rc] = []
+            for name, problem, facts in doctor_checks(kd, rc, rc_cells):
+                name = f"kernel {kinfo['uname'] or k} / {name}"
+                kinfo["doctor"][rc].append({"name": name, "ok": not problem, "problem": problem,
+                                            **facts})
+                cases.append((name, problem))
+                failed += bool(problem)
+                print(f"matrix-lane: {'PASS' if not problem else 'FAIL'} {name}"
+                      + (f"\n    | {problem}" if problem else ""))
     n = len(cases)
     results["counts"] = counts
     results["cases"] = n
