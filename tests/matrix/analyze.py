@@ -492,9 +492,13 @@ def doc(path):
     cells = [x for k in res["kernels"] for x in k["cells"]]
     bad = sum(1 for x in cells if not x["ok"])
     others = res.get("failed", 0) - bad
+    docs_ = [d for k in res["kernels"] for v in k.get("doctor", {}).values() for d in v]
+    dbad = sum(1 for d in docs_ if not d["ok"])
+    others = others - dbad
     w(f"**{len(cells)} cells measured, {bad} failed** (the verdict disagrees with the truth, or the truth "
       "could not be established). Truths: " + ", ".join(f"{c.get(x, 0)} {x}" for x in TRUTHS)
       + (f", {c['unknown']} not established" if c.get("unknown") else "") + "."
+      + (f" `forkguard doctor` checked against the cells {len(docs_)} times, {dbad} wrong." if docs_ else "")
       + (f" {others} more failure(s): a kernel or rdma-core that did not run (below)." if others else "")
       + (f" Lane time {res['seconds']} s (fetch {res.get('fetch_seconds', '?')} s)."
          if str(res.get("seconds", "?")) != "?" else ""))
@@ -560,6 +564,15 @@ def doc(path):
                   f"{outcome_text(cell.get('bare'))} | **{truth_label(set(cell.get('truth', [])))}** | "
                   f"{verdict_label(cell)} | {cofs} | {err} | {mark} |")
             w("")
+            for dc in k.get("doctor", {}).get(rc, []):
+                which = "RDMAV_FORK_SAFE=1" if "RDMAV_FORK_SAFE=1" in dc["name"] else "off"
+                eff = ", ".join(f"{kk} {'STALE' if v == 'stale' else v}"
+                                for kk, v in sorted(dc.get("effects", {}).items()))
+                w(f"`forkguard doctor` with fork support {which}: **{dc.get('status') or '?'}**"
+                  + (f" (says a fork without fork support leaves: {eff})" if eff else "")
+                  + (f"; advice: \"{dc['advice']}\"" if dc.get("advice") else "; no advice")
+                  + (" — agrees with the cells." if dc["ok"] else f" — **WRONG**: {dc['problem']}."))
+                w("")
     w("## Notes")
     w("")
     w("- A kernel that does not boot in the guest fails its testcase with the console's reason.")
