@@ -361,6 +361,8 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
             "rdma_system": read(os.path.join(kd, "rdma-system")).strip(),
             "seconds": read(os.path.join(kd, "seconds")).strip(),
             "cells_seconds": read(os.path.join(kd, "cells-seconds")).strip(),
+            "boot_seconds": read(os.path.join(kd, "uptime-start")).strip(),
+            "up_seconds": read(os.path.join(kd, "uptime-end")).strip(),
             "cells": [],
         }
         results["kernels"].append(kinfo)
@@ -531,7 +533,9 @@ def doc(path):
         w(f"## Kernel {k['uname'] or k['kernel']}")
         w("")
         if k.get("rdma_system"):
-            w(f"`rdma system show`: `{k['rdma_system']}`. The cells took {k.get('cells_seconds') or '?'} s in the guest.")
+            w(f"`rdma system show`: `{k['rdma_system']}`. The guest booted in {k.get('boot_seconds') or '?'} s, "
+              f"its cells took {k.get('cells_seconds') or '?'} s; {k.get('seconds') or '?'} s on the host "
+              "including the wait for the shared guest lock.")
             w("")
         if k.get("boot_error"):
             w("The guest did not boot or did not finish" + (" (the cells below are those that ran)"
