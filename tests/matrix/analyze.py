@@ -353,7 +353,11 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
     counts = {x: 0 for x in TRUTHS}
     counts["unknown"] = 0
     failed = 0
-    for k in kernels:
+    all_rcs = rcs
+    for spec in kernels:
+        # "5.10" (every rdma-core of --rdma-cores) or "5.10:33+44" (its own)
+        k, _, own = spec.partition(":")
+        rcs = own.split("+") if own else all_rcs
         kd = os.path.join(raw, "kernel-" + k)
         kinfo = {
             "kernel": k,
