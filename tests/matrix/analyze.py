@@ -391,6 +391,14 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                 print(f"matrix-lane: FAIL kernel {k} rdma-core {rc}: not run ({why[-120:]})")
                 continue
             explode(os.path.join(kd, rc))
+            steps = {}
+            for line in read(os.path.join(kd, rc, "steps")).splitlines():
+                parts = line.split()
+                try:
+                    steps[parts[0]] = round(float(parts[2]) - float(parts[1]), 1)
+                except (IndexError, ValueError):
+                    pass
+            kinfo.setdefault("steps", {})[rc] = steps
             rc_cells = []
             for kind in KINDS:
                 for fs in FORK_SUPPORT:
@@ -558,6 +566,10 @@ def doc(path):
         for rc in rcs:
             w(f"### rdma-core {rc}")
             w("")
+            st = k.get("steps", {}).get(rc, {})
+            if st:
+                w("In the guest: " + ", ".join(f"{n} {v} s" for n, v in st.items()) + ".")
+                w("")
             w("| memory | fork support | what happened | truth | verdict | kernel copy-on-fork (source) | error mode | |")
             w("|---|---|---|---|---|---|---|---|")
             for cell in (x for x in k["cells"] if x["rdma_core"] == rc):
