@@ -517,6 +517,33 @@ def doc(path):
       + (f" Lane time {res['seconds']} s (fetch {res.get('fetch_seconds', '?')} s)."
          if str(res.get("seconds", "?")) != "?" else ""))
     w("")
+    hl = []
+    for k in res["kernels"]:
+        name = k["uname"] or k["kernel"]
+        for cell in k["cells"]:
+            fs, kind, rc = cell["fork_support_cell"], cell["kind"], cell["rdma_core"]
+            show = (k["kernel"] == "5.10" and fs == "off" and kind in ("anon", "hugetlb")) or (
+                rc == "56" and kind == "anon" and fs in ("env", "init"))
+            if not show:
+                continue
+            b = cell.get("bare") or {}
+            hl.append(f"- {name}, rdma-core {rc}, {KIND_TEXT[kind]}, fork support {FS_TEXT[fs]}: "
+                      f"{outcome_text(b)}{'' if b.get('dontfork') else '; no `dc`'} → truth "
+                      f"**{truth_label(set(cell.get('truth', [])))}**, verdict "
+                      f"**{verdict_label(cell)}** ({'agrees' if cell['ok'] else 'WRONG: ' + cell['problem']})")
+        if k["kernel"] == "5.10":
+            for rc, ds in sorted(k.get("doctor", {}).items()):
+                for d in ds:
+                    if "fork support off" in d["name"]:
+                        hl.append(f"- {name}, rdma-core {rc}: `forkguard doctor` (fork support off) "
+                                  f"**{d.get('status')}**, advice: \"{d.get('advice') or 'none'}\" "
+                                  f"({'agrees with the cells' if d['ok'] else 'WRONG: ' + d['problem']})")
+    if hl:
+        w("## Highlights")
+        w("")
+        for line in hl:
+            w(line)
+        w("")
     w("## Overview")
     w("")
     w("Truth per cell, and the verdict where it differs (**✗ verdict**); ✓ where they agree.")
