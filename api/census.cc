@@ -63,14 +63,36 @@ void CountFds(pid_t pid, ProcessFacts* p) {
   p->rdma_cm_fds = fds.rdma_cm;
 }
 
+// The dc mappings, and the memory kinds of the mappings under the registered ranges (the
+// rule's input, as the shim reads them in its own process).
 void ReadSmaps(pid_t pid, ProcessFacts* p) {
   std::optional<std::string> text = ReadFile(ProcPath(pid, "smaps"));
   if (!text || text->empty()) return;  // an unreadable smaps reads as empty for others
+  // The scanner wants the ranges sorted and disjoint.
+  std::vector<Vma> keep = p->mr_ranges;
+  std::sort(keep.begin(), keep.end(), [](const Vma& a, const Vma& b) { return a.start < b.start; });
+  std::vector<Vma> merged;
+  for (const Vma& v : keep) {
+    if (!merged.empty() && v.start <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, v.end);
+    } else {
+      merged.push_back(v);
+    }
+  }
   p->dc.resize(kMaxDc);
-  SmapsScanner scanner(p->dc.data(), kMaxDc);
+  p->kinds.resize(kMaxDc);
+  SmapsOut out;
+  out.dc = p->dc.data();
+  out.dc_cap = kMaxDc;
+  out.kinds = p->kinds.data();
+  out.kinds_cap = kMaxDc;
+  out.keep = merged.data();
+  out.keep_count = static_cast<int>(merged.size());
+  SmapsScanner scanner(out);
   scanner.Feed(text->data(), text->size());
   scanner.Finish();
   p->dc.resize(static_cast<size_t>(scanner.stored()));
+  p->kinds.resize(static_cast<size_t>(scanner.kinds_stored()));
   p->dc_count = scanner.dontfork_count();
 }
 
@@ -117,7 +139,8 @@ std::string VerdictText(unsigned reasons) {
   return r.verdict;
 }
 
-ForkVerdict DecideForProcess(const ProcessFacts& p, KernelCof cof, bool* mr_dontfork) {
+ForkVerdict DecideForProcess(const ProcessFacts& p, KernelCof cof, bool* mr_dontfork,
+                             MrFate* mr_fate) {
   VerdictInput in;
   // Unreadable descriptors: the device contexts the dump shows stand in for them (each
   // holds one).
@@ -126,8 +149,9 @@ ForkVerdict DecideForProcess(const ProcessFacts& p, KernelCof cof, bool* mr_dont
   in.dc_vmas = p.dc.data();
   in.dc_count = static_cast<int>(p.dc.size());
   // The same machine facts the shim's rule reads: the kernel's report and this boot's pin
-  // probe (from its cache; a process's memory kinds are not read here, so ranges the rule
-  // cannot place stay "unknown").
+  // probe (from its cache), and the memory kinds under the registered ranges.
+  in.kind_vmas = p.kinds.data();
+  in.kind_count = static_cast<int>(p.kinds.size());
   facts::MachineFacts machine;
   machine.reported_cof = cof;
   machine.probe = CachedPinProbe();
@@ -149,7 +173,7 @@ ForkVerdict DecideForProcess(const ProcessFacts& p, KernelCof cof, bool* mr_dont
       in.mr_count = static_cast<int>(mrs.size());
     }
   }
-  return DecideVerdict(in, mr_dontfork);
+  return DecideVerdict(in, mr_dontfork, mr_fate);
 }
 
 ProcessFacts GatherProcess(pid_t pid, const ResourceDump* dump) {

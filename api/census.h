@@ -29,6 +29,7 @@ struct ProcessFacts {
   std::optional<int> rdma_cm_fds;
   std::optional<int> dc_count;      // nullopt: /proc/PID/smaps not readable
   std::vector<Vma> dc;              // the dc mappings (up to a bound)
+  std::vector<KindVma> kinds;       // the mappings under mr_ranges: their memory kinds
   long vm_pin_kb = -1;              // -1: unknown
   std::optional<std::string> job;   // nullopt: environment not readable; "" none
   std::optional<long> rank;         // nullopt: not readable or none
@@ -44,8 +45,11 @@ struct ProcessFacts {
 // kernel did not report are registrations nobody saw: as the shim does for them, every dc
 // mapping then counts as registered memory while device descriptors are open (when
 // /proc/PID/fd is unreadable, the netlink contexts stand in for them). When the dump says
-// the process has no MR, dc mappings are not registrations.
-ForkVerdict DecideForProcess(const ProcessFacts& p, KernelCof cof, bool* mr_dontfork);
+// the process has no MR, dc mappings are not registrations. `mr_fate` (may be null)
+// receives the rule's answer per entry of p.mr_ranges (facts/fork_rule.h, by the memory
+// kind of the mappings under it).
+ForkVerdict DecideForProcess(const ProcessFacts& p, KernelCof cof, bool* mr_dontfork,
+                             MrFate* mr_fate = nullptr);
 
 // "clean" or "hazard (child-segv, inherited-rdma)".
 std::string VerdictText(unsigned reasons);

@@ -1,6 +1,6 @@
 // libforkguard_check.so: forkguard_fork_check() (api/forkguard.h). The shim's answer when
 // libforkguard.so is loaded; otherwise what /proc and RDMA netlink show, put through the
-// shim's own verdict rule (shim/verdict.h).
+// shim's own verdict rule (shim/verdict.h over facts/fork_rule.h), range by range.
 #include <dlfcn.h>
 #include <errno.h>
 #include <unistd.h>
@@ -58,7 +58,9 @@ void ProcCheck(forkguard_check_result* out) {
             cof.source != nullptr ? cof.source : "unknown");
 
   std::vector<char> flags(p.mr_ranges.size() + 1);
-  ForkVerdict v = DecideForProcess(p, cof.value, reinterpret_cast<bool*>(flags.data()));
+  std::vector<MrFate> fates(p.mr_ranges.size() + 1);
+  ForkVerdict v =
+      DecideForProcess(p, cof.value, reinterpret_cast<bool*>(flags.data()), fates.data());
   SetVerdict(out, v.reasons);
   out->enforceable = v.enforceable() ? 1 : 0;
   out->dontfork_mrs = v.dontfork_mrs;
@@ -72,7 +74,8 @@ void ProcCheck(forkguard_check_result* out) {
     g.start = p.mr_ranges[i].start;
     g.length = p.mr_ranges[i].end - p.mr_ranges[i].start;
     g.dontfork = flags[i] != 0;
-    g.corruptible = !g.dontfork && cof.value == KernelCof::kNo;
+    // The shim's rule (facts/fork_rule.h) for this range's memory kind on this machine.
+    g.corruptible = fates[i].verdict.effect == facts::ForkEffect::kParentCorruption;
   }
 
   std::string detail = "no shim: from /proc and RDMA netlink, no call sites";
@@ -94,8 +97,21 @@ void ProcCheck(forkguard_check_result* out) {
            " marked MADV_DONTFORK; the child is killed by SIGSEGV if it touches them\n";
   }
   if (v.corruptible_mrs > 0) {
+    // Why, from the first such range's basis (the rule's own words).
+    std::string why;
+    for (size_t i = 0; i < p.mr_ranges.size(); ++i) {
+      if (fates[i].verdict.effect != facts::ForkEffect::kParentCorruption) continue;
+      char buf[256];
+      why = facts::BasisText(fates[i].verdict, buf, sizeof(buf));
+      break;
+    }
     msg += "  parent-corruption: " + Plural(v.corruptible_mrs, "registered range(s)") +
-           " not MADV_DONTFORK on a kernel without copy-on-fork\n";
+           " not MADV_DONTFORK whose pages the parent loses to the child at fork" +
+           (why.empty() ? std::string() : " (" + why + ")") + "\n";
+  }
+  if (v.unknown_mrs > 0) {
+    msg += "  unknown: " + Plural(v.unknown_mrs, "registered range(s)") +
+           " for which nothing on this machine tells what a fork does to them\n";
   }
   if ((v.reasons & kInheritedRdma) != 0) {
     msg += "  inherited-rdma: the child inherits ";

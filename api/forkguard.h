@@ -38,7 +38,7 @@ struct forkguard_range {
   uint64_t start;
   uint64_t length;
   int dontfork;    /* the kernel marks it MADV_DONTFORK: the child faults on it */
-  int corruptible; /* not DONTFORK on a kernel without copy-on-fork */
+  int corruptible; /* the parent's data goes stale at fork (the rule, by memory kind) */
   char call[32];   /* "ibv_reg_mr", ...; "" when unknown (no shim) */
   char site[256];  /* where it was registered: "func (obj+0xoff)"; "" when unknown */
 };
@@ -64,7 +64,7 @@ struct forkguard_check_result {
   int rdma_cm_fds;
   int dc_vmas;                /* mappings the kernel marks MADV_DONTFORK ("dc") */
   int dontfork_mrs;           /* registered ranges marked dc (child-segv) */
-  int corruptible_mrs;        /* registered ranges not dc on a kernel without copy-on-fork */
+  int corruptible_mrs;        /* registered ranges whose data goes stale at fork */
   int unattributed_dc;        /* dc mappings counted as registered memory nobody saw registered */
   int orphan_objects;         /* netlink objects whose creating thread has exited (no pid) */
   long vm_pin_kb;             /* VmPin from /proc/self/status, -1 unknown */

@@ -428,6 +428,16 @@ Check CheckForkSupport(const DoctorFacts& f) {
   return {"fork support", Verdict::kOk, d, ""};
 }
 
+// Where the fork matrix shows this case measured on a real device: its column (kernel,
+// rdma-core) and the rows with this fork support.
+std::string MatrixCell(const DoctorFacts& f) {
+  std::string fs =
+      f.fork_env.empty() ? std::string("off (or ibv_fork_init() by a library)") : f.fork_env;
+  return "Measured: docs/fork-matrix.md, column \"" + f.release + " rdma-core " +
+         (f.m.rdma_core >= 0 ? std::to_string(f.m.rdma_core) : std::string("?")) +
+         "\" (where that kernel was run), rows \"fork support " + fs + "\"";
+}
+
 Check CheckMemlock() {
   rlimit rl{};
   getrlimit(RLIMIT_MEMLOCK, &rl);
@@ -589,6 +599,7 @@ int DoctorMain(int argc, char** argv, const char* argv0) {
   checks.push_back(CheckRdmaCore(facts));
   checks.push_back(CheckForkEnv());
   checks.push_back(CheckForkSupport(facts));
+  checks.back().detail += ". " + MatrixCell(facts);
   checks.push_back(CheckMemlock());
   checks.push_back(CheckMapCount());
   CheckShim(argv0, &checks);

@@ -100,7 +100,11 @@ void FillQueryResult(forkguard_check_result* out, const ForkReport& r, const cha
     g.start = m.addr;
     g.length = m.len;
     g.dontfork = r.mr_dontfork != nullptr && r.mr_dontfork[i] ? 1 : 0;
-    g.corruptible = !g.dontfork && r.cof.value == KernelCof::kNo ? 1 : 0;
+    // The rule's answer for this range (facts/fork_rule.h), as the verdict counted it.
+    g.corruptible =
+        r.mr_fate != nullptr && r.mr_fate[i].verdict.effect == facts::ForkEffect::kParentCorruption
+            ? 1
+            : 0;
     api::CopyField(g.call, sizeof(g.call), RdmaCallName(m.call));
     TextBuffer site(g.site, sizeof(g.site));
     FormatInnermostUserFrame(site, m.stack, /*demangle=*/true);

@@ -2,9 +2,14 @@
 
   analyze.py junit RAW OUT --kernels=L --rdma-cores=L [--seconds=N --fetch-seconds=N]
                    [--note=TEXT]...   (a line for the doc's notes, e.g. how RAW was put together)
-      reads RAW/kernel-K/<rc>/<kind>-<fork support>/{bare,warn,error}.{json,err,rc}
-      and the shim's event logs beside them; writes OUT/matrix.xml (one testcase per
-      cell) and OUT/results.json; prints one line per cell and the counts.
+      reads RAW/kernel-K/<rc>/group-<fork support>/{bare,warn,error}.{json,err,rc} (one
+      fork_truth process per fork support measures every kind listed in `kinds`, one JSON
+      line each; `error.kinds` the kinds run in FORKGUARD_MODE=error) and the shim's event
+      logs beside them, split into RAW/kernel-K/<rc>/<kind>-<fork support>/ (one per cell);
+      and RAW/kernel-K/<rc>/doctor-{off,env} (`forkguard doctor` without and with
+      RDMAV_FORK_SAFE=1), checked against the cells. Writes OUT/matrix.xml (one testcase
+      per cell, two per rdma-core for doctor) and OUT/results.json; prints one line per
+      testcase and the counts.
   analyze.py doc RESULTS.json
       prints docs/fork-matrix.md (Markdown) made from a results.json.
 
@@ -83,6 +88,185 @@ def truth_of(m):
     if not t:
         t.add("nothing")
     return t, ""
+
+
+def log_events(path):
+    """The events of one event log (JSON lines; unreadable lines skipped)."""
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(e, dict):
+                out.append(e)
+    return out
+
+
+def explode(rcdir):
+    """One fork_truth process per fork support measured every kind in turn (group-<fs>/):
+    split it into one directory per cell (<kind>-<fs>/) as analyze_cell reads them. The
+    i-th JSON line of a run is its i-th kind, and the i-th fork event in the event log of
+    that process (the header's pid) is that kind's fork. A run that failed at a kind gives
+    that kind its exit status and stderr; the kinds after it did not run."""
+    for g in sorted(glob.glob(os.path.join(rcdir, "group-*"))):
+        fs = os.path.basename(g)[len("group-"):]
+        asked = {"bare": read(os.path.join(g, "kinds")).split(),
+                 "warn": read(os.path.join(g, "kinds")).split(),
+                 "error": read(os.path.join(g, "error.kinds")).split()}
+        for run in ("bare", "warn", "error"):
+            kinds = ",".join(asked[run]).split(",") if asked[run] else []
+            rcv = read(os.path.join(g, run + ".rc")).strip()
+            if rcv == "" or not kinds:
+                continue
+            err = read(os.path.join(g, run + ".err"))
+            lines = []
+            for line in read(os.path.join(g, run + ".json")).splitlines():
+                try:
+                    lines.append(json.loads(line))
+                except ValueError:
+                    pass
+            forks = []
+            if run != "bare" and lines:
+                pid = lines[0].get("pid")
+                for path in sorted(glob.glob(os.path.join(g, run + "-log", "*.jsonl"))):
+                    ev = log_events(path)
+                    if ev and ev[0].get("event") == "header" and ev[0].get("pid") == pid:
+                        forks = [e for e in ev if e.get("event") == "fork"]
+            failed_at = None
+            for i, kind in enumerate(kinds):
+                d = os.path.join(rcdir, f"{kind}-{fs}")
+                os.makedirs(d, exist_ok=True)
+                line = next((x for x in lines if x.get("kind") == kind), None)
+                if line is None:
+                    if failed_at is None and rcv != "0":
+                        failed_at = kind
+                        with open(os.path.join(d, run + ".rc"), "w") as f:
+                            f.write(rcv + "\n")
+                        with open(os.path.join(d, run + ".err"), "w") as f:
+                            f.write(err)
+                    elif failed_at is None:
+                        with open(os.path.join(d, run + ".rc"), "w") as f:
+                            f.write("2\n")
+                        with open(os.path.join(d, run + ".err"), "w") as f:
+                            f.write(f"fork_truth: error: no result for {kind} (exit {rcv})\n" + err)
+                    continue
+                with open(os.path.join(d, run + ".json"), "w") as f:
+                    f.write(json.dumps(line) + "\n")
+                with open(os.path.join(d, run + ".rc"), "w") as f:
+                    f.write("0\n")
+                with open(os.path.join(d, run + ".err"), "w") as f:
+                    f.write(err)
+                if run != "bare":
+                    ld = os.path.join(d, run + "-log")
+                    os.makedirs(ld, exist_ok=True)
+                    j = lines.index(line)
+                    if j < len(forks):
+                        with open(os.path.join(ld, "forkguard.jsonl"), "w") as f:
+                            f.write(json.dumps(forks[j]) + "\n")
+
+
+DOCTOR_KIND = {"anon": "anonymous", "thp": "thp", "hugetlb": "hugetlb", "file": "private-file",
+               "shared": "shared"}
+
+
+def doctor_block(text, name):
+    """One check of `forkguard doctor`'s output: (status, its text joined, its advice)."""
+    status, body, advice, inside = None, [], [], False
+    for line in text.splitlines():
+        head = line[:6].strip()
+        if head in ("ok", "warn", "fail") and line[6:].startswith(name + " "):
+            status, inside = head, True
+            body.append(line[6 + len(name):].strip())
+            continue
+        if inside:
+            if head in ("ok", "warn", "fail") or line.startswith("summary:"):
+                break
+            t = line.strip()
+            if t.startswith("->"):
+                advice.append(t[2:].strip())
+            elif advice:
+                advice[-1] += " " + t
+            else:
+                body.append(t)
+    return status, " ".join(body), " ".join(advice)
+
+
+def kind_list(phrase):
+    """'anonymous, thp and shared' -> {'anonymous', 'thp', 'shared'}."""
+    return {w.strip() for w in phrase.replace(" and ", ", ").split(",") if w.strip()}
+
+
+def doctor_effects(body):
+    """What doctor's fork support check says a fork after registration does without fork
+    support, per kind: {'anonymous': 'nothing', 'hugetlb': 'stale', ...}."""
+    import re
+    out = {}
+    text = body[body.find("Without fork support"):]
+    for names, what in re.findall(
+            r"([a-z-]+(?:, [a-z-]+)*(?: and [a-z-]+)?) memory (intact|STALE|it is unknown)", text):
+        eff = {"intact": "nothing", "STALE": "stale", "it is unknown": "unknown"}[what]
+        for k in kind_list(names):
+            out[k] = eff
+    return out
+
+
+def doctor_checks(kd, rc, cells):
+    """Two testcases per rdma-core: what doctor says without fork support and with
+    RDMAV_FORK_SAFE=1, against what the cells measured. (name, problem, facts)."""
+    by = {(c["kind"], c["fork_support_cell"]): c for c in cells}
+    truth = {k: set(c.get("truth", [])) for k, c in by.items() if c.get("truth")}
+    out = []
+    for fsd in ("off", "env"):
+        text = read(os.path.join(kd, rc, "doctor-" + fsd))
+        name = (f"rdma-core {rc} / doctor with fork support "
+                f"{'off' if fsd == 'off' else 'RDMAV_FORK_SAFE=1'} says what the cells measured")
+        status, body, advice = doctor_block(text, "fork support")
+        problems = []
+        if status is None:
+            out.append((name, "doctor printed no fork support check: " + text.strip()[-300:], {}))
+            continue
+        effects = doctor_effects(body)
+        stale_off = [k for k in KINDS if "stale" in truth.get((k, "off"), set())]
+        segv_env = [k for k in KINDS if "child-segv" in truth.get((k, "env"), set())]
+        # Without fork support: each kind doctor names, as measured.
+        for k in KINDS:
+            t = truth.get((k, "off"))
+            said = effects.get(DOCTOR_KIND[k])
+            if t is None or said is None:
+                continue
+            want = "stale" if "stale" in t else "nothing" if t == {"nothing"} else None
+            if want and said != want:
+                problems.append(f"doctor says a fork leaves {DOCTOR_KIND[k]} memory "
+                                f"{'STALE' if said == 'stale' else said}, measured {truth_label(t)}")
+        for k in ("anon", "hugetlb") if fsd == "off" else ():
+            if truth.get((k, "off")) and DOCTOR_KIND[k] not in effects:
+                problems.append(f"doctor does not say what a fork does to {DOCTOR_KIND[k]} memory")
+        advises_env = "RDMAV_FORK_SAFE=1" in advice
+        if fsd == "off":
+            if advises_env and not stale_off:
+                problems.append("doctor advises RDMAV_FORK_SAFE=1 where no data goes stale "
+                                "(it only kills children)")
+            if advises_env and stale_off and any(
+                    "stale" in truth.get((k, f), set()) for k in stale_off for f in ("env",)):
+                problems.append("doctor advises RDMAV_FORK_SAFE=1 but the data still goes stale with it")
+            if stale_off and status != "warn":
+                problems.append(f"data goes stale ({', '.join(stale_off)}) but doctor does not warn")
+        else:
+            says_segv = "SIGSEGV" in body
+            if segv_env and not says_segv:
+                problems.append(f"children die ({', '.join(segv_env)}) but doctor does not say so")
+            if not segv_env and says_segv:
+                problems.append("doctor says children die of SIGSEGV; no child died")
+            if segv_env and not stale_off and "unset RDMAV_FORK_SAFE" not in advice:
+                problems.append("RDMAV_FORK_SAFE=1 only kills children here but doctor does not "
+                                "advise to unset it")
+            if segv_env and status != "warn":
+                problems.append("children die but doctor does not warn")
+        out.append((name, "; ".join(problems),
+                    {"status": status, "body": body, "advice": advice, "effects": effects}))
+    return out
 
 
 def fork_event(logdir):
@@ -169,7 +353,11 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
     counts = {x: 0 for x in TRUTHS}
     counts["unknown"] = 0
     failed = 0
-    for k in kernels:
+    all_rcs = rcs
+    for spec in kernels:
+        # "5.10" (every rdma-core of --rdma-cores) or "5.10:33+44" (its own)
+        k, _, own = spec.partition(":")
+        rcs = own.split("+") if own else all_rcs
         kd = os.path.join(raw, "kernel-" + k)
         kinfo = {
             "kernel": k,
@@ -177,6 +365,8 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
             "rdma_system": read(os.path.join(kd, "rdma-system")).strip(),
             "seconds": read(os.path.join(kd, "seconds")).strip(),
             "cells_seconds": read(os.path.join(kd, "cells-seconds")).strip(),
+            "boot_seconds": read(os.path.join(kd, "uptime-start")).strip(),
+            "up_seconds": read(os.path.join(kd, "uptime-end")).strip(),
             "cells": [],
         }
         results["kernels"].append(kinfo)
@@ -200,6 +390,16 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                 failed += 1
                 print(f"matrix-lane: FAIL kernel {k} rdma-core {rc}: not run ({why[-120:]})")
                 continue
+            explode(os.path.join(kd, rc))
+            steps = {}
+            for line in read(os.path.join(kd, rc, "steps")).splitlines():
+                parts = line.split()
+                try:
+                    steps[parts[0]] = round(float(parts[2]) - float(parts[1]), 1)
+                except (IndexError, ValueError):
+                    pass
+            kinfo.setdefault("steps", {})[rc] = steps
+            rc_cells = []
             for kind in KINDS:
                 for fs in FORK_SUPPORT:
                     d = os.path.join(kd, rc, f"{kind}-{fs}")
@@ -210,6 +410,7 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                                  "ok": not problem, "problem": problem})
                     del cell["dir"]
                     kinfo["cells"].append(cell)
+                    rc_cells.append(cell)
                     tl = truth_label(set(cell.get("truth", [])))
                     for x in cell.get("truth", []) or ["unknown"]:
                         counts[x] += 1
@@ -219,6 +420,20 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                     failed += bool(problem)
                     print(f"matrix-lane: {'PASS' if not problem else 'FAIL'} {name}"
                           + (f"\n    | {problem}" if problem else ""))
+            if not rc_cells:
+                cases.append((f"kernel {kinfo['uname'] or k} / rdma-core {rc}: cells ran",
+                              "no cell ran"))
+                failed += 1
+                continue
+            kinfo.setdefault("doctor", {})[rc] = []
+            for name, problem, facts in doctor_checks(kd, rc, rc_cells):
+                name = f"kernel {kinfo['uname'] or k} / {name}"
+                kinfo["doctor"][rc].append({"name": name, "ok": not problem, "problem": problem,
+                                            **facts})
+                cases.append((name, problem))
+                failed += bool(problem)
+                print(f"matrix-lane: {'PASS' if not problem else 'FAIL'} {name}"
+                      + (f"\n    | {problem}" if problem else ""))
     n = len(cases)
     results["counts"] = counts
     results["cases"] = n
@@ -291,13 +506,44 @@ def doc(path):
     cells = [x for k in res["kernels"] for x in k["cells"]]
     bad = sum(1 for x in cells if not x["ok"])
     others = res.get("failed", 0) - bad
+    docs_ = [d for k in res["kernels"] for v in k.get("doctor", {}).values() for d in v]
+    dbad = sum(1 for d in docs_ if not d["ok"])
+    others = others - dbad
     w(f"**{len(cells)} cells measured, {bad} failed** (the verdict disagrees with the truth, or the truth "
       "could not be established). Truths: " + ", ".join(f"{c.get(x, 0)} {x}" for x in TRUTHS)
       + (f", {c['unknown']} not established" if c.get("unknown") else "") + "."
+      + (f" `forkguard doctor` checked against the cells {len(docs_)} times, {dbad} wrong." if docs_ else "")
       + (f" {others} more failure(s): a kernel or rdma-core that did not run (below)." if others else "")
       + (f" Lane time {res['seconds']} s (fetch {res.get('fetch_seconds', '?')} s)."
          if str(res.get("seconds", "?")) != "?" else ""))
     w("")
+    hl = []
+    for k in res["kernels"]:
+        name = k["uname"] or k["kernel"]
+        for cell in k["cells"]:
+            fs, kind, rc = cell["fork_support_cell"], cell["kind"], cell["rdma_core"]
+            show = (k["kernel"] == "5.10" and fs == "off" and kind in ("anon", "hugetlb")) or (
+                rc == "56" and kind == "anon" and fs in ("env", "init"))
+            if not show:
+                continue
+            b = cell.get("bare") or {}
+            hl.append(f"- {name}, rdma-core {rc}, {KIND_TEXT[kind]}, fork support {FS_TEXT[fs]}: "
+                      f"{outcome_text(b)}{'' if b.get('dontfork') else '; no `dc`'} → truth "
+                      f"**{truth_label(set(cell.get('truth', [])))}**, verdict "
+                      f"**{verdict_label(cell)}** ({'agrees' if cell['ok'] else 'WRONG: ' + cell['problem']})")
+        if k["kernel"] == "5.10":
+            for rc, ds in sorted(k.get("doctor", {}).items()):
+                for d in ds:
+                    if "fork support off" in d["name"]:
+                        hl.append(f"- {name}, rdma-core {rc}: `forkguard doctor` (fork support off) "
+                                  f"**{d.get('status')}**, advice: \"{d.get('advice') or 'none'}\" "
+                                  f"({'agrees with the cells' if d['ok'] else 'WRONG: ' + d['problem']})")
+    if hl:
+        w("## Highlights")
+        w("")
+        for line in hl:
+            w(line)
+        w("")
     w("## Overview")
     w("")
     w("Truth per cell, and the verdict where it differs (**✗ verdict**); ✓ where they agree.")
@@ -326,7 +572,9 @@ def doc(path):
         w(f"## Kernel {k['uname'] or k['kernel']}")
         w("")
         if k.get("rdma_system"):
-            w(f"`rdma system show`: `{k['rdma_system']}`. The cells took {k.get('cells_seconds') or '?'} s in the guest.")
+            w(f"`rdma system show`: `{k['rdma_system']}`. The guest booted in {k.get('boot_seconds') or '?'} s, "
+              f"its cells took {k.get('cells_seconds') or '?'} s; {k.get('seconds') or '?'} s on the host "
+              "including the wait for the shared guest lock.")
             w("")
         if k.get("boot_error"):
             w("The guest did not boot or did not finish" + (" (the cells below are those that ran)"
@@ -345,6 +593,10 @@ def doc(path):
         for rc in rcs:
             w(f"### rdma-core {rc}")
             w("")
+            st = k.get("steps", {}).get(rc, {})
+            if st:
+                w("In the guest: " + ", ".join(f"{n} {v} s" for n, v in st.items()) + ".")
+                w("")
             w("| memory | fork support | what happened | truth | verdict | kernel copy-on-fork (source) | error mode | |")
             w("|---|---|---|---|---|---|---|---|")
             for cell in (x for x in k["cells"] if x["rdma_core"] == rc):
@@ -359,6 +611,15 @@ def doc(path):
                   f"{outcome_text(cell.get('bare'))} | **{truth_label(set(cell.get('truth', [])))}** | "
                   f"{verdict_label(cell)} | {cofs} | {err} | {mark} |")
             w("")
+            for dc in k.get("doctor", {}).get(rc, []):
+                which = "RDMAV_FORK_SAFE=1" if "RDMAV_FORK_SAFE=1" in dc["name"] else "off"
+                eff = ", ".join(f"{kk} {'STALE' if v == 'stale' else v}"
+                                for kk, v in sorted(dc.get("effects", {}).items()))
+                w(f"`forkguard doctor` with fork support {which}: **{dc.get('status') or '?'}**"
+                  + (f" (says a fork without fork support leaves: {eff})" if eff else "")
+                  + (f"; advice: \"{dc['advice']}\"" if dc.get("advice") else "; no advice")
+                  + (" — agrees with the cells." if dc["ok"] else f" — **WRONG**: {dc['problem']}."))
+                w("")
     w("## Notes")
     w("")
     w("- A kernel that does not boot in the guest fails its testcase with the console's reason.")

@@ -56,7 +56,53 @@ cell hugetlb-env error '{"device_reads":"stale"}' '"parent-corruption"'
 # wrong: the shim changed the outcome
 cell hugetlb-init bare '{}'; cell hugetlb-init warn '{"child":"segv"}' '"child-segv"'
 
-/usr/bin/python3 "$ANALYZE" junit "$RAW" "$OUT" --kernels=5.10,6.12 --rdma-cores=44,56 > "$T/log" 2>&1
+# doctor with rdma-core 44: what the cells above measured (a warning for the stale hugetlb)
+doctor() { # rc off|env status body [advice]
+	{
+		printf '%-6s%-18s%s\n' "$3" "fork support" "$4"
+		[ -z "${5:-}" ] || printf '%24s-> %s\n' "" "$5"
+		echo "ok    memlock limit     unlimited"
+	} > "$RAW/kernel-5.10/$1/doctor-$2"
+}
+doctor 44 off warn "not turned on by the environment; rdma-core 44. Without fork support a fork after registration leaves anonymous and thp memory intact, hugetlb memory STALE in the parent (measured)" "fork workers before RDMA init"
+doctor 44 env warn "on: a forked child that touches registered memory dies with SIGSEGV. Without fork support a fork after registration leaves anonymous and thp memory intact, hugetlb memory STALE in the parent"
+
+# rdma-core 33: one process per fork support measured several kinds (group-<fs>/)
+G=$RAW/kernel-5.10/33
+mkdir -p "$G/group-off/warn-log" "$G/group-off/error-log" "$G/group-env"
+L33='"libibverbs":"/usr/lib/x86_64-linux-gnu/libibverbs.so.1.11.33.2","reg":"ok","reg_errno":0,"dontfork":false,"fork_errno":0'
+echo anon,hugetlb > "$G/group-off/kinds"
+for run in bare warn; do
+	{
+		echo "{\"kind\":\"anon\",\"pid\":7,$L33,\"fork\":\"ok\",\"device_reads\":\"fresh\",\"device_writes\":\"seen\",\"child\":\"alive\"}"
+		echo "{\"kind\":\"hugetlb\",\"pid\":7,$L33,\"fork\":\"ok\",\"device_reads\":\"stale\",\"device_writes\":\"lost\",\"child\":\"alive\"}"
+	} > "$G/group-off/$run.json"
+	echo 0 > "$G/group-off/$run.rc"
+done
+{
+	echo '{"event":"header","pid":7}'
+	echo '{"event":"fork","verdict":"hazard","reasons":["inherited-rdma"]}'
+	echo '{"event":"fork","verdict":"hazard","reasons":["parent-corruption","inherited-rdma"]}'
+} > "$G/group-off/warn-log/forkguard.h.7.1.jsonl"
+echo '{"event":"header","pid":8}' > "$G/group-off/warn-log/forkguard.h.8.1.jsonl"  # the child's
+echo hugetlb > "$G/group-off/error.kinds"
+echo "{\"kind\":\"hugetlb\",\"pid\":9,$L33,\"fork\":\"refused\",\"device_reads\":\"fresh\",\"device_writes\":\"seen\",\"child\":\"none\"}" > "$G/group-off/error.json"
+echo 0 > "$G/group-off/error.rc"
+{ echo '{"event":"header","pid":9}'; echo '{"event":"fork","verdict":"hazard","reasons":["parent-corruption"]}'; } > "$G/group-off/error-log/forkguard.h.9.1.jsonl"
+# fork support from the environment: anon measured, then the thp run failed (exit 2)
+echo anon,thp > "$G/group-env/kinds"
+echo "{\"kind\":\"anon\",\"pid\":5,$L33,\"fork\":\"ok\",\"device_reads\":\"fresh\",\"device_writes\":\"seen\",\"child\":\"segv\"}" > "$G/group-env/bare.json"
+echo 2 > "$G/group-env/bare.rc"
+echo "fork_truth: error: the thp buffer is not backed by a huge page" > "$G/group-env/bare.err"
+mkdir -p "$G/group-env/warn-log"
+echo "{\"kind\":\"anon\",\"pid\":6,$L33,\"fork\":\"ok\",\"device_reads\":\"fresh\",\"device_writes\":\"seen\",\"child\":\"segv\"}" > "$G/group-env/warn.json"
+echo 2 > "$G/group-env/warn.rc"
+{ echo '{"event":"header","pid":6}'; echo '{"event":"fork","verdict":"hazard","reasons":["child-segv","inherited-rdma"]}'; } > "$G/group-env/warn-log/forkguard.h.6.1.jsonl"
+# doctor with rdma-core 33 is wrong without fork support: anonymous memory is not stale
+doctor 33 off warn "Without fork support a fork after registration leaves thp memory intact, anonymous and hugetlb memory STALE in the parent" "fork workers before RDMA init"
+doctor 33 env warn "on: a forked child that touches registered memory dies with SIGSEGV" "unset RDMAV_FORK_SAFE"
+
+/usr/bin/python3 "$ANALYZE" junit "$RAW" "$OUT" --kernels=5.10,6.12 --rdma-cores=44,33,56 > "$T/log" 2>&1
 rc=$?
 cat "$T/log"
 check "exit 1 when a cell failed" '[ $rc = 1 ]'
@@ -72,8 +118,16 @@ check "fail: error mode did not refuse" 'grep -q "RDMAV_FORK_SAFE=1: truth stale
 check "fail: shim changed the outcome" 'grep -q "the shim changed the outcome" "$OUT/matrix.xml"'
 check "fail: kernel 6.12 never ran" 'grep -q "kernel 6.12: the guest ran every cell\"><failure" "$OUT/matrix.xml"'
 check "fail: rdma-core 56 never laid" 'grep -q "rdma-core 56: laid over / in the guest\"><failure" "$OUT/matrix.xml"'
-check "11 testcases, 8 failed" '[ "$(x "<testcase")" = 11 ] && [ "$(x "<failure")" = 8 ]'
-check "results.json counts" '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(not (r[\"counts\"][\"stale\"]==2 and r[\"counts\"][\"unknown\"]==3))" "$OUT/results.json"'
+check "pass: doctor 44 off" 'grep -q "rdma-core 44 / doctor with fork support off says what the cells measured\"/>" "$OUT/matrix.xml"'
+check "pass: doctor 44 env" 'grep -q "rdma-core 44 / doctor with fork support RDMAV_FORK_SAFE=1 says what the cells measured\"/>" "$OUT/matrix.xml"'
+check "fail: doctor 33 calls anonymous memory stale" 'grep -q "rdma-core 33 / doctor with fork support off.*leaves anonymous memory STALE, measured nothing" "$OUT/matrix.xml"'
+check "pass: doctor 33 env" 'grep -q "rdma-core 33 / doctor with fork support RDMAV_FORK_SAFE=1 says what the cells measured\"/>" "$OUT/matrix.xml"'
+check "group: anon off split out" 'grep -q "rdma-core 33 / anon / fork support off: truth nothing, verdict inherited-rdma only\"/>" "$OUT/matrix.xml"'
+check "group: hugetlb off, its own fork event and error run" 'grep -q "rdma-core 33 / hugetlb / fork support off: truth stale, verdict parent-corruption\"/>" "$OUT/matrix.xml"'
+check "group: anon env before the failure" 'grep -q "rdma-core 33 / anon / fork support RDMAV_FORK_SAFE=1: truth child-segv, verdict child-segv\"/>" "$OUT/matrix.xml"'
+check "group: the kind that failed fails" 'grep -q "rdma-core 33 / thp / fork support RDMAV_FORK_SAFE=1: truth unknown.*exit 2: fork_truth: error: the thp buffer" "$OUT/matrix.xml"'
+check "19 testcases, 10 failed" '[ "$(x "<testcase")" = 19 ] && [ "$(x "<failure")" = 10 ]'
+check "results.json counts" '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(not (r[\"counts\"][\"stale\"]==3 and r[\"counts\"][\"unknown\"]==4))" "$OUT/results.json"'
 /usr/bin/python3 "$ANALYZE" doc "$OUT/results.json" > "$T/doc.md"
 check "the doc marks a wrong verdict" 'grep -q "nothing \*\*✗ parent-corruption\*\*" "$T/doc.md"'
 check "the doc shows stale with error mode" 'grep -q "fork refused, data intact" "$T/doc.md"'

@@ -2,8 +2,11 @@
 // RDMA operations on one device (rxe0 in the Soft-RoCE guest). One run is one cell of
 // the fork matrix (scripts/matrix-lane): a memory kind, with fork support as the
 // caller's environment (RDMAV_FORK_SAFE, RDMAV_HUGEPAGES_SAFE) and --fork-init say.
+// --kind takes a list: the kinds are measured one after the other in this process (fork
+// support is per process), each with its own buffer, MRs and child, deregistered and
+// unmapped before the next one (so that a fork sees one kind's registration only).
 //
-// The run:
+// One kind's run:
 //   1. opens the device, two RC QPs connected to each other over the port (loopback),
 //      maps the buffer of the kind, fills it with pattern A and registers it (a refused
 //      registration is an outcome: the run goes on with the fork and the child's touch);
@@ -17,8 +20,9 @@
 //   6. the child reads every page of the buffer: does it live or die (SIGSEGV)?
 // A fork that fails (forkguard's error mode) skips 3 and 6 and measures 4-5 alone.
 //
-// Output: one JSON line on stdout. Exit 0 when the cell was measured; 2 when it could
-// not be (the reason on stderr as "fork_truth: error: ..."): never a guess.
+// Output: one JSON line per kind on stdout, printed when that kind was measured. Exit 0
+// when every kind was measured; 2 when one could not be (the reason on stderr as
+// "fork_truth: error: ...", the kinds after it not run): never a guess.
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -37,6 +41,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -55,7 +60,7 @@ constexpr size_t kSmall = 64u << 10;
 
 void Usage(FILE* out) {
   fputs(
-      "usage: fork_truth --kind=anon|thp|hugetlb|file|shared [--fork-init]\n"
+      "usage: fork_truth --kind=KIND[,KIND...] [--fork-init]\n"
       "  anon     64 KiB of anonymous small pages (MADV_NOHUGEPAGE)\n"
       "  thp      2 MiB anonymous, 2 MiB aligned, MADV_HUGEPAGE (checked in smaps)\n"
       "  hugetlb  2 MiB MAP_HUGETLB (needs /proc/sys/vm/nr_hugepages)\n"
@@ -64,7 +69,7 @@ void Usage(FILE* out) {
       "  --fork-init  ibv_fork_init() before registering (RDMAV_FORK_SAFE and\n"
       "               RDMAV_HUGEPAGES_SAFE come from the environment)\n"
       "Device: $RXE_DEV (else the first), GID index $RXE_GID_INDEX (default 1).\n"
-      "Prints one JSON line; exit 2 when the cell could not be measured.\n",
+      "Prints one JSON line per kind; exit 2 when a kind could not be measured.\n",
       out);
 }
 
@@ -251,6 +256,8 @@ std::string LoadedLibibverbs() {
 struct Buffer {
   uint8_t* p = nullptr;
   size_t len = 0;
+  void* map = nullptr;  // the whole mapping (thp maps twice the length to align)
+  size_t map_len = 0;
   bool writable = true;
   long anon_huge_kb = -1;
 };
@@ -265,10 +272,14 @@ Buffer MapKind(const std::string& kind) {
     if (kind == "anon" && madvise(m, b.len, MADV_NOHUGEPAGE) != 0)
       Fail("MADV_NOHUGEPAGE: %s", strerror(errno));
     b.p = static_cast<uint8_t*>(m);
+    b.map = m;
+    b.map_len = b.len;
   } else if (kind == "thp") {
     b.len = kHuge;
     void* m = mmap(nullptr, 2 * kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) Fail("mmap thp: %s", strerror(errno));
+    b.map = m;
+    b.map_len = 2 * kHuge;
     uintptr_t a = (reinterpret_cast<uintptr_t>(m) + kHuge - 1) & ~(kHuge - 1);
     b.p = reinterpret_cast<uint8_t*>(a);
     if (madvise(b.p, b.len, MADV_HUGEPAGE) != 0) Fail("MADV_HUGEPAGE: %s", strerror(errno));
@@ -279,6 +290,8 @@ Buffer MapKind(const std::string& kind) {
     if (m == MAP_FAILED)
       Fail("mmap MAP_HUGETLB: %s (reserve pages: /proc/sys/vm/nr_hugepages)", strerror(errno));
     b.p = static_cast<uint8_t*>(m);
+    b.map = m;
+    b.map_len = b.len;
   } else if (kind == "file") {
     b.len = kSmall;
     b.writable = false;
@@ -297,6 +310,8 @@ Buffer MapKind(const std::string& kind) {
     if (m == MAP_FAILED) Fail("mmap file: %s", strerror(errno));
     close(fd);
     b.p = static_cast<uint8_t*>(m);
+    b.map = m;
+    b.map_len = b.len;
     return b;
   } else {
     Fail("unknown --kind=%s", kind.c_str());
@@ -322,33 +337,8 @@ const char* ChildOutcome(int status) {
   return buf;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::string kind;
-  bool fork_init = false;
-  for (int i = 1; i < argc; ++i) {
-    if (strncmp(argv[i], "--kind=", 7) == 0) {
-      kind = argv[i] + 7;
-    } else if (strcmp(argv[i], "--fork-init") == 0) {
-      fork_init = true;
-    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      Usage(stdout);
-      return 0;
-    } else {
-      Usage(stderr);
-      return 2;
-    }
-  }
-  if (kind.empty()) {
-    Usage(stderr);
-    return 2;
-  }
-  signal(SIGPIPE, SIG_IGN);
-
-  Rdma r = Setup();
-  int fork_init_rc = 0;
-  if (fork_init) fork_init_rc = ibv_fork_init();
+// One kind, measured and printed; everything it made is released before it returns.
+void Measure(const Rdma& r, const std::string& kind, bool fork_init, int fork_init_rc) {
   Buffer b = MapKind(kind);
 
   // The second MR: where the device delivers what it read, and what it writes from.
@@ -457,17 +447,59 @@ int main(int argc, char** argv) {
   }
 
   printf(
-      "{\"kind\":\"%s\",\"fork_init\":%s,\"fork_init_rc\":%d,\"libibverbs\":\"%s\",\"len\":%zu,"
+      "{\"kind\":\"%s\",\"pid\":%d,\"fork_init\":%s,\"fork_init_rc\":%d,\"libibverbs\":\"%s\","
+      "\"len\":%zu,"
       "\"reg\":\"%s\",\"reg_errno\":%d,\"dontfork\":%s,\"anon_huge_kb\":%ld,"
       "\"fork\":\"%s\",\"fork_errno\":%d,\"device_reads\":\"%s\",\"device_writes\":\"%s\","
       "\"child\":\"%s\"}\n",
-      kind.c_str(), fork_init ? "true" : "false", fork_init_rc, LoadedLibibverbs().c_str(), b.len,
-      mr != nullptr ? "ok" : "refused", reg_errno, dontfork ? "true" : "false", huge_kb,
-      child > 0 ? "ok" : "refused", child > 0 ? 0 : fork_errno, device_reads, device_writes,
-      child_outcome.c_str());
+      kind.c_str(), static_cast<int>(getpid()), fork_init ? "true" : "false", fork_init_rc,
+      LoadedLibibverbs().c_str(), b.len, mr != nullptr ? "ok" : "refused", reg_errno,
+      dontfork ? "true" : "false", huge_kb, child > 0 ? "ok" : "refused",
+      child > 0 ? 0 : fork_errno, device_reads, device_writes, child_outcome.c_str());
   fflush(stdout);
-  if (mr != nullptr) ibv_dereg_mr(mr);
-  ibv_dereg_mr(pmr);
+  if (child <= 0) close(cmd[1]);
+  close(ack[0]);
+  if (mr != nullptr && ibv_dereg_mr(mr) != 0) Fail("ibv_dereg_mr: %s", strerror(errno));
+  if (ibv_dereg_mr(pmr) != 0) Fail("ibv_dereg_mr(second MR): %s", strerror(errno));
+  munmap(peer, b.len);
+  munmap(b.map, b.map_len);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> kinds;
+  bool fork_init = false;
+  for (int i = 1; i < argc; ++i) {
+    if (strncmp(argv[i], "--kind=", 7) == 0) {
+      std::string list = argv[i] + 7;
+      size_t start = 0;
+      while (start <= list.size()) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos) comma = list.size();
+        if (comma > start) kinds.push_back(list.substr(start, comma - start));
+        start = comma + 1;
+      }
+    } else if (strcmp(argv[i], "--fork-init") == 0) {
+      fork_init = true;
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      Usage(stdout);
+      return 0;
+    } else {
+      Usage(stderr);
+      return 2;
+    }
+  }
+  if (kinds.empty()) {
+    Usage(stderr);
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+
+  Rdma r = Setup();
+  int fork_init_rc = 0;
+  if (fork_init) fork_init_rc = ibv_fork_init();
+  for (const std::string& kind : kinds) Measure(r, kind, fork_init, fork_init_rc);
   ibv_destroy_qp(r.qa);
   ibv_destroy_qp(r.qb);
   ibv_destroy_cq(r.cq);
