@@ -322,14 +322,16 @@ bool Member(object o, std::string_view key, element* out) {
 // The string member `key`, or `fallback` when absent or not a string (a view into the
 // parsed line: valid until the next line is parsed).
 template <typename O>
-std::string_view StrView(const O& o, std::string_view key, std::string_view fallback = "") {
+[[gnu::always_inline]] inline std::string_view StrView(const O& o, std::string_view key,
+                                                       std::string_view fallback = "") {
   element e;
   std::string_view v;
   if (Member(o, key, &e) && e.get_string().get(v) == simdjson::SUCCESS) return v;
   return fallback;
 }
 template <typename O>
-std::string Str(const O& o, std::string_view key, std::string_view fallback = "") {
+[[gnu::always_inline]] inline std::string Str(const O& o, std::string_view key,
+                                              std::string_view fallback = "") {
   return std::string(StrView(o, key, fallback));
 }
 std::optional<int64_t> IntOf(element e) {
@@ -348,13 +350,13 @@ std::optional<int64_t> IntOf(element e) {
   }
 }
 template <typename O>
-int64_t Int(const O& o, std::string_view key, int64_t fallback) {
+[[gnu::always_inline]] inline int64_t Int(const O& o, std::string_view key, int64_t fallback) {
   element e;
   if (!Member(o, key, &e)) return fallback;
   return IntOf(e).value_or(fallback);
 }
 template <typename O>
-bool Bool(const O& o, std::string_view key, bool fallback) {
+[[gnu::always_inline]] inline bool Bool(const O& o, std::string_view key, bool fallback) {
   element e;
   bool b = false;
   if (Member(o, key, &e) && e.get_bool().get(b) == simdjson::SUCCESS) return b;
@@ -371,7 +373,7 @@ std::optional<uint64_t> Address(element e) {
   return std::nullopt;
 }
 template <typename O>
-std::optional<uint64_t> AddressAt(const O& o, std::string_view key) {
+[[gnu::always_inline]] inline std::optional<uint64_t> AddressAt(const O& o, std::string_view key) {
   element e;
   if (!Member(o, key, &e)) return std::nullopt;
   return Address(e);
