@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/event_log.h"
+#include "cli/unwatched.h"
 
 namespace forkguard::cli {
 
@@ -173,6 +174,8 @@ struct JobReport {
   std::vector<SuppressionUse> suppressions;
   std::string baseline_file;
   std::vector<bool> hazard_new;  // by hazard_groups index; empty without a baseline
+  // The run's processes that ran without the shim (FindUnwatched), for JSON and HTML.
+  std::vector<UnwatchedProcess> unwatched;
 };
 
 // Builds the report; `symbolizer` may be null (no file:line).

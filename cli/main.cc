@@ -16,10 +16,11 @@ const char kMainHelp[] = R"(NAME
     forkguard - find, explain and stop fork() after RDMA initialization
 
 SYNOPSIS
-    forkguard run [--mode warn|error|abort|off] [--log DIR] [--fail-on hazard] -- CMD...
-    forkguard report [--format text|json|markdown|sarif|junit|github] [--fail-on hazard]
-                     [--suppressions FILE] [--baseline OLD.json --fail-on new-hazard]
-                     LOG_DIR_OR_FILE...
+    forkguard run [--mode warn|error|abort|off] [--log DIR] [--fail-on hazard]
+                  [--suppressions FILE] [--require-watched] -- CMD...
+    forkguard report [--format text|json|markdown|html|trace|sarif|junit|github]
+                     [--fail-on hazard] [--suppressions FILE]
+                     [--baseline OLD.json --fail-on new-hazard] LOG_DIR_OR_FILE...
     forkguard doctor
     forkguard ps [--format text|json]
     forkguard help [COMMAND] | --help | --version

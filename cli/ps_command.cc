@@ -1,7 +1,10 @@
 // forkguard ps: the RDMA processes of this node, what they hold and what a fork would do to
 // each now. Needs neither the shim nor root (api/census.h).
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "api/census.h"
 #include "cli/commands.h"
@@ -28,7 +31,8 @@ DESCRIPTION
       VmPin     from /proc/PID/status
       fds, dc   descriptors on /dev/infiniband (uverbs*, rdma_cm) and mappings the
                 kernel marks MADV_DONTFORK ("dc" in /proc/PID/smaps): only where
-                /proc lets this user read them ("-" otherwise)
+                /proc lets this user read them ("-" otherwise, and a line says
+                so; JSON: null, and "unreadable" names the files)
       job, rank from the process's environment (the launchers' variables, as the
                 shim reads them), where readable
       shim      whether libforkguard.so is mapped in it (/proc/PID/maps)
@@ -37,6 +41,9 @@ DESCRIPTION
                 registrations' addresses (the kernel does not report them), every
                 MADV_DONTFORK mapping of a process with registered memory counts
                 as registered, as the shim counts registrations it did not see.
+                When a process with registered memory has an unreadable smaps,
+                whether a fork would be child-segv is not known: said after the
+                verdict (JSON "verdict_unknown"), not guessed.
     Processes that hold nothing are not listed.
 
 OPTIONS
@@ -60,6 +67,23 @@ std::string Opt(const std::optional<int>& v) { return v ? std::to_string(*v) : "
 
 JsonValue OptInt(const std::optional<int>& v) { return v ? JsonValue::Int(*v) : JsonValue(); }
 
+// The /proc files of `p` this user could not read ("environ", "fd", "smaps", "maps").
+std::vector<std::string> Unreadable(const api::ProcessFacts& p) {
+  std::vector<std::string> out;
+  if (!p.job) out.push_back("environ");
+  if (!p.uverbs_fds) out.push_back("fd");
+  if (!p.dc_count) out.push_back("smaps");
+  if (!p.shim_loaded) out.push_back("maps");
+  return out;
+}
+
+// What the verdict could not take into account, "" when nothing: without smaps the
+// MADV_DONTFORK marks of registered memory (child-segv) are not known.
+std::string VerdictUnknown(const api::ProcessFacts& p) {
+  if (p.dc_count || p.objects.mrs == 0) return "";
+  return "child-segv not known (smaps not readable)";
+}
+
 std::string FormatText(const api::Census& c) {
   std::string out;
   char line[512];
@@ -68,6 +92,7 @@ std::string FormatText(const api::Census& c) {
            "COMMAND", "JOB", "RANK", "SHIM", "CTX", "PD", "MR", "MR-BYTES", "CQ", "QP", "CM",
            "VMPIN", "FDS", "DC", "FORK NOW");
   out += line;
+  bool unreadable = false;
   for (const api::ProcessFacts& p : c.processes) {
     ForkVerdict v = api::DecideForProcess(p, c.cof.value, nullptr);
     std::string shim = p.shim_loaded ? (*p.shim_loaded ? "yes" : "no") : "-";
@@ -84,8 +109,19 @@ std::string FormatText(const api::Census& c) {
              p.objects.qps, p.objects.cm_ids, pin.c_str(), fds.c_str(), Opt(p.dc_count).c_str(),
              api::VerdictText(v.reasons).c_str());
     out += line;
+    std::string unknown = VerdictUnknown(p);
+    if (!unknown.empty()) {
+      out.pop_back();
+      out += "; " + unknown + "\n";
+    }
+    unreadable = unreadable || !Unreadable(p).empty();
   }
   if (c.processes.empty()) out += "(no process holds RDMA state)\n";
+  if (unreadable) {
+    out += "-: not readable as uid " + std::to_string(geteuid()) +
+           " (another user's /proc/PID/environ, fd, smaps and maps: run as root or as the "
+           "process's owner)\n";
+  }
   if (c.orphan_objects > 0) {
     const api::ResourceCounts& o = c.orphans;
     out +=
@@ -135,6 +171,11 @@ std::string FormatJson(const api::Census& c) {
       if ((v.reasons & r) != 0) reasons.Push(JsonValue::String(ReasonName(r)));
     }
     j.Set("reasons", std::move(reasons));
+    std::string unknown = VerdictUnknown(p);
+    j.Set("verdict_unknown", unknown.empty() ? JsonValue() : JsonValue::String(unknown));
+    JsonValue unreadable = JsonValue::Array();
+    for (const std::string& f : Unreadable(p)) unreadable.Push(JsonValue::String(f));
+    j.Set("unreadable", std::move(unreadable));
     procs.Push(std::move(j));
   }
   root.Set("processes", std::move(procs));

@@ -1,6 +1,7 @@
 // Real device: `forkguard ps` on rxe0 lists the processes that hold RDMA objects (with their
 // objects, job, rank, shim and fork verdict) and no process that holds nothing, as root and
-// as another user (nobody: no /proc/PID/fd, smaps or environ of root's processes).
+// as another user (nobody: no /proc/PID/fd, smaps or environ of root's processes; what it
+// cannot read is said, not guessed).
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -161,6 +162,9 @@ TEST(PsRdma, ListsTheRdmaProcessesAsRootAndAsNobody) {
       EXPECT_TRUE(s->GetBool("shim_loaded", false)) << text;
       // Fork support on: the registered range is MADV_DONTFORK.
       EXPECT_EQ(s->GetString("verdict"), "hazard (child-segv, inherited-rdma)") << text;
+      EXPECT_TRUE(s->Find("verdict_unknown")->is_null()) << text;
+      EXPECT_EQ(s->Find("unreadable")->array().size(), 0u) << text;
+      EXPECT_EQ(text.find("not readable"), std::string::npos) << text;
     } else {
       // Another user's environment, descriptors and mappings are not readable: unknown.
       EXPECT_TRUE(p->Find("job")->is_null()) << text;
@@ -168,6 +172,21 @@ TEST(PsRdma, ListsTheRdmaProcessesAsRootAndAsNobody) {
       EXPECT_TRUE(s->Find("shim_loaded")->is_null()) << text;
       EXPECT_TRUE(s->Find("dc_vmas")->is_null()) << text;
       EXPECT_EQ(s->GetString("verdict"), "hazard (inherited-rdma)") << text;
+      // ... and that is said, not guessed: what could not be read, and what the verdict
+      // could not take into account (its registered range is MADV_DONTFORK).
+      EXPECT_EQ(s->GetString("verdict_unknown"), "child-segv not known (smaps not readable)")
+          << text;
+      std::string unreadable;
+      for (const cli::JsonValue& f : s->Find("unreadable")->array()) {
+        unreadable += f.string_value() + " ";
+      }
+      EXPECT_EQ(unreadable, "environ fd smaps maps ") << text;
+      EXPECT_NE(text.find("hazard (inherited-rdma); child-segv not known (smaps not readable)"),
+                std::string::npos)
+          << text;
+      EXPECT_NE(text.find("-: not readable as uid 65534 (another user's /proc/PID/environ"),
+                std::string::npos)
+          << text;
     }
     printf("%s\n", text.c_str());
   }

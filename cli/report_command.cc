@@ -282,10 +282,11 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards, 
   int64_t fresh = 0;
   if (new_sites == nullptr) new_sites = &fresh;
   *new_sites = 0;
-  // The processes that ran without the shim, after a text or markdown report.
+  // The processes that ran without the shim: a section after a text or markdown report,
+  // a member of the JSON and HTML documents.
+  std::vector<UnwatchedProcess> unwatched_list = FindUnwatched(logs);
   std::string unwatched;
-  if (o.format == "text" || o.format == "markdown")
-    unwatched = FormatUnwatched(FindUnwatched(logs));
+  if (o.format == "text" || o.format == "markdown") unwatched = FormatUnwatched(unwatched_list);
   std::vector<std::string> ids = JobIds(logs);
   if (o.job) {
     const std::string& job = *o.job;
@@ -325,6 +326,7 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards, 
     // One page, trace or file for the whole input: its findings and processes name their job.
     JobReport r = BuildJobReport(logs, symbolizer);
     finish(&r, nullptr);
+    r.unwatched = std::move(unwatched_list);
     *hazards = r.hazard_forks;
     if (o.emit_suppressions) return EmitSuppressions(r);
     Timeline t = BuildTimeline(logs, r);
@@ -341,6 +343,7 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards, 
            unwatched;
   JobReport r = BuildJobReport(logs, symbolizer);
   finish(&r, ids.size() == 1 ? &ids[0] : nullptr);
+  r.unwatched = std::move(unwatched_list);
   *hazards = r.hazard_forks;
   return RenderReportAs(r, o.format, o.show_native) + unwatched;
 }

@@ -251,6 +251,21 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
   d.Set("notes", std::move(notes));
   d.Set("shim_notes", Lines(r.shim_notes));
 
+  // [heading, why lines, RDMA state] per process that ran without the shim.
+  JsonValue unwatched = JsonValue::Array();
+  for (const UnwatchedProcess& u : r.unwatched) {
+    JsonValue x = JsonValue::Array();
+    x.Push(Str("pid " + std::to_string(u.pid) + " " + u.prog + " (" + u.path + ") on " + u.host +
+               ", parent " + std::to_string(u.ppid) +
+               (u.exec_by.empty() ? "" : ", exec'd by " + u.exec_by)));
+    JsonValue why = JsonValue::Array();
+    for (const std::string& w : u.why) why.Push(Str(UnwatchedWhy(w)));
+    x.Push(std::move(why));
+    x.Push(Str("RDMA state when it exec'd: " + UnwatchedRdmaState(u)));
+    unwatched.Push(std::move(x));
+  }
+  d.Set("unwatched", std::move(unwatched));
+
   // Inside <script> the text must never contain "</script" or "<!--": '<' only
   // occurs inside JSON strings, where \u003c means the same.
   std::string json = WriteJson(d, -1), data;

@@ -556,6 +556,24 @@ JsonValue ReportToJsonImpl(const JobReport& r, bool forks_marker) {
   }
   o.Set("rdma_inits", std::move(inits));
 
+  // The processes that ran without the shim: their forks are not in this report.
+  JsonValue unwatched = JsonValue::Array();
+  for (const UnwatchedProcess& u : r.unwatched) {
+    JsonValue x = JsonValue::Object();
+    x.Set("host", Str(u.host));
+    x.Set("pid", Int(u.pid));
+    x.Set("parent_pid", u.ppid >= 0 ? Int(u.ppid) : JsonValue());
+    x.Set("program", Str(u.prog));
+    x.Set("path", Str(u.path));
+    x.Set("exec_by", u.exec_by.empty() ? JsonValue() : Str(u.exec_by));
+    JsonValue why = JsonValue::Array();
+    for (const std::string& w : u.why) why.Push(Str(w));
+    x.Set("why", std::move(why));
+    x.Set("held_rdma", u.held_rdma ? JsonValue::Bool(*u.held_rdma) : JsonValue());
+    unwatched.Push(std::move(x));
+  }
+  o.Set("unwatched", std::move(unwatched));
+
   // Every fork with its verdict (or, past ProcessLog's sample size, the first and last forks
   // of each process: summary.forks_sampled); `site_id` is the id of its finding or clean site.
   JsonValue forks = JsonValue::Array();

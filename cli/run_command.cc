@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "cli/event_log.h"
+#include "cli/report_suppressions.h"
 #include "cli/shim_locator.h"
 #include "cli/unwatched.h"
 #include "facts/pin_probe.h"
@@ -36,6 +37,7 @@ const char kRunHelp[] = R"(NAME
 SYNOPSIS
     forkguard run [--mode warn|error|abort|off] [--log DIR] [--keep-log]
                   [--audit|--no-audit] [--fail-on hazard|never] [--require-watched]
+                  [--suppressions FILE]
                   [--format text|json|markdown|html|trace|sarif|junit|github]
                   [--no-symbolize]
                   [--native] [--threads N] -- CMD [ARGS...]
@@ -82,6 +84,13 @@ OPTIONS
         hazard: exit 3 when the run had a hazardous fork, whatever CMD's status
         (for CI gates). never (default): exit with CMD's status. (new-hazard
         is forkguard report's, with a baseline.)
+    --suppressions FILE
+        Suppress the hazardous forks FILE describes (in the format that
+        forkguard report --help describes, and that command writes for a
+        run's findings): the shim neither warns about nor fails them
+        (FORKGUARD_SUPPRESSIONS, replacing one already set), and the report
+        counts them as suppressed, per entry. A bad FILE is refused before CMD
+        starts: one error line per bad line, exit 2.
     --require-watched
         Exit 4 when any process of the run ran without the shim: a program
         exec'd with an environment that dropped LD_PRELOAD (env -i,
@@ -102,6 +111,8 @@ OPTIONS
 ENVIRONMENT
     FORKGUARD_SHIM_DIR   directory with libforkguard.so and libforkguard_audit.so
     LD_PRELOAD, LD_AUDIT kept and extended for CMD
+    FORKGUARD_SUPPRESSIONS  honoured by the shim when --suppressions is not given
+                         (the report then shows the shim's suppressed forks)
     FORKGUARD_CACHE_DIR  where this boot's pin probe is cached before CMD starts
                          (default $XDG_CACHE_HOME/forkguard, else ~/.cache/forkguard;
                          see forkguard doctor --help, pinned pages)
@@ -163,8 +174,9 @@ struct RunOptions {
   std::string log_dir;
   bool keep_log = false;
   bool require_watched = false;
-  int audit = -1;        // -1 auto, 0 off, 1 required
-  ReportOptions report;  // of the run's logs: --format, --fail-on, ... as for `report`
+  std::string suppressions;  // absolute: the program may change directory
+  int audit = -1;            // -1 auto, 0 off, 1 required
+  ReportOptions report;      // of the run's logs: --format, --fail-on, ... as for `report`
   std::vector<std::string> cmd;
 };
 
@@ -190,6 +202,11 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
       o.keep_log = true;
     } else if (name == "require-watched") {
       o.require_watched = true;
+    } else if (name == "suppressions") {
+      if (v.empty()) throw UsageError("--suppressions needs a file");
+      char* abs = realpath(v.c_str(), nullptr);
+      o.suppressions = abs != nullptr ? abs : v;  // a missing file is named by the check below
+      free(abs);
     } else if (name == "audit") {
       o.audit = 1;
     } else if (name == "no-audit") {
@@ -202,6 +219,11 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
     throw UsageError("--fail-on new-hazard needs a baseline: forkguard report --baseline");
   o.cmd = opts.positionals();
   if (o.cmd.empty()) throw UsageError("no command given");
+  // Checked before CMD starts (a bad line is an error, exit 2); the report applies it too.
+  if (!o.suppressions.empty()) {
+    LoadSuppressionFile(o.suppressions, "forkguard run");
+    o.report.suppressions = o.suppressions;
+  }
   return o;
 }
 
@@ -215,10 +237,13 @@ const std::vector<option> kRunOptions = OptionTable(
         {"audit", no_argument, nullptr, 0},
         {"no-audit", no_argument, nullptr, 0},
         {"require-watched", no_argument, nullptr, 0},
+        {"suppressions", required_argument, nullptr, 0},
     },
     kReportMakingOptions);
 
-int RunMain(int argc, char** argv, const char* argv0) {
+namespace {
+
+int Run(int argc, char** argv, const char* argv0) {
   // Options up to the first non-option or "--"; the rest is CMD and its arguments.
   flags::Options opts =
       flags::Options::Parse(argc, argv, kRunOptions.data(), flags::Positionals::kAfterOptions);
@@ -292,6 +317,7 @@ int RunMain(int argc, char** argv, const char* argv0) {
       if (!use_audit) env.push_back(kv);
     } else if (kv.rfind("FORKGUARD_MODE=", 0) == 0 && !o.mode.empty()) {
     } else if (kv.rfind("FORKGUARD_LOG=", 0) == 0) {
+    } else if (kv.rfind("FORKGUARD_SUPPRESSIONS=", 0) == 0 && !o.suppressions.empty()) {
     } else {
       env.push_back(kv);
     }
@@ -300,6 +326,7 @@ int RunMain(int argc, char** argv, const char* argv0) {
   if (use_audit) env.push_back("LD_AUDIT=" + audit);
   if (!o.mode.empty()) env.push_back("FORKGUARD_MODE=" + o.mode);
   env.push_back("FORKGUARD_LOG=" + o.log_dir);
+  if (!o.suppressions.empty()) env.push_back("FORKGUARD_SUPPRESSIONS=" + o.suppressions);
   std::vector<char*> envp, argvp;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -387,6 +414,16 @@ int RunMain(int argc, char** argv, const char* argv0) {
     return kExitUnwatched;
   }
   return exit_code;
+}
+
+}  // namespace
+
+int RunMain(int argc, char** argv, const char* argv0) {
+  try {
+    return Run(argc, argv, argv0);
+  } catch (const BadSuppressionFile&) {
+    return kExitUsage;  // each bad line was printed as it was found
+  }
 }
 
 }  // namespace forkguard::cli

@@ -95,5 +95,45 @@ TEST(RunRdma, ModeErrorFailsTheFork) {
   EXPECT_NE(r.err.find("action: 1 failed"), std::string::npos) << r.err;
 }
 
+TEST(RunRdma, EmittedSuppressionsSilenceTheSiteInTheShim) {
+  auto dev = forkguard::testing::RequireRdmaDevice();
+  std::string logs = forkguard::testing::MakeTempDir("fglogs");
+  CliResult first = RunUnderForkguard(dev.name, {"--log", logs}, {"0"});
+  ASSERT_EQ(first.status, 0) << first.err;
+  CliResult emitted = RunCli({Forkguard(), "report", "--emit-suppressions", logs});
+  ASSERT_EQ(emitted.status, 0) << emitted.err;
+  ASSERT_NE(emitted.out.find("kind="), std::string::npos) << emitted.out;
+  std::string supp = forkguard::testing::MakeTempDir("fgsupp") + "/forkguard.supp";
+  FILE* f = fopen(supp.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs(emitted.out.c_str(), f);
+  fclose(f);
+
+  // The same program in error mode: the suppressed fork proceeds, nothing is printed by the
+  // shim, and --fail-on hazard does not fire.
+  CliResult r = RunUnderForkguard(
+      dev.name, {"--mode", "error", "--fail-on", "hazard", "--suppressions", supp}, {"0"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("child: exit 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("fork failed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("forkguard: fork after RDMA init"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("suppressed"), std::string::npos) << r.err;
+
+  // Without the file the same run fails the fork (the suppression did the work).
+  CliResult bare = RunUnderForkguard(dev.name, {"--mode", "error"}, {"0"});
+  EXPECT_NE(bare.out.find("fork failed: "), std::string::npos) << bare.out;
+
+  // A bad file is refused before the program runs, naming its line.
+  std::string bad = forkguard::testing::MakeTempDir("fgbad") + "/bad.supp";
+  f = fopen(bad.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("kind=* frame=func:main\nkind=hazard colour=red\n", f);
+  fclose(f);
+  CliResult refused = RunUnderForkguard(dev.name, {"--suppressions", bad}, {"0"});
+  EXPECT_EQ(refused.status, 2) << refused.err;
+  EXPECT_NE(refused.err.find(bad + ":2: "), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.out.find("child:"), std::string::npos) << refused.out;
+}
+
 }  // namespace
 }  // namespace forkguard::cli

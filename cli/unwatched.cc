@@ -3,9 +3,8 @@
 #include <algorithm>
 
 namespace forkguard::cli {
-namespace {
 
-std::string Why(const std::string& reason) {
+std::string UnwatchedWhy(const std::string& reason) {
   if (reason == "preload-removed") return "its environment has no LD_PRELOAD with the shim";
   if (reason == "static") return "a static binary (no dynamic loader: nothing is preloaded)";
   if (reason == "setuid") {
@@ -14,7 +13,9 @@ std::string Why(const std::string& reason) {
   return reason;
 }
 
-}  // namespace
+std::string UnwatchedRdmaState(const UnwatchedProcess& u) {
+  return !u.held_rdma ? "unknown" : *u.held_rdma ? "held (inherited)" : "none";
+}
 
 std::vector<UnwatchedProcess> FindUnwatched(const LogSet& logs) {
   std::vector<UnwatchedProcess> out;
@@ -48,9 +49,8 @@ std::string FormatUnwatched(const std::vector<UnwatchedProcess>& list) {
   for (const UnwatchedProcess& u : list) {
     out += "  pid " + std::to_string(u.pid) + " " + u.prog + " (" + u.path + ") on " + u.host +
            ", parent " + std::to_string(u.ppid) + ", exec'd by " + u.exec_by + ":\n";
-    for (const std::string& w : u.why) out += "      " + Why(w) + "\n";
-    out += "      RDMA state when it exec'd: ";
-    out += !u.held_rdma ? "unknown" : *u.held_rdma ? "held (inherited)" : "none";
+    for (const std::string& w : u.why) out += "      " + UnwatchedWhy(w) + "\n";
+    out += "      RDMA state when it exec'd: " + UnwatchedRdmaState(u);
     out += "; after that: not watched (forkguard ps shows what it holds while it runs)\n";
   }
   return out;

@@ -29,4 +29,11 @@ std::vector<UnwatchedProcess> FindUnwatched(const LogSet& logs);
 // The report's section: "" when every process was watched.
 std::string FormatUnwatched(const std::vector<UnwatchedProcess>& list);
 
+// Why the shim could not be in it, in words ("a static binary (...)") for a reason code
+// ("preload-removed", "static", "setuid"; anything else as it is).
+std::string UnwatchedWhy(const std::string& reason);
+
+// "held (inherited)", "none" or "unknown": its RDMA state when it exec'd.
+std::string UnwatchedRdmaState(const UnwatchedProcess& u);
+
 }  // namespace forkguard::cli

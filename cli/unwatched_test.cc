@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "cli/json.h"
 #include "cli/testdata/run_cli.h"
 #include "gtest/gtest.h"
 #include "tests/support/runfiles.h"
@@ -17,10 +18,10 @@ namespace {
 using testdata::CliResult;
 using testdata::RunCli;
 
-CliResult RunUnderForkguard(const std::string& script) {
+CliResult RunUnderForkguard(const std::string& script, const std::string& format = "text") {
   std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
-  return RunCli({forkguard::testing::Runfile("cli/forkguard"), "run", "--no-audit",
-                 "--require-watched", "--", "/bin/sh", "-c", script},
+  return RunCli({forkguard::testing::Runfile("cli/forkguard"), "run", "--no-audit", "--format",
+                 format, "--require-watched", "--", "/bin/sh", "-c", script},
                 {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/'))});
 }
 
@@ -64,6 +65,32 @@ TEST(Unwatched, EachKindIsNamedAndRequireWatchedFails) {
   EXPECT_NE(r.err.find("forkguard run: --require-watched: 4 processes ran without the shim"),
             std::string::npos)
       << r.err;
+}
+
+// The run's JSON report (on stderr, before --require-watched's line) lists the same
+// processes: program, parent, why, and that none held RDMA state.
+TEST(Unwatched, RunJsonListsEachKind) {
+  std::string static_prog = forkguard::testing::Runfile("cli/testdata/static_true");
+  std::string setuid_prog = SetuidTrue();
+  CliResult r = RunUnderForkguard("env -i /bin/true; " + static_prog + "; " + setuid_prog, "json");
+  EXPECT_EQ(r.status, 4) << r.err;
+  size_t end = r.err.rfind("}\n");
+  ASSERT_NE(end, std::string::npos) << r.err;
+  JsonValue doc;
+  std::string error;
+  ASSERT_TRUE(ParseJson(r.err.substr(0, end + 1), &doc, &error)) << error << r.err;
+  const JsonValue* list = doc.Find("unwatched");
+  ASSERT_NE(list, nullptr) << r.err;
+  ASSERT_EQ(list->array().size(), 3u) << r.err;
+  std::string seen;
+  for (const JsonValue& u : list->array()) {
+    EXPECT_GT(u.GetInt("pid", -1), 0);
+    EXPECT_GT(u.GetInt("parent_pid", -1), 0);
+    EXPECT_FALSE(u.GetBool("held_rdma", true));
+    seen += u.GetString("program") + ":" + u.Find("why")->array()[0].string_value() + " ";
+  }
+  // By pid: the shell runs them one after the other.
+  EXPECT_EQ(seen, "true:preload-removed static_true:static sutrue:setuid ") << r.err;
 }
 
 // forkguard report names them too, from the kept logs.

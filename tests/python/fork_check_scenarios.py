@@ -67,6 +67,17 @@ class Pyverbs:
         self.ctx.close()
 
 
+def c_api():
+    """forkguard_fork_check() called straight from the library, past the module's dict:
+    "VERDICT (shim|proc) hazard=N"."""
+    r = forkguard._Result()
+    r.size = ctypes.sizeof(r)
+    if forkguard._library().forkguard_fork_check(ctypes.byref(r)) != 0:
+        return "failed: errno %d" % ctypes.get_errno()
+    source = {forkguard.SOURCE_SHIM: "shim", forkguard.SOURCE_PROC: "proc"}.get(r.source, "?")
+    return "%s (%s) hazard=%d" % (r.verdict.decode(), source, r.hazard)
+
+
 def square(x):
     return x * x
 
@@ -82,6 +93,7 @@ def main():
     facts = forkguard.state()  # MARK:check
     proc = forkguard.state(source="proc")
     print("check: %s (%s)" % (facts["verdict"], facts["source"]))
+    print("c_api: %s" % c_api())
     print("proc: %s (%s)" % (proc["verdict"], proc["source"]))
     print("init_site: %s" % facts["init_site"])
     print("fork_site: %s" % facts["fork_site"])

@@ -1,7 +1,9 @@
 // forkguard's query API (api/forkguard.h) through the Python module, then a real fork in
 // the same process: the check's verdict must be the one the shim then prints for the fork.
-// Host: the stub libibverbs through ctypes. FORKGUARD_TEST_RDMA (fork_check_rdma_test):
-// pyverbs on rxe0, where the /proc + RDMA netlink answer must agree as well.
+// The Python check (forkguard.state()/check()), the C API called straight through ctypes
+// and the shim's message for the fork must say the same. Host: the stub libibverbs through
+// ctypes. FORKGUARD_TEST_RDMA (fork_check_rdma_test): pyverbs on rxe0, where the /proc +
+// RDMA netlink answer must agree as well, with the shim and in a process without it.
 #include <string>
 #include <vector>
 
@@ -25,7 +27,8 @@ std::string After(const std::string& text, const std::string& prefix) {
   return text.substr(at, text.find('\n', at) - at);
 }
 
-ProgramResult RunScenario(const std::string& scenario, bool shim, const std::string& fork_safe) {
+ProgramResult RunScenario(const std::string& scenario, bool shim, const std::string& fork_safe,
+                          const std::string& log_dir = "") {
   std::string device = "rxe0";
 #ifdef FORKGUARD_TEST_RDMA
   device = RequireRdmaDevice().name;
@@ -36,7 +39,7 @@ ProgramResult RunScenario(const std::string& scenario, bool shim, const std::str
       "PYTHONPATH=" + Dir(Dir(Runfile("python/forkguard/__init__.py"))),
       "PYTHONDONTWRITEBYTECODE=1",
       "FORKGUARD_MODE=warn",
-      "FORKGUARD_LOG=",
+      "FORKGUARD_LOG=" + log_dir,
       "RXE_DEV=" + device,
       "RDMAV_FORK_SAFE=" + fork_safe,
       "IBV_FORK_SAFE="};
@@ -62,6 +65,9 @@ void ExpectSameVerdict(const std::string& scenario, const std::string& fork_safe
   ProgramResult r = RunScenario(scenario, /*shim=*/true, fork_safe);
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(After(r.out, "check: "), expected + " (shim)") << r.out << r.err;
+  EXPECT_EQ(After(r.out, "c_api: "),
+            expected + " (shim) hazard=" + (expected == "clean" ? "0" : "1"))
+      << r.out;
   EXPECT_EQ(ShimVerdict(r), expected) << r.out << r.err;
   EXPECT_EQ(After(r.out, "child: "), "0") << r.out;
   if (expected == "clean") {
@@ -129,13 +135,57 @@ TEST(ForkCheck, WithoutTheShimTheFallbackSaysSo) {
 #endif
 }
 
+#ifdef FORKGUARD_TEST_RDMA
+// The same three scenarios in a process without the shim: the library answers from /proc
+// and RDMA netlink with the verdict the shim gave, and says it has less detail.
+void ExpectFallbackVerdict(const std::string& scenario, const std::string& fork_safe,
+                           const std::string& expected) {
+  ProgramResult r = RunScenario(scenario, /*shim=*/false, fork_safe);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(After(r.out, "check: "), expected + " (proc)") << r.out << r.err;
+  EXPECT_EQ(After(r.out, "c_api: "),
+            expected + " (proc) hazard=" + (expected == "clean" ? "0" : "1"))
+      << r.out;
+  EXPECT_EQ(After(r.out, "proc: "), expected + " (proc)") << r.out;
+  EXPECT_NE(After(r.out, "proc detail: ").find("no shim: from /proc and RDMA netlink"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(After(r.out, "init_site: "), "") << r.out;  // no sites without the shim
+  if (expected == "clean") {
+    EXPECT_EQ(After(r.out, "raises: "), "no") << r.out;
+  } else {
+    EXPECT_NE(After(r.out, "raises: ").find("ForkAfterRdmaError: forkguard: fork check in pid"),
+              std::string::npos)
+        << r.out;
+  }
+  EXPECT_EQ(After(r.out, "child: "), "0") << r.out;
+  EXPECT_EQ(r.err.find("forkguard:"), std::string::npos) << r.err;
+}
+
+TEST(ForkCheckWithoutShim, RegisteredWithoutForkSupportInheritedRdma) {
+  ExpectFallbackVerdict("mr", "", "hazard (inherited-rdma)");
+}
+
+TEST(ForkCheckWithoutShim, RegisteredWithForkSupportChildSegv) {
+  ExpectFallbackVerdict("mr", "1", "hazard (child-segv, inherited-rdma)");
+}
+
+TEST(ForkCheckWithoutShim, ReleasedIsClean) { ExpectFallbackVerdict("closed", "", "clean"); }
+#endif
+
 TEST(ForkCheck, SafeContextWorkersRunWithoutHazard) {
-  ProgramResult r = RunScenario("safe", /*shim=*/true, "1");
+  std::string logs = std::string(getenv("TEST_TMPDIR")) + "/safe-logs";
+  ProgramResult r = RunScenario("safe", /*shim=*/true, "1", logs);
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(After(r.out, "context: "), "forkserver") << r.out;
   EXPECT_EQ(After(r.out, "squares: "), "[1, 4, 9]") << r.out << r.err;
-  // No process of the run forked with RDMA state: the shim said nothing.
+  // No process of the run forked with RDMA state: the shim said nothing, and its log of the
+  // run (the trainer, the forkserver it started, the workers) has forks, none hazardous.
   EXPECT_EQ(r.err.find("fork after RDMA init"), std::string::npos) << r.err;
+  std::vector<std::string> log = ReadLogLines(logs);
+  EXPECT_GE(LinesWith(log, {"\"event\":\"fork\"", "\"verdict\":\"clean\""}).size(), 2u)
+      << "the forkserver's forks of the two workers";
+  EXPECT_EQ(LinesWith(log, {"\"event\":\"fork\"", "\"verdict\":\"hazard\""}).size(), 0u);
 }
 
 }  // namespace
