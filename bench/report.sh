@@ -10,19 +10,23 @@
 # process forks (8 workers an epoch, each child a distinct pid without a log), each rank's
 # first forks make pool workers that have logs of their own, padded with registrations and
 # other verbs calls to the lines asked.
-# Default: 4096 processes (512 ranks x 8) x 1000 lines, 200 forks per process.
-# --full adds the same job with 800 forks per process and the flatness series: 512 processes
-# (64 ranks x 8) with 100, 200, 400 and 800 forks each (peak RSS must not grow with forks);
-# --flat runs only the flatness series.
+# Default: 4096 processes (512 ranks x 8) x 1000 lines with 200 forks per process, the same
+# with 800 forks per process, and the flatness series: 512 processes (64 ranks x 8) with 100,
+# 200, 400 and 800 forks each (peak RSS must not grow with forks), each against the Python
+# loop and cat; then a summary of every job and format. About 10 minutes on 2 busy cores
+# (generating the jobs included; --keep DIR keeps them for the next run).
+# --quick runs only the first job (--processes, --forks ... shape it); --flat only the series.
 # forkguard runs under an address-space limit (--as-limit MiB, default 4096).
-# Usage: scripts/bench report [--full | --flat] [--processes N] [--procs-per-rank N] [--hosts N]
-#          [--events N] [--forks N] [--sites N] [--as-limit MiB] [--keep DIR] [--threads N]
+# Usage: scripts/bench report [--quick | --flat] [--processes N] [--procs-per-rank N]
+#          [--hosts N] [--events N] [--forks N] [--sites N] [--as-limit MiB] [--keep DIR]
+#          [--threads N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PROCS=4096 PPR=8 HOSTS=64 EVENTS=1000 FORKS=200 SITES=16 AS_MIB=4096 KEEP= THREADS= FULL=0
+PROCS=4096 PPR=8 HOSTS=64 EVENTS=1000 FORKS=200 SITES=16 AS_MIB=4096 KEEP= THREADS= FULL=1
 while [ $# -gt 0 ]; do
 	case "$1" in
-		--full) FULL=1; shift; continue ;;
+		--full) FULL=1; shift; continue ;;  # the default (kept for old command lines)
+		--quick) FULL=0; shift; continue ;;
 		--flat) FULL=2; shift; continue ;;
 		--processes) PROCS=$2; shift ;;
 		--procs-per-rank) PPR=$2; shift ;;
@@ -33,7 +37,7 @@ while [ $# -gt 0 ]; do
 		--as-limit) AS_MIB=$2; shift ;;
 		--keep) KEEP=$2; shift ;;
 		--threads) THREADS=$2; shift ;;
-		*) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+		*) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 	esac
 	shift
 done
@@ -52,6 +56,7 @@ export FG="$BIN/cli/forkguard" GEN="$BIN/cli/job_generator_main" ROOT AS_MIB THR
 exec /usr/bin/python3 - <<'PY'
 import json, os, resource, subprocess, sys, time
 E = os.environ
+T_START = time.monotonic()
 ROOT = E["ROOT"]
 PYLOOP = r'''
 import json, os, sys
@@ -101,6 +106,7 @@ def fg(fmt, logs, out):
     return run(f"forkguard --format {fmt}", argv, out, E["AS_MIB"])
 
 ok = True
+SUMMARY = []  # (job, format, wall, x python, x cat time, peak RSS MiB, output MB)
 
 def bench(name, d, truth, formats=("text", "json", "html", "trace"), with_baselines=True):
     global ok
@@ -129,6 +135,11 @@ def bench(name, d, truth, formats=("text", "json", "html", "trace"), with_baseli
             ok = False
             if r["err"]:
                 print(f"    stderr: {r['err']}")
+    for r in res:
+        if r is not cat and r is not py:
+            SUMMARY.append((name, r["name"].split()[-1], r["wall"], py["wall"] / r["wall"] if py else None,
+                            r["wall"] / cat["wall"] if cat else None, r["rss"],
+                            os.path.getsize(r["out"]) / 1e6))
     j = base.get("forkguard --format json")
     if j and j["rc"] == 0:
         s = json.load(open(j["out"]))["summary"]
@@ -154,12 +165,19 @@ if E["FULL"] in ("1", "2"):
     rows = []
     for forks in (100, 200, 400, 800):
         d, t = job(f"p512-f{forks}", 512, 8, 8, EV, forks)
-        res = bench(f"512 processes, {forks} forks each", d, t, with_baselines=False)
+        res = bench(f"512 processes x {EV} lines, {forks} forks each", d, t)
         s = json.load(open(os.path.join(d, "report.json")))["summary"]
-        rows.append(f"{forks:>14} {s['forks']:>9} " + " ".join(f"{r['rss']:10.1f}" for r in res))
+        rows.append(f"{forks:>14} {s['forks']:>9} " +
+                    " ".join(f"{r['rss']:10.1f}" for r in res if r["name"].startswith("forkguard")))
     print("\n== flatness: 512 processes (64 ranks x 8), peak RSS against forks per process")
     print(f"{'forks/process':>14} {'forks':>9} " + " ".join(f"{f + ' MiB':>10}" for f in ("text", "json", "html", "trace")))
     print("\n".join(rows))
-print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+print("\n== summary: forkguard report against the Python loop (x python: how many times faster) "
+      "and cat (x cat time: how many times slower)")
+print(f"{'job':42} {'format':7} {'wall s':>7} {'x python':>9} {'x cat time':>11} {'peak RSS MiB':>13} {'out MB':>7}")
+for job_name, fmt, wall, vs_py, vs_cat, rss, out_mb in SUMMARY:
+    print(f"{job_name:42} {fmt:7} {wall:7.2f} {vs_py if vs_py is not None else 0:9.2f} "
+          f"{vs_cat if vs_cat is not None else 0:11.1f} {rss:13.1f} {out_mb:7.1f}")
+print(f"\nload average after: {os.getloadavg()[0]:.2f}; the bench took {time.monotonic() - T_START:.0f} s")
 sys.exit(0 if ok else 1)
 PY

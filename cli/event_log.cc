@@ -100,15 +100,239 @@ using simdjson::dom::element;
 using simdjson::dom::element_type;
 using simdjson::dom::object;
 
-// Tolerant typed lookups, as JsonValue::Get* (first member of that name).
+// The members of a line's top-level object that the reader uses, found in one pass over the
+// object (a lookup by name would scan the object once per field asked for).
+enum class Key : uint8_t {
+  kSchema,
+  kEvent,
+  kPid,
+  kHost,
+  kJob,
+  kPpid,
+  kProg,
+  kRank,
+  kLocalRank,
+  kTs,
+  kTsNs,
+  kStartNs,
+  kSeq,
+  kTid,
+  kLen,
+  kMr,
+  kDontfork,
+  kCall,
+  kSites,
+  kDeregs,
+  kStack,
+  kId,
+  kPath,
+  kBuildId,
+  kFrames,
+  kExe,
+  kMode,
+  kArgv,
+  kStatus,
+  kDevice,
+  kVerdict,
+  kSite,
+  kAction,
+  kVia,
+  kFix,
+  kSuppressed,
+  kHeldBy,
+  kForkSupport,
+  kReasons,
+  kErrno,
+  kInit,
+  kRanges,
+  kThreads,
+  kKernelCof,
+  kChildPid,
+  kSignal,
+  kAddr,
+  kRange,
+  kRegStack,
+  kText,
+  kExecBy,
+  kWhy,
+  kHeldRdma,
+  kCount,  // the number of keys above
+  kOther,  // any other name
+};
+static_assert(static_cast<int>(Key::kCount) <= 64, "Fields::have is a 64-bit set");
+
+// `k` is `lit` (whose length k has): a loop the compiler unrolls, no call to memcmp.
+template <size_t N>
+constexpr bool Is(std::string_view k, const char (&lit)[N]) {
+  for (size_t i = 0; i + 1 < N; ++i)
+    if (k[i] != lit[i]) return false;
+  return true;
+}
+
+// By length, then first letter: at most three comparisons.
+[[gnu::always_inline]] constexpr Key KeyOf(std::string_view k) {
+  if (k.empty()) return Key::kOther;
+  const char c = k[0];
+  switch (k.size()) {
+    case 2:
+      if (c == 't') return Is(k, "ts") ? Key::kTs : Key::kOther;
+      if (c == 'i') return Is(k, "id") ? Key::kId : Key::kOther;
+      if (c == 'm') return Is(k, "mr") ? Key::kMr : Key::kOther;
+      break;
+    case 3:
+      if (c == 'p') return Is(k, "pid") ? Key::kPid : Key::kOther;
+      if (c == 's') return Is(k, "seq") ? Key::kSeq : Key::kOther;
+      if (c == 't') return Is(k, "tid") ? Key::kTid : Key::kOther;
+      if (c == 'l') return Is(k, "len") ? Key::kLen : Key::kOther;
+      if (c == 'v') return Is(k, "via") ? Key::kVia : Key::kOther;
+      if (c == 'f') return Is(k, "fix") ? Key::kFix : Key::kOther;
+      if (c == 'j') return Is(k, "job") ? Key::kJob : Key::kOther;
+      if (c == 'e') return Is(k, "exe") ? Key::kExe : Key::kOther;
+      if (c == 'w') return Is(k, "why") ? Key::kWhy : Key::kOther;
+      break;
+    case 4:
+      if (c == 'c') return Is(k, "call") ? Key::kCall : Key::kOther;
+      if (c == 's') return Is(k, "site") ? Key::kSite : Key::kOther;
+      if (c == 'i') return Is(k, "init") ? Key::kInit : Key::kOther;
+      if (c == 'h') return Is(k, "host") ? Key::kHost : Key::kOther;
+      if (c == 'r') return Is(k, "rank") ? Key::kRank : Key::kOther;
+      if (c == 'm') return Is(k, "mode") ? Key::kMode : Key::kOther;
+      if (c == 't') return Is(k, "text") ? Key::kText : Key::kOther;
+      if (Is(k, "ppid")) return Key::kPpid;
+      if (Is(k, "prog")) return Key::kProg;
+      if (Is(k, "path")) return Key::kPath;
+      if (Is(k, "argv")) return Key::kArgv;
+      if (Is(k, "addr")) return Key::kAddr;
+      break;
+    case 5:
+      if (c == 't') return Is(k, "ts_ns") ? Key::kTsNs : Key::kOther;
+      if (c == 'r') return Is(k, "range") ? Key::kRange : Key::kOther;
+      if (Is(k, "event")) return Key::kEvent;
+      if (Is(k, "stack")) return Key::kStack;
+      if (Is(k, "sites")) return Key::kSites;
+      if (Is(k, "errno")) return Key::kErrno;
+      break;
+    case 6:
+      if (c == 'a') return Is(k, "action") ? Key::kAction : Key::kOther;
+      if (c == 'f') return Is(k, "frames") ? Key::kFrames : Key::kOther;
+      if (c == 'r') return Is(k, "ranges") ? Key::kRanges : Key::kOther;
+      if (Is(k, "schema")) return Key::kSchema;
+      if (Is(k, "status")) return Key::kStatus;
+      if (Is(k, "signal")) return Key::kSignal;
+      if (Is(k, "deregs")) return Key::kDeregs;
+      if (Is(k, "device")) return Key::kDevice;
+      break;
+    case 7:
+      if (c == 'v') return Is(k, "verdict") ? Key::kVerdict : Key::kOther;
+      if (c == 'r') return Is(k, "reasons") ? Key::kReasons : Key::kOther;
+      if (c == 't') return Is(k, "threads") ? Key::kThreads : Key::kOther;
+      if (c == 'h') return Is(k, "held_by") ? Key::kHeldBy : Key::kOther;
+      if (c == 'e') return Is(k, "exec_by") ? Key::kExecBy : Key::kOther;
+      break;
+    case 8:
+      if (c == 'd') return Is(k, "dontfork") ? Key::kDontfork : Key::kOther;
+      if (c == 's') return Is(k, "start_ns") ? Key::kStartNs : Key::kOther;
+      if (c == 'b') return Is(k, "build_id") ? Key::kBuildId : Key::kOther;
+      break;
+    case 9:
+      if (c == 'c') return Is(k, "child_pid") ? Key::kChildPid : Key::kOther;
+      if (c == 'r') return Is(k, "reg_stack") ? Key::kRegStack : Key::kOther;
+      if (c == 'h') return Is(k, "held_rdma") ? Key::kHeldRdma : Key::kOther;
+      break;
+    case 10:
+      if (c == 'k') return Is(k, "kernel_cof") ? Key::kKernelCof : Key::kOther;
+      if (c == 's') return Is(k, "suppressed") ? Key::kSuppressed : Key::kOther;
+      if (c == 'l') return Is(k, "local_rank") ? Key::kLocalRank : Key::kOther;
+      break;
+    case 12:
+      if (c == 'f') return Is(k, "fork_support") ? Key::kForkSupport : Key::kOther;
+      break;
+  }
+  return Key::kOther;
+}
+// Every name maps to its own key.
+static_assert(KeyOf("ts") == Key::kTs && KeyOf("id") == Key::kId && KeyOf("mr") == Key::kMr &&
+              KeyOf("pid") == Key::kPid && KeyOf("seq") == Key::kSeq && KeyOf("tid") == Key::kTid &&
+              KeyOf("len") == Key::kLen && KeyOf("via") == Key::kVia && KeyOf("fix") == Key::kFix &&
+              KeyOf("job") == Key::kJob && KeyOf("exe") == Key::kExe && KeyOf("why") == Key::kWhy &&
+              KeyOf("call") == Key::kCall && KeyOf("site") == Key::kSite &&
+              KeyOf("init") == Key::kInit && KeyOf("host") == Key::kHost &&
+              KeyOf("rank") == Key::kRank && KeyOf("mode") == Key::kMode &&
+              KeyOf("text") == Key::kText && KeyOf("ppid") == Key::kPpid &&
+              KeyOf("prog") == Key::kProg && KeyOf("path") == Key::kPath &&
+              KeyOf("argv") == Key::kArgv && KeyOf("addr") == Key::kAddr &&
+              KeyOf("ts_ns") == Key::kTsNs && KeyOf("range") == Key::kRange &&
+              KeyOf("event") == Key::kEvent && KeyOf("stack") == Key::kStack &&
+              KeyOf("sites") == Key::kSites && KeyOf("errno") == Key::kErrno &&
+              KeyOf("action") == Key::kAction && KeyOf("frames") == Key::kFrames &&
+              KeyOf("ranges") == Key::kRanges && KeyOf("schema") == Key::kSchema &&
+              KeyOf("status") == Key::kStatus && KeyOf("signal") == Key::kSignal &&
+              KeyOf("deregs") == Key::kDeregs && KeyOf("device") == Key::kDevice &&
+              KeyOf("verdict") == Key::kVerdict && KeyOf("reasons") == Key::kReasons &&
+              KeyOf("threads") == Key::kThreads && KeyOf("held_by") == Key::kHeldBy &&
+              KeyOf("exec_by") == Key::kExecBy && KeyOf("dontfork") == Key::kDontfork &&
+              KeyOf("start_ns") == Key::kStartNs && KeyOf("build_id") == Key::kBuildId &&
+              KeyOf("child_pid") == Key::kChildPid && KeyOf("reg_stack") == Key::kRegStack &&
+              KeyOf("held_rdma") == Key::kHeldRdma && KeyOf("kernel_cof") == Key::kKernelCof &&
+              KeyOf("suppressed") == Key::kSuppressed && KeyOf("local_rank") == Key::kLocalRank &&
+              KeyOf("fork_support") == Key::kForkSupport && KeyOf("tx") == Key::kOther &&
+              KeyOf("pidx") == Key::kOther && KeyOf("") == Key::kOther);
+// The shim's names for the members read here.
+static_assert(
+    KeyOf(schema::kKeySchema) == Key::kSchema && KeyOf(schema::kKeyEvent) == Key::kEvent &&
+    KeyOf(schema::kKeyTs) == Key::kTs && KeyOf(schema::kKeyTsNs) == Key::kTsNs &&
+    KeyOf(schema::kKeyStartNs) == Key::kStartNs && KeyOf(schema::kKeyMr) == Key::kMr &&
+    KeyOf(schema::kKeySites) == Key::kSites && KeyOf(schema::kKeyDeregs) == Key::kDeregs &&
+    KeyOf(schema::kKeyStack) == Key::kStack && KeyOf(schema::kKeyFrames) == Key::kFrames &&
+    KeyOf(schema::kKeyBuildId) == Key::kBuildId &&
+    KeyOf(schema::kKeySuppressed) == Key::kSuppressed &&
+    KeyOf(schema::kKeyRegStack) == Key::kRegStack && KeyOf(schema::kKeyInit) == Key::kInit &&
+    KeyOf(schema::kKeyCall) == Key::kCall && KeyOf(schema::kKeyDontfork) == Key::kDontfork &&
+    KeyOf(schema::kKeyLocalRank) == Key::kLocalRank);
+
+// An object's members by Key: the first member of each name, as object::at_key finds it.
+struct Fields {
+  object o;
+  uint64_t have = 0;
+  element at[static_cast<size_t>(Key::kCount)];
+  explicit Fields(object obj) : o(obj) {
+    for (auto field : o) {
+      Key k = KeyOf(field.key);
+      if (k == Key::kOther) continue;
+      uint64_t bit = uint64_t{1} << static_cast<unsigned>(k);
+      if (have & bit) continue;
+      have |= bit;
+      at[static_cast<size_t>(k)] = field.value;
+    }
+  }
+};
+
+// Tolerant typed lookups, as JsonValue::Get* (first member of that name), in an object or
+// in the Fields of one.
 bool Member(object o, std::string_view key, element* out) {
   return o.at_key(key).get(*out) == simdjson::SUCCESS;
 }
-std::string Str(object o, std::string_view key, std::string fallback = "") {
+[[gnu::always_inline]] inline bool Member(const Fields& f, std::string_view key, element* out) {
+  Key k = KeyOf(key);
+  if (k == Key::kOther) return Member(f.o, key, out);
+  if (!(f.have & (uint64_t{1} << static_cast<unsigned>(k)))) return false;
+  *out = f.at[static_cast<size_t>(k)];
+  return true;
+}
+// The string member `key`, or `fallback` when absent or not a string (a view into the
+// parsed line: valid until the next line is parsed).
+template <typename O>
+[[gnu::always_inline]] inline std::string_view StrView(const O& o, std::string_view key,
+                                                       std::string_view fallback = "") {
   element e;
   std::string_view v;
-  if (Member(o, key, &e) && e.get_string().get(v) == simdjson::SUCCESS) return std::string(v);
+  if (Member(o, key, &e) && e.get_string().get(v) == simdjson::SUCCESS) return v;
   return fallback;
+}
+template <typename O>
+[[gnu::always_inline]] inline std::string Str(const O& o, std::string_view key,
+                                              std::string_view fallback = "") {
+  return std::string(StrView(o, key, fallback));
 }
 std::optional<int64_t> IntOf(element e) {
   switch (e.type()) {
@@ -125,12 +349,14 @@ std::optional<int64_t> IntOf(element e) {
       return std::nullopt;
   }
 }
-int64_t Int(object o, std::string_view key, int64_t fallback) {
+template <typename O>
+[[gnu::always_inline]] inline int64_t Int(const O& o, std::string_view key, int64_t fallback) {
   element e;
   if (!Member(o, key, &e)) return fallback;
   return IntOf(e).value_or(fallback);
 }
-bool Bool(object o, std::string_view key, bool fallback) {
+template <typename O>
+[[gnu::always_inline]] inline bool Bool(const O& o, std::string_view key, bool fallback) {
   element e;
   bool b = false;
   if (Member(o, key, &e) && e.get_bool().get(b) == simdjson::SUCCESS) return b;
@@ -146,7 +372,8 @@ std::optional<uint64_t> Address(element e) {
   if (e.get_string().get(s) == simdjson::SUCCESS) return ParseAddressText(s);
   return std::nullopt;
 }
-std::optional<uint64_t> AddressAt(object o, std::string_view key) {
+template <typename O>
+[[gnu::always_inline]] inline std::optional<uint64_t> AddressAt(const O& o, std::string_view key) {
   element e;
   if (!Member(o, key, &e)) return std::nullopt;
   return Address(e);
@@ -239,6 +466,9 @@ struct FileState {
   int lineno = 0;
   // (host, pid) of every process with a log of its own; null: unknown, keep every child.
   const std::set<std::pair<std::string, int64_t>>* with_logs = nullptr;
+  // Storage reused from fork line to fork line (forks are tallied, not kept).
+  Event fork_event;
+  std::string site_key;
 };
 
 // A fork_child line waits for the newest fork of its process without a child; this many
@@ -247,12 +477,14 @@ constexpr size_t kMaxPending = 256;
 constexpr size_t kMaxErrnos = 16;
 
 // Folds the fork event `e` of process `p` into its site and its sample.
-void TallyFork(const Event& e, FileState::Proc* proc, ProcessLog* p) {
-  std::string key = e.verdict + '\x1f' + e.site + '\x1f' +
-                    (e.site.empty() ? std::to_string(e.stack) : std::string()) + '\x1f' +
-                    e.suppressed;
-  auto [it, fresh] = proc->site_ids.emplace(std::move(key), static_cast<int>(p->fork_sites.size()));
-  if (fresh) {
+void TallyFork(const Event& e, FileState* state, FileState::Proc* proc, ProcessLog* p) {
+  std::string& key = state->site_key;  // reused: no allocation for a site already met
+  key.assign(e.verdict).append(1, '\x1f').append(e.site).append(1, '\x1f');
+  if (e.site.empty()) key.append(std::to_string(e.stack));
+  key.append(1, '\x1f').append(e.suppressed);
+  auto it = proc->site_ids.find(key);
+  if (it == proc->site_ids.end()) {
+    it = proc->site_ids.emplace(key, static_cast<int>(p->fork_sites.size())).first;
     ForkSite fs;
     fs.verdict = e.verdict;
     fs.site = e.site;
@@ -305,22 +537,24 @@ void TallyFork(const Event& e, FileState::Proc* proc, ProcessLog* p) {
     p->first_fork_ns = e.ts_ns;
   p->last_fork_ns = std::max(p->last_fork_ns, e.ts_ns);
   p->fork_bins.Add(e.ts_ns, hazard && e.suppressed.empty());
-  ForkSample f;
-  f.ts_ns = e.ts_ns;
-  f.tid = e.tid;
-  f.line = e.line;
-  f.site = it->second;
-  f.ordinal = ordinal;
-  f.action = e.action;
-  f.reasons = e.reasons;
+  // The first forks join the sample; the newest wait in a ring (its slots reused).
+  ForkSample* f;
   if (p->fork_sample.size() < ProcessLog::kForkSampleHead) {
-    p->fork_sample.push_back(std::move(f));
+    f = &p->fork_sample.emplace_back();
   } else if (proc->tail.size() < ProcessLog::kForkSampleTail) {
-    proc->tail.push_back(std::move(f));
+    f = &proc->tail.emplace_back();
   } else {
-    proc->tail[proc->tail_next] = std::move(f);
+    f = &proc->tail[proc->tail_next];
     proc->tail_next = (proc->tail_next + 1) % ProcessLog::kForkSampleTail;
   }
+  f->ts_ns = e.ts_ns;
+  f->tid = e.tid;
+  f->line = e.line;
+  f->site = it->second;
+  f->ordinal = ordinal;
+  f->action.assign(e.action);
+  f->reasons.assign(e.reasons.begin(), e.reasons.end());
+  f->child_pid = -1;
   if (proc->pending.size() >= kMaxPending) proc->pending.erase(proc->pending.begin());
   proc->pending.push_back({it->second, e.ts_ns, ordinal});
 }
@@ -386,7 +620,8 @@ int V2Stack(int64_t id, FileState* state, FileState::Proc* proc, ProcessLog* p) 
 }
 
 // A stack value: an array (inline frames, /1 and /2) or, in /2, the id of a stack record.
-int StackAt(object o, std::string_view key, FileState::Proc* proc, ProcessLog* p,
+template <typename O>
+int StackAt(const O& o, std::string_view key, FileState::Proc* proc, ProcessLog* p,
             FileState* state = nullptr) {
   element e;
   if (!Member(o, key, &e)) return -1;
@@ -461,7 +696,8 @@ bool CountOnly(std::string_view type) {
 }
 
 // The typed fields of `e.type` from `o`.
-void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e, FileState* state) {
+void DecodeEvent(const Fields& o, FileState::Proc* proc, ProcessLog* p, Event* e,
+                 FileState* state) {
   const std::string& t = e->type;
   element x;
   if (t == "process_start") {
@@ -567,7 +803,7 @@ void DecodeEvent(object o, FileState::Proc* proc, ProcessLog* p, Event* e, FileS
   }
 }
 
-void Count(ProcessSummary* s, const std::string& type) {
+void Count(ProcessSummary* s, std::string_view type) {
   auto it = s->counts.find(type);
   if (it != s->counts.end())
     ++it->second;
@@ -580,7 +816,7 @@ void Count(ProcessSummary* s, const std::string& type) {
 using ProcIt = std::map<std::pair<std::string, int64_t>, FileState::Proc>::iterator;
 
 // The process of (host, job, pid), created on first sight.
-ProcIt FindProcess(object v, int64_t pid, FileState* state, std::string_view file_name,
+ProcIt FindProcess(const Fields& v, int64_t pid, FileState* state, std::string_view file_name,
                    LogSet* out) {
   std::string_view host = "?";
   element he;
@@ -607,7 +843,7 @@ ProcIt FindProcess(object v, int64_t pid, FileState* state, std::string_view fil
 }
 
 // ppid, prog, rank, local_rank, job: from a /1 line or a /2 header.
-void FillIdentity(object v, ProcessLog* pp) {
+void FillIdentity(const Fields& v, ProcessLog* pp) {
   ProcessLog& p = *pp;
   if (p.ppid <= 0) p.ppid = Int(v, "ppid", -1);
   if (p.prog.empty()) p.prog = Str(v, "prog");
@@ -625,7 +861,7 @@ void FillIdentity(object v, ProcessLog* pp) {
 }
 
 // Folds one event of process `it` into the set (both schemas).
-void UseEvent(object v, std::string type, int64_t ts, int lineno, FileNotes* notes,
+void UseEvent(const Fields& v, std::string_view type, int64_t ts, int lineno, FileNotes* notes,
               FileState* state, ProcIt it, LogSet* out) {
   ProcessLog& p = out->processes[it->second.index];
   if (ts > 0 && (p.first_ts_ns == 0 || ts < p.first_ts_ns)) p.first_ts_ns = ts;
@@ -653,7 +889,7 @@ void UseEvent(object v, std::string type, int64_t ts, int lineno, FileNotes* not
     }
     if (type == "mr_deregister") ++sum.deregistrations;
     // /2: a registration's stack id must name a record already read (cheap: one lookup).
-    auto check_stack = [&](object o) {
+    auto check_stack = [&](const auto& o) {
       element se;
       if (state->v2 && Member(o, schema::kKeyStack, &se) && se.type() == element_type::INT64 &&
           !state->HasStack(se.get_int64().value_unsafe()))
@@ -686,8 +922,21 @@ void UseEvent(object v, std::string type, int64_t ts, int lineno, FileNotes* not
   // Nothing the process counted after these is lost to a kill: exit and exec write it first.
   if (type == "process_exit" || type == "child_exec") sum.counts_final = true;
   if (type == "rdma_init" && sum.rdma_init_ts_ns == 0) sum.rdma_init_ts_ns = ts;
-  Event e;
-  e.type = std::move(type);
+  if (type == schema::kForkChild) {
+    TallyForkChild(Int(v, "child_pid", -1), *state, &it->second, &p);
+    return;
+  }
+  // A fork is tallied, not kept: it is decoded into storage reused from fork to fork.
+  bool fork = type == schema::kFork;
+  Event fresh;
+  Event& e = fork ? state->fork_event : fresh;
+  if (fork) {
+    std::vector<std::string> reasons = std::move(e.reasons);
+    reasons.clear();
+    e = Event();
+    e.reasons = std::move(reasons);
+  }
+  e.type.assign(type);
   e.ts_ns = ts;
   e.seq = Int(v, "seq", -1);
   e.tid = Int(v, "tid", state->v2 ? p.pid : 0);
@@ -695,12 +944,8 @@ void UseEvent(object v, std::string type, int64_t ts, int lineno, FileNotes* not
   state->notes = notes;
   state->lineno = lineno;
   DecodeEvent(v, &it->second, &p, &e, state);
-  if (e.type == "fork") {
-    TallyFork(e, &it->second, &p);
-    return;
-  }
-  if (e.type == "fork_child") {
-    TallyForkChild(e.child_pid, *state, &it->second, &p);
+  if (fork) {
+    TallyFork(e, state, &it->second, &p);
     return;
   }
   p.events.push_back(std::move(e));
@@ -708,7 +953,7 @@ void UseEvent(object v, std::string type, int64_t ts, int lineno, FileNotes* not
 
 // A /2 file's header: the process every later line of the file belongs to (until another
 // header: a file of concatenated logs). Its module and stack tables start empty.
-void ParseV2Header(object v, int lineno, FileNotes* notes, FileState* state,
+void ParseV2Header(const Fields& v, int lineno, FileNotes* notes, FileState* state,
                    std::string_view file_name, LogSet* out) {
   if (Str(v, "event") != schema::kHeader) {
     notes->Add(lineno, "a forkguard.event/2 line with \"schema\" that is not a header, skipped",
@@ -735,8 +980,8 @@ void ParseV2Header(object v, int lineno, FileNotes* notes, FileState* state,
 }
 
 // A /2 line after the header: a module or stack record, or an event.
-void ParseV2Line(object v, int lineno, FileNotes* notes, FileState* state, LogSet* out) {
-  std::string type = Str(v, "event");
+void ParseV2Line(const Fields& v, int lineno, FileNotes* notes, FileState* state, LogSet* out) {
+  std::string_view type = StrView(v, "event");
   if (type.empty()) {
     notes->Add(lineno, "no \"event\" field, skipped", "");
     return;
@@ -750,7 +995,7 @@ void ParseV2Line(object v, int lineno, FileNotes* notes, FileState* state, LogSe
     std::optional<int64_t> id;
     if (Member(v, "id", &ie)) id = IntOf(ie);
     if (!id || *id < 0) {
-      notes->Add(lineno, "a " + type + " record without a valid id, skipped", "");
+      notes->Add(lineno, "a " + std::string(type) + " record without a valid id, skipped", "");
       return;
     }
     if (type == schema::kModule) {
@@ -794,7 +1039,7 @@ void ParseV2Line(object v, int lineno, FileNotes* notes, FileState* state, LogSe
     return;
   }
   int64_t ts = state->v2_start_ns + Int(v, schema::kKeyTs, 0);
-  UseEvent(v, std::move(type), ts, lineno, notes, state, it, out);
+  UseEvent(v, type, ts, lineno, notes, state, it, out);
 }
 
 // `line` is followed by at least simdjson::SIMDJSON_PADDING readable bytes.
@@ -820,11 +1065,12 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
       notes->Add(lineno, "not JSON", JsonErrorText(err));
     return;
   }
-  object v;
-  if (root.get_object().get(v) != simdjson::SUCCESS) {
+  object obj;
+  if (root.get_object().get(obj) != simdjson::SUCCESS) {
     notes->Add(lineno, "not a JSON object", "");
     return;
   }
+  const Fields v(obj);
   element se;
   std::string_view schema;
   bool has_schema = Member(v, "schema", &se) && se.get_string().get(schema) == simdjson::SUCCESS;
@@ -855,7 +1101,7 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
                  "");
     return;
   }
-  std::string type = Str(v, "event");
+  std::string_view type = StrView(v, "event");
   if (type.empty()) {
     notes->Add(lineno, "no \"event\" field, skipped", "");
     return;
@@ -869,7 +1115,7 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
   state->last = it;
   ProcessLog& p = out->processes[it->second.index];
   FillIdentity(v, &p);
-  UseEvent(v, std::move(type), Int(v, "ts_ns", 0), lineno, notes, state, it, out);
+  UseEvent(v, type, Int(v, "ts_ns", 0), lineno, notes, state, it, out);
 }
 
 // Splits `buf[0, size)` into lines and parses the complete ones; returns

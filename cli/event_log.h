@@ -120,7 +120,7 @@ struct RegistrationSample {
 // (a timeline summary for renderers; see ProcessLog::events for what is kept).
 struct ProcessSummary {
   static constexpr size_t kMaxRegistrationSamples = 32;
-  std::map<std::string, int64_t> counts;                // event type -> lines (first 32 types)
+  std::map<std::string, int64_t, std::less<>> counts;   // event type -> lines (first 32 types)
   int64_t lines = 0;                                    // lines used, of every type
   std::vector<RegistrationSample> first_registrations;  // at most kMaxRegistrationSamples
   int64_t last_ts_ns = 0;

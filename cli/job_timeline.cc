@@ -34,6 +34,9 @@ Timeline BuildTimeline(const LogSet& logs, const JobReport& r) {
     pt.begin_ns = node.start_ns;
     pt.end_ns = node.start_ns;
     size_t fork_k = 0;
+    pt.marks.reserve(
+        std::min<size_t>(log.summary.first_registrations.size(), Timeline::kMaxRegisterMarks) +
+        log.events.size() + forks[i].size());
     // Registrations are counted by the reader, not kept: its first few are drawn.
     pt.registrations = log.summary.registrations;
     pt.registered_bytes = log.summary.registered_bytes;

@@ -1,6 +1,7 @@
 #include "cli/json.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -92,6 +93,8 @@ void JsonValue::Append(std::string key, JsonValue v) {
 
 namespace {
 
+void AppendQuoted(std::string_view s, std::string* out);
+
 void Write(const JsonValue& v, int indent, int level, std::string* out) {
   auto newline = [&](int lvl) {
     if (indent < 0) return;
@@ -105,21 +108,25 @@ void Write(const JsonValue& v, int indent, int level, std::string* out) {
     case JsonValue::Kind::kBool:
       out->append(v.bool_value() ? "true" : "false");
       break;
-    case JsonValue::Kind::kInt:
-      out->append(std::to_string(v.int_value()));
+    case JsonValue::Kind::kInt: {
+      char buf[24];
+      out->append(buf, std::to_chars(buf, buf + sizeof buf, v.int_value()).ptr);
       break;
+    }
     case JsonValue::Kind::kDouble: {
       if (!std::isfinite(v.double_value())) {
         out->append("null");
         break;
       }
+      // As printf's %.17g.
       char buf[64];
-      snprintf(buf, sizeof buf, "%.17g", v.double_value());
-      out->append(buf);
+      out->append(buf, std::to_chars(buf, buf + sizeof buf, v.double_value(),
+                                     std::chars_format::general, 17)
+                           .ptr);
       break;
     }
     case JsonValue::Kind::kString:
-      out->append(JsonQuote(v.string_value()));
+      AppendQuoted(v.string_value(), out);
       break;
     case JsonValue::Kind::kArray: {
       if (v.array().empty()) {
@@ -149,7 +156,7 @@ void Write(const JsonValue& v, int indent, int level, std::string* out) {
         if (!first) out->push_back(',');
         first = false;
         newline(level + 1);
-        out->append(JsonQuote(k));
+        AppendQuoted(k, out);
         out->append(indent < 0 ? ":" : ": ");
         Write(item, indent, level + 1, out);
       }
@@ -261,31 +268,47 @@ std::string WriteJson(const JsonValue& v, int indent) {
   return out;
 }
 
-std::string JsonQuote(std::string_view s) {
-  std::string out = "\"";
+namespace {
+
+// Appends `s` quoted; runs of characters that need no escape are appended at once.
+void AppendQuoted(std::string_view s, std::string* out) {
+  out->push_back('"');
+  size_t plain = 0;  // start of the run not appended yet
   for (size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
+      ++i;
+      continue;
+    }
+    out->append(s.substr(plain, i - plain));
     if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
+      out->push_back('\\');
+      out->push_back(static_cast<char>(c));
       ++i;
     } else if (c < 0x20 || c == 0x7F) {
       char buf[8];
       snprintf(buf, sizeof buf, "\\u%04x", c);
-      out.append(buf);
-      ++i;
-    } else if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
+      out->append(buf);
       ++i;
     } else if (size_t n = Utf8Len(s, i)) {
-      out.append(s.substr(i, n));
+      out->append(s.substr(i, n));
       i += n;
     } else {
-      out.append("\\ufffd");
+      out->append("\\ufffd");
       ++i;
     }
+    plain = i;
   }
-  out.push_back('"');
+  out->append(s.substr(plain));
+  out->push_back('"');
+}
+
+}  // namespace
+
+std::string JsonQuote(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  AppendQuoted(s, &out);
   return out;
 }
 
