@@ -1,9 +1,6 @@
 // forkguard: run a program under the fork/RDMA shim, report on event logs,
 // check a machine. See `forkguard --help`.
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -56,26 +53,6 @@ EXIT STATUS
 
 namespace {
 
-// `report` keeps a few hundred MiB of small objects at job scale; with 4 KiB pages every new
-// page of heap is a page fault (a costly one in a virtual machine), with transparent huge
-// pages one per 2 MiB: about a fifth less CPU at 4096 processes. glibc reads its tunables at
-// start-up only, so the command runs itself again once with glibc.malloc.hugetlb=1 (nothing
-// changes where the kernel has no huge pages, or when the exec fails). Only for `report`:
-// `run` starts the user's program, which must get the environment as it was.
-void ReportHeapInHugePages(char** argv) {
-  constexpr const char kTunable[] = "glibc.malloc.hugetlb";
-  const char* had = getenv("GLIBC_TUNABLES");
-  std::string tunables = had ? had : "";
-  if (tunables.find(kTunable) != std::string::npos) return;  // set (by us, or the user)
-  tunables += std::string(tunables.empty() ? "" : ":") + kTunable + "=1";
-  if (setenv("GLIBC_TUNABLES", tunables.c_str(), 1) != 0) return;
-  execv("/proc/self/exe", argv);
-  if (had)
-    setenv("GLIBC_TUNABLES", had, 1);
-  else
-    unsetenv("GLIBC_TUNABLES");
-}
-
 int Main(int argc, char** argv) {
   if (argc < 2) {
     fputs(kMainHelp, stderr);
@@ -106,10 +83,7 @@ int Main(int argc, char** argv) {
   try {
     if (cmd == "run" || cmd == "report" || cmd == "doctor" || cmd == "ps") program += " " + cmd;
     if (cmd == "run") return RunMain(argc - 1, argv + 1, argv[0]);
-    if (cmd == "report") {
-      ReportHeapInHugePages(argv);
-      return ReportMain(argc - 1, argv + 1);
-    }
+    if (cmd == "report") return ReportMain(argc - 1, argv + 1);
     if (cmd == "doctor") return DoctorMain(argc - 1, argv + 1, argv[0]);
     if (cmd == "ps") return PsMain(argc - 1, argv + 1);
     throw flags::UsageError("unknown command '" + cmd + "' (commands: run, report, doctor, ps)");
