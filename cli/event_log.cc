@@ -575,6 +575,17 @@ bool CountOnly(EventType type) {
   }
 }
 
+// The strings of array member `key`, up to `max` of them in all, appended to `out`.
+void Strings(const Fields& o, Key key, size_t max, std::vector<std::string>* out) {
+  element x;
+  simdjson::dom::array a;
+  if (!Member(o, key, &x) || x.get_array().get(a) != simdjson::SUCCESS) return;
+  for (element s : a) {
+    std::string_view v;
+    if (s.get_string().get(v) == simdjson::SUCCESS && out->size() < max) out->emplace_back(v);
+  }
+}
+
 // The typed fields of `e.type` from `o`.
 void DecodeEvent(const Fields& o, FileState::Proc* proc, ProcessLog* p, Event* e,
                  FileState* state) {
@@ -583,14 +594,7 @@ void DecodeEvent(const Fields& o, FileState::Proc* proc, ProcessLog* p, Event* e
     case EventType::kProcessStart: {
       e->exe = Str(o, Key::kExe);
       e->mode = Str(o, Key::kMode);
-      simdjson::dom::array a;
-      if (Member(o, Key::kArgv, &x) && x.get_array().get(a) == simdjson::SUCCESS) {
-        for (element s : a) {
-          std::string_view v;
-          if (s.get_string().get(v) == simdjson::SUCCESS && e->argv.size() < 64)
-            e->argv.emplace_back(v);
-        }
-      }
+      Strings(o, Key::kArgv, 64, &e->argv);
       break;
     }
     case EventType::kProcessExit: {
@@ -617,14 +621,7 @@ void DecodeEvent(const Fields& o, FileState::Proc* proc, ProcessLog* p, Event* e
           x.get_object().get(fs) == simdjson::SUCCESS)
         e->fix_library = Str(fs, Key::kBy);
       e->stack = StackAt(o, Key::kStack, proc, p, state);
-      simdjson::dom::array a;
-      if (Member(o, Key::kReasons, &x) && x.get_array().get(a) == simdjson::SUCCESS) {
-        for (element r : a) {
-          std::string_view v;
-          if (r.get_string().get(v) == simdjson::SUCCESS && e->reasons.size() < 16)
-            e->reasons.emplace_back(v);
-        }
-      }
+      Strings(o, Key::kReasons, 16, &e->reasons);
       if (e->action == "failed" && Member(o, Key::kErrno, &x)) {
         std::string_view v;
         if (x.type() == element_type::INT64)
@@ -640,6 +637,7 @@ void DecodeEvent(const Fields& o, FileState::Proc* proc, ProcessLog* p, Event* e
         e->init_device = Str(init, Key::kDevice);
         e->init_stack = StackAt(init, Key::kStack, proc, p, state);
       }
+      simdjson::dom::array a;
       if (Member(o, Key::kRanges, &x) && x.get_array().get(a) == simdjson::SUCCESS) {
         for (element r : a) {
           object ro;
@@ -687,14 +685,7 @@ void DecodeEvent(const Fields& o, FileState::Proc* proc, ProcessLog* p, Event* e
     case EventType::kUnwatchedExec: {
       e->text = Str(o, Key::kPath);
       e->call = Str(o, Key::kExecBy);
-      simdjson::dom::array a;
-      if (Member(o, Key::kWhy, &x) && x.get_array().get(a) == simdjson::SUCCESS) {
-        for (element r : a) {
-          std::string_view v;
-          if (r.get_string().get(v) == simdjson::SUCCESS && e->reasons.size() < 16)
-            e->reasons.emplace_back(v);
-        }
-      }
+      Strings(o, Key::kWhy, 16, &e->reasons);
       bool held = false;
       if (Member(o, Key::kHeldRdma, &x) && x.get_bool().get(held) == simdjson::SUCCESS)
         e->held_rdma = held;
