@@ -589,36 +589,45 @@ int EventLog::OpenOwnFile() {
   return fd;
 }
 
-// The file's first line: the schema and everything /1 repeated on every line.
+namespace {
+
+void AppendDecOrNull(TextBuffer& b, long v) {
+  if (v >= 0) {
+    b.Dec(v);
+  } else {
+    b.Str("null");
+  }
+}
+
+// A file's first line: the schema and the process's identity (what /1 repeated on every
+// line). rank, local_rank, step: -1 when unknown (step is then left out); job: "" or null.
+void AppendHeader(TextBuffer& b, const char* host, pid_t pid, pid_t ppid, const char* prog,
+                  long rank, long local_rank, const char* job, long step, int64_t start_ns) {
+  b.FirstKey(schema::kKeySchema).Quoted(schema::kEventV2);
+  b.Key(schema::kKeyEvent).Quoted(schema::kHeader);
+  b.Key(schema::kKeyHost).JsonStr(host).Key(schema::kKeyPid).Dec(pid);
+  b.Key(schema::kKeyPpid).Dec(ppid).Key(schema::kKeyProg).JsonStr(prog);
+  b.Key(schema::kKeyRank);
+  AppendDecOrNull(b, rank);
+  b.Key(schema::kKeyLocalRank);
+  AppendDecOrNull(b, local_rank);
+  b.Key(schema::kKeyJob);
+  if (job != nullptr && job[0] != '\0') {
+    b.JsonStr(job);
+  } else {
+    b.Str("null");
+  }
+  if (step >= 0) b.Key(schema::kKeyStep).Dec(step);
+  b.Key(schema::kKeyStartNs).Dec(start_ns).Str("}\n");
+}
+
+}  // namespace
+
 bool EventLog::WriteHeader(int fd, pid_t pid) {
   char buf[1024];
   TextBuffer b(buf, sizeof(buf));
-  b.FirstKey(schema::kKeySchema)
-      .Quoted(schema::kEventV2)
-      .Key(schema::kKeyEvent)
-      .Quoted(schema::kHeader);
-  b.Key(schema::kKeyHost).JsonStr(id_.host).Key(schema::kKeyPid).Dec(pid);
-  b.Key(schema::kKeyPpid).Dec(getppid()).Key(schema::kKeyProg).JsonStr(id_.prog);
-  b.Key(schema::kKeyRank);
-  if (id_.rank >= 0) {
-    b.Dec(id_.rank);
-  } else {
-    b.Str("null");
-  }
-  b.Key(schema::kKeyLocalRank);
-  if (id_.local_rank >= 0) {
-    b.Dec(id_.local_rank);
-  } else {
-    b.Str("null");
-  }
-  b.Key(schema::kKeyJob);
-  if (id_.job != nullptr && id_.job[0] != '\0') {
-    b.JsonStr(id_.job);
-  } else {
-    b.Str("null");
-  }
-  if (id_.step >= 0) b.Key(schema::kKeyStep).Dec(id_.step);
-  b.Key(schema::kKeyStartNs).Dec(start_ns_).Str("}\n");
+  AppendHeader(b, id_.host, pid, getppid(), id_.prog, id_.rank, id_.local_rank, id_.job, id_.step,
+               start_ns_);
   if (b.truncated()) return false;
   return WriteNoEintr(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size());
 }
@@ -634,19 +643,8 @@ bool EventLog::WriteForeignFile(pid_t pid, pid_t ppid, const char* prog, const c
   if (p.truncated()) return false;
   char buf[3072];
   TextBuffer b(buf, sizeof(buf));
-  b.FirstKey(schema::kKeySchema)
-      .Quoted(schema::kEventV2)
-      .Key(schema::kKeyEvent)
-      .Quoted(schema::kHeader);
-  b.Key(schema::kKeyHost).JsonStr(id_.host).Key(schema::kKeyPid).Dec(pid);
-  b.Key(schema::kKeyPpid).Dec(ppid).Key(schema::kKeyProg).JsonStr(prog);
-  b.Key(schema::kKeyRank).Str("null").Key(schema::kKeyLocalRank).Str("null").Key(schema::kKeyJob);
-  if (id_.job != nullptr && id_.job[0] != '\0') {
-    b.JsonStr(id_.job);
-  } else {
-    b.Str("null");
-  }
-  b.Key(schema::kKeyStartNs).Dec(start).Str("}\n");
+  // Another program's file: this process's rank and step are not its.
+  AppendHeader(b, id_.host, pid, ppid, prog, -1, -1, id_.job, -1, start);
   b.FirstKey(schema::kKeyEvent)
       .Quoted(event)
       .Key(schema::kKeyTs)
