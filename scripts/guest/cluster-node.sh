@@ -7,11 +7,11 @@
 export PATH=/run/cluster/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8 TERM=dumb
 C=/run/cluster; ME=$C/node$NODE; PD=$C/node$PEER
-up() { cut -d' ' -f1 /proc/uptime; }
+# shellcheck source=SCRIPTDIR/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # a file created over 9p gets the *host's* clock as mtime: the host reads all
 # stamps with stat; the content has the guest's uptime and wall clock
 stamp() { echo "$(up) $(date +%s.%N)" > "$ME/$1"; }
-bye() { sync; busybox poweroff -f 2>/dev/null; echo o > /proc/sysrq-trigger; sleep 30; }
 infra() { echo "rxe-cluster node$NODE: $*"; echo "infra: $*" > "$ME/infra" 2>/dev/null; bye; }
 mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /dev/pts /dev/shm /run/cluster
@@ -50,14 +50,7 @@ if [ "$CLOCK_SYNC" = 1 ]; then
 else
 	echo "start: host-guest $(fmt_us "$off")s (9p rtt $(fmt_us "$w")s), not stepped" > "$ME/clock"
 fi
-if [ "$TICKER" = 1 ] && command -v perl >/dev/null; then
-	# QEMU TCG resizes its soft-TLB only when the guest flushes it; a lone
-	# CPU-bound process can otherwise run 10-30x slower. A 20 ms sleeper per vCPU.
-	for c in $(seq 0 $(($(nproc) - 1))); do
-		# shellcheck disable=SC2016 # Perl code: $0 is Perl's, not the shell's
-		taskset -c "$c" perl -e '$0="cluster-tlb-ticker"; select(undef,undef,undef,0.02) while 1' &
-	done
-fi
+[ "$TICKER" = 1 ] && start_tlb_tickers cluster-tlb-ticker
 ip link set lo up
 modprobe virtio_net || infra "modprobe virtio_net failed"
 NIC=

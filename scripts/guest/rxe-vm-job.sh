@@ -6,8 +6,8 @@
 # The host's rxehost share is /run/rxe-host: stdout, stderr, rc, ready, infra, out/.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8 TERM=dumb
-up() { cut -d' ' -f1 /proc/uptime; }
-bye() { sync; busybox poweroff -f 2>/dev/null; echo o > /proc/sysrq-trigger; sleep 30; }
+# shellcheck source=SCRIPTDIR/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 infra() { echo "rxe-vm: $*"; echo "infra: $*" > /run/rxe-host/infra 2>/dev/null; bye; }
 mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /dev/pts /dev/shm /run/rxe-host
@@ -23,16 +23,7 @@ fi
 if [ -n "$OVERLAY" ]; then
 	cp -a "$OVERLAY/." / || infra "cannot lay $OVERLAY over /"
 fi
-if [ "$RXE_VM_TICKER" = 1 ] && command -v perl >/dev/null; then
-	# QEMU TCG only resizes its soft-TLB when the guest flushes it (context
-	# switch); a lone CPU-bound process can otherwise stay on a tiny TLB and
-	# run 10-30x slower (seen: 0.45 s vs 8-17 s for the same loop). A sleeper
-	# per vCPU that wakes every 20 ms makes timings stable.
-	for c in $(seq 0 $(($(nproc) - 1))); do
-		# shellcheck disable=SC2016 # Perl code: $0 is Perl's, not the shell's
-		taskset -c "$c" perl -e '$0="rxe-vm-tlb-ticker"; select(undef,undef,undef,0.02) while 1' &
-	done
-fi
+[ "$RXE_VM_TICKER" = 1 ] && start_tlb_tickers rxe-vm-tlb-ticker
 ip link set lo up
 modprobe rdma_rxe || infra "modprobe rdma_rxe failed"
 modprobe rdma_ucm 2>/dev/null   # rdma_cm user access (rping, rdma_cm apps)

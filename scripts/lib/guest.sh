@@ -11,14 +11,14 @@ kver_has_rxe() {
 	[ -n "$(find "${2:-/lib/modules/$1}/kernel/drivers/infiniband/sw/rxe" -name 'rdma_rxe.ko*' 2>/dev/null)" ]
 }
 
-# Sets KERNEL, KVER and MODDIR. $1 = a kernel image (default: the newest /boot/vmlinuz-*
-# whose modules have rdma_rxe), $2 = its version (default: from the file name), $3 = its
-# modules directory (default /lib/modules/KVER, or ../lib/modules/KVER beside the image).
+# Sets KERNEL, KVER and MODDIR. $1 = a kernel image named vmlinuz-KVER (default: the newest
+# /boot/vmlinuz-* whose modules have rdma_rxe), $2 = its modules directory (default
+# /lib/modules/KVER, or ../lib/modules/KVER beside the image).
 pick_kernel() {
 	local k v d
 	if [ -n "${1:-}" ]; then
 		KERNEL=$1
-		KVER=${2:-${KERNEL##*/vmlinuz-}}
+		KVER=${KERNEL##*/vmlinuz-}
 	else
 		KERNEL=
 		while read -r k; do
@@ -28,8 +28,8 @@ pick_kernel() {
 		[ -n "$KERNEL" ] || die "no /boot/vmlinuz-* with rdma_rxe modules (apt-get install linux-image-amd64)"
 	fi
 	[ -r "$KERNEL" ] || die "kernel $KERNEL not readable"
-	MODDIR=${3:-/lib/modules/$KVER}
-	if [ -z "${3:-}" ] && [ ! -d "$MODDIR" ]; then
+	MODDIR=${2:-/lib/modules/$KVER}
+	if [ -z "${2:-}" ] && [ ! -d "$MODDIR" ]; then
 		d=$(cd "$(dirname "$KERNEL")/.." 2>/dev/null && pwd -P)/lib/modules/$KVER
 		[ -d "$d" ] && MODDIR=$d
 	fi
@@ -112,14 +112,14 @@ extract_vmlinux() {
 	rm -f "$out"; return 1
 }
 
-# Sets BOOT_KERNEL and FW_ARGS: with $2 = 1, the uncompressed vmlinux (its PVH entry boots
-# ~3.5 s faster under TCG, cached in $1) through qboot; else $KERNEL through SeaBIOS.
-# $3 = the per-run directory (the vmlinux goes there when the cache is not writable).
+# Sets BOOT_KERNEL and FW_ARGS: the uncompressed vmlinux (its PVH entry boots ~3.5 s faster
+# under TCG, cached in $1) through qboot; $KERNEL through SeaBIOS when none can be
+# extracted. $2 = the per-run directory (the vmlinux goes there when $1 is not writable).
 # shellcheck disable=SC2034 # BOOT_KERNEL and FW_ARGS are for the scripts that source this
 pick_boot_kernel() {
-	local cache=$1 pvh=$2 run=$3 vmlinux fw
+	local cache=$1 run=$2 vmlinux fw
 	BOOT_KERNEL=$KERNEL; FW_ARGS=()
-	[ "$pvh" = 1 ] && command -v readelf >/dev/null || return 0
+	command -v readelf >/dev/null || return 0
 	vmlinux=$cache/vmlinux-$KVER-$(stat -L -c %s-%Y "$KERNEL")
 	if [ ! -s "$vmlinux" ]; then
 		if mkdir -p "$cache" 2>/dev/null && extract_vmlinux "$KERNEL" "$vmlinux.$$"; then
