@@ -82,7 +82,7 @@ FORKGUARD_START_DATA std::atomic<bool> g_init_done{false};
 std::atomic<bool> g_fork_facts{false};
 FORKGUARD_START_DATA bool g_ready = false;
 
-// Fork support (issue 13's rdma-core x kernel x who matrix). Written outside the fork path
+// Fork support (the rdma-core x kernel x who-turned-it-on matrix). Written outside the fork path
 // (ibv_fork_init, the first RDMA init); read when a hazardous fork is explained.
 char g_fork_env[64] = "";                 // "RDMAV_FORK_SAFE=1" when the environment asks for it
 std::atomic<bool> g_fork_init_ok{false};  // an ibv_fork_init() returned 0

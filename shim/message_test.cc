@@ -169,7 +169,7 @@ TEST(MessageTest, UnknownRangesSayWhy) {
   EXPECT_EQ(m.find("parent-corruption"), std::string::npos) << m;
 }
 
-// Issue 13: the rdma-core x kernel x who-turned-it-on case, in one line.
+// The rdma-core x kernel x who-turned-it-on case, in one line.
 TEST(MessageTest, ForkSupportLine) {
   auto line = [](const ForkSupportFact& f, KernelCof cof, const ForkVerdict* v = nullptr) {
     char buf[1024];
