@@ -14,6 +14,15 @@ void Plural(TextBuffer& out, long n, const char* one, const char* many) {
   out.Dec(n).Char(' ').Str(n == 1 ? one : many);
 }
 
+// A count, or "?" when it could not be read (negative).
+void CountOrUnknown(TextBuffer& out, long n) {
+  if (n >= 0) {
+    out.Dec(n);
+  } else {
+    out.Str("?");
+  }
+}
+
 // "forkguard: fork after RDMA init in pid P (prog, rank R on host)": the first line of every
 // hazard message.
 void FormatForkHead(TextBuffer& out, const ProcessIdentity& who) {
@@ -259,17 +268,9 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
     out.Str("threads unknown");
   }
   out.Str(", ");
-  if (r.map_count >= 0) {
-    out.Dec(r.map_count);
-  } else {
-    out.Str("?");
-  }
+  CountOrUnknown(out, r.map_count);
   out.Str(" of vm.max_map_count ");
-  if (r.max_map_count >= 0) {
-    out.Dec(r.max_map_count);
-  } else {
-    out.Str("?");
-  }
+  CountOrUnknown(out, r.max_map_count);
   out.Str(" mappings, ");
   FormatKernelFacts(out, r.cof, r.machine.probe);
   out.Char('\n');
