@@ -32,19 +32,11 @@
 namespace forkguard {
 
 const char* ForkViaName(ForkVia via) {
-  switch (via) {
-    case ForkVia::kFork:
-      return "fork";
-    case ForkVia::kAtfork:
-      return "atfork";
-    case ForkVia::kUnderscoreFork:
-      return "_Fork";
-    case ForkVia::kDaemon:
-      return "daemon";
-    case ForkVia::kForkpty:
-      return "forkpty";
-  }
-  return "fork";
+  // Indexed by ForkVia. An array of arrays, not of pointers: no relocations to apply at load.
+  static constexpr char kNames[][8] = {"fork", "atfork", "_Fork", "daemon", "forkpty"};
+  static_assert(static_cast<size_t>(ForkVia::kForkpty) + 1 == sizeof(kNames) / sizeof(kNames[0]));
+  auto i = static_cast<size_t>(via);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : kNames[0];
 }
 
 int FailErrno(ForkVia via) {

@@ -311,73 +311,60 @@ FG_EXPORT int ibv_dealloc_pd(struct ibv_pd* pd) {
   return r;
 }
 
-// The registration path (FORKGUARD_REG_PATH): a nested call tail-calls the real function;
-// the outermost one makes two calls of its own, the real function and the core's.
-FG_EXPORT FORKGUARD_REG_PATH_FIRST struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr,
-                                                             size_t length, int access) {
-  FG_REAL(ibv_reg_mr);
+namespace {
+
+// What each ibv_reg_mr* wrapper does around `real(args...)`: a nested call (the library
+// registering through another of them) tail-calls the real function; the outermost one makes
+// two calls of its own, the real function and the core's (`addr`, `length`, `access`: what
+// is registered). Always inlined, so that each wrapper keeps its section (the registration
+// path, FORKGUARD_REG_PATH) and its tail call.
+template <typename Real, typename... Args>
+__attribute__((always_inline)) inline ibv_mr* RegMrVia(RdmaCall call, ibv_pd* pd, void* addr,
+                                                       size_t length, int access, Real real,
+                                                       Args... args) {
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
   }
-  if (Nesting::Inside(Kind::kMr)) return real(pd, addr, length, access);
+  // The outermost call is the one to lay out straight (the library's nested ones are rare).
+  if (__builtin_expect(Nesting::Inside(Kind::kMr), 0)) return real(args...);
   Nesting n(Kind::kMr);
   core::BeforeRegMr();
-  ibv_mr* r = real(pd, addr, length, access);
+  ibv_mr* r = real(args...);
   CachedErrnoKeeper e;
-  core::OnRegMr(RdmaCall::kRegMr, r, pd, addr, length, access, e.value());
+  core::OnRegMr(call, r, pd, addr, length, access, e.value());
   return r;
+}
+
+}  // namespace
+
+FG_EXPORT FORKGUARD_REG_PATH_FIRST struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr,
+                                                             size_t length, int access) {
+  FG_REAL(ibv_reg_mr);
+  return RegMrVia(RdmaCall::kRegMr, pd, addr, length, access, real, pd, addr, length, access);
 }
 
 FG_EXPORT struct ibv_mr* ibv_reg_mr_iova(struct ibv_pd* pd, void* addr, size_t length,
                                          uint64_t iova, int access) {
   FG_REAL(ibv_reg_mr_iova);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return nullptr;
-  }
-  if (Nesting::Inside(Kind::kMr)) return real(pd, addr, length, iova, access);
-  Nesting n(Kind::kMr);
-  core::BeforeRegMr();
-  ibv_mr* r = real(pd, addr, length, iova, access);
-  CachedErrnoKeeper e;
-  core::OnRegMr(RdmaCall::kRegMrIova, r, pd, addr, length, access, e.value());
-  return r;
+  return RegMrVia(RdmaCall::kRegMrIova, pd, addr, length, access, real, pd, addr, length, iova,
+                  access);
 }
 
 FG_EXPORT FORKGUARD_REG_PATH struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr,
                                                              size_t length, uint64_t iova,
                                                              unsigned int access) {
   FG_REAL(ibv_reg_mr_iova2);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return nullptr;
-  }
-  if (Nesting::Inside(Kind::kMr)) return real(pd, addr, length, iova, access);
-  Nesting n(Kind::kMr);
-  core::BeforeRegMr();
-  ibv_mr* r = real(pd, addr, length, iova, access);
-  CachedErrnoKeeper e;
-  core::OnRegMr(RdmaCall::kRegMrIova2, r, pd, addr, length, static_cast<int>(access), e.value());
-  return r;
+  return RegMrVia(RdmaCall::kRegMrIova2, pd, addr, length, static_cast<int>(access), real, pd, addr,
+                  length, iova, access);
 }
 
+// dma-buf memory is not in our address space: the range is the iova window.
 FG_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length,
                                            uint64_t iova, int fd, int access) {
   FG_REAL(ibv_reg_dmabuf_mr);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return nullptr;
-  }
-  if (Nesting::Inside(Kind::kMr)) return real(pd, offset, length, iova, fd, access);
-  Nesting n(Kind::kMr);
-  core::BeforeRegMr();
-  ibv_mr* r = real(pd, offset, length, iova, fd, access);
-  CachedErrnoKeeper e;
-  // dma-buf memory is not in our address space: the range is the iova window.
-  core::OnRegMr(RdmaCall::kRegDmabufMr, r, pd, reinterpret_cast<void*>(iova), length, access,
-                e.value());
-  return r;
+  return RegMrVia(RdmaCall::kRegDmabufMr, pd, reinterpret_cast<void*>(iova), length, access, real,
+                  pd, offset, length, iova, fd, access);
 }
 
 FG_EXPORT FORKGUARD_REG_PATH int ibv_dereg_mr(struct ibv_mr* mr) {
@@ -431,20 +418,31 @@ FG_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel* channel) {
   }
 }
 
-FG_EXPORT int rdma_create_id(struct rdma_event_channel* channel, struct rdma_cm_id** id,
-                             void* context, enum rdma_port_space ps) {
-  FG_REAL(rdma_create_id);
+namespace {
+
+// rdma_create_id and rdma_create_ep: `real(args...)`, then the id it made (in `*id`) to the
+// core.
+template <typename Real, typename... Args>
+int CreateIdVia(RdmaCall call, rdma_cm_id** id, Real real, Args... args) {
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
   }
   Nesting n(Kind::kCm);
-  int r = real(channel, id, context, ps);
+  int r = real(args...);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnCmCreate(RdmaCall::kCreateId, r == 0 && id != nullptr ? *id : nullptr, e.value());
+    core::OnCmCreate(call, r == 0 && id != nullptr ? *id : nullptr, e.value());
   }
   return r;
+}
+
+}  // namespace
+
+FG_EXPORT int rdma_create_id(struct rdma_event_channel* channel, struct rdma_cm_id** id,
+                             void* context, enum rdma_port_space ps) {
+  FG_REAL(rdma_create_id);
+  return CreateIdVia(RdmaCall::kCreateId, id, real, channel, id, context, ps);
 }
 
 FG_EXPORT int rdma_destroy_id(struct rdma_cm_id* id) {
@@ -465,17 +463,7 @@ FG_EXPORT int rdma_destroy_id(struct rdma_cm_id* id) {
 FG_EXPORT int rdma_create_ep(struct rdma_cm_id** id, struct rdma_addrinfo* res, struct ibv_pd* pd,
                              struct ibv_qp_init_attr* qp_init_attr) {
   FG_REAL(rdma_create_ep);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  Nesting n(Kind::kCm);
-  int r = real(id, res, pd, qp_init_attr);
-  if (n.outermost()) {
-    ErrnoKeeper e;
-    core::OnCmCreate(RdmaCall::kCreateEp, r == 0 && id != nullptr ? *id : nullptr, e.value());
-  }
-  return r;
+  return CreateIdVia(RdmaCall::kCreateEp, id, real, id, res, pd, qp_init_attr);
 }
 
 FG_EXPORT void rdma_destroy_ep(struct rdma_cm_id* id) {
