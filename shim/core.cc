@@ -57,7 +57,6 @@ FORKGUARD_START_DATA bool g_secure;
 // a system call and several pages touched in every process.
 char g_host[256];
 long g_rank;
-constinit JobIdentity g_job{.rank = 0, .local_rank = 0, .step = 0, .host = {}, .short_host = {}};
 FORKGUARD_START_DATA bool g_ready = false;
 SuppressionSet* g_suppressions = nullptr;
 
@@ -72,6 +71,8 @@ std::atomic<bool> g_hooks_ready{false};
 
 namespace {
 
+// The whole of the job identity (g_host and g_rank are its parts the other files read).
+constinit JobIdentity g_job{.rank = 0, .local_rank = 0, .step = 0, .host = {}, .short_host = {}};
 std::atomic<bool> g_identity_done{false};
 FORKGUARD_START_DATA pthread_once_t g_once = PTHREAD_ONCE_INIT;
 // Init() returned (EnsureInit's fast path)

@@ -87,13 +87,12 @@ void ReadDontforkView(const StateSnapshot& snap, Vma* keep, Vma* out, int* store
     g_dc_cache.lock.Unlock();
     if (hit) return;
   }
-  SmapsOut o;
-  o.dc = out;
-  o.dc_cap = kMaxDcVmas;
-  o.kinds = kinds;
-  o.kinds_cap = kMaxDcVmas;
-  o.keep = keep;
-  o.keep_count = keep != nullptr ? MergeRanges(snap, keep) : 0;
+  const SmapsOut o{.dc = out,
+                   .dc_cap = kMaxDcVmas,
+                   .kinds = kinds,
+                   .kinds_cap = kMaxDcVmas,
+                   .keep = keep,
+                   .keep_count = keep != nullptr ? MergeRanges(snap, keep) : 0};
   int total = 0;
   if (!ReadSmapsView(o, stored, kinds_stored, &total, vma_count)) {
     *stored = 0;
