@@ -179,7 +179,7 @@ void AppendFork(TextBuffer& b, EventLog& log, bool locked, const ForkReport& r) 
   }
   if (r.partial) b.Key(schema::kKeyPartial).Str("true");
   b.Key(schema::kKeyVia).Quoted(ForkViaName(r.via));
-  // Issue 13: the fix rule chosen, the exec'ing child, librdmacm's own leftovers, and who
+  // The fix rule chosen, the exec'ing child, librdmacm's own leftovers, and who
   // turned fork support on.
   if (full) {
     FixRule rule = r.fix_rule >= 0 ? static_cast<FixRule>(r.fix_rule) : FixRule::kCProgram;
