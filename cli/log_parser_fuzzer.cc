@@ -1,6 +1,6 @@
 // libFuzzer target: the event-log reader, the job analysis and every renderer
 // on arbitrary bytes, plus a JSON writer/reader round-trip property.
-// Build: scripts/fuzz (clang directly) or `bazel build //cli:log_parser_fuzzer`.
+// Build: `bazel build //cli:log_parser_fuzzer` (clang, bazel/fuzz.bzl); scripts/fuzz runs it.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
