@@ -28,7 +28,9 @@
 
 namespace forkguard::cli {
 
-const char kDoctorHelp[] = R"(NAME
+namespace {
+
+const char kDoctorHelpHead[] = R"(NAME
     forkguard doctor - check this machine and environment for RDMA fork safety
 
 SYNOPSIS
@@ -75,13 +77,15 @@ DESCRIPTION
       FORKGUARD_MODE    a valid value when set
 
 OPTIONS
-    -h, --help   This text.
-
+)";
+const char kDoctorHelpTail[] = R"(
 EXIT STATUS
     0    no check failed (warnings allowed)
     1    at least one check failed
     2    bad command line
 )";
+
+}  // namespace
 
 namespace {
 
@@ -582,11 +586,18 @@ std::string WrapAt(const std::string& first, const std::string& indent, const st
 
 }  // namespace
 
-const std::vector<option> kDoctorOptions = OptionTable({});
+const flags::FlagTable& DoctorFlags() {
+  static const flags::FlagTable kTable = {flags::HelpFlag("This text.")};
+  return kTable;
+}
+
+std::string DoctorHelp() {
+  return kDoctorHelpHead + flags::ColumnHelp(DoctorFlags(), 4, 17) + kDoctorHelpTail;
+}
 
 int DoctorMain(int argc, char** argv, const char* argv0) {
-  if (flags::Options::Parse(argc, argv, kDoctorOptions.data()).Has("help")) {
-    fputs(kDoctorHelp, stdout);
+  if (flags::Options::Parse(argc, argv, DoctorFlags()).Has("help")) {
+    fputs(DoctorHelp().c_str(), stdout);
     return kExitOk;
   }
   std::vector<Check> checks;

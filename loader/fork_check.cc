@@ -23,6 +23,18 @@ bool ParseForkCheck(const std::string& text, ForkCheck* out) {
   return true;
 }
 
+const char* ForkCheckName(ForkCheck mode) {
+  switch (mode) {
+    case ForkCheck::kOff:
+      return "off";
+    case ForkCheck::kWarn:
+      return "warn";
+    case ForkCheck::kError:
+      return "error";
+  }
+  return "?";
+}
+
 }  // namespace forkguard::loader
 
 namespace forkguard::loader::internal {
