@@ -263,58 +263,58 @@ const ReportMakingFlags& TheReportMakingFlags() {
   static const ReportMakingFlags kFlags = {
       .format = {"format", "text|json|markdown|html|trace|sarif|junit|github",
                  ReportOptions().format,
-                 "{default} (default): a compiler-style diagnostic that fits 100 columns.\n"
-                 "json: machine-readable, schema \"forkguard.report/1\", described by\n"
-                 "docs/report-schema.json (JSON Schema).\n"
-                 "markdown: paste into a GitHub issue.\n"
-                 "html: one self-contained page (no network: inline CSS, JavaScript and\n"
-                 "SVG) to open in a browser: the job summary, each finding with its\n"
-                 "stacks, a timeline per host and process (RDMA init, registrations,\n"
-                 "forks coloured by verdict, the children and how they ended) and the\n"
-                 "process tree. Hosts and large families of children are folded until\n"
-                 "opened (\"Expand all\" opens everything); 4096 processes: under 1 MB.\n"
-                 "trace: Chrome Trace Event JSON for https://ui.perfetto.dev or\n"
-                 "chrome://tracing: a track per process (named \"prog [rank N] pid P @\n"
-                 "host\", sorted by host), instant events for RDMA init, registrations,\n"
-                 "forks (verdict, reasons, action, child pid, site in args), spawns,\n"
-                 "exec and SIGSEGV deaths, and a flow arrow from each fork to its child.\n"
-                 "Times are microseconds from the job's first event\n"
-                 "(otherData.t0_ns).\n"
-                 "sarif: SARIF 2.1.0 (GitHub code scanning, GitLab, IDEs): one rule per\n"
-                 "verdict kind (child-segv, parent-corruption, inherited-rdma), one\n"
-                 "result per hazardous call site at the file:line of its innermost user\n"
-                 "frame, the RDMA init site as a related location; suppressed sites carry\n"
-                 "a suppression, sites in the --baseline baselineState \"unchanged\".\n"
-                 "junit: JUnit XML, one test case per call site: hazardous sites fail,\n"
-                 "suppressed sites and sites in the baseline are skipped, clean sites pass.\n"
-                 "github: GitHub Actions workflow commands, one line per hazardous site:\n"
-                 "\"::error file=F,line=N,title=T::message\" (child-segv,\n"
-                 "parent-corruption), ::warning (inherited-rdma), ::notice (in the\n"
-                 "baseline). Print it in a workflow step to annotate the code. With\n"
-                 "GITHUB_WORKSPACE set (inside a workflow), file paths under it are\n"
-                 "written relative to it, here and in sarif.\n"
-                 "sarif, junit and github are one document for all the jobs in the logs."},
+                 R"({default} (default): a compiler-style diagnostic that fits 100 columns.
+json: machine-readable, schema "forkguard.report/1", described by
+docs/report-schema.json (JSON Schema).
+markdown: paste into a GitHub issue.
+html: one self-contained page (no network: inline CSS, JavaScript and
+SVG) to open in a browser: the job summary, each finding with its
+stacks, a timeline per host and process (RDMA init, registrations,
+forks coloured by verdict, the children and how they ended) and the
+process tree. Hosts and large families of children are folded until
+opened ("Expand all" opens everything); 4096 processes: under 1 MB.
+trace: Chrome Trace Event JSON for https://ui.perfetto.dev or
+chrome://tracing: a track per process (named "prog [rank N] pid P @
+host", sorted by host), instant events for RDMA init, registrations,
+forks (verdict, reasons, action, child pid, site in args), spawns,
+exec and SIGSEGV deaths, and a flow arrow from each fork to its child.
+Times are microseconds from the job's first event
+(otherData.t0_ns).
+sarif: SARIF 2.1.0 (GitHub code scanning, GitLab, IDEs): one rule per
+verdict kind (child-segv, parent-corruption, inherited-rdma), one
+result per hazardous call site at the file:line of its innermost user
+frame, the RDMA init site as a related location; suppressed sites carry
+a suppression, sites in the --baseline baselineState "unchanged".
+junit: JUnit XML, one test case per call site: hazardous sites fail,
+suppressed sites and sites in the baseline are skipped, clean sites pass.
+github: GitHub Actions workflow commands, one line per hazardous site:
+"::error file=F,line=N,title=T::message" (child-segv,
+parent-corruption), ::warning (inherited-rdma), ::notice (in the
+baseline). Print it in a workflow step to annotate the code. With
+GITHUB_WORKSPACE set (inside a workflow), file paths under it are
+written relative to it, here and in sarif.
+sarif, junit and github are one document for all the jobs in the logs.)"},
       .fail_on = {"fail-on", "hazard|new-hazard|never", "",
-                  "hazard: exit 3 when any hazardous fork is in the logs (for CI).\n"
-                  "Suppressed forks do not count.\n"
-                  "new-hazard: exit 3 only for hazardous call sites the --baseline lacks.\n"
-                  "never (default): exit 0 whatever the logs say."},
+                  R"(hazard: exit 3 when any hazardous fork is in the logs (for CI).
+Suppressed forks do not count.
+new-hazard: exit 3 only for hazardous call sites the --baseline lacks.
+never (default): exit 0 whatever the logs say.)"},
       .no_symbolize = {"no-symbolize", "", "", "Do not open the binaries named in the logs."},
       .native = {"native", "", "",
-                 "Python processes: also print the interpreter's native frames. By default\n"
-                 "a Python process's stacks are its Python frames, headed by the innermost\n"
-                 "frame outside the standard library and site-packages (the user's line,\n"
-                 "\"train.py:88 in build_loader\"), with one \"inside:\" line naming the\n"
-                 "libraries the call went through (multiprocessing, torch.utils.data,\n"
-                 "pyverbs, mpi4py -> libmpi -> libfabric); the native frames are folded."},
+                 R"(Python processes: also print the interpreter's native frames. By default
+a Python process's stacks are its Python frames, headed by the innermost
+frame outside the standard library and site-packages (the user's line,
+"train.py:88 in build_loader"), with one "inside:" line naming the
+libraries the call went through (multiprocessing, torch.utils.data,
+pyverbs, mpi4py -> libmpi -> libfabric); the native frames are folded.)"},
       .threads = {"threads", "N", "",
-                  "Read N files at a time (default: one per core, at most 8). Each line\n"
-                  "is decoded once (simdjson) and only what the report needs is kept:\n"
-                  "memory grows with processes and distinct call sites and stacks, not with\n"
-                  "the registrations or forks logged: forks are counted per process and call\n"
-                  "site, the first 8 and last 8 of each process kept to be listed (json\n"
-                  "\"forks\", html and trace marks; every count stays exact and the report\n"
-                  "says when it lists a sample)."},
+                  R"(Read N files at a time (default: one per core, at most 8). Each line
+is decoded once (simdjson) and only what the report needs is kept:
+memory grows with processes and distinct call sites and stacks, not with
+the registrations or forks logged: forks are counted per process and call
+site, the first 8 and last 8 of each process kept to be listed (json
+"forks", html and trace marks; every count stays exact and the report
+says when it lists a sample).)"},
   };
   return kFlags;
 }
@@ -325,55 +325,49 @@ struct ReportOwnFlags {
   flags::Flag baseline, suppressions, emit_suppressions, job;
 };
 
-const ReportOwnFlags& ReportOwn() {
-  static const ReportOwnFlags kFlags = {
-      .baseline = {"baseline", "OLD.json", "",
-                   "A report of an earlier run (--format json). Each hazardous site is\n"
-                   "marked new or known; sites are matched by verdict kinds and the\n"
-                   "functions of their stack (for Python, function and file of each Python\n"
-                   "frame; native, function and library), never by line, so a moved line\n"
-                   "is not a new site. Compare reports made the same way (symbolized, or\n"
-                   "both --no-symbolize)."},
-      .suppressions = {"suppressions", "FILE", "",
-                       "Hazardous forks that match an entry of FILE are reported apart as\n"
-                       "suppressed, with each entry's count of forks and sites, and entries\n"
-                       "that matched nothing are listed as never used. The format is the\n"
-                       "shim's (FORKGUARD_SUPPRESSIONS), one entry a line, # comments:\n"
-                       "    kind=child-segv,inherited-rdma frame=func:build_loader\n"
-                       "    kind=* frame=lib:libtorch* program=python3 rank=0-3\n"
-                       "    kind=inherited-rdma frame=file:train.py:88 frame=\"func:a b\"\n"
-                       "kind (required): child-segv, parent-corruption, inherited-rdma or *,\n"
-                       "comma separated; the entry matches a fork when it names every reason\n"
-                       "of the fork's verdict. frame (required, up to 4; each must match some\n"
-                       "frame of the fork's stack): func:NAME (symbol, C++ name, or Python\n"
-                       "function), lib:NAME (object; base name unless NAME has a /),\n"
-                       "file:NAME[:LINE] (Python file, or native source file once\n"
-                       "symbolized). program=NAME, rank=N[-M][,...]. NAMEs are globs (* ?);\n"
-                       "values with spaces or # are double-quoted. A bad line is an error\n"
-                       "naming the file, the line and the valid keys (exit 2). Forks the shim\n"
-                       "suppressed at run time are counted the same way."},
-      .emit_suppressions =
-          {"emit-suppressions", "", "",
-           "Print a suppression file with one entry per hazardous call site of\n"
-           "the logs (keyed by function and file or library, not line) instead of\n"
-           "the report."},
-      .job = {"job", "ID", "",
-              "Report only job ID (\"\" for the processes without a job id). A job not\n"
-              "in the logs is an error (exit 2) that lists the jobs there are."},
-  };
-  return kFlags;
-}
+const ReportOwnFlags kReportOwn = {
+    .baseline = {"baseline", "OLD.json", "",
+                 R"(A report of an earlier run (--format json). Each hazardous site is
+marked new or known; sites are matched by verdict kinds and the
+functions of their stack (for Python, function and file of each Python
+frame; native, function and library), never by line, so a moved line
+is not a new site. Compare reports made the same way (symbolized, or
+both --no-symbolize).)"},
+    .suppressions = {"suppressions", "FILE", "",
+                     R"(Hazardous forks that match an entry of FILE are reported apart as
+suppressed, with each entry's count of forks and sites, and entries
+that matched nothing are listed as never used. The format is the
+shim's (FORKGUARD_SUPPRESSIONS), one entry a line, # comments:
+    kind=child-segv,inherited-rdma frame=func:build_loader
+    kind=* frame=lib:libtorch* program=python3 rank=0-3
+    kind=inherited-rdma frame=file:train.py:88 frame="func:a b"
+kind (required): child-segv, parent-corruption, inherited-rdma or *,
+comma separated; the entry matches a fork when it names every reason
+of the fork's verdict. frame (required, up to 4; each must match some
+frame of the fork's stack): func:NAME (symbol, C++ name, or Python
+function), lib:NAME (object; base name unless NAME has a /),
+file:NAME[:LINE] (Python file, or native source file once
+symbolized). program=NAME, rank=N[-M][,...]. NAMEs are globs (* ?);
+values with spaces or # are double-quoted. A bad line is an error
+naming the file, the line and the valid keys (exit 2). Forks the shim
+suppressed at run time are counted the same way.)"},
+    .emit_suppressions = {"emit-suppressions", "", "",
+                          R"(Print a suppression file with one entry per hazardous call site of
+the logs (keyed by function and file or library, not line) instead of
+the report.)"},
+    .job = {"job", "ID", "",
+            R"(Report only job ID ("" for the processes without a job id). A job not
+in the logs is an error (exit 2) that lists the jobs there are.)"},
+};
 
 }  // namespace
 
 const flags::FlagTable& ReportFlags() {
-  static const flags::FlagTable kTable = [] {
-    const ReportMakingFlags& r = TheReportMakingFlags();
-    const ReportOwnFlags& o = ReportOwn();
-    return flags::FlagTable{
-        r.format, r.fail_on,      o.baseline, o.suppressions, o.emit_suppressions,
-        o.job,    r.no_symbolize, r.native,   r.threads,      flags::HelpFlag("This text.")};
-  }();
+  const ReportMakingFlags& r = TheReportMakingFlags();
+  const ReportOwnFlags& o = kReportOwn;
+  static const flags::FlagTable kTable = {
+      r.format, r.fail_on,      o.baseline, o.suppressions, o.emit_suppressions,
+      o.job,    r.no_symbolize, r.native,   r.threads,      flags::HelpFlag("This text.")};
   return kTable;
 }
 
@@ -395,7 +389,7 @@ int Report(int argc, char** argv) {
   // Every value given is checked, in command-line order; the last one wins.
   for (const auto& [name, v] : opts.given()) {
     if (SetReportOption(name, v, &o)) continue;
-    const ReportOwnFlags& f = ReportOwn();
+    const ReportOwnFlags& f = kReportOwn;
     if (name == f.job.name) o.job = v;
     if (name == f.suppressions.name) o.suppressions = v;
     if (name == f.emit_suppressions.name) o.emit_suppressions = true;

@@ -142,51 +142,48 @@ struct RunOwnFlags {
   flags::Flag mode, log, keep_log, audit, no_audit, suppressions, require_watched;
 };
 
-const RunOwnFlags& RunOwn() {
-  static const RunOwnFlags kFlags = {
-      .mode = {"mode", "warn|error|abort|off", "",
-               "What the shim does at a hazardous fork (FORKGUARD_MODE): warn (default)\n"
-               "prints a message and lets fork proceed; error makes fork() fail (-1,\n"
-               "errno EPERM; daemon() EPERM, _Fork() and forkpty() ENOMEM) so the\n"
-               "program sees an error at the line that forked; abort prints the\n"
-               "message and aborts for a core dump; off decides nothing (no\n"
-               "messages, no atfork handlers; the log gets only its process_start\n"
-               "line). Never failed or aborted, only warned about: a fork whose child\n"
-               "execs at once (subprocess with preexec_fn) and one where only\n"
-               "librdmacm's own cached device context is live."},
-      .log = {"log", "DIR", "",
-              "Write the event logs to DIR (created if missing) and keep them. Without\n"
-              "it a private temporary directory is used and removed after the report.\n"
-              "A plain directory: FORKGUARD_LOG's templates (%h %p %r %j) are refused\n"
-              "here, as the report is read back from DIR."},
-      .keep_log = {"keep-log", "", "", "Keep the temporary log directory and print its path."},
-      .audit = {"audit", "", "", ""},  // told with --no-audit
-      .no_audit = {"no-audit", "", "",
-                   "Also set LD_AUDIT to libforkguard_audit.so (default: on when the\n"
-                   "module is found; --audit makes a missing module an error)."},
-      .suppressions = {"suppressions", "FILE", "",
-                       "Suppress the hazardous forks FILE describes (in the format that\n"
-                       "forkguard report --help describes, and that command writes for a\n"
-                       "run's findings): the shim neither warns about nor fails them\n"
-                       "(FORKGUARD_SUPPRESSIONS, replacing one already set), and the report\n"
-                       "counts them as suppressed, per entry. A bad FILE is refused before CMD\n"
-                       "starts: one error line per bad line, exit 2."},
-      .require_watched = {"require-watched", "", "",
-                          "Exit 4 when any process of the run ran without the shim: a program\n"
-                          "exec'd with an environment that dropped LD_PRELOAD (env -i,\n"
-                          "subprocess.run(env={})), a static binary, a set-user/group-ID program.\n"
-                          "The report lists them either way (\"unwatched:\"), each with its pid,\n"
-                          "program, parent and whether it held RDMA state when it was exec'd."},
-  };
-  return kFlags;
-}
+const RunOwnFlags kRunOwn = {
+    .mode = {"mode", "warn|error|abort|off", "",
+             R"(What the shim does at a hazardous fork (FORKGUARD_MODE): warn (default)
+prints a message and lets fork proceed; error makes fork() fail (-1,
+errno EPERM; daemon() EPERM, _Fork() and forkpty() ENOMEM) so the
+program sees an error at the line that forked; abort prints the
+message and aborts for a core dump; off decides nothing (no
+messages, no atfork handlers; the log gets only its process_start
+line). Never failed or aborted, only warned about: a fork whose child
+execs at once (subprocess with preexec_fn) and one where only
+librdmacm's own cached device context is live.)"},
+    .log = {"log", "DIR", "",
+            R"(Write the event logs to DIR (created if missing) and keep them. Without
+it a private temporary directory is used and removed after the report.
+A plain directory: FORKGUARD_LOG's templates (%h %p %r %j) are refused
+here, as the report is read back from DIR.)"},
+    .keep_log = {"keep-log", "", "", "Keep the temporary log directory and print its path."},
+    .audit = {"audit", "", "", ""},  // told with --no-audit
+    .no_audit = {"no-audit", "", "",
+                 R"(Also set LD_AUDIT to libforkguard_audit.so (default: on when the
+module is found; --audit makes a missing module an error).)"},
+    .suppressions = {"suppressions", "FILE", "",
+                     R"(Suppress the hazardous forks FILE describes (in the format that
+forkguard report --help describes, and that command writes for a
+run's findings): the shim neither warns about nor fails them
+(FORKGUARD_SUPPRESSIONS, replacing one already set), and the report
+counts them as suppressed, per entry. A bad FILE is refused before CMD
+starts: one error line per bad line, exit 2.)"},
+    .require_watched = {"require-watched", "", "",
+                        R"(Exit 4 when any process of the run ran without the shim: a program
+exec'd with an environment that dropped LD_PRELOAD (env -i,
+subprocess.run(env={})), a static binary, a set-user/group-ID program.
+The report lists them either way ("unwatched:"), each with its pid,
+program, parent and whether it held RDMA state when it was exec'd.)"},
+};
 
 // Every value given is checked, in command-line order; the last one wins. Throws
 // flags::UsageError.
 RunOptions ParseRunArgs(const flags::Options& opts) {
   using flags::UsageError;
   RunOptions o;
-  const RunOwnFlags& f = RunOwn();
+  const RunOwnFlags& f = kRunOwn;
   for (const auto& [name, v] : opts.given()) {
     if (name == f.mode.name) {
       if (v != "warn" && v != "error" && v != "abort" && v != "off")
@@ -232,35 +229,33 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
 }  // namespace
 
 const flags::FlagTable& RunFlags() {
-  static const flags::FlagTable kTable = [] {
-    const RunOwnFlags& o = RunOwn();
-    const ReportMakingFlags& r = TheReportMakingFlags();
-    return flags::FlagTable{
-        o.mode,
-        o.log,
-        o.keep_log,
-        o.audit,
-        o.no_audit,
-        flags::Retold(r.fail_on,
-                      "hazard: exit 3 when the run had a hazardous fork, whatever CMD's status\n"
-                      "(for CI gates). never (default): exit with CMD's status. (new-hazard\n"
-                      "is forkguard report's, with a baseline.)",
-                      "hazard|never"),
-        o.suppressions,
-        o.require_watched,
-        flags::Retold(r.format,
-                      "Format of the report printed at the end (default {default}), as forkguard\n"
-                      "report --help describes them. It goes to standard error, after CMD's\n"
-                      "own output there: to keep a page or trace apart, --log DIR and then\n"
-                      "forkguard report --format html DIR > report.html."),
-        flags::Retold(r.no_symbolize, ""),  // told with --threads
-        flags::Retold(r.native, ""),
-        flags::Retold(r.threads,
-                      "As for forkguard report: do not open the binaries named in the logs;\n"
-                      "print Python processes' native frames too; read N files at a time."),
-        flags::HelpFlag("This text."),
-    };
-  }();
+  const RunOwnFlags& o = kRunOwn;
+  const ReportMakingFlags& r = TheReportMakingFlags();
+  static const flags::FlagTable kTable = {
+      o.mode,
+      o.log,
+      o.keep_log,
+      o.audit,
+      o.no_audit,
+      flags::Retold(r.fail_on,
+                    R"(hazard: exit 3 when the run had a hazardous fork, whatever CMD's status
+(for CI gates). never (default): exit with CMD's status. (new-hazard
+is forkguard report's, with a baseline.))",
+                    "hazard|never"),
+      o.suppressions,
+      o.require_watched,
+      flags::Retold(r.format,
+                    R"(Format of the report printed at the end (default {default}), as forkguard
+report --help describes them. It goes to standard error, after CMD's
+own output there: to keep a page or trace apart, --log DIR and then
+forkguard report --format html DIR > report.html.)"),
+      flags::Retold(r.no_symbolize, ""),  // told with --threads
+      flags::Retold(r.native, ""),
+      flags::Retold(r.threads,
+                    R"(As for forkguard report: do not open the binaries named in the logs;
+print Python processes' native frames too; read N files at a time.)"),
+      flags::HelpFlag("This text."),
+  };
   return kTable;
 }
 
