@@ -558,16 +558,10 @@ void CheckShim(const char* argv0, std::vector<Check>* out) {
   }
 }
 
+// The verdict's column in the report, by Verdict.
 const char* Label(Verdict v) {
-  switch (v) {
-    case Verdict::kOk:
-      return "ok  ";
-    case Verdict::kWarn:
-      return "warn";
-    case Verdict::kFail:
-      return "FAIL";
-  }
-  return "?";
+  static constexpr const char* kLabels[] = {"ok  ", "warn", "FAIL"};
+  return kLabels[static_cast<int>(v)];
 }
 
 // Word-wrap `text` at `width` with the given continuation indent.
