@@ -45,7 +45,7 @@ TEST(DoctorRdma, DeviceCopyOnForkAndLimitsAreOk) {
   EXPECT_NE(r.out.find(" 0 fail"), std::string::npos) << r.out;
 }
 
-// Issue 13: rdma-core 44 x the guest's copy-on-fork kernel (netlink) x RDMAV_FORK_SAFE=1.
+// rdma-core 44 x the guest's copy-on-fork kernel (netlink) x RDMAV_FORK_SAFE=1.
 TEST(DoctorRdma, ForkSupportFromTheEnvironmentOnRdmaCore44IsAWarning) {
   forkguard::testing::RequireRdmaDevice();
   std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
