@@ -100,229 +100,103 @@ using simdjson::dom::element;
 using simdjson::dom::element_type;
 using simdjson::dom::object;
 
-// The members of a line's top-level object that the reader uses, found in one pass over the
-// object (a lookup by name would scan the object once per field asked for).
-enum class Key : uint8_t {
-  kSchema,
-  kEvent,
-  kPid,
-  kHost,
-  kJob,
-  kPpid,
-  kProg,
-  kRank,
-  kLocalRank,
-  kTs,
-  kTsNs,
-  kStartNs,
-  kSeq,
-  kTid,
-  kLen,
-  kMr,
-  kDontfork,
-  kCall,
-  kSites,
-  kDeregs,
-  kStack,
-  kId,
-  kPath,
-  kBuildId,
-  kFrames,
-  kExe,
-  kMode,
-  kArgv,
-  kStatus,
-  kDevice,
-  kVerdict,
-  kSite,
-  kAction,
-  kVia,
-  kFix,
-  kSuppressed,
-  kHeldBy,
-  kForkSupport,
-  kReasons,
-  kErrno,
-  kInit,
-  kRanges,
-  kThreads,
-  kKernelCof,
-  kChildPid,
-  kSignal,
-  kAddr,
-  kRange,
-  kRegStack,
-  kText,
-  kExecBy,
-  kWhy,
-  kHeldRdma,
-  kCount,  // the number of keys above
-  kOther,  // any other name
-};
-static_assert(static_cast<int>(Key::kCount) <= 64, "Fields::have is a 64-bit set");
+using schema::EventType;
+using schema::Key;
 
-// `k` is `lit` (whose length k has): a loop the compiler unrolls, no call to memcmp.
-template <size_t N>
-constexpr bool Is(std::string_view k, const char (&lit)[N]) {
-  for (size_t i = 0; i + 1 < N; ++i)
-    if (k[i] != lit[i]) return false;
-  return true;
-}
-
-// By length, then first letter: at most three comparisons.
-[[gnu::always_inline]] constexpr Key KeyOf(std::string_view k) {
-  if (k.empty()) return Key::kOther;
-  const char c = k[0];
-  switch (k.size()) {
-    case 2:
-      if (c == 't') return Is(k, "ts") ? Key::kTs : Key::kOther;
-      if (c == 'i') return Is(k, "id") ? Key::kId : Key::kOther;
-      if (c == 'm') return Is(k, "mr") ? Key::kMr : Key::kOther;
-      break;
-    case 3:
-      if (c == 'p') return Is(k, "pid") ? Key::kPid : Key::kOther;
-      if (c == 's') return Is(k, "seq") ? Key::kSeq : Key::kOther;
-      if (c == 't') return Is(k, "tid") ? Key::kTid : Key::kOther;
-      if (c == 'l') return Is(k, "len") ? Key::kLen : Key::kOther;
-      if (c == 'v') return Is(k, "via") ? Key::kVia : Key::kOther;
-      if (c == 'f') return Is(k, "fix") ? Key::kFix : Key::kOther;
-      if (c == 'j') return Is(k, "job") ? Key::kJob : Key::kOther;
-      if (c == 'e') return Is(k, "exe") ? Key::kExe : Key::kOther;
-      if (c == 'w') return Is(k, "why") ? Key::kWhy : Key::kOther;
-      break;
-    case 4:
-      if (c == 'c') return Is(k, "call") ? Key::kCall : Key::kOther;
-      if (c == 's') return Is(k, "site") ? Key::kSite : Key::kOther;
-      if (c == 'i') return Is(k, "init") ? Key::kInit : Key::kOther;
-      if (c == 'h') return Is(k, "host") ? Key::kHost : Key::kOther;
-      if (c == 'r') return Is(k, "rank") ? Key::kRank : Key::kOther;
-      if (c == 'm') return Is(k, "mode") ? Key::kMode : Key::kOther;
-      if (c == 't') return Is(k, "text") ? Key::kText : Key::kOther;
-      if (Is(k, "ppid")) return Key::kPpid;
-      if (Is(k, "prog")) return Key::kProg;
-      if (Is(k, "path")) return Key::kPath;
-      if (Is(k, "argv")) return Key::kArgv;
-      if (Is(k, "addr")) return Key::kAddr;
-      break;
-    case 5:
-      if (c == 't') return Is(k, "ts_ns") ? Key::kTsNs : Key::kOther;
-      if (c == 'r') return Is(k, "range") ? Key::kRange : Key::kOther;
-      if (Is(k, "event")) return Key::kEvent;
-      if (Is(k, "stack")) return Key::kStack;
-      if (Is(k, "sites")) return Key::kSites;
-      if (Is(k, "errno")) return Key::kErrno;
-      break;
-    case 6:
-      if (c == 'a') return Is(k, "action") ? Key::kAction : Key::kOther;
-      if (c == 'f') return Is(k, "frames") ? Key::kFrames : Key::kOther;
-      if (c == 'r') return Is(k, "ranges") ? Key::kRanges : Key::kOther;
-      if (Is(k, "schema")) return Key::kSchema;
-      if (Is(k, "status")) return Key::kStatus;
-      if (Is(k, "signal")) return Key::kSignal;
-      if (Is(k, "deregs")) return Key::kDeregs;
-      if (Is(k, "device")) return Key::kDevice;
-      break;
-    case 7:
-      if (c == 'v') return Is(k, "verdict") ? Key::kVerdict : Key::kOther;
-      if (c == 'r') return Is(k, "reasons") ? Key::kReasons : Key::kOther;
-      if (c == 't') return Is(k, "threads") ? Key::kThreads : Key::kOther;
-      if (c == 'h') return Is(k, "held_by") ? Key::kHeldBy : Key::kOther;
-      if (c == 'e') return Is(k, "exec_by") ? Key::kExecBy : Key::kOther;
-      break;
-    case 8:
-      if (c == 'd') return Is(k, "dontfork") ? Key::kDontfork : Key::kOther;
-      if (c == 's') return Is(k, "start_ns") ? Key::kStartNs : Key::kOther;
-      if (c == 'b') return Is(k, "build_id") ? Key::kBuildId : Key::kOther;
-      break;
-    case 9:
-      if (c == 'c') return Is(k, "child_pid") ? Key::kChildPid : Key::kOther;
-      if (c == 'r') return Is(k, "reg_stack") ? Key::kRegStack : Key::kOther;
-      if (c == 'h') return Is(k, "held_rdma") ? Key::kHeldRdma : Key::kOther;
-      break;
-    case 10:
-      if (c == 'k') return Is(k, "kernel_cof") ? Key::kKernelCof : Key::kOther;
-      if (c == 's') return Is(k, "suppressed") ? Key::kSuppressed : Key::kOther;
-      if (c == 'l') return Is(k, "local_rank") ? Key::kLocalRank : Key::kOther;
-      break;
-    case 12:
-      if (c == 'f') return Is(k, "fork_support") ? Key::kForkSupport : Key::kOther;
-      break;
+// A name of a fixed list (shim/event_schema.h) -> its index, N when it is none of them: a
+// hash table built at compile time (linear probing; one or two comparisons for a name
+// that is in the list).
+template <size_t N, size_t kSlots>
+class NameIndex {
+ public:
+  static_assert(N < 255 && kSlots >= 2 * N && (kSlots & (kSlots - 1)) == 0);
+  constexpr explicit NameIndex(const char* const (&names)[N]) {
+    for (auto& s : slot_) s = kEmpty;
+    for (size_t i = 0; i < N; ++i) {
+      std::string_view n = names[i];
+      names_[i] = n;
+      size_t h = Hash(n);
+      while (slot_[h] != kEmpty) h = (h + 1) & (kSlots - 1);
+      slot_[h] = static_cast<uint8_t>(i);
+    }
   }
-  return Key::kOther;
-}
-// Every name maps to its own key.
-static_assert(KeyOf("ts") == Key::kTs && KeyOf("id") == Key::kId && KeyOf("mr") == Key::kMr &&
-              KeyOf("pid") == Key::kPid && KeyOf("seq") == Key::kSeq && KeyOf("tid") == Key::kTid &&
-              KeyOf("len") == Key::kLen && KeyOf("via") == Key::kVia && KeyOf("fix") == Key::kFix &&
-              KeyOf("job") == Key::kJob && KeyOf("exe") == Key::kExe && KeyOf("why") == Key::kWhy &&
-              KeyOf("call") == Key::kCall && KeyOf("site") == Key::kSite &&
-              KeyOf("init") == Key::kInit && KeyOf("host") == Key::kHost &&
-              KeyOf("rank") == Key::kRank && KeyOf("mode") == Key::kMode &&
-              KeyOf("text") == Key::kText && KeyOf("ppid") == Key::kPpid &&
-              KeyOf("prog") == Key::kProg && KeyOf("path") == Key::kPath &&
-              KeyOf("argv") == Key::kArgv && KeyOf("addr") == Key::kAddr &&
-              KeyOf("ts_ns") == Key::kTsNs && KeyOf("range") == Key::kRange &&
-              KeyOf("event") == Key::kEvent && KeyOf("stack") == Key::kStack &&
-              KeyOf("sites") == Key::kSites && KeyOf("errno") == Key::kErrno &&
-              KeyOf("action") == Key::kAction && KeyOf("frames") == Key::kFrames &&
-              KeyOf("ranges") == Key::kRanges && KeyOf("schema") == Key::kSchema &&
-              KeyOf("status") == Key::kStatus && KeyOf("signal") == Key::kSignal &&
-              KeyOf("deregs") == Key::kDeregs && KeyOf("device") == Key::kDevice &&
-              KeyOf("verdict") == Key::kVerdict && KeyOf("reasons") == Key::kReasons &&
-              KeyOf("threads") == Key::kThreads && KeyOf("held_by") == Key::kHeldBy &&
-              KeyOf("exec_by") == Key::kExecBy && KeyOf("dontfork") == Key::kDontfork &&
-              KeyOf("start_ns") == Key::kStartNs && KeyOf("build_id") == Key::kBuildId &&
-              KeyOf("child_pid") == Key::kChildPid && KeyOf("reg_stack") == Key::kRegStack &&
-              KeyOf("held_rdma") == Key::kHeldRdma && KeyOf("kernel_cof") == Key::kKernelCof &&
-              KeyOf("suppressed") == Key::kSuppressed && KeyOf("local_rank") == Key::kLocalRank &&
-              KeyOf("fork_support") == Key::kForkSupport && KeyOf("tx") == Key::kOther &&
-              KeyOf("pidx") == Key::kOther && KeyOf("") == Key::kOther);
-// The shim's names for the members read here.
-static_assert(
-    KeyOf(schema::kKeySchema) == Key::kSchema && KeyOf(schema::kKeyEvent) == Key::kEvent &&
-    KeyOf(schema::kKeyTs) == Key::kTs && KeyOf(schema::kKeyTsNs) == Key::kTsNs &&
-    KeyOf(schema::kKeyStartNs) == Key::kStartNs && KeyOf(schema::kKeyMr) == Key::kMr &&
-    KeyOf(schema::kKeySites) == Key::kSites && KeyOf(schema::kKeyDeregs) == Key::kDeregs &&
-    KeyOf(schema::kKeyStack) == Key::kStack && KeyOf(schema::kKeyFrames) == Key::kFrames &&
-    KeyOf(schema::kKeyBuildId) == Key::kBuildId &&
-    KeyOf(schema::kKeySuppressed) == Key::kSuppressed &&
-    KeyOf(schema::kKeyRegStack) == Key::kRegStack && KeyOf(schema::kKeyInit) == Key::kInit &&
-    KeyOf(schema::kKeyCall) == Key::kCall && KeyOf(schema::kKeyDontfork) == Key::kDontfork &&
-    KeyOf(schema::kKeyLocalRank) == Key::kLocalRank);
+  [[gnu::always_inline]] constexpr size_t Find(std::string_view k) const {
+    if (k.empty()) return N;
+    for (size_t h = Hash(k);; h = (h + 1) & (kSlots - 1)) {
+      uint8_t i = slot_[h];
+      if (i == kEmpty) return N;
+      if (names_[i] == k) return i;
+    }
+  }
 
-// An object's members by Key: the first member of each name, as object::at_key finds it.
+ private:
+  static constexpr uint8_t kEmpty = 0xff;
+  static constexpr size_t Hash(std::string_view k) {
+    return (k.size() * 31 + static_cast<unsigned char>(k[0]) * 7 +
+            static_cast<unsigned char>(k[k.size() / 2]) * 3 +
+            static_cast<unsigned char>(k.back())) &
+           (kSlots - 1);
+  }
+  std::string_view names_[N] = {};
+  uint8_t slot_[kSlots] = {};
+};
+
+constexpr size_t kKeys = static_cast<size_t>(Key::kCount);
+constexpr size_t kEventTypes = static_cast<size_t>(EventType::kCount);
+constexpr NameIndex<kKeys, 256> kKeyIndex(schema::kKeyNames);
+constexpr NameIndex<kEventTypes, 64> kEventTypeIndex(schema::kEventTypeNames);
+
+// A member's Key; Key::kCount for a name that is not one.
+[[gnu::always_inline]] constexpr Key KeyOf(std::string_view k) {
+  return static_cast<Key>(kKeyIndex.Find(k));
+}
+// A record's type; EventType::kCount for a type this forkguard does not know.
+constexpr EventType EventTypeOf(std::string_view t) {
+  return static_cast<EventType>(kEventTypeIndex.Find(t));
+}
+static_assert(KeyOf(schema::kKeyVerdict) == Key::kVerdict && KeyOf("tx") == Key::kCount &&
+              KeyOf("") == Key::kCount && KeyOf(schema::kKeyN) == Key::kN);
+static_assert(EventTypeOf(schema::kFork) == EventType::kFork &&
+              EventTypeOf(schema::kNote) == EventType::kNote &&
+              EventTypeOf("forks") == EventType::kCount);
+
+// An object's members by Key: the first member of each name, as object::at_key finds it,
+// found in one pass over the object (a lookup by name would scan the object once per field
+// asked for).
 struct Fields {
   object o;
-  uint64_t have = 0;
-  element at[static_cast<size_t>(Key::kCount)];
+  uint64_t have[(kKeys + 63) / 64] = {};
+  union Slot {
+    Slot() {}  // not zeroed: a slot is read only once `have` says it was written
+    element e;
+  } at[kKeys];
   explicit Fields(object obj) : o(obj) {
     for (auto field : o) {
-      Key k = KeyOf(field.key);
-      if (k == Key::kOther) continue;
-      uint64_t bit = uint64_t{1} << static_cast<unsigned>(k);
-      if (have & bit) continue;
-      have |= bit;
-      at[static_cast<size_t>(k)] = field.value;
+      auto k = static_cast<size_t>(KeyOf(field.key));
+      if (k == kKeys) continue;
+      uint64_t bit = uint64_t{1} << (k % 64);
+      if (have[k / 64] & bit) continue;
+      have[k / 64] |= bit;
+      at[k].e = field.value;
     }
   }
 };
 
 // Tolerant typed lookups, as JsonValue::Get* (first member of that name), in an object or
 // in the Fields of one.
-bool Member(object o, std::string_view key, element* out) {
-  return o.at_key(key).get(*out) == simdjson::SUCCESS;
+bool Member(object o, Key key, element* out) {
+  return o.at_key(schema::KeyName(key)).get(*out) == simdjson::SUCCESS;
 }
-[[gnu::always_inline]] inline bool Member(const Fields& f, std::string_view key, element* out) {
-  Key k = KeyOf(key);
-  if (k == Key::kOther) return Member(f.o, key, out);
-  if (!(f.have & (uint64_t{1} << static_cast<unsigned>(k)))) return false;
-  *out = f.at[static_cast<size_t>(k)];
+[[gnu::always_inline]] inline bool Member(const Fields& f, Key key, element* out) {
+  auto k = static_cast<size_t>(key);
+  if (!(f.have[k / 64] & (uint64_t{1} << (k % 64)))) return false;
+  *out = f.at[k].e;
   return true;
 }
 // The string member `key`, or `fallback` when absent or not a string (a view into the
 // parsed line: valid until the next line is parsed).
 template <typename O>
-[[gnu::always_inline]] inline std::string_view StrView(const O& o, std::string_view key,
+[[gnu::always_inline]] inline std::string_view StrView(const O& o, Key key,
                                                        std::string_view fallback = "") {
   element e;
   std::string_view v;
@@ -330,8 +204,7 @@ template <typename O>
   return fallback;
 }
 template <typename O>
-[[gnu::always_inline]] inline std::string Str(const O& o, std::string_view key,
-                                              std::string_view fallback = "") {
+[[gnu::always_inline]] inline std::string Str(const O& o, Key key, std::string_view fallback = "") {
   return std::string(StrView(o, key, fallback));
 }
 std::optional<int64_t> IntOf(element e) {
@@ -350,13 +223,13 @@ std::optional<int64_t> IntOf(element e) {
   }
 }
 template <typename O>
-[[gnu::always_inline]] inline int64_t Int(const O& o, std::string_view key, int64_t fallback) {
+[[gnu::always_inline]] inline int64_t Int(const O& o, Key key, int64_t fallback) {
   element e;
   if (!Member(o, key, &e)) return fallback;
   return IntOf(e).value_or(fallback);
 }
 template <typename O>
-[[gnu::always_inline]] inline bool Bool(const O& o, std::string_view key, bool fallback) {
+[[gnu::always_inline]] inline bool Bool(const O& o, Key key, bool fallback) {
   element e;
   bool b = false;
   if (Member(o, key, &e) && e.get_bool().get(b) == simdjson::SUCCESS) return b;
@@ -373,7 +246,7 @@ std::optional<uint64_t> Address(element e) {
   return std::nullopt;
 }
 template <typename O>
-[[gnu::always_inline]] inline std::optional<uint64_t> AddressAt(const O& o, std::string_view key) {
+[[gnu::always_inline]] inline std::optional<uint64_t> AddressAt(const O& o, Key key) {
   element e;
   if (!Member(o, key, &e)) return std::nullopt;
   return Address(e);
@@ -390,17 +263,17 @@ Stack DecodeStack(element v) {
     if (f.get_object().get(fo) == simdjson::SUCCESS) {
       element py;
       object po;
-      if (Member(fo, "py", &py) && py.get_object().get(po) == simdjson::SUCCESS) {
+      if (Member(fo, Key::kPy, &py) && py.get_object().get(po) == simdjson::SUCCESS) {
         fr.python = true;
-        fr.py_file = Str(po, "file");
-        fr.py_line = Int(po, "line", 0);
-        fr.py_func = Str(po, "func");
+        fr.py_file = Str(po, Key::kFile);
+        fr.py_line = Int(po, Key::kLine, 0);
+        fr.py_func = Str(po, Key::kFunc);
       } else {
-        fr.ip = AddressAt(fo, "ip").value_or(0);
-        fr.obj = Str(fo, "obj");
-        fr.off = AddressAt(fo, "off");
-        fr.sym = Str(fo, "sym");
-        fr.symoff = Str(fo, "symoff");
+        fr.ip = AddressAt(fo, Key::kIp).value_or(0);
+        fr.obj = Str(fo, Key::kObj);
+        fr.off = AddressAt(fo, Key::kOff);
+        fr.sym = Str(fo, Key::kSym);
+        fr.symoff = Str(fo, Key::kSymoff);
       }
     } else if (auto ip = Address(f)) {
       fr.ip = *ip;  // raw ips (child_segv reg_stack)
@@ -621,8 +494,7 @@ int V2Stack(int64_t id, FileState* state, FileState::Proc* proc, ProcessLog* p) 
 
 // A stack value: an array (inline frames, /1 and /2) or, in /2, the id of a stack record.
 template <typename O>
-int StackAt(const O& o, std::string_view key, FileState::Proc* proc, ProcessLog* p,
-            FileState* state = nullptr) {
+int StackAt(const O& o, Key key, FileState::Proc* proc, ProcessLog* p, FileState* state = nullptr) {
   element e;
   if (!Member(o, key, &e)) return -1;
   if (state != nullptr && state->v2 &&
@@ -671,11 +543,11 @@ Stack DecodeV2Frames(element v, FileState* state, int64_t id) {
     } else if (f.get_object().get(fo) == simdjson::SUCCESS) {
       element py;
       object po;
-      if (!Member(fo, "py", &py) || py.get_object().get(po) != simdjson::SUCCESS) continue;
+      if (!Member(fo, Key::kPy, &py) || py.get_object().get(po) != simdjson::SUCCESS) continue;
       fr.python = true;
-      fr.py_file = Str(po, "file");
-      fr.py_line = Int(po, "line", 0);
-      fr.py_func = Str(po, "func");
+      fr.py_file = Str(po, Key::kFile);
+      fr.py_line = Int(po, Key::kLine, 0);
+      fr.py_func = Str(po, Key::kFunc);
     } else {
       continue;
     }
@@ -690,116 +562,137 @@ Stack DecodeV2Frames(element v, FileState* state, int64_t id) {
 // deregistration in older files; the shim now writes it only for MRs it did
 // not see registered. mr_counts: the registrations at sites already logged, and
 // the tracked deregistrations, counted.)
-bool CountOnly(std::string_view type) {
-  return type == "mr_register" || type == "mr_deregister" || type == "rdma_call" ||
-         type == "fork_init" || type == schema::kMrCounts;
+bool CountOnly(EventType type) {
+  switch (type) {
+    case EventType::kMrRegister:
+    case EventType::kMrDeregister:
+    case EventType::kRdmaCall:
+    case EventType::kForkInit:
+    case EventType::kMrCounts:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The strings of array member `key`, up to `max` of them in all, appended to `out`.
+void Strings(const Fields& o, Key key, size_t max, std::vector<std::string>* out) {
+  element x;
+  simdjson::dom::array a;
+  if (!Member(o, key, &x) || x.get_array().get(a) != simdjson::SUCCESS) return;
+  for (element s : a) {
+    std::string_view v;
+    if (s.get_string().get(v) == simdjson::SUCCESS && out->size() < max) out->emplace_back(v);
+  }
 }
 
 // The typed fields of `e.type` from `o`.
 void DecodeEvent(const Fields& o, FileState::Proc* proc, ProcessLog* p, Event* e,
                  FileState* state) {
-  const std::string& t = e->type;
   element x;
-  if (t == "process_start") {
-    e->exe = Str(o, "exe");
-    e->mode = Str(o, "mode");
-    simdjson::dom::array a;
-    if (Member(o, "argv", &x) && x.get_array().get(a) == simdjson::SUCCESS) {
-      for (element s : a) {
+  switch (e->kind) {
+    case EventType::kProcessStart: {
+      e->exe = Str(o, Key::kExe);
+      e->mode = Str(o, Key::kMode);
+      Strings(o, Key::kArgv, 64, &e->argv);
+      break;
+    }
+    case EventType::kProcessExit: {
+      if (Member(o, Key::kStatus, &x) && x.type() == element_type::INT64)
+        e->status = x.get_int64().value_unsafe();
+      break;
+    }
+    case EventType::kRdmaInit: {
+      e->call = Str(o, Key::kCall, "?");
+      e->device = Str(o, Key::kDevice);
+      e->stack = StackAt(o, Key::kStack, proc, p, state);
+      break;
+    }
+    case EventType::kFork: {
+      e->verdict = Str(o, Key::kVerdict, "unknown");
+      e->site = Str(o, Key::kSite);
+      e->action = Str(o, Key::kAction, "unknown");
+      e->via = Str(o, Key::kVia);
+      e->fix = Str(o, Key::kFix);
+      e->suppressed = Str(o, Key::kSuppressed);
+      e->fix_library = Str(o, Key::kHeldBy);
+      object fs;
+      if (e->fix_library.empty() && Member(o, Key::kForkSupport, &x) &&
+          x.get_object().get(fs) == simdjson::SUCCESS)
+        e->fix_library = Str(fs, Key::kBy);
+      e->stack = StackAt(o, Key::kStack, proc, p, state);
+      Strings(o, Key::kReasons, 16, &e->reasons);
+      if (e->action == "failed" && Member(o, Key::kErrno, &x)) {
         std::string_view v;
-        if (s.get_string().get(v) == simdjson::SUCCESS && e->argv.size() < 64)
-          e->argv.emplace_back(v);
+        if (x.type() == element_type::INT64)
+          e->errno_text = std::to_string(x.get_int64().value_unsafe());
+        else if (x.get_string().get(v) == simdjson::SUCCESS)
+          e->errno_text = std::string(v);
       }
-    }
-  } else if (t == "process_exit") {
-    if (Member(o, "status", &x) && x.type() == element_type::INT64)
-      e->status = x.get_int64().value_unsafe();
-  } else if (t == "rdma_init") {
-    e->call = Str(o, "call", "?");
-    e->device = Str(o, "device");
-    e->stack = StackAt(o, "stack", proc, p, state);
-  } else if (t == "fork") {
-    e->verdict = Str(o, "verdict", "unknown");
-    e->site = Str(o, "site");
-    e->action = Str(o, "action", "unknown");
-    e->via = Str(o, "via");
-    e->fix = Str(o, "fix");
-    e->suppressed = Str(o, schema::kKeySuppressed);
-    e->fix_library = Str(o, "held_by");
-    object fs;
-    if (e->fix_library.empty() && Member(o, "fork_support", &x) &&
-        x.get_object().get(fs) == simdjson::SUCCESS)
-      e->fix_library = Str(fs, "by");
-    e->stack = StackAt(o, "stack", proc, p, state);
-    simdjson::dom::array a;
-    if (Member(o, "reasons", &x) && x.get_array().get(a) == simdjson::SUCCESS) {
-      for (element r : a) {
-        std::string_view v;
-        if (r.get_string().get(v) == simdjson::SUCCESS && e->reasons.size() < 16)
-          e->reasons.emplace_back(v);
+      object init;
+      if (Member(o, Key::kInit, &x) && x.get_object().get(init) == simdjson::SUCCESS) {
+        e->has_init = true;
+        e->init_age_ms = Int(init, Key::kAgeMs, -1);
+        e->init_call = Str(init, Key::kCall, "?");
+        e->init_device = Str(init, Key::kDevice);
+        e->init_stack = StackAt(init, Key::kStack, proc, p, state);
       }
-    }
-    if (e->action == "failed" && Member(o, "errno", &x)) {
-      std::string_view v;
-      if (x.type() == element_type::INT64)
-        e->errno_text = std::to_string(x.get_int64().value_unsafe());
-      else if (x.get_string().get(v) == simdjson::SUCCESS)
-        e->errno_text = std::string(v);
-    }
-    object init;
-    if (Member(o, "init", &x) && x.get_object().get(init) == simdjson::SUCCESS) {
-      e->has_init = true;
-      e->init_age_ms = Int(init, "age_ms", -1);
-      e->init_call = Str(init, "call", "?");
-      e->init_device = Str(init, "device");
-      e->init_stack = StackAt(init, "stack", proc, p, state);
-    }
-    if (Member(o, "ranges", &x) && x.get_array().get(a) == simdjson::SUCCESS) {
-      for (element r : a) {
-        object ro;
-        if (r.get_object().get(ro) != simdjson::SUCCESS) continue;
-        ++e->ranges;
-        e->range_bytes += std::max<int64_t>(0, Int(ro, "len", 0));
-        if (Bool(ro, "dontfork", false)) ++e->dontfork_ranges;
+      simdjson::dom::array a;
+      if (Member(o, Key::kRanges, &x) && x.get_array().get(a) == simdjson::SUCCESS) {
+        for (element r : a) {
+          object ro;
+          if (r.get_object().get(ro) != simdjson::SUCCESS) continue;
+          ++e->ranges;
+          e->range_bytes += std::max<int64_t>(0, Int(ro, Key::kLen, 0));
+          if (Bool(ro, Key::kDontfork, false)) ++e->dontfork_ranges;
+        }
       }
+      e->threads = Int(o, Key::kThreads, 0);
+      bool cof = false;
+      if (Member(o, Key::kKernelCof, &x) && x.get_bool().get(cof) == simdjson::SUCCESS)
+        e->kernel_cof = cof;
+      break;
     }
-    e->threads = Int(o, "threads", 0);
-    bool cof = false;
-    if (Member(o, "kernel_cof", &x) && x.get_bool().get(cof) == simdjson::SUCCESS)
-      e->kernel_cof = cof;
-  } else if (t == "fork_child") {
-    e->child_pid = Int(o, "child_pid", -1);
-  } else if (t == "spawn") {
-    e->call = Str(o, "call");
-    e->child_pid = Int(o, "child_pid", -1);
-  } else if (t == "child_segv") {
-    e->signal = static_cast<int>(Int(o, "signal", 11));
-    e->addr = AddressAt(o, "addr");
-    object rg;
-    if (Member(o, "range", &x) && x.get_object().get(rg) == simdjson::SUCCESS) {
-      e->range_addr = AddressAt(rg, "addr");
-      e->range_len = AddressAt(rg, "len");
+    case EventType::kForkChild: {
+      e->child_pid = Int(o, Key::kChildPid, -1);
+      break;
     }
-    e->call = Str(o, "call");
-    e->stack = StackAt(o, "reg_stack", proc, p, state);
-  } else if (t == "child_exec") {
-    e->call = Str(o, "path");
-  } else if (t == "note") {
-    e->text = Str(o, "text");
-  } else if (t == "unwatched_exec") {
-    e->text = Str(o, "path");
-    e->call = Str(o, "exec_by");
-    simdjson::dom::array a;
-    if (Member(o, "why", &x) && x.get_array().get(a) == simdjson::SUCCESS) {
-      for (element r : a) {
-        std::string_view v;
-        if (r.get_string().get(v) == simdjson::SUCCESS && e->reasons.size() < 16)
-          e->reasons.emplace_back(v);
+    case EventType::kSpawn: {
+      e->call = Str(o, Key::kCall);
+      e->child_pid = Int(o, Key::kChildPid, -1);
+      break;
+    }
+    case EventType::kChildSegv: {
+      e->signal = static_cast<int>(Int(o, Key::kSignal, 11));
+      e->addr = AddressAt(o, Key::kAddr);
+      object rg;
+      if (Member(o, Key::kRange, &x) && x.get_object().get(rg) == simdjson::SUCCESS) {
+        e->range_addr = AddressAt(rg, Key::kAddr);
+        e->range_len = AddressAt(rg, Key::kLen);
       }
+      e->call = Str(o, Key::kCall);
+      e->stack = StackAt(o, Key::kRegStack, proc, p, state);
+      break;
     }
-    bool held = false;
-    if (Member(o, "held_rdma", &x) && x.get_bool().get(held) == simdjson::SUCCESS)
-      e->held_rdma = held;
+    case EventType::kChildExec: {
+      e->call = Str(o, Key::kPath);
+      break;
+    }
+    case EventType::kNote: {
+      e->text = Str(o, Key::kText);
+      break;
+    }
+    case EventType::kUnwatchedExec: {
+      e->text = Str(o, Key::kPath);
+      e->call = Str(o, Key::kExecBy);
+      Strings(o, Key::kWhy, 16, &e->reasons);
+      bool held = false;
+      if (Member(o, Key::kHeldRdma, &x) && x.get_bool().get(held) == simdjson::SUCCESS)
+        e->held_rdma = held;
+      break;
+    }
+    default:  // the rest keep only the common fields
+      break;
   }
 }
 
@@ -820,9 +713,9 @@ ProcIt FindProcess(const Fields& v, int64_t pid, FileState* state, std::string_v
                    LogSet* out) {
   std::string_view host = "?";
   element he;
-  if (Member(v, "host", &he) && he.get_string().get(host) != simdjson::SUCCESS) host = "?";
+  if (Member(v, Key::kHost, &he) && he.get_string().get(host) != simdjson::SUCCESS) host = "?";
   // Two jobs' processes on one host may have the same pid: never one process.
-  std::string job = Str(v, "job");
+  std::string job = Str(v, Key::kJob);
   std::string host_job = std::string(host) + '\x1f' + job;
   // Nearly every line of a file is the same process as the one before.
   auto it = state->last;
@@ -845,24 +738,24 @@ ProcIt FindProcess(const Fields& v, int64_t pid, FileState* state, std::string_v
 // ppid, prog, rank, local_rank, job: from a /1 line or a /2 header.
 void FillIdentity(const Fields& v, ProcessLog* pp) {
   ProcessLog& p = *pp;
-  if (p.ppid <= 0) p.ppid = Int(v, "ppid", -1);
-  if (p.prog.empty()) p.prog = Str(v, "prog");
+  if (p.ppid <= 0) p.ppid = Int(v, Key::kPpid, -1);
+  if (p.prog.empty()) p.prog = Str(v, Key::kProg);
   if (!p.rank) {
     element r;
-    if (Member(v, "rank", &r) && r.type() == element_type::INT64)
+    if (Member(v, Key::kRank, &r) && r.type() == element_type::INT64)
       p.rank = r.get_int64().value_unsafe();
   }
   if (!p.local_rank) {
     element r;
-    if (Member(v, "local_rank", &r) && r.type() == element_type::INT64)
+    if (Member(v, Key::kLocalRank, &r) && r.type() == element_type::INT64)
       p.local_rank = r.get_int64().value_unsafe();
   }
-  if (p.job.empty()) p.job = Str(v, "job");
+  if (p.job.empty()) p.job = Str(v, Key::kJob);
 }
 
 // Folds one event of process `it` into the set (both schemas).
-void UseEvent(const Fields& v, std::string_view type, int64_t ts, int lineno, FileNotes* notes,
-              FileState* state, ProcIt it, LogSet* out) {
+void UseEvent(const Fields& v, std::string_view type, EventType kind, int64_t ts, int lineno,
+              FileNotes* notes, FileState* state, ProcIt it, LogSet* out) {
   ProcessLog& p = out->processes[it->second.index];
   if (ts > 0 && (p.first_ts_ns == 0 || ts < p.first_ts_ns)) p.first_ts_ns = ts;
   ProcessSummary& sum = p.summary;
@@ -870,64 +763,65 @@ void UseEvent(const Fields& v, std::string_view type, int64_t ts, int lineno, Fi
   ++sum.lines;
   sum.last_ts_ns = std::max(sum.last_ts_ns, ts);
   ++out->lines_used;
-  if (CountOnly(type)) {
-    if (type == "mr_register") {
+  if (CountOnly(kind)) {
+    if (kind == EventType::kMrRegister) {
       ++sum.registrations;
-      int64_t len = Int(v, "len", 0);
+      int64_t len = Int(v, Key::kLen, 0);
       element mr;
       simdjson::dom::array a;
       element le;
       // /2: "mr":[addr,len,access,handle]
-      if (Member(v, schema::kKeyMr, &mr) && mr.get_array().get(a) == simdjson::SUCCESS &&
+      if (Member(v, Key::kMr, &mr) && mr.get_array().get(a) == simdjson::SUCCESS &&
           a.at(1).get(le) == simdjson::SUCCESS)
         len = IntOf(le).value_or(0);
       sum.registered_bytes += std::max<int64_t>(0, len);
       if (sum.first_registrations.size() < ProcessSummary::kMaxRegistrationSamples)
-        sum.first_registrations.push_back({ts, Int(v, "tid", state->v2 ? p.pid : 0),
-                                           std::max<int64_t>(0, len), Bool(v, "dontfork", false),
-                                           Str(v, "call", state->v2 ? "ibv_reg_mr" : "")});
+        sum.first_registrations.push_back(
+            {ts, Int(v, Key::kTid, state->v2 ? p.pid : 0), std::max<int64_t>(0, len),
+             Bool(v, Key::kDontfork, false),
+             Str(v, Key::kCall, state->v2 ? schema::kDefaultRegCall : "")});
     }
-    if (type == "mr_deregister") ++sum.deregistrations;
+    if (kind == EventType::kMrDeregister) ++sum.deregistrations;
     // /2: a registration's stack id must name a record already read (cheap: one lookup).
     auto check_stack = [&](const auto& o) {
       element se;
-      if (state->v2 && Member(o, schema::kKeyStack, &se) && se.type() == element_type::INT64 &&
+      if (state->v2 && Member(o, Key::kStack, &se) && se.type() == element_type::INT64 &&
           !state->HasStack(se.get_int64().value_unsafe()))
         notes->Add(lineno, "stack id used before or without its record",
                    "stack " + std::to_string(se.get_int64().value_unsafe()) +
                        " (the event is counted without it)");
     };
-    if (type == schema::kMrCounts) {
+    if (kind == EventType::kMrCounts) {
       // Registrations at sites this process had already logged, counted by the shim since
       // its previous mr_counts line (its own mr_register lines are counted above).
       element sites;
       simdjson::dom::array a;
-      if (Member(v, schema::kKeySites, &sites) && sites.get_array().get(a) == simdjson::SUCCESS) {
+      if (Member(v, Key::kSites, &sites) && sites.get_array().get(a) == simdjson::SUCCESS) {
         for (element site : a) {
           object so;
           if (site.get_object().get(so) != simdjson::SUCCESS) continue;
-          int64_t n = std::max<int64_t>(0, Int(so, schema::kKeyN, 0));
+          int64_t n = std::max<int64_t>(0, Int(so, Key::kN, 0));
           sum.registrations += n;
           sum.counted_registrations += n;
-          sum.registered_bytes += std::max<int64_t>(0, Int(so, schema::kKeyBytes, 0));
+          sum.registered_bytes += std::max<int64_t>(0, Int(so, Key::kBytes, 0));
           check_stack(so);
         }
       }
-      sum.deregistrations += std::max<int64_t>(0, Int(v, schema::kKeyDeregs, 0));
+      sum.deregistrations += std::max<int64_t>(0, Int(v, Key::kDeregs, 0));
       return;
     }
     check_stack(v);
     return;
   }
   // Nothing the process counted after these is lost to a kill: exit and exec write it first.
-  if (type == "process_exit" || type == "child_exec") sum.counts_final = true;
-  if (type == "rdma_init" && sum.rdma_init_ts_ns == 0) sum.rdma_init_ts_ns = ts;
-  if (type == schema::kForkChild) {
-    TallyForkChild(Int(v, "child_pid", -1), *state, &it->second, &p);
+  if (kind == EventType::kProcessExit || kind == EventType::kChildExec) sum.counts_final = true;
+  if (kind == EventType::kRdmaInit && sum.rdma_init_ts_ns == 0) sum.rdma_init_ts_ns = ts;
+  if (kind == EventType::kForkChild) {
+    TallyForkChild(Int(v, Key::kChildPid, -1), *state, &it->second, &p);
     return;
   }
   // A fork is tallied, not kept: it is decoded into storage reused from fork to fork.
-  bool fork = type == schema::kFork;
+  bool fork = kind == EventType::kFork;
   Event fresh;
   Event& e = fork ? state->fork_event : fresh;
   if (fork) {
@@ -937,9 +831,10 @@ void UseEvent(const Fields& v, std::string_view type, int64_t ts, int lineno, Fi
     e.reasons = std::move(reasons);
   }
   e.type.assign(type);
+  e.kind = kind;
   e.ts_ns = ts;
-  e.seq = Int(v, "seq", -1);
-  e.tid = Int(v, "tid", state->v2 ? p.pid : 0);
+  e.seq = Int(v, Key::kSeq, -1);
+  e.tid = Int(v, Key::kTid, state->v2 ? p.pid : 0);
   e.line = lineno;
   state->notes = notes;
   state->lineno = lineno;
@@ -955,12 +850,12 @@ void UseEvent(const Fields& v, std::string_view type, int64_t ts, int lineno, Fi
 // header: a file of concatenated logs). Its module and stack tables start empty.
 void ParseV2Header(const Fields& v, int lineno, FileNotes* notes, FileState* state,
                    std::string_view file_name, LogSet* out) {
-  if (Str(v, "event") != schema::kHeader) {
+  if (EventTypeOf(StrView(v, Key::kEvent)) != EventType::kHeader) {
     notes->Add(lineno, "a forkguard.event/2 line with \"schema\" that is not a header, skipped",
                "");
     return;
   }
-  int64_t pid = Int(v, "pid", -1);
+  int64_t pid = Int(v, Key::kPid, -1);
   if (pid <= 0) {
     notes->Add(lineno, "no valid \"pid\" in the header, its lines are skipped", "");
     state->v2 = false;
@@ -970,7 +865,7 @@ void ParseV2Header(const Fields& v, int lineno, FileNotes* notes, FileState* sta
   state->last = it;
   FillIdentity(v, &out->processes[it->second.index]);
   state->v2 = true;
-  state->v2_start_ns = Int(v, schema::kKeyStartNs, 0);
+  state->v2_start_ns = Int(v, Key::kStartNs, 0);
   state->v2_proc = it;
   state->modules.clear();
   state->stacks.clear();
@@ -981,7 +876,7 @@ void ParseV2Header(const Fields& v, int lineno, FileNotes* notes, FileState* sta
 
 // A /2 line after the header: a module or stack record, or an event.
 void ParseV2Line(const Fields& v, int lineno, FileNotes* notes, FileState* state, LogSet* out) {
-  std::string_view type = StrView(v, "event");
+  std::string_view type = StrView(v, Key::kEvent);
   if (type.empty()) {
     notes->Add(lineno, "no \"event\" field, skipped", "");
     return;
@@ -990,27 +885,28 @@ void ParseV2Line(const Fields& v, int lineno, FileNotes* notes, FileState* state
   ProcessLog& p = out->processes[it->second.index];
   state->notes = notes;
   state->lineno = lineno;
-  if (type == schema::kModule || type == schema::kStackRecord) {
+  EventType kind = EventTypeOf(type);
+  if (kind == EventType::kModule || kind == EventType::kStackRecord) {
     element ie;
     std::optional<int64_t> id;
-    if (Member(v, "id", &ie)) id = IntOf(ie);
+    if (Member(v, Key::kId, &ie)) id = IntOf(ie);
     if (!id || *id < 0) {
       notes->Add(lineno, "a " + std::string(type) + " record without a valid id, skipped", "");
       return;
     }
-    if (type == schema::kModule) {
+    if (kind == EventType::kModule) {
       if (state->modules.count(*id)) {
         notes->Add(lineno, "duplicate module id", std::to_string(*id) + " (the first kept)");
         return;
       }
-      state->modules[*id] = {Str(v, "path"), Str(v, schema::kKeyBuildId)};
+      state->modules[*id] = {Str(v, Key::kPath), Str(v, Key::kBuildId)};
     } else {
       if (state->HasStack(*id)) {
         notes->Add(lineno, "duplicate stack id", std::to_string(*id) + " (the first kept)");
         return;
       }
       element fe;
-      if (!Member(v, schema::kKeyFrames, &fe)) {
+      if (!Member(v, Key::kFrames, &fe)) {
         notes->Add(lineno, "a stack record without frames, skipped", std::to_string(*id));
         return;
       }
@@ -1038,8 +934,8 @@ void ParseV2Line(const Fields& v, int lineno, FileNotes* notes, FileState* state
     ++p.summary.lines;
     return;
   }
-  int64_t ts = state->v2_start_ns + Int(v, schema::kKeyTs, 0);
-  UseEvent(v, type, ts, lineno, notes, state, it, out);
+  int64_t ts = state->v2_start_ns + Int(v, Key::kTs, 0);
+  UseEvent(v, type, kind, ts, lineno, notes, state, it, out);
 }
 
 // `line` is followed by at least simdjson::SIMDJSON_PADDING readable bytes.
@@ -1073,7 +969,8 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
   const Fields v(obj);
   element se;
   std::string_view schema;
-  bool has_schema = Member(v, "schema", &se) && se.get_string().get(schema) == simdjson::SUCCESS;
+  bool has_schema =
+      Member(v, Key::kSchema, &se) && se.get_string().get(schema) == simdjson::SUCCESS;
   if (!has_schema) {
     if (state->v2) {  // a /2 line: its process is the file's header's
       ParseV2Line(v, lineno, notes, state, out);
@@ -1101,12 +998,12 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
                  "");
     return;
   }
-  std::string_view type = StrView(v, "event");
+  std::string_view type = StrView(v, Key::kEvent);
   if (type.empty()) {
     notes->Add(lineno, "no \"event\" field, skipped", "");
     return;
   }
-  int64_t pid = Int(v, "pid", -1);
+  int64_t pid = Int(v, Key::kPid, -1);
   if (pid <= 0) {
     notes->Add(lineno, "no valid \"pid\", skipped", "");
     return;
@@ -1115,7 +1012,7 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
   state->last = it;
   ProcessLog& p = out->processes[it->second.index];
   FillIdentity(v, &p);
-  UseEvent(v, type, Int(v, "ts_ns", 0), lineno, notes, state, it, out);
+  UseEvent(v, type, EventTypeOf(type), Int(v, Key::kTsNs, 0), lineno, notes, state, it, out);
 }
 
 // Splits `buf[0, size)` into lines and parses the complete ones; returns
@@ -1365,9 +1262,9 @@ void JoinInto(ProcessLog&& b, ProcessLog* a) {
 std::optional<int64_t> ExecTs(const ProcessLog& p) {
   std::optional<int64_t> at;
   for (const Event& e : p.events) {
-    if (e.type == schema::kExec)
+    if (e.kind == EventType::kExec)
       at = e.ts_ns;
-    else if (e.type == schema::kProcessExit)
+    else if (e.kind == EventType::kProcessExit)
       at.reset();
   }
   return at;

@@ -56,6 +56,7 @@ struct Note {
 // Adding a field: decode it in cli/event_log.cc DecodeEvent().
 struct Event {
   std::string type;  // "fork", "rdma_init", ... (unknown types are kept)
+  schema::EventType kind = schema::EventType::kCount;  // of `type`; kCount: unknown
   int64_t ts_ns = 0;
   int64_t seq = -1;
   int64_t tid = 0;

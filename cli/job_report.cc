@@ -242,14 +242,14 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
       site_keys[i].push_back(std::move(key));
     }
     for (const Event& e : pl.events) {
-      if (e.type == "process_start") {
+      if (e.kind == schema::EventType::kProcessStart) {
         n.exe = e.exe;
         n.mode = e.mode;
         n.argv = e.argv;
-      } else if (e.type == "process_exit") {
+      } else if (e.kind == schema::EventType::kProcessExit) {
         n.exited = true;
         if (e.status) n.exit_status = e.status;
-      } else if (e.type == "rdma_init") {
+      } else if (e.kind == schema::EventType::kRdmaInit) {
         n.rdma_initialized = true;
         const Stack& st = pl.StackAt(e.stack);
         InitSite& s = inits[n.job + "|" + e.call + "|" + e.device + "|" + StackKey(st)];
@@ -262,11 +262,11 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
         ++s.count;
         s.processes.insert(i);
         if (n.rank) s.ranks.insert(*n.rank);
-      } else if (e.type == "spawn") {
+      } else if (e.kind == schema::EventType::kSpawn) {
         ++r.spawns;
-      } else if (e.type == "child_exec") {
+      } else if (e.kind == schema::EventType::kChildExec) {
         n.exec_after_fork = true;
-      } else if (e.type == "child_segv") {
+      } else if (e.kind == schema::EventType::kChildSegv) {
         n.died_segv = true;
         ChildDeath d;
         d.process = i;
@@ -278,7 +278,7 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
         d.call = e.call;
         d.reg_stack = pl.StackAt(e.stack);
         deaths.push_back(std::move(d));
-      } else if (e.type == "note") {
+      } else if (e.kind == schema::EventType::kNote) {
         if (!e.text.empty() && shim_notes.size() < 50) shim_notes.insert(n.prog + ": " + e.text);
       }
     }

@@ -97,18 +97,18 @@ Timeline BuildTimeline(const LogSet& logs, const JobReport& r) {
       m.ts_ns = e.ts_ns;
       m.tid = e.tid;
       m.call = e.call;
-      if (e.type == "rdma_init") {
+      if (e.kind == schema::EventType::kRdmaInit) {
         m.kind = TimelineMark::Kind::kRdmaInit;
         m.device = e.device;
-      } else if (e.type == "spawn") {
+      } else if (e.kind == schema::EventType::kSpawn) {
         m.kind = TimelineMark::Kind::kSpawn;
         m.child_pid = e.child_pid;
-      } else if (e.type == "child_exec") {
+      } else if (e.kind == schema::EventType::kChildExec) {
         m.kind = TimelineMark::Kind::kExec;
-      } else if (e.type == "child_segv") {
+      } else if (e.kind == schema::EventType::kChildSegv) {
         m.kind = TimelineMark::Kind::kSegv;
         m.signal = e.signal;
-      } else if (e.type == "process_exit") {
+      } else if (e.kind == schema::EventType::kProcessExit) {
         m.kind = TimelineMark::Kind::kExit;
       } else {
         continue;

@@ -21,7 +21,7 @@ std::vector<UnwatchedProcess> FindUnwatched(const LogSet& logs) {
   std::vector<UnwatchedProcess> out;
   for (const ProcessLog& p : logs.processes) {
     for (const Event& e : p.events) {
-      if (e.type != "unwatched_exec") continue;
+      if (e.kind != schema::EventType::kUnwatchedExec) continue;
       UnwatchedProcess u;
       u.host = p.host;
       u.pid = p.pid;

@@ -118,14 +118,18 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
       if (log.enabled() && t->scratch_busy.compare_exchange_strong(expected, 1)) {
         TextBuffer b(t->scratch, kScratchBytes);
         log.Begin(b, schema::kChildSegv);
-        b.Str(",\"addr\":").UDec(addr);
-        b.Str(",\"range\":{\"addr\":").UDec(e.start).Str(",\"len\":").UDec(e.end - e.start);
-        b.Str("},\"call\":\"").Str(e.call).Str("\",\"reg_stack\":");
+        b.Key(schema::kKeyAddr).UDec(addr);
+        b.Key(schema::kKeyRange)
+            .FirstKey(schema::kKeyAddr)
+            .UDec(e.start)
+            .Key(schema::kKeyLen)
+            .UDec(e.end - e.start);
+        b.Char('}').Key(schema::kKeyCall).Quoted(e.call).Key(schema::kKeyRegStack);
         RawStack s;
         s.depth = e.nips;
         for (int k = 0; k < e.nips; ++k) s.ips[k] = e.ips[k];
         AppendJsonStack(b, s, false);
-        b.Str(",\"signal\":").Dec(sig);
+        b.Key(schema::kKeySignal).Dec(sig);
         log.End(b);
         t->scratch_busy.store(0);
       }
@@ -211,7 +215,7 @@ void LogExec(const char* path) {
   char buf[2048];
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, schema::kExec);
-  b.Str(",\"path\":").JsonStr(path);
+  b.Key(schema::kKeyPath).JsonStr(path);
   log.End(b);
 }
 
@@ -221,7 +225,7 @@ void ChildNoteExec(const char* path) {
   char buf[2048];
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, schema::kChildExec);
-  b.Str(",\"path\":").JsonStr(path);
+  b.Key(schema::kKeyPath).JsonStr(path);
   log.End(b);
 }
 

@@ -137,8 +137,12 @@ void AppendPythonFrames(TextBuffer& b, const PythonStack* py, bool after_native)
   for (int i = 0; i < py->depth; ++i) {
     if (i > 0 || after_native) b.Char(',');
     const PythonStack::Frame& f = py->frames[i];
-    b.Str("{\"py\":{\"file\":").JsonStr(f.file).Str(",\"line\":").Dec(f.line);
-    b.Str(",\"func\":").JsonStr(f.func).Str("}}");
+    b.FirstKey(schema::kKeyPy)
+        .FirstKey(schema::kKeyFile)
+        .JsonStr(f.file)
+        .Key(schema::kKeyLine)
+        .Dec(f.line);
+    b.Key(schema::kKeyFunc).JsonStr(f.func).Str("}}");
   }
 }
 
@@ -148,16 +152,16 @@ void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize, const
   b.Char('[');
   for (int i = 0; i < stack.depth; ++i) {
     if (i > 0) b.Char(',');
-    b.Str("{\"ip\":");
+    b.FirstKey(schema::kKeyIp);
     AppendJsonHex(b, stack.ips[i]);
     if (symbolize) {
       SymbolizedFrame f = Symbolize(stack.ips[i], i > 0);
       if (f.obj != nullptr) {
-        b.Str(",\"obj\":").JsonStr(f.obj).Str(",\"off\":");
+        b.Key(schema::kKeyObj).JsonStr(f.obj).Key(schema::kKeyOff);
         AppendJsonHex(b, f.obj_off);
       }
       if (f.sym != nullptr) {
-        b.Str(",\"sym\":").JsonStr(f.sym).Str(",\"symoff\":");
+        b.Key(schema::kKeySym).JsonStr(f.sym).Key(schema::kKeySymoff);
         AppendJsonHex(b, f.sym_off);
       }
     }
@@ -170,7 +174,7 @@ void AppendJsonStack(TextBuffer& b, const RawStack& stack, bool symbolize, const
 void AppendStackRef(TextBuffer& b, EventLog& log, const char* key, const RawStack& stack,
                     const PythonStack* py, bool locked) {
   int id = locked ? log.StackIdLocked(stack, py) : log.StackId(stack, py);
-  b.Str(",\"").Str(key).Str("\":");
+  b.Key(key);
   if (id >= 0) {
     b.Dec(id);
     return;
@@ -255,10 +259,10 @@ bool EventLog::EnsureModuleWritten(int m) {
   Module& mod = modules_[m];
   if (mod.epoch == epoch_.get()) return true;
   TextBuffer b(record_, kRecordBytes);
-  b.Str("{\"event\":\"").Str(schema::kModule).Str("\",\"id\":").Dec(next_module_id_);
-  b.Str(",\"path\":").JsonStr(mod.path).Str(",\"base\":");
+  b.FirstKey(schema::kKeyEvent).Quoted(schema::kModule).Key(schema::kKeyId).Dec(next_module_id_);
+  b.Key(schema::kKeyPath).JsonStr(mod.path).Key(schema::kKeyBase);
   AppendJsonHex(b, mod.base);
-  b.Str(",\"build_id\":");
+  b.Key(schema::kKeyBuildId);
   if (mod.build_id_len > 0) {
     b.Char('"');
     b.HexBytes(mod.build_id, static_cast<size_t>(mod.build_id_len));
@@ -307,8 +311,8 @@ int EventLog::StackIdLocked(const RawStack& stack, const PythonStack* py) {
   }
   TextBuffer b(record_, kRecordBytes);
   int id = next_stack_id_;
-  b.Str("{\"event\":\"").Str(schema::kStackRecord).Str("\",\"id\":").Dec(id);
-  b.Str(",\"frames\":[");
+  b.FirstKey(schema::kKeyEvent).Quoted(schema::kStackRecord).Key(schema::kKeyId).Dec(id);
+  b.Key(schema::kKeyFrames).Char('[');
   for (int i = 0; i < stack.depth; ++i) {
     if (i > 0) b.Char(',');
     if (mods[i] >= 0) {
@@ -432,18 +436,18 @@ size_t EventLog::TakeCounts(char* buf, size_t cap) {
   if (k == 0 && deregs == 0) return 0;
   TextBuffer b(buf, cap);
   Begin(b, schema::kMrCounts);
-  b.Str(",\"").Str(schema::kKeySites).Str("\":[");
+  b.Key(schema::kKeySites).Char('[');
   for (int j = 0; j < k; ++j) {
     const RegSite& s = reg_sites_[taken[j].slot];
     if (j > 0) b.Char(',');
-    b.Str("{\"").Str(schema::kKeyStack).Str("\":").Dec(s.stack_id);
-    if (s.call != nullptr) b.Str(",\"").Str(schema::kKeyCall).Str("\":\"").Str(s.call).Char('"');
-    if (s.dontfork) b.Str(",\"").Str(schema::kKeyDontfork).Str("\":true");
-    b.Str(",\"").Str(schema::kKeyN).Str("\":").UDec(taken[j].n);
-    b.Str(",\"").Str(schema::kKeyBytes).Str("\":").UDec(taken[j].bytes).Char('}');
+    b.FirstKey(schema::kKeyStack).Dec(s.stack_id);
+    if (s.call != nullptr) b.Key(schema::kKeyCall).Quoted(s.call);
+    if (s.dontfork) b.Key(schema::kKeyDontfork).Str("true");
+    b.Key(schema::kKeyN).UDec(taken[j].n);
+    b.Key(schema::kKeyBytes).UDec(taken[j].bytes).Char('}');
   }
   b.Char(']');
-  if (deregs != 0) b.Str(",\"").Str(schema::kKeyDeregs).Str("\":").UDec(deregs);
+  if (deregs != 0) b.Key(schema::kKeyDeregs).UDec(deregs);
   b.Str("}\n");
   return b.truncated() ? 0 : b.size();  // sized for the longest: never truncated
 }
@@ -583,33 +587,45 @@ int EventLog::OpenOwnFile() {
   return fd;
 }
 
-// The file's first line: the schema and everything /1 repeated on every line.
+namespace {
+
+void AppendDecOrNull(TextBuffer& b, long v) {
+  if (v >= 0) {
+    b.Dec(v);
+  } else {
+    b.Str("null");
+  }
+}
+
+// A file's first line: the schema and the process's identity (what /1 repeated on every
+// line). rank, local_rank, step: -1 when unknown (step is then left out); job: "" or null.
+void AppendHeader(TextBuffer& b, const char* host, pid_t pid, pid_t ppid, const char* prog,
+                  long rank, long local_rank, const char* job, long step, int64_t start_ns) {
+  b.FirstKey(schema::kKeySchema).Quoted(schema::kEventV2);
+  b.Key(schema::kKeyEvent).Quoted(schema::kHeader);
+  b.Key(schema::kKeyHost).JsonStr(host).Key(schema::kKeyPid).Dec(pid);
+  b.Key(schema::kKeyPpid).Dec(ppid).Key(schema::kKeyProg).JsonStr(prog);
+  b.Key(schema::kKeyRank);
+  AppendDecOrNull(b, rank);
+  b.Key(schema::kKeyLocalRank);
+  AppendDecOrNull(b, local_rank);
+  b.Key(schema::kKeyJob);
+  if (job != nullptr && job[0] != '\0') {
+    b.JsonStr(job);
+  } else {
+    b.Str("null");
+  }
+  if (step >= 0) b.Key(schema::kKeyStep).Dec(step);
+  b.Key(schema::kKeyStartNs).Dec(start_ns).Str("}\n");
+}
+
+}  // namespace
+
 bool EventLog::WriteHeader(int fd, pid_t pid) {
   char buf[1024];
   TextBuffer b(buf, sizeof(buf));
-  b.Str("{\"schema\":\"").Str(schema::kEventV2).Str("\",\"event\":\"").Str(schema::kHeader);
-  b.Str("\",\"host\":").JsonStr(id_.host).Str(",\"pid\":").Dec(pid);
-  b.Str(",\"ppid\":").Dec(getppid()).Str(",\"prog\":").JsonStr(id_.prog);
-  b.Str(",\"rank\":");
-  if (id_.rank >= 0) {
-    b.Dec(id_.rank);
-  } else {
-    b.Str("null");
-  }
-  b.Str(",\"local_rank\":");
-  if (id_.local_rank >= 0) {
-    b.Dec(id_.local_rank);
-  } else {
-    b.Str("null");
-  }
-  b.Str(",\"job\":");
-  if (id_.job != nullptr && id_.job[0] != '\0') {
-    b.JsonStr(id_.job);
-  } else {
-    b.Str("null");
-  }
-  if (id_.step >= 0) b.Str(",\"step\":").Dec(id_.step);
-  b.Str(",\"start_ns\":").Dec(start_ns_).Str("}\n");
+  AppendHeader(b, id_.host, pid, getppid(), id_.prog, id_.rank, id_.local_rank, id_.job, id_.step,
+               start_ns_);
   if (b.truncated()) return false;
   return WriteNoEintr(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size());
 }
@@ -625,17 +641,16 @@ bool EventLog::WriteForeignFile(pid_t pid, pid_t ppid, const char* prog, const c
   if (p.truncated()) return false;
   char buf[3072];
   TextBuffer b(buf, sizeof(buf));
-  b.Str("{\"schema\":\"").Str(schema::kEventV2).Str("\",\"event\":\"").Str(schema::kHeader);
-  b.Str("\",\"host\":").JsonStr(id_.host).Str(",\"pid\":").Dec(pid);
-  b.Str(",\"ppid\":").Dec(ppid).Str(",\"prog\":").JsonStr(prog);
-  b.Str(",\"rank\":null,\"local_rank\":null,\"job\":");
-  if (id_.job != nullptr && id_.job[0] != '\0') {
-    b.JsonStr(id_.job);
-  } else {
-    b.Str("null");
-  }
-  b.Str(",\"start_ns\":").Dec(start).Str("}\n");
-  b.Str("{\"event\":\"").Str(event).Str("\",\"ts\":0,\"seq\":0").Str(fields).Str("}\n");
+  // Another program's file: this process's rank and step are not its.
+  AppendHeader(b, id_.host, pid, ppid, prog, -1, -1, id_.job, -1, start);
+  b.FirstKey(schema::kKeyEvent)
+      .Quoted(event)
+      .Key(schema::kKeyTs)
+      .Char('0')
+      .Key(schema::kKeySeq)
+      .Char('0')
+      .Str(fields)
+      .Str("}\n");
   if (b.truncated()) return false;
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return false;
@@ -647,11 +662,11 @@ bool EventLog::WriteForeignFile(pid_t pid, pid_t ppid, const char* prog, const c
 void EventLog::Begin(TextBuffer& b, const char* event) {
   b.Clear();
   pid_t pid = Claim();  // first: a child's seq and ts start from its own file
-  b.Str("{\"event\":\"").Str(event).Str("\",\"ts\":").Dec(NowNs() - start_ns_);
-  b.Str(",\"seq\":").Dec(seq_.fetch_add(1, std::memory_order_relaxed));
+  b.FirstKey(schema::kKeyEvent).Quoted(event).Key(schema::kKeyTs).Dec(NowNs() - start_ns_);
+  b.Key(schema::kKeySeq).Dec(seq_.fetch_add(1, std::memory_order_relaxed));
   if (t_log_thread.pid != pid)
     t_log_thread = LogThread{pid, static_cast<pid_t>(syscall(SYS_gettid))};
-  if (t_log_thread.tid != pid) b.Str(",\"tid\":").Dec(t_log_thread.tid);
+  if (t_log_thread.tid != pid) b.Key(schema::kKeyTid).Dec(t_log_thread.tid);
 }
 
 namespace {
@@ -748,7 +763,7 @@ void EventLog::End(TextBuffer& b) {
     char small[512];
     TextBuffer n(small, sizeof(small));
     Begin(n, schema::kNote);
-    n.Str(",\"text\":\"an event did not fit in ").UDec(kLargeLineBytes);
+    n.Key(schema::kKeyText).Str("\"an event did not fit in ").UDec(kLargeLineBytes);
     n.Str(" bytes and was dropped\"}\n");
     WriteLine(n.data(), n.size());
     return;

@@ -1,9 +1,273 @@
 // forkguard.event/2: the names of the log's records, events and keys, in one place for the
-// shim's writers (shim/event_log.cc, shim/event_writer.cc, shim/child.cc), the CLI's decoder
-// (cli/event_log.cc) and the test job generator (cli/testdata/job_generator*). Plain constexpr
-// strings: the shim uses them on its fork path, without libstdc++ allocation. What each one means:
-// shim/EVENT_LOG.md; the shape as JSON Schema: docs/event-schema.json.
+// shim's writers (shim/event_log.cc, shim/event_writer.cc, shim/child.cc, shim/core.cc), the
+// CLI's decoder (cli/event_log.cc) and the test job generator (cli/testdata/job_generator*).
+// X-macro lists: each name is written once here, and the enums, the constants and the
+// tables below come from the lists. Plain constexpr strings: the shim uses them on its fork
+// path, without libstdc++ allocation (a leaf header). What each one means:
+// shim/EVENT_LOG.md; the shape as JSON Schema: docs/event-schema.json (a test checks that
+// the lists below and that file name the same events and keys).
 #pragma once
+
+#include <stdint.h>
+
+// The records a file holds: X(Id, "name"). The first three are not events: the file's
+// header (first line, the only one carrying `schema` and the process's identity), the
+// module map and the stack table.
+#define FORKGUARD_EVENT_TYPES(X)     \
+  X(Header, "header")                \
+  X(Module, "module")                \
+  X(StackRecord, "stack")            \
+  X(ProcessStart, "process_start")   \
+  X(ProcessExit, "process_exit")     \
+  X(RdmaInit, "rdma_init")           \
+  X(RdmaCall, "rdma_call")           \
+  X(MrRegister, "mr_register")       \
+  X(MrDeregister, "mr_deregister")   \
+  X(MrCounts, "mr_counts")           \
+  X(ForkInit, "fork_init")           \
+  X(Fork, "fork")                    \
+  X(ForkChild, "fork_child")         \
+  X(Spawn, "spawn")                  \
+  X(ChildExec, "child_exec")         \
+  X(UnwatchedExec, "unwatched_exec") \
+  X(Exec, "exec")                    \
+  X(ChildSegv, "child_segv")         \
+  X(Note, "note")
+
+// Every key of every record and of the objects inside them: X(Id, "name").
+#define FORKGUARD_EVENT_KEYS(X)           \
+  X(Schema, "schema")                     \
+  X(Event, "event")                       \
+  X(Ts, "ts")                             \
+  X(TsNs, "ts_ns")                        \
+  X(Seq, "seq")                           \
+  X(Tid, "tid")                           \
+  X(Host, "host")                         \
+  X(Pid, "pid")                           \
+  X(Ppid, "ppid")                         \
+  X(Prog, "prog")                         \
+  X(Rank, "rank")                         \
+  X(LocalRank, "local_rank")              \
+  X(Job, "job")                           \
+  X(Step, "step")                         \
+  X(StartNs, "start_ns")                  \
+  X(Id, "id")                             \
+  X(Path, "path")                         \
+  X(Base, "base")                         \
+  X(BuildId, "build_id")                  \
+  X(Frames, "frames")                     \
+  X(Ip, "ip")                             \
+  X(Obj, "obj")                           \
+  X(Off, "off")                           \
+  X(Sym, "sym")                           \
+  X(Symoff, "symoff")                     \
+  X(Py, "py")                             \
+  X(File, "file")                         \
+  X(Line, "line")                         \
+  X(Func, "func")                         \
+  X(Argv, "argv")                         \
+  X(Mode, "mode")                         \
+  X(ShimVersion, "shim_version")          \
+  X(Exe, "exe")                           \
+  X(Call, "call")                         \
+  X(Device, "device")                     \
+  X(Handle, "handle")                     \
+  X(Ok, "ok")                             \
+  X(Errno, "errno")                       \
+  X(Stack, "stack")                       \
+  X(Mr, "mr")                             \
+  X(Dontfork, "dontfork")                 \
+  X(Access, "access")                     \
+  X(Addr, "addr")                         \
+  X(Len, "len")                           \
+  X(Sites, "sites")                       \
+  X(N, "n")                               \
+  X(Bytes, "bytes")                       \
+  X(Deregs, "deregs")                     \
+  X(Result, "result")                     \
+  X(Caller, "caller")                     \
+  X(Verdict, "verdict")                   \
+  X(Reasons, "reasons")                   \
+  X(Action, "action")                     \
+  X(Site, "site")                         \
+  X(Reported, "reported")                 \
+  X(Allowed, "allowed")                   \
+  X(Suppressed, "suppressed")             \
+  X(Init, "init")                         \
+  X(AgeMs, "age_ms")                      \
+  X(Ranges, "ranges")                     \
+  X(Kind, "kind")                         \
+  X(Effect, "effect")                     \
+  X(Basis, "basis")                       \
+  X(Probe, "probe")                       \
+  X(Live, "live")                         \
+  X(Contexts, "contexts")                 \
+  X(Pds, "pds")                           \
+  X(Mrs, "mrs")                           \
+  X(CmChannels, "cm_channels")            \
+  X(CmIds, "cm_ids")                      \
+  X(UverbsFds, "uverbs_fds")              \
+  X(RdmaCmFds, "rdma_cm_fds")             \
+  X(Threads, "threads")                   \
+  X(MaxMapCount, "max_map_count")         \
+  X(MapCount, "map_count")                \
+  X(KernelCof, "kernel_cof")              \
+  X(KernelCofSource, "kernel_cof_source") \
+  X(PinProbe, "pin_probe")                \
+  X(Partial, "partial")                   \
+  X(Via, "via")                           \
+  X(Fix, "fix")                           \
+  X(ChildExecs, "child_execs")            \
+  X(HeldBy, "held_by")                    \
+  X(ForkSupport, "fork_support")          \
+  X(On, "on")                             \
+  X(By, "by")                             \
+  X(RdmaCore, "rdma_core")                \
+  X(ChildPid, "child_pid")                \
+  X(Safe, "safe")                         \
+  X(Why, "why")                           \
+  X(HeldRdma, "held_rdma")                \
+  X(ExecBy, "exec_by")                    \
+  X(Range, "range")                       \
+  X(RegStack, "reg_stack")                \
+  X(Signal, "signal")                     \
+  X(Status, "status")                     \
+  X(Text, "text")
+
+// Which keys each /2 record has: X(Type, Key), in the order the shim writes them. Every
+// line after the header also has `event`, `ts`, `seq` and `tid` (FORKGUARD_LINE_KEYS).
+// /1 files (read, no longer written) carried the header's keys and `ts_ns` on every line,
+// and mr_register had `addr`, `len`, `access` and `handle` where /2 has `mr`.
+#define FORKGUARD_RECORD_KEYS(X) \
+  X(Header, Schema)              \
+  X(Header, Event)               \
+  X(Header, Host)                \
+  X(Header, Pid)                 \
+  X(Header, Ppid)                \
+  X(Header, Prog)                \
+  X(Header, Rank)                \
+  X(Header, LocalRank)           \
+  X(Header, Job)                 \
+  X(Header, Step)                \
+  X(Header, StartNs)             \
+  X(Module, Id)                  \
+  X(Module, Path)                \
+  X(Module, Base)                \
+  X(Module, BuildId)             \
+  X(StackRecord, Id)             \
+  X(StackRecord, Frames)         \
+  X(ProcessStart, Argv)          \
+  X(ProcessStart, Mode)          \
+  X(ProcessStart, ShimVersion)   \
+  X(ProcessStart, Exe)           \
+  X(ProcessExit, Status)         \
+  X(RdmaInit, Call)              \
+  X(RdmaInit, Device)            \
+  X(RdmaInit, Stack)             \
+  X(RdmaCall, Call)              \
+  X(RdmaCall, Device)            \
+  X(RdmaCall, Handle)            \
+  X(RdmaCall, Ok)                \
+  X(RdmaCall, Errno)             \
+  X(MrRegister, Mr)              \
+  X(MrRegister, Stack)           \
+  X(MrRegister, Call)            \
+  X(MrRegister, Dontfork)        \
+  X(MrDeregister, Handle)        \
+  X(MrDeregister, Addr)          \
+  X(MrDeregister, Len)           \
+  X(MrCounts, Sites)             \
+  X(MrCounts, Deregs)            \
+  X(ForkInit, Result)            \
+  X(ForkInit, Errno)             \
+  X(ForkInit, Caller)            \
+  X(Fork, Verdict)               \
+  X(Fork, Reasons)               \
+  X(Fork, Action)                \
+  X(Fork, Errno)                 \
+  X(Fork, Site)                  \
+  X(Fork, Reported)              \
+  X(Fork, Allowed)               \
+  X(Fork, Suppressed)            \
+  X(Fork, Stack)                 \
+  X(Fork, Init)                  \
+  X(Fork, Ranges)                \
+  X(Fork, Live)                  \
+  X(Fork, Threads)               \
+  X(Fork, MaxMapCount)           \
+  X(Fork, MapCount)              \
+  X(Fork, KernelCof)             \
+  X(Fork, KernelCofSource)       \
+  X(Fork, PinProbe)              \
+  X(Fork, Partial)               \
+  X(Fork, Via)                   \
+  X(Fork, Fix)                   \
+  X(Fork, ChildExecs)            \
+  X(Fork, HeldBy)                \
+  X(Fork, ForkSupport)           \
+  X(ForkChild, ChildPid)         \
+  X(Spawn, Call)                 \
+  X(Spawn, ChildPid)             \
+  X(Spawn, Ok)                   \
+  X(Spawn, Safe)                 \
+  X(ChildExec, Path)             \
+  X(UnwatchedExec, Path)         \
+  X(UnwatchedExec, Why)          \
+  X(UnwatchedExec, HeldRdma)     \
+  X(UnwatchedExec, ExecBy)       \
+  X(Exec, Path)                  \
+  X(ChildSegv, Addr)             \
+  X(ChildSegv, Range)            \
+  X(ChildSegv, Call)             \
+  X(ChildSegv, RegStack)         \
+  X(ChildSegv, Signal)           \
+  X(Note, Text)
+
+// The keys of every line after a /2 file's header: X(Key).
+#define FORKGUARD_LINE_KEYS(X) X(Event) X(Ts) X(Seq) X(Tid)
+
+// The keys of the objects inside records: X(Member, Key), `Member` the key whose value is
+// the object, or an array of them. A frame of a stack is `[module,off]` in a stack record;
+// expanded (a child's SIGSEGV report, the reader's tests) it is an object: `frames`.
+#define FORKGUARD_OBJECT_KEYS(X) \
+  X(Init, Call)                  \
+  X(Init, Device)                \
+  X(Init, AgeMs)                 \
+  X(Init, Stack)                 \
+  X(Ranges, Addr)                \
+  X(Ranges, Len)                 \
+  X(Ranges, Call)                \
+  X(Ranges, Dontfork)            \
+  X(Ranges, Kind)                \
+  X(Ranges, Effect)              \
+  X(Ranges, Basis)               \
+  X(Ranges, Probe)               \
+  X(Live, Contexts)              \
+  X(Live, Pds)                   \
+  X(Live, Mrs)                   \
+  X(Live, CmChannels)            \
+  X(Live, CmIds)                 \
+  X(Live, UverbsFds)             \
+  X(Live, RdmaCmFds)             \
+  X(ForkSupport, On)             \
+  X(ForkSupport, By)             \
+  X(ForkSupport, RdmaCore)       \
+  X(Sites, Stack)                \
+  X(Sites, Call)                 \
+  X(Sites, Dontfork)             \
+  X(Sites, N)                    \
+  X(Sites, Bytes)                \
+  X(Range, Addr)                 \
+  X(Range, Len)                  \
+  X(Frames, Ip)                  \
+  X(Frames, Obj)                 \
+  X(Frames, Off)                 \
+  X(Frames, Sym)                 \
+  X(Frames, Symoff)              \
+  X(Frames, Py)                  \
+  X(Py, File)                    \
+  X(Py, Line)                    \
+  X(Py, Func)
 
 namespace forkguard::schema {
 
@@ -11,79 +275,52 @@ namespace forkguard::schema {
 inline constexpr const char kEventV2[] = "forkguard.event/2";
 inline constexpr const char kEventV1[] = "forkguard.event/1";
 
-// Records of a /2 file that are not events: the file's header (first line, the only one
-// carrying `schema` and the process's identity), the module map and the stack table.
-inline constexpr const char kHeader[] = "header";
-inline constexpr const char kModule[] = "module";
-inline constexpr const char kStackRecord[] = "stack";
+// A record's type: EventType::kFork, ...; kCount: how many there are.
+enum class EventType : uint8_t {
+#define FORKGUARD_X(id, name) k##id,
+  FORKGUARD_EVENT_TYPES(FORKGUARD_X)
+#undef FORKGUARD_X
+      kCount,
+};
 
-// Event types (/1 and /2).
-inline constexpr const char kProcessStart[] = "process_start";
-inline constexpr const char kProcessExit[] = "process_exit";
-inline constexpr const char kRdmaInit[] = "rdma_init";
-inline constexpr const char kRdmaCall[] = "rdma_call";
-inline constexpr const char kMrRegister[] = "mr_register";
-inline constexpr const char kMrDeregister[] = "mr_deregister";
-// Registrations at sites this file already has an mr_register line for, counted instead of
-// written one by one (and the tracked deregistrations): `{"event":"mr_counts",.."sites":[
-// {"stack":S,"n":N,"bytes":B},..],"deregs":D}` (additive: /2 stays /2).
-inline constexpr const char kMrCounts[] = "mr_counts";
-inline constexpr const char kForkInit[] = "fork_init";
-inline constexpr const char kFork[] = "fork";
-inline constexpr const char kForkChild[] = "fork_child";
-inline constexpr const char kSpawn[] = "spawn";
-inline constexpr const char kChildExec[] = "child_exec";
-inline constexpr const char kUnwatchedExec[] = "unwatched_exec";
-inline constexpr const char kExec[] = "exec";
-inline constexpr const char kChildSegv[] = "child_segv";
-inline constexpr const char kNote[] = "note";
+// A key: Key::kVerdict, ...; kCount: how many there are.
+enum class Key : uint8_t {
+#define FORKGUARD_X(id, name) k##id,
+  FORKGUARD_EVENT_KEYS(FORKGUARD_X)
+#undef FORKGUARD_X
+      kCount,
+};
 
-// Keys every line has: `event`; /2 lines after the header: `ts` (ns since the header's
-// `start_ns`), `seq`, and `tid` only when the writing thread is not the main thread.
-inline constexpr const char kKeySchema[] = "schema";
-inline constexpr const char kKeyEvent[] = "event";
-inline constexpr const char kKeyTs[] = "ts";       // /2: ns since the header's start_ns
-inline constexpr const char kKeyTsNs[] = "ts_ns";  // /1: ns since the epoch
-inline constexpr const char kKeySeq[] = "seq";
-inline constexpr const char kKeyTid[] = "tid";
-// Header keys (/1: on every line).
-inline constexpr const char kKeyHost[] = "host";
-inline constexpr const char kKeyPid[] = "pid";
-inline constexpr const char kKeyPpid[] = "ppid";
-inline constexpr const char kKeyProg[] = "prog";
-inline constexpr const char kKeyRank[] = "rank";
-inline constexpr const char kKeyLocalRank[] = "local_rank";
-inline constexpr const char kKeyJob[] = "job";
-inline constexpr const char kKeyStartNs[] = "start_ns";
-// Module records: `{"event":"module","id":N,"path":"..","base":"0x..","build_id":"hex"|null}`.
-inline constexpr const char kKeyId[] = "id";
-inline constexpr const char kKeyPath[] = "path";
-inline constexpr const char kKeyBase[] = "base";
-inline constexpr const char kKeyBuildId[] = "build_id";
-// Stack records: `{"event":"stack","id":N,"frames":[[module,off],...,{"py":{..}}]}`; a
-// module of -1 means `off` is the raw address (no loaded object held it).
-inline constexpr const char kKeyFrames[] = "frames";
-// Events refer to a stack by id (an int) under these keys; an array there is an inline
-// stack of raw addresses (a child's SIGSEGV handler, or a fork from a signal handler that
-// interrupted the shim's own log write).
-inline constexpr const char kKeyStack[] = "stack";
-inline constexpr const char kKeyRegStack[] = "reg_stack";
-inline constexpr const char kKeyInit[] = "init";
-// mr_register (/2): `"mr":[addr,len,access,handle]`, decimal ints; `call` only when it is
-// not ibv_reg_mr, `dontfork` only when true.
-inline constexpr const char kKeyMr[] = "mr";
-inline constexpr const char kKeyCall[] = "call";
-inline constexpr const char kKeyDontfork[] = "dontfork";
+// The names: kFork = "fork", kKeyVerdict = "verdict", ...
+#define FORKGUARD_X(id, name) inline constexpr const char k##id[] = name;
+FORKGUARD_EVENT_TYPES(FORKGUARD_X)
+#undef FORKGUARD_X
+#define FORKGUARD_X(id, name) inline constexpr const char kKey##id[] = name;
+FORKGUARD_EVENT_KEYS(FORKGUARD_X)
+#undef FORKGUARD_X
+
+// The names by enum: kEventTypeNames[EventType::kFork] = "fork", kKeyNames[Key::kVia] = "via".
+inline constexpr const char* kEventTypeNames[] = {
+#define FORKGUARD_X(id, name) k##id,
+    FORKGUARD_EVENT_TYPES(FORKGUARD_X)
+#undef FORKGUARD_X
+};
+inline constexpr const char* kKeyNames[] = {
+#define FORKGUARD_X(id, name) kKey##id,
+    FORKGUARD_EVENT_KEYS(FORKGUARD_X)
+#undef FORKGUARD_X
+};
+static_assert(sizeof(kEventTypeNames) / sizeof(kEventTypeNames[0]) ==
+              static_cast<unsigned>(EventType::kCount));
+static_assert(sizeof(kKeyNames) / sizeof(kKeyNames[0]) == static_cast<unsigned>(Key::kCount));
+
+constexpr const char* EventTypeName(EventType t) {
+  return kEventTypeNames[static_cast<unsigned>(t)];
+}
+constexpr const char* KeyName(Key k) { return kKeyNames[static_cast<unsigned>(k)]; }
+
+// Values the log writes that are names too.
+// mr_register's `call` when absent: the registration was ibv_reg_mr.
 inline constexpr const char kDefaultRegCall[] = "ibv_reg_mr";
-// fork: the suppression entry (FORKGUARD_SUPPRESSIONS, canonical text) that silenced a hazard.
-inline constexpr const char kKeySuppressed[] = "suppressed";
-// mr_counts: `sites` entries carry `stack` (an id), `call` and `dontfork` as the site's
-// mr_register line had them (absent: ibv_reg_mr, not true), `n` registrations and their
-// `bytes` since the previous mr_counts record; `deregs` (only when not 0): deregistrations
-// of tracked MRs since then.
-inline constexpr const char kKeySites[] = "sites";
-inline constexpr const char kKeyN[] = "n";
-inline constexpr const char kKeyBytes[] = "bytes";
-inline constexpr const char kKeyDeregs[] = "deregs";
 
 }  // namespace forkguard::schema

@@ -31,45 +31,49 @@ void AppendNullableInt(TextBuffer& b, long v) {
 const char* Bool(bool v) { return v ? "true" : "false"; }
 
 void AppendLive(TextBuffer& b, const LiveCounts& c) {
-  b.Str(",\"live\":{\"contexts\":").Dec(c.contexts).Str(",\"pds\":").Dec(c.pds);
-  b.Str(",\"mrs\":").Dec(c.mrs).Str(",\"cm_channels\":").Dec(c.cm_channels);
-  b.Str(",\"cm_ids\":").Dec(c.cm_ids).Str(",\"uverbs_fds\":").Dec(c.uverbs_fds);
-  b.Str(",\"rdma_cm_fds\":").Dec(c.rdma_cm_fds).Char('}');
+  b.Key(schema::kKeyLive)
+      .FirstKey(schema::kKeyContexts)
+      .Dec(c.contexts)
+      .Key(schema::kKeyPds)
+      .Dec(c.pds);
+  b.Key(schema::kKeyMrs).Dec(c.mrs).Key(schema::kKeyCmChannels).Dec(c.cm_channels);
+  b.Key(schema::kKeyCmIds).Dec(c.cm_ids).Key(schema::kKeyUverbsFds).Dec(c.uverbs_fds);
+  b.Key(schema::kKeyRdmaCmFds).Dec(c.rdma_cm_fds).Char('}');
 }
 
 void AppendInit(TextBuffer& b, const InitRecord& init, int64_t now, EventLog& log, bool locked) {
-  b.Str(",\"").Str(schema::kKeyInit).Str("\":");
+  b.Key(schema::kKeyInit);
   if (!init.set) {
     b.Str("null");
     return;
   }
-  b.Str("{\"call\":\"").Str(RdmaCallName(init.call)).Str("\",\"device\":");
+  b.FirstKey(schema::kKeyCall).Quoted(RdmaCallName(init.call)).Key(schema::kKeyDevice);
   AppendNullableStr(b, init.device);
-  b.Str(",\"age_ms\":").Dec((now - init.mono_ns) / 1000000);
+  b.Key(schema::kKeyAgeMs).Dec((now - init.mono_ns) / 1000000);
   AppendStackRef(b, log, schema::kKeyStack, init.stack, &init.py, locked);
   b.Char('}');
 }
 
 void AppendRanges(TextBuffer& b, const ForkReport& r) {
-  b.Str(",\"ranges\":[");
+  b.Key(schema::kKeyRanges).Char('[');
   bool first = true;
   const StateSnapshot* s = r.snap;
   for (int i = 0; s != nullptr && i < s->mr_count; ++i) {
     const MrRecord& m = s->mrs[i];
     if (!first) b.Char(',');
     first = false;
-    b.Str("{\"addr\":").UDec(m.addr).Str(",\"len\":").UDec(m.len);
-    b.Str(",\"call\":\"").Str(RdmaCallName(m.call)).Str("\",\"dontfork\":");
+    b.FirstKey(schema::kKeyAddr).UDec(m.addr).Key(schema::kKeyLen).UDec(m.len);
+    b.Key(schema::kKeyCall).Quoted(RdmaCallName(m.call)).Key(schema::kKeyDontfork);
     b.Str(Bool(r.mr_dontfork != nullptr && r.mr_dontfork[i]));
     if (r.mr_fate != nullptr) {
       // The rule's answer for this range (facts/fork_rule.h): its memory kind, what the fork
       // does to it, and what that was decided from.
       const MrFate& f = r.mr_fate[i];
-      b.Str(",\"kind\":\"").Str(facts::MemoryKindName(f.kind));
-      b.Str("\",\"effect\":\"").Str(facts::ForkEffectName(f.verdict.effect));
-      b.Str("\",\"basis\":\"").Str(facts::BasisName(f.verdict.basis)).Char('"');
+      b.Key(schema::kKeyKind).Quoted(facts::MemoryKindName(f.kind));
+      b.Key(schema::kKeyEffect).Quoted(facts::ForkEffectName(f.verdict.effect));
+      b.Key(schema::kKeyBasis).Quoted(facts::BasisName(f.verdict.basis));
       if (f.verdict.basis == facts::Basis::kUnknownKernel) {
-        b.Str(",\"probe\":\"").Str(facts::ProbeWhyName(f.verdict.why)).Char('"');
+        b.Key(schema::kKeyProbe).Quoted(facts::ProbeWhyName(f.verdict.why));
       }
     }
     b.Char('}');
@@ -79,20 +83,20 @@ void AppendRanges(TextBuffer& b, const ForkReport& r) {
     const Vma& v = r.dc_vmas[i];
     if (!first) b.Char(',');
     first = false;
-    b.Str("{\"addr\":").UDec(v.start).Str(",\"len\":").UDec(v.end - v.start);
-    b.Str(",\"call\":null,\"dontfork\":true}");
+    b.FirstKey(schema::kKeyAddr).UDec(v.start).Key(schema::kKeyLen).UDec(v.end - v.start);
+    b.Key(schema::kKeyCall).Str("null").Key(schema::kKeyDontfork).Str("true}");
   }
   b.Char(']');
 }
 
 void AppendForkSupport(TextBuffer& b, const ForkSupportFact& f) {
-  b.Str(",\"fork_support\":{\"on\":").Str(Bool(f.on)).Str(",\"by\":");
+  b.Key(schema::kKeyForkSupport).FirstKey(schema::kKeyOn).Str(Bool(f.on)).Key(schema::kKeyBy);
   if (f.env != nullptr) {
     b.JsonStr(f.env);
   } else {
     AppendNullableStr(b, f.caller);
   }
-  b.Str(",\"rdma_core\":");
+  b.Key(schema::kKeyRdmaCore);
   AppendNullableInt(b, f.rdma_core);
   b.Char('}');
 }
@@ -102,60 +106,66 @@ void AppendFork(TextBuffer& b, EventLog& log, bool locked, const ForkReport& r) 
   const ForkVerdict& v = r.verdict;
   // A hazard decided with the tables: everything the message says.
   const bool full = v.hazard() && !r.partial && r.snap != nullptr;
-  b.Str(",\"verdict\":\"").Str(v.hazard() ? "hazard" : "clean").Str("\",\"reasons\":[");
+  b.Key(schema::kKeyVerdict)
+      .Quoted(v.hazard() ? "hazard" : "clean")
+      .Key(schema::kKeyReasons)
+      .Char('[');
   bool first = true;
   for (Reason reason : {kChildSegv, kParentCorruption, kInheritedRdma}) {
     if ((v.reasons & reason) == 0) continue;
     if (!first) b.Char(',');
-    b.Char('"').Str(ReasonName(reason)).Char('"');
+    b.Quoted(ReasonName(reason));
     first = false;
   }
   const char* action = ForkActionName(r);
-  b.Str("],\"action\":\"").Str(action).Char('"');
-  if (strcmp(action, "failed") == 0) b.Str(",\"errno\":").Dec(FailErrno(r.via));
-  b.Str(",\"site\":");
+  b.Char(']').Key(schema::kKeyAction).Quoted(action);
+  if (strcmp(action, "failed") == 0) b.Key(schema::kKeyErrno).Dec(FailErrno(r.via));
+  b.Key(schema::kKeySite);
   if (r.partial) {
     b.Str("null");
   } else {
     AppendJsonHex(b, r.site);
   }
-  b.Str(",\"reported\":").Str(Bool(r.reported));
-  if (v.hazard()) b.Str(",\"allowed\":").Str(Bool(r.allowed));
-  if (r.suppressed != nullptr)
-    b.Str(",\"").Str(schema::kKeySuppressed).Str("\":").JsonStr(r.suppressed);
+  b.Key(schema::kKeyReported).Str(Bool(r.reported));
+  if (v.hazard()) b.Key(schema::kKeyAllowed).Str(Bool(r.allowed));
+  if (r.suppressed != nullptr) b.Key(schema::kKeySuppressed).JsonStr(r.suppressed);
   if (r.partial || r.fork_stack == nullptr) {
     // No stack: the loader's locks and the stack table may be mid-use on this thread.
-    b.Str(",\"").Str(schema::kKeyStack).Str("\":[]");
+    b.Key(schema::kKeyStack).Str("[]");
   } else {
     AppendStackRef(b, log, schema::kKeyStack, *r.fork_stack, r.fork_py, locked);
   }
   if (full) {
     AppendInit(b, r.snap->init, r.now_mono_ns, log, locked);
   } else {
-    b.Str(",\"").Str(schema::kKeyInit).Str("\":null");
+    b.Key(schema::kKeyInit).Str("null");
   }
   AppendRanges(b, r);  // a clean or partial fork has no snap: []
   AppendLive(b, r.snap != nullptr ? r.snap->counts : r.partial_live);
-  b.Str(",\"threads\":");
+  b.Key(schema::kKeyThreads);
   AppendNullableInt(b, r.threads);
-  b.Str(",\"max_map_count\":");
+  b.Key(schema::kKeyMaxMapCount);
   AppendNullableInt(b, r.max_map_count);
-  b.Str(",\"map_count\":");
+  b.Key(schema::kKeyMapCount);
   AppendNullableInt(b, r.map_count);
-  b.Str(",\"kernel_cof\":");
+  b.Key(schema::kKeyKernelCof);
   if (full) {
     const KernelCofFact& cof = r.cof;
     b.Str(cof.value == KernelCof::kYes ? "true" : cof.value == KernelCof::kNo ? "false" : "null");
-    b.Str(",\"kernel_cof_source\":\"").Str(cof.source).Char('"');
+    b.Key(schema::kKeyKernelCofSource).Quoted(cof.source);
     // This boot's pin probe (facts/pin_probe.h): "intact", "stale", or why it is unknown.
-    b.Str(",\"pin_probe\":{");
+    b.Key(schema::kKeyPinProbe);
     bool first_kind = true;
     for (facts::MemoryKind k :
          {facts::MemoryKind::kAnonymous, facts::MemoryKind::kThp, facts::MemoryKind::kHugetlb}) {
       int i = static_cast<int>(k);
-      if (!first_kind) b.Char(',');
+      if (first_kind) {
+        b.FirstKey(facts::MemoryKindName(k));
+      } else {
+        b.Key(facts::MemoryKindName(k));
+      }
       first_kind = false;
-      b.Char('"').Str(facts::MemoryKindName(k)).Str("\":\"");
+      b.Char('"');
       if (r.machine.probe.fate[i] != facts::PinFate::kUnknown) {
         b.Str(facts::PinFateName(r.machine.probe.fate[i]));
       } else {
@@ -167,16 +177,16 @@ void AppendFork(TextBuffer& b, EventLog& log, bool locked, const ForkReport& r) 
   } else {
     b.Str("null");
   }
-  if (r.partial) b.Str(",\"partial\":true");
-  b.Str(",\"via\":\"").Str(ForkViaName(r.via)).Char('"');
+  if (r.partial) b.Key(schema::kKeyPartial).Str("true");
+  b.Key(schema::kKeyVia).Quoted(ForkViaName(r.via));
   // The fix rule chosen, the exec'ing child, librdmacm's own leftovers, and who
   // turned fork support on.
   if (full) {
     FixRule rule = r.fix_rule >= 0 ? static_cast<FixRule>(r.fix_rule) : FixRule::kCProgram;
-    b.Str(",\"fix\":\"").Str(FixRuleName(rule)).Char('"');
+    b.Key(schema::kKeyFix).Quoted(FixRuleName(rule));
   }
-  if (v.child_execs) b.Str(",\"child_execs\":true");
-  if (full && v.library_cache_only) b.Str(",\"held_by\":\"librdmacm\"");
+  if (v.child_execs) b.Key(schema::kKeyChildExecs).Str("true");
+  if (full && v.library_cache_only) b.Key(schema::kKeyHeldBy).Str("\"librdmacm\"");
   if (full) AppendForkSupport(b, r.fork_support);
 }
 
@@ -188,7 +198,7 @@ void LogNote(const char* text) {
   char buf[2048];  // a config warning can name a 1 KiB path
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, schema::kNote);
-  b.Str(",\"text\":").JsonStr(text);
+  b.Key(schema::kKeyText).JsonStr(text);
   log.End(b);
 }
 
@@ -198,7 +208,7 @@ void LogProcessStart(const char* mode, const char* shim_version) {
   if (!line.ok()) return;
   TextBuffer& b = line.text();
   log.Begin(b, schema::kProcessStart);
-  b.Str(",\"argv\":[");
+  b.Key(schema::kKeyArgv).Char('[');
   int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
     char args[8192];
@@ -215,8 +225,8 @@ void LogProcessStart(const char* mode, const char* shim_version) {
       }
     }
   }
-  b.Str("],\"mode\":\"").Str(mode).Str("\",\"shim_version\":\"");
-  b.Str(shim_version).Str("\",\"exe\":");
+  b.Char(']').Key(schema::kKeyMode).Quoted(mode);
+  b.Key(schema::kKeyShimVersion).Quoted(shim_version).Key(schema::kKeyExe);
   char exe[1024];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n > 0) {
@@ -234,15 +244,15 @@ void LogRdmaCall(const char* call, const char* device, const void* handle, bool 
   char buf[1024];
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, schema::kRdmaCall);
-  b.Str(",\"call\":\"").Str(call).Str("\",\"device\":");
+  b.Key(schema::kKeyCall).Quoted(call).Key(schema::kKeyDevice);
   if (device != nullptr) {
     b.JsonStr(device);
   } else {
     b.Str("null");
   }
-  b.Str(",\"handle\":");
+  b.Key(schema::kKeyHandle);
   AppendJsonHex(b, reinterpret_cast<uintptr_t>(handle));
-  b.Str(",\"ok\":").Str(Bool(ok)).Str(",\"errno\":").Dec(ok ? 0 : err);
+  b.Key(schema::kKeyOk).Str(Bool(ok)).Key(schema::kKeyErrno).Dec(ok ? 0 : err);
   log.End(b);
 }
 
@@ -252,7 +262,7 @@ void LogRdmaInit(RdmaCall call, const char* device, const RawStack& stack, const
   if (!line.ok()) return;
   TextBuffer& b = line.text();
   log.Begin(b, schema::kRdmaInit);
-  b.Str(",\"call\":\"").Str(RdmaCallName(call)).Str("\",\"device\":");
+  b.Key(schema::kKeyCall).Quoted(RdmaCallName(call)).Key(schema::kKeyDevice);
   AppendNullableStr(b, device);
   AppendStackRef(b, log, schema::kKeyStack, stack, py, line.owns_lock());
   log.End(b);
@@ -273,9 +283,9 @@ void LogMrRegister(const MrRecord& rec, bool dontfork) {
   char buf[1024];
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, schema::kMrRegister);
-  b.Str(",\"").Str(schema::kKeyMr).Str("\":[").UDec(rec.addr).Char(',').UDec(rec.len);
+  b.Key(schema::kKeyMr).Char('[').UDec(rec.addr).Char(',').UDec(rec.len);
   b.Char(',').Dec(rec.access).Char(',').UDec(rec.handle).Char(']');
-  b.Str(",\"").Str(schema::kKeyStack).Str("\":");
+  b.Key(schema::kKeyStack);
   if (stack_id >= 0) {
     b.Dec(stack_id);
   } else {  // the table is busy (a signal handler on this thread) or full: inline
@@ -286,8 +296,8 @@ void LogMrRegister(const MrRecord& rec, bool dontfork) {
     }
     b.Char(']');
   }
-  if (call != nullptr) b.Str(",\"").Str(schema::kKeyCall).Str("\":\"").Str(call).Char('"');
-  if (dontfork) b.Str(",\"").Str(schema::kKeyDontfork).Str("\":true");
+  if (call != nullptr) b.Key(schema::kKeyCall).Quoted(call);
+  if (dontfork) b.Key(schema::kKeyDontfork).Str("true");
   log.End(b);
   log.AddRegistrationSite(key, stack_id, call, dontfork, epoch);
 }
@@ -302,9 +312,12 @@ void LogMrDeregister(const void* mr) {
   char buf[512];
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, schema::kMrDeregister);
-  b.Str(",\"handle\":");
+  b.Key(schema::kKeyHandle);
   AppendJsonHex(b, reinterpret_cast<uintptr_t>(mr));
-  b.Str(",\"addr\":null,\"len\":null");  // kept from when tracked MRs were logged too
+  b.Key(schema::kKeyAddr)
+      .Str("null")
+      .Key(schema::kKeyLen)
+      .Str("null");  // kept from when tracked MRs were logged too
   log.End(b);
 }
 
@@ -314,8 +327,8 @@ void LogForkInit(int ret, int err, const char* caller) {
   char buf[512];
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, schema::kForkInit);
-  b.Str(",\"result\":").Dec(ret).Str(",\"errno\":").Dec(ret == 0 ? 0 : err);
-  b.Str(",\"caller\":");
+  b.Key(schema::kKeyResult).Dec(ret).Key(schema::kKeyErrno).Dec(ret == 0 ? 0 : err);
+  b.Key(schema::kKeyCaller);
   AppendNullableStr(b, caller);
   log.End(b);
 }
@@ -367,7 +380,7 @@ void LogForkChild(pid_t child) {
   char buf[512];
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, schema::kForkChild);
-  b.Str(",\"child_pid\":").Dec(child);
+  b.Key(schema::kKeyChildPid).Dec(child);
   log.End(b);
 }
 
@@ -377,13 +390,13 @@ void LogSpawn(const char* call, pid_t child, bool ok) {
   char buf[512];
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, schema::kSpawn);
-  b.Str(",\"call\":\"").Str(call).Str("\",\"child_pid\":");
+  b.Key(schema::kKeyCall).Quoted(call).Key(schema::kKeyChildPid);
   if (ok && child > 0) {
     b.Dec(child);
   } else {
     b.Str("null");
   }
-  b.Str(",\"ok\":").Str(Bool(ok)).Str(",\"safe\":true");
+  b.Key(schema::kKeyOk).Str(Bool(ok)).Key(schema::kKeySafe).Str("true");
   log.End(b);
 }
 
@@ -393,7 +406,7 @@ void LogProcessExit() {
   char buf[512];
   TextBuffer b(buf, sizeof(buf));
   log.Begin(b, schema::kProcessExit);
-  b.Str(",\"status\":null");
+  b.Key(schema::kKeyStatus).Str("null");
   log.End(b);  // with the counts, when they fit in one line
   log.FlushCounts();
 }

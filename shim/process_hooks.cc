@@ -89,16 +89,16 @@ void OnExecTarget(const char* file, char* const envp[], bool search) {
   bool held = GlobalState().AnyLive() || fds.uverbs > 0 || fds.rdma_cm > 0;
   char buf[2048];
   TextBuffer b(buf, sizeof(buf));
-  b.Str(",\"path\":").JsonStr(resolved).Str(",\"why\":[");
+  b.Key(schema::kKeyPath).JsonStr(resolved).Key(schema::kKeyWhy).Char('[');
   bool first = true;
   for (ExecUnwatched r : {kExecPreloadRemoved, kExecStatic, kExecSetuid}) {
     if ((why & r) == 0) continue;
     if (!first) b.Char(',');
-    b.Char('"').Str(ExecUnwatchedName(r)).Char('"');
+    b.Quoted(ExecUnwatchedName(r));
     first = false;
   }
-  b.Str("],\"held_rdma\":").Str(held ? "true" : "false");
-  b.Str(",\"exec_by\":").JsonStr(g_prog);
+  b.Char(']').Key(schema::kKeyHeldRdma).Str(held ? "true" : "false");
+  b.Key(schema::kKeyExecBy).JsonStr(g_prog);
   if (b.truncated()) return;
   // The program keeps this process's pid; a vforked child shares our memory and our cached
   // pid: ask the kernel. The record goes into a file of its own, under that pid.

@@ -45,6 +45,11 @@ class TextBuffer {
     if (s == nullptr) s = "(null)";
     return Mem(s, __builtin_strlen(s));
   }
+  // A JSON object's member name: `,"key":` after its first member, `{"key":` opening it.
+  TextBuffer& Key(const char* key) { return Str(",\"").Str(key).Str("\":"); }
+  TextBuffer& FirstKey(const char* key) { return Str("{\"").Str(key).Str("\":"); }
+  // `"s"`, for a name that needs no escaping (JsonStr escapes).
+  TextBuffer& Quoted(const char* s) { return Char('"').Str(s).Char('"'); }
   TextBuffer& Mem(const char* s, size_t n) {
     if (cap_ == 0) {
       truncated_ = true;

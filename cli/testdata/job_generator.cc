@@ -29,6 +29,10 @@ __attribute__((noinline)) void SpawnHelper() { asm volatile("nop; nop" ::: "memo
 
 namespace {
 
+// `,"key":` and `"text"` for the padding lines written as text (names need no escaping).
+std::string Key(const char* key) { return std::string(",\"") + key + "\":"; }
+std::string Quoted(const std::string& text) { return "\"" + text + "\""; }
+
 constexpr int64_t kBaseNs = 1764500000000000000;  // 2025-11-30
 
 // {"obj","off","ip"} of code address `fn` as the shim records it (off =
@@ -49,10 +53,10 @@ JsonValue FrameAt(const void* fn, uint64_t delta, const char* sym = nullptr) {
   }
   uint64_t addr = reinterpret_cast<uint64_t>(fn) + delta;
   JsonValue f = JsonValue::Object();
-  f.Set("ip", JsonValue::String(Hex(addr)));
-  f.Set("obj", JsonValue::String(obj));
-  f.Set("off", JsonValue::String(Hex(addr - reinterpret_cast<uint64_t>(info.dli_fbase))));
-  if (sym) f.Set("sym", JsonValue::String(sym));
+  f.Set(schema::kKeyIp, JsonValue::String(Hex(addr)));
+  f.Set(schema::kKeyObj, JsonValue::String(obj));
+  f.Set(schema::kKeyOff, JsonValue::String(Hex(addr - reinterpret_cast<uint64_t>(info.dli_fbase))));
+  if (sym) f.Set(schema::kKeySym, JsonValue::String(sym));
   return f;
 }
 
@@ -67,20 +71,20 @@ JsonValue LibFrame(const char* soname, const char* path, uint64_t fallback_off, 
     if (void* fn = dlsym(h, name)) return FrameAt(fn, 0x10, name);
   }
   JsonValue f = JsonValue::Object();
-  f.Set("ip", JsonValue::String(Hex(0x7f0000000000 + fallback_off)));
-  f.Set("obj", JsonValue::String(path));
-  f.Set("off", JsonValue::String(Hex(fallback_off)));
-  f.Set("sym", JsonValue::String(name));
+  f.Set(schema::kKeyIp, JsonValue::String(Hex(0x7f0000000000 + fallback_off)));
+  f.Set(schema::kKeyObj, JsonValue::String(path));
+  f.Set(schema::kKeyOff, JsonValue::String(Hex(fallback_off)));
+  f.Set(schema::kKeySym, JsonValue::String(name));
   return f;
 }
 
 JsonValue PyFrame(const char* file, int line, const char* func) {
   JsonValue py = JsonValue::Object();
-  py.Set("file", JsonValue::String(file));
-  py.Set("line", JsonValue::Int(line));
-  py.Set("func", JsonValue::String(func));
+  py.Set(schema::kKeyFile, JsonValue::String(file));
+  py.Set(schema::kKeyLine, JsonValue::Int(line));
+  py.Set(schema::kKeyFunc, JsonValue::String(func));
   JsonValue f = JsonValue::Object();
-  f.Set("py", std::move(py));
+  f.Set(schema::kKeyPy, std::move(py));
   return f;
 }
 
@@ -124,10 +128,8 @@ class ProcessWriter {
   }
   // The same as text without the closing brace (padding lines: millions at job scale).
   std::string BaseText(const char* event, int64_t ts) {
-    std::string s = std::string("{\"event\":\"") + event +
-                    "\",\"ts\":" + std::to_string(ts - start_ns_) +
-                    ",\"seq\":" + std::to_string(seq_++);
-    return s;
+    return "{" + Key(schema::kKeyEvent).substr(1) + Quoted(event) + Key(schema::kKeyTs) +
+           std::to_string(ts - start_ns_) + Key(schema::kKeySeq) + std::to_string(seq_++);
   }
   // The id of the stack of `frames` (/1-style frame objects: {"obj","off"} or {"ip"} or
   // {"py":{..}}), writing its module and stack records the first time.
@@ -137,20 +139,20 @@ class ProcessWriter {
     if (it != stacks_.end()) return JsonValue::Int(it->second);
     JsonValue out = JsonValue::Array();
     for (const JsonValue& f : frames.array()) {
-      if (f.Find("py")) {
+      if (f.Find(schema::kKeyPy)) {
         out.Push(f);
         continue;
       }
       JsonValue pair = JsonValue::Array();
-      std::string obj = f.GetString("obj");
+      std::string obj = f.GetString(schema::kKeyObj);
       if (obj.empty()) {
         pair.Push(JsonValue::Int(-1));
-        pair.Push(
-            JsonValue::Int(static_cast<int64_t>(strtoull(f.GetString("ip").c_str(), nullptr, 0))));
+        pair.Push(JsonValue::Int(
+            static_cast<int64_t>(strtoull(f.GetString(schema::kKeyIp).c_str(), nullptr, 0))));
       } else {
         pair.Push(JsonValue::Int(Module(obj)));
-        pair.Push(
-            JsonValue::Int(static_cast<int64_t>(strtoull(f.GetString("off").c_str(), nullptr, 0))));
+        pair.Push(JsonValue::Int(
+            static_cast<int64_t>(strtoull(f.GetString(schema::kKeyOff).c_str(), nullptr, 0))));
       }
       out.Push(std::move(pair));
     }
@@ -264,19 +266,20 @@ JsonValue RegStack(int k) {
   s.Push(LibFrame("libibverbs.so.1", kVerbs, 0x12a40, "ibv_reg_mr"));
   JsonValue t = JsonValue::Object();
   uint64_t off = 0x4a10 + 0x40 * static_cast<uint64_t>(k);
-  t.Set("ip", JsonValue::String(Hex(0x7f3300000000 + off)));
-  t.Set("obj", JsonValue::String("/opt/job/lib/libtransport.so"));
-  t.Set("off", JsonValue::String(Hex(off)));
-  t.Set("sym", JsonValue::String("transport_register_buffer_" + std::to_string(k % 4)));
-  t.Set("symoff", JsonValue::String(Hex(0x40 + k)));
+  t.Set(schema::kKeyIp, JsonValue::String(Hex(0x7f3300000000 + off)));
+  t.Set(schema::kKeyObj, JsonValue::String("/opt/job/lib/libtransport.so"));
+  t.Set(schema::kKeyOff, JsonValue::String(Hex(off)));
+  t.Set(schema::kKeySym, JsonValue::String("transport_register_buffer_" + std::to_string(k % 4)));
+  t.Set(schema::kKeySymoff, JsonValue::String(Hex(0x40 + k)));
   s.Push(std::move(t));
   s.Push(FrameOf(&InitRdmaTransport, 1 + static_cast<uint64_t>(k % 3)));
   JsonValue e = JsonValue::Object();
-  e.Set("ip", JsonValue::String(Hex(0x55aa00200000 + 0x1c3 * static_cast<uint64_t>(k % 5))));
-  e.Set("obj", JsonValue::String("/usr/bin/python3.11"));
-  e.Set("off", JsonValue::String(Hex(0x200000 + 0x1c3 * static_cast<uint64_t>(k % 5))));
-  e.Set("sym", JsonValue::String("_PyEval_EvalFrameDefault"));
-  e.Set("symoff", JsonValue::String(Hex(0x1c3 * static_cast<uint64_t>(k % 5))));
+  e.Set(schema::kKeyIp,
+        JsonValue::String(Hex(0x55aa00200000 + 0x1c3 * static_cast<uint64_t>(k % 5))));
+  e.Set(schema::kKeyObj, JsonValue::String("/usr/bin/python3.11"));
+  e.Set(schema::kKeyOff, JsonValue::String(Hex(0x200000 + 0x1c3 * static_cast<uint64_t>(k % 5))));
+  e.Set(schema::kKeySym, JsonValue::String("_PyEval_EvalFrameDefault"));
+  e.Set(schema::kKeySymoff, JsonValue::String(Hex(0x1c3 * static_cast<uint64_t>(k % 5))));
   s.Push(std::move(e));
   s.Push(LibFrame("libc.so.6", kLibc, 0x271ca, "__libc_start_main"));
   s.Push(PyFrame("transport.py", 100 + k, "register"));
@@ -300,7 +303,8 @@ void Pad(ProcessWriter& w, const JobSpec& spec, const std::vector<JsonValue>& st
   if (!had_init) {
     const std::string& st = stack_id(0);
     std::string l = w.BaseText(schema::kRdmaInit, ts);
-    l += ",\"call\":\"ibv_open_device\",\"device\":\"rxe0\",\"stack\":" + st + "}\n";
+    l += Key(schema::kKeyCall) + Quoted("ibv_open_device") + Key(schema::kKeyDevice) +
+         Quoted("rxe0") + Key(schema::kKeyStack) + st + "}\n";
     w.Raw(l);
   }
   uint64_t addr = 0x7f4400000000;
@@ -311,13 +315,14 @@ void Pad(ProcessWriter& w, const JobSpec& spec, const std::vector<JsonValue>& st
     std::string h = std::to_string(0x559990000 + i);
     std::string a = std::to_string(addr + static_cast<uint64_t>(i) * 4096);
     std::string l = w.BaseText(schema::kMrRegister, ts + i * 3000);
-    l += ",\"mr\":[" + a + ",4096,7," + h + "],\"stack\":" + st + "}\n";
+    l += Key(schema::kKeyMr) + "[" + a + ",4096,7," + h + "]" + Key(schema::kKeyStack) + st + "}\n";
     w.Raw(l);
     for (int c = 0; c < 2 && w.lines() < want; ++c) {
       l = w.BaseText(schema::kRdmaCall, ts + i * 3000 + 1000 * (c + 1));
-      l += std::string(",\"call\":\"") + kCalls[(i * 2 + c) % 4] +
-           "\",\"device\":\"rxe0\",\"handle\":\"" + Hex(0x7f5500000000 + static_cast<uint64_t>(i)) +
-           "\",\"ok\":true,\"errno\":0}\n";
+      l += Key(schema::kKeyCall) + Quoted(kCalls[(i * 2 + c) % 4]) + Key(schema::kKeyDevice) +
+           Quoted("rxe0") + Key(schema::kKeyHandle) +
+           Quoted(Hex(0x7f5500000000 + static_cast<uint64_t>(i))) + Key(schema::kKeyOk) + "true" +
+           Key(schema::kKeyErrno) + "0}\n";
       w.Raw(l);
     }
   }
@@ -351,21 +356,21 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
     ProcessWriter w(dir, host, pid, 1, r, start, "python3", spec.job);
     ++t.processes;
 
-    JsonValue ps = w.Base("process_start", start);
+    JsonValue ps = w.Base(schema::kProcessStart, start);
     JsonValue argv = JsonValue::Array();
     argv.Push(JsonValue::String("python3"));
     argv.Push(JsonValue::String("train.py"));
-    ps.Set("argv", std::move(argv));
-    ps.Set("mode", JsonValue::String("warn"));
-    ps.Set("shim_version", JsonValue::String("0.1.0"));
-    ps.Set("exe", JsonValue::String("/usr/bin/python3.11"));
+    ps.Set(schema::kKeyArgv, std::move(argv));
+    ps.Set(schema::kKeyMode, JsonValue::String("warn"));
+    ps.Set(schema::kKeyShimVersion, JsonValue::String("0.1.0"));
+    ps.Set(schema::kKeyExe, JsonValue::String("/usr/bin/python3.11"));
     w.Write(ps);
 
     auto write_init = [&]() {
-      JsonValue in = w.Base("rdma_init", init_ts);
-      in.Set("call", JsonValue::String("ibv_open_device"));
-      in.Set("device", JsonValue::String("rxe0"));
-      in.Set("stack", w.Stack(InitStack()));
+      JsonValue in = w.Base(schema::kRdmaInit, init_ts);
+      in.Set(schema::kKeyCall, JsonValue::String("ibv_open_device"));
+      in.Set(schema::kKeyDevice, JsonValue::String("rxe0"));
+      in.Set(schema::kKeyStack, w.Stack(InitStack()));
       w.Write(in);
       JsonValue st = w.Stack(InitStack());
       JsonValue mr = w.Base(schema::kMrRegister, init_ts + 1000000);
@@ -383,45 +388,45 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
 
     auto write_fork = [&](ProcessWriter& w, int64_t ts, Site site, int64_t child_pid) {
       JsonValue f = w.Base(schema::kFork, ts);
-      f.Set("verdict", JsonValue::String(hazard ? "hazard" : "clean"));
+      f.Set(schema::kKeyVerdict, JsonValue::String(hazard ? "hazard" : "clean"));
       JsonValue reasons = JsonValue::Array();
       if (hazard) {
         reasons.Push(JsonValue::String("child-segv"));
         reasons.Push(JsonValue::String("inherited-rdma"));
       }
-      f.Set("reasons", std::move(reasons));
-      f.Set("action", JsonValue::String("proceeded"));
-      f.Set("site", JsonValue::String(SiteHash(site)));
-      f.Set("reported", JsonValue::Bool(hazard));
-      f.Set("stack", w.Stack(ForkStack(site)));
+      f.Set(schema::kKeyReasons, std::move(reasons));
+      f.Set(schema::kKeyAction, JsonValue::String("proceeded"));
+      f.Set(schema::kKeySite, JsonValue::String(SiteHash(site)));
+      f.Set(schema::kKeyReported, JsonValue::Bool(hazard));
+      f.Set(schema::kKeyStack, w.Stack(ForkStack(site)));
       if (hazard) {
         JsonValue init = JsonValue::Object();
-        init.Set("call", JsonValue::String("ibv_open_device"));
-        init.Set("device", JsonValue::String("rxe0"));
-        init.Set("age_ms", JsonValue::Int((ts - init_ts) / 1000000));
-        init.Set("stack", w.Stack(InitStack()));
-        f.Set("init", std::move(init));
+        init.Set(schema::kKeyCall, JsonValue::String("ibv_open_device"));
+        init.Set(schema::kKeyDevice, JsonValue::String("rxe0"));
+        init.Set(schema::kKeyAgeMs, JsonValue::Int((ts - init_ts) / 1000000));
+        init.Set(schema::kKeyStack, w.Stack(InitStack()));
+        f.Set(schema::kKeyInit, std::move(init));
         JsonValue ranges = JsonValue::Array();
         JsonValue rg = JsonValue::Object();
-        rg.Set("addr", JsonValue::Int(0x7f1200000000 + r * 0x100000));
-        rg.Set("len", JsonValue::Int(4 << 20));
-        rg.Set("call", JsonValue::String("ibv_reg_mr"));
-        rg.Set("dontfork", JsonValue::Bool(true));
+        rg.Set(schema::kKeyAddr, JsonValue::Int(0x7f1200000000 + r * 0x100000));
+        rg.Set(schema::kKeyLen, JsonValue::Int(4 << 20));
+        rg.Set(schema::kKeyCall, JsonValue::String("ibv_reg_mr"));
+        rg.Set(schema::kKeyDontfork, JsonValue::Bool(true));
         ranges.Push(std::move(rg));
-        f.Set("ranges", std::move(ranges));
+        f.Set(schema::kKeyRanges, std::move(ranges));
       } else {
-        f.Set("init", JsonValue());
-        f.Set("ranges", JsonValue::Array());
+        f.Set(schema::kKeyInit, JsonValue());
+        f.Set(schema::kKeyRanges, JsonValue::Array());
       }
-      f.Set("threads", JsonValue::Int(4));
-      f.Set("max_map_count", JsonValue::Int(65530));
-      f.Set("map_count", JsonValue::Int(900));
-      f.Set("kernel_cof", JsonValue::Bool(true));
-      f.Set("via", JsonValue::String("fork"));
+      f.Set(schema::kKeyThreads, JsonValue::Int(4));
+      f.Set(schema::kKeyMaxMapCount, JsonValue::Int(65530));
+      f.Set(schema::kKeyMapCount, JsonValue::Int(900));
+      f.Set(schema::kKeyKernelCof, JsonValue::Bool(true));
+      f.Set(schema::kKeyVia, JsonValue::String("fork"));
       f.Set("future_field", JsonValue::String("readers must ignore this"));
       w.Write(f);
-      JsonValue fc = w.Base("fork_child", ts + 200000);
-      fc.Set("child_pid", JsonValue::Int(child_pid));
+      JsonValue fc = w.Base(schema::kForkChild, ts + 200000);
+      fc.Set(schema::kKeyChildPid, JsonValue::Int(child_pid));
       w.Write(fc);
     };
     // `n` DataLoader forks of process `w` from `begin`, 8 workers an epoch, 5 ms apart: each
@@ -449,42 +454,42 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       }
       ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3", spec.job);
       ++t.processes;
-      JsonValue cs = c.Base("process_start", ts + 100000);
+      JsonValue cs = c.Base(schema::kProcessStart, ts + 100000);
       JsonValue cargv =
           JsonValue::Array();  // a forked child: its parent's argv, as the shim writes
       cargv.Push(JsonValue::String("python3"));
       cargv.Push(JsonValue::String("train.py"));
-      cs.Set("argv", std::move(cargv));
-      cs.Set("mode", JsonValue::String("warn"));
-      cs.Set("shim_version", JsonValue::String("0.1.0"));
-      cs.Set("exe", JsonValue::String("/usr/bin/python3.11"));
+      cs.Set(schema::kKeyArgv, std::move(cargv));
+      cs.Set(schema::kKeyMode, JsonValue::String("warn"));
+      cs.Set(schema::kKeyShimVersion, JsonValue::String("0.1.0"));
+      cs.Set(schema::kKeyExe, JsonValue::String("/usr/bin/python3.11"));
       c.Write(cs);
       write_epoch_forks(c, ts + 400000000, spec.forks_per_process);
       Pad(c, spec, stacks, ts + 150000, false, 1);
       if (r == 0 && k <= spec.segv_children && hazard) {
-        JsonValue sv = c.Base("child_segv", ts + 300000);
-        sv.Set("addr", JsonValue::String(Hex(0x7f1200000040)));
+        JsonValue sv = c.Base(schema::kChildSegv, ts + 300000);
+        sv.Set(schema::kKeyAddr, JsonValue::String(Hex(0x7f1200000040)));
         JsonValue rg = JsonValue::Object();
-        rg.Set("addr", JsonValue::String(Hex(0x7f1200000000)));
-        rg.Set("len", JsonValue::Int(4 << 20));
-        sv.Set("range", std::move(rg));
+        rg.Set(schema::kKeyAddr, JsonValue::String(Hex(0x7f1200000000)));
+        rg.Set(schema::kKeyLen, JsonValue::Int(4 << 20));
+        sv.Set(schema::kKeyRange, std::move(rg));
         // Frames with their address only, as the shim writes in the child's signal handler.
         JsonValue rs = JsonValue::Array();
-        for (std::string ip :
-             {FrameOf(&InitRdmaTransport, 1).GetString("ip"), std::string("0x7f0000011e30")}) {
+        for (std::string ip : {FrameOf(&InitRdmaTransport, 1).GetString(schema::kKeyIp),
+                               std::string("0x7f0000011e30")}) {
           JsonValue f = JsonValue::Object();
-          f.Set("ip", JsonValue::String(ip));
+          f.Set(schema::kKeyIp, JsonValue::String(ip));
           rs.Push(std::move(f));
         }
-        sv.Set("call", JsonValue::String("ibv_reg_mr"));
-        sv.Set("reg_stack", std::move(rs));
-        sv.Set("signal", JsonValue::Int(11));
+        sv.Set(schema::kKeyCall, JsonValue::String("ibv_reg_mr"));
+        sv.Set(schema::kKeyRegStack, std::move(rs));
+        sv.Set(schema::kKeySignal, JsonValue::Int(11));
         c.Write(sv);
         ++t.segv;
         if (spec.junk && k == 1) c.Raw("{\"event\":\"process_exit\",\"ts\":9");
       } else {
-        JsonValue ex = c.Base("process_exit", ts + 900000000);
-        ex.Set("status", JsonValue::Int(0));
+        JsonValue ex = c.Base(schema::kProcessExit, ts + 900000000);
+        ex.Set(schema::kKeyStatus, JsonValue::Int(0));
         c.Write(ex);
       }
     }
@@ -498,8 +503,8 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       ++t.helper_hazard;
       ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3", spec.job);
       ++t.processes;
-      JsonValue ce = c.Base("child_exec", ts + 200000);
-      ce.Set("path", JsonValue::String("/usr/bin/nvidia-smi"));
+      JsonValue ce = c.Base(schema::kChildExec, ts + 200000);
+      ce.Set(schema::kKeyPath, JsonValue::String("/usr/bin/nvidia-smi"));
       c.Write(ce);
       ++t.exec_children;
     }
@@ -509,12 +514,12 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
                       std::max(0, spec.forks_per_process - my_workers - helper));
     if (!hazard) write_init();  // these ranks initialize RDMA after forking: fine
     if (spec.junk && r == 2) {
-      JsonValue future = w.Base("fork", fork_ts + 700000000);
-      future.Set("schema", JsonValue::String("forkguard.event/3"));
+      JsonValue future = w.Base(schema::kFork, fork_ts + 700000000);
+      future.Set(schema::kKeySchema, JsonValue::String("forkguard.event/3"));
       w.Write(future);
     }
-    JsonValue ex = w.Base("process_exit", start + 2000000000);
-    ex.Set("status", JsonValue::Int(0));
+    JsonValue ex = w.Base(schema::kProcessExit, start + 2000000000);
+    ex.Set(schema::kKeyStatus, JsonValue::Int(0));
     Pad(w, spec, stacks, start + 1000000000, true, 1);
     w.Write(ex);
   }

@@ -17,6 +17,8 @@
 #include <optional>
 #include <sstream>
 
+#include <simdjson.h>
+
 #include "tests/support/event_v2.h"
 
 extern char** environ;
@@ -26,225 +28,50 @@ namespace {
 
 // ---- JSON ----------------------------------------------------------------
 
-class JsonParser {
- public:
-  explicit JsonParser(const std::string& s) : s_(s) {}
-
-  bool Parse(Json* out, std::string* error) {
-    bool ok = Value(out, 0);
-    SkipSpace();
-    if (ok && pos_ != s_.size()) ok = Fail("trailing characters");
-    if (!ok && error) *error = error_ + " at offset " + std::to_string(pos_);
-    return ok;
+// A value of simdjson's DOM (the reader the product uses) as a Json.
+Json FromElement(simdjson::dom::element e) {
+  using simdjson::dom::element_type;
+  Json out;
+  switch (e.type()) {
+    case element_type::NULL_VALUE:
+      break;
+    case element_type::BOOL:
+      out.type = Json::Type::kBool;
+      out.boolean = e.get_bool().value_unsafe();
+      break;
+    case element_type::INT64:
+      out.type = Json::Type::kNumber;
+      out.is_int = true;
+      out.integer = e.get_int64().value_unsafe();
+      out.number = static_cast<double>(out.integer);
+      break;
+    case element_type::UINT64:  // addresses above INT64_MAX: keep the bits
+      out.type = Json::Type::kNumber;
+      out.is_int = true;
+      out.integer = static_cast<int64_t>(e.get_uint64().value_unsafe());
+      out.number = static_cast<double>(e.get_uint64().value_unsafe());
+      break;
+    case element_type::DOUBLE:
+      out.type = Json::Type::kNumber;
+      out.number = e.get_double().value_unsafe();
+      break;
+    case element_type::STRING:
+      out.type = Json::Type::kString;
+      out.str = std::string(e.get_string().value_unsafe());
+      break;
+    case element_type::ARRAY:
+      out.type = Json::Type::kArray;
+      for (simdjson::dom::element x : e.get_array().value_unsafe())
+        out.array.push_back(FromElement(x));
+      break;
+    case element_type::OBJECT:
+      out.type = Json::Type::kObject;
+      for (auto field : e.get_object().value_unsafe())
+        out.object[std::string(field.key)] = FromElement(field.value);  // the last one wins
+      break;
   }
-
- private:
-  bool Fail(const std::string& why) {
-    if (error_.empty()) error_ = why;
-    return false;
-  }
-  void SkipSpace() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-  bool Literal(const char* word) {
-    size_t n = strlen(word);
-    if (s_.compare(pos_, n, word) != 0) return Fail(std::string("expected ") + word);
-    pos_ += n;
-    return true;
-  }
-  bool Value(Json* out, int depth) {
-    if (depth > 64) return Fail("nesting too deep");
-    SkipSpace();
-    if (pos_ >= s_.size()) return Fail("unexpected end");
-    char c = s_[pos_];
-    if (c == '{') return Object(out, depth);
-    if (c == '[') return Array(out, depth);
-    if (c == '"') {
-      out->type = Json::Type::kString;
-      return String(&out->str);
-    }
-    if (c == 't') {
-      out->type = Json::Type::kBool;
-      out->boolean = true;
-      return Literal("true");
-    }
-    if (c == 'f') {
-      out->type = Json::Type::kBool;
-      return Literal("false");
-    }
-    if (c == 'n') {
-      out->type = Json::Type::kNull;
-      return Literal("null");
-    }
-    return Number(out);
-  }
-  bool Object(Json* out, int depth) {
-    out->type = Json::Type::kObject;
-    ++pos_;
-    SkipSpace();
-    if (pos_ < s_.size() && s_[pos_] == '}') {
-      ++pos_;
-      return true;
-    }
-    for (;;) {
-      SkipSpace();
-      std::string key;
-      if (pos_ >= s_.size() || s_[pos_] != '"' || !String(&key)) return Fail("expected key");
-      SkipSpace();
-      if (pos_ >= s_.size() || s_[pos_] != ':') return Fail("expected ':'");
-      ++pos_;
-      Json v;
-      if (!Value(&v, depth + 1)) return false;
-      out->object[key] = std::move(v);
-      SkipSpace();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < s_.size() && s_[pos_] == '}') {
-        ++pos_;
-        return true;
-      }
-      return Fail("expected ',' or '}'");
-    }
-  }
-  bool Array(Json* out, int depth) {
-    out->type = Json::Type::kArray;
-    ++pos_;
-    SkipSpace();
-    if (pos_ < s_.size() && s_[pos_] == ']') {
-      ++pos_;
-      return true;
-    }
-    for (;;) {
-      Json v;
-      if (!Value(&v, depth + 1)) return false;
-      out->array.push_back(std::move(v));
-      SkipSpace();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < s_.size() && s_[pos_] == ']') {
-        ++pos_;
-        return true;
-      }
-      return Fail("expected ',' or ']'");
-    }
-  }
-  static void AppendUtf8(std::string* out, unsigned cp) {
-    if (cp < 0x80) {
-      *out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      *out += static_cast<char>(0xC0 | (cp >> 6));
-      *out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      *out += static_cast<char>(0xE0 | (cp >> 12));
-      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      *out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-  bool String(std::string* out) {
-    ++pos_;  // opening quote
-    while (pos_ < s_.size()) {
-      char c = s_[pos_++];
-      if (c == '"') return true;
-      if (static_cast<unsigned char>(c) < 0x20) return Fail("control character in string");
-      if (c != '\\') {
-        *out += c;
-        continue;
-      }
-      if (pos_ >= s_.size()) break;
-      char e = s_[pos_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          *out += e;
-          break;
-        case 'b':
-          *out += '\b';
-          break;
-        case 'f':
-          *out += '\f';
-          break;
-        case 'n':
-          *out += '\n';
-          break;
-        case 'r':
-          *out += '\r';
-          break;
-        case 't':
-          *out += '\t';
-          break;
-        case 'u': {
-          if (pos_ + 4 > s_.size()) return Fail("short \\u escape");
-          unsigned cp = 0;
-          for (int i = 0; i < 4; ++i) {
-            char h = s_[pos_++];
-            cp <<= 4;
-            if (h >= '0' && h <= '9') {
-              cp |= h - '0';
-            } else if (h >= 'a' && h <= 'f') {
-              cp |= h - 'a' + 10;
-            } else if (h >= 'A' && h <= 'F') {
-              cp |= h - 'A' + 10;
-            } else {
-              return Fail("bad \\u escape");
-            }
-          }
-          AppendUtf8(out, cp);
-          break;
-        }
-        default:
-          return Fail("bad escape");
-      }
-    }
-    return Fail("unterminated string");
-  }
-  bool Number(Json* out) {
-    size_t start = pos_;
-    if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
-    size_t digits = pos_;
-    while (pos_ < s_.size() && isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-    if (pos_ == digits) return Fail("expected a value");
-    bool integral = true;
-    if (pos_ < s_.size() && s_[pos_] == '.') {
-      integral = false;
-      ++pos_;
-      while (pos_ < s_.size() && isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-    }
-    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
-      integral = false;
-      ++pos_;
-      if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
-      while (pos_ < s_.size() && isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-    }
-    std::string text = s_.substr(start, pos_ - start);
-    out->type = Json::Type::kNumber;
-    out->number = strtod(text.c_str(), nullptr);
-    if (integral) {
-      errno = 0;
-      long long v = strtoll(text.c_str(), nullptr, 10);
-      if (errno == 0) {
-        out->is_int = true;
-        out->integer = v;
-      } else if (text[0] != '-') {
-        // Addresses above INT64_MAX: keep the bits.
-        out->is_int = true;
-        out->integer = static_cast<int64_t>(strtoull(text.c_str(), nullptr, 10));
-      }
-    }
-    return true;
-  }
-
-  const std::string& s_;
-  size_t pos_ = 0;
-  std::string error_;
-};
+  return out;
+}
 
 void CollectStack(const Json& v, std::vector<uint64_t>* ips, std::vector<std::string>* syms) {
   switch (v.type) {
@@ -291,7 +118,14 @@ int64_t Json::Int(const std::string& key) const {
 
 bool ParseJson(const std::string& text, Json* out, std::string* error) {
   *out = Json();
-  return JsonParser(text).Parse(out, error);
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto err = parser.parse(text).get(root); err != simdjson::SUCCESS) {
+    *error = simdjson::error_message(err);
+    return false;
+  }
+  *out = FromElement(root);
+  return true;
 }
 
 std::vector<Event> EventLog::Of(const std::string& event_name) const {

@@ -42,6 +42,10 @@ std::string Quote(std::string_view s) {
   return out + "\"";
 }
 
+// `,"key":` and `{"key":` (keys: shim/event_schema.h).
+std::string Member(const char* key) { return "," + Quote(key) + ":"; }
+std::string First(const char* key) { return "{" + Quote(key) + ":"; }
+
 bool IntOf(element e, long long* out) {
   int64_t v = 0;
   if (e.get_int64().get(v) != simdjson::SUCCESS) return false;
@@ -112,8 +116,8 @@ std::optional<std::string> EventV2Expander::Expand(const std::string& line, std:
     return std::nullopt;
   }
   std::string_view schema, event;
-  bool has_schema = o["schema"].get_string().get(schema) == simdjson::SUCCESS;
-  if (o["event"].get_string().get(event) != simdjson::SUCCESS) {
+  bool has_schema = o[schema::kKeySchema].get_string().get(schema) == simdjson::SUCCESS;
+  if (o[schema::kKeyEvent].get_string().get(event) != simdjson::SUCCESS) {
     *problem = "no event";
     return std::nullopt;
   }
@@ -122,7 +126,8 @@ std::optional<std::string> EventV2Expander::Expand(const std::string& line, std:
     have_header_ = true;
     header_members_.clear();
     for (auto [key, value] : o) {
-      if (key == "schema" || key == "event" || key == schema::kKeyStartNs) continue;
+      if (key == schema::kKeySchema || key == schema::kKeyEvent || key == schema::kKeyStartNs)
+        continue;
       header_members_ += "," + Quote(key) + ":" + simdjson::to_string(value);
     }
     IntOf(o[schema::kKeyStartNs], &start_ns_);
@@ -134,23 +139,23 @@ std::optional<std::string> EventV2Expander::Expand(const std::string& line, std:
   if (!have_header_) return line;  // no schema at all: not ours to expand
   long long id = -1;
   if (event == schema::kModule) {
-    IntOf(o["id"], &id);
+    IntOf(o[schema::kKeyId], &id);
     Module m;
     std::string_view path, base;
-    if (o["path"].get_string().get(path) == simdjson::SUCCESS) m.path = path;
-    if (o["base"].get_string().get(base) == simdjson::SUCCESS)
+    if (o[schema::kKeyPath].get_string().get(path) == simdjson::SUCCESS) m.path = path;
+    if (o[schema::kKeyBase].get_string().get(base) == simdjson::SUCCESS)
       m.base = strtoull(std::string(base).c_str(), nullptr, 16);
     if (modules_.count(id)) *problem = "duplicate module id " + std::to_string(id);
     modules_[id] = m;
     return std::nullopt;
   }
   if (event == schema::kStackRecord) {
-    IntOf(o["id"], &id);
+    IntOf(o[schema::kKeyId], &id);
     if (stacks_.count(id)) *problem = "duplicate stack id " + std::to_string(id);
     std::string frames = "[";
     simdjson::dom::array a;
     int i = 0;
-    if (o["frames"].get_array().get(a) == simdjson::SUCCESS) {
+    if (o[schema::kKeyFrames].get_array().get(a) == simdjson::SUCCESS) {
       for (element f : a) {
         if (i++ > 0) frames += ",";
         simdjson::dom::array pair;
@@ -161,13 +166,14 @@ std::optional<std::string> EventV2Expander::Expand(const std::string& line, std:
           auto it = modules_.find(m);
           if (it == modules_.end()) {
             if (m != -1) *problem = "module " + std::to_string(m) + " used before its record";
-            frames += "{\"ip\":\"" + Hex(off) + "\"}";
+            frames += First(schema::kKeyIp) + Quote(Hex(off)) + "}";
             continue;
           }
-          frames += "{\"ip\":\"" + Hex(it->second.base + off) +
-                    "\",\"obj\":" + Quote(it->second.path) + ",\"off\":\"" + Hex(off) + "\"";
+          frames += First(schema::kKeyIp) + Quote(Hex(it->second.base + off)) +
+                    Member(schema::kKeyObj) + Quote(it->second.path) + Member(schema::kKeyOff) +
+                    Quote(Hex(off));
           std::string sym = ElfSymbolAt(it->second.path, i > 1 && off > 0 ? off - 1 : off);
-          if (!sym.empty()) frames += ",\"sym\":" + Quote(sym);
+          if (!sym.empty()) frames += Member(schema::kKeySym) + Quote(sym);
           frames += "}";
         } else {
           frames += simdjson::to_string(f);
@@ -188,16 +194,17 @@ std::optional<std::string> EventV2Expander::Expand(const std::string& line, std:
     }
     return simdjson::to_string(v);
   };
-  std::string out = "{\"schema\":" + Quote(schema::kEventV2) + ",\"event\":" + Quote(event);
+  std::string out = First(schema::kKeySchema) + Quote(schema::kEventV2) +
+                    Member(schema::kKeyEvent) + Quote(event);
   out += header_members_;
   long long ts = 0;
   IntOf(o[schema::kKeyTs], &ts);
-  out += ",\"ts_ns\":" + std::to_string(start_ns_ + ts);
+  out += Member(schema::kKeyTsNs) + std::to_string(start_ns_ + ts);
   bool has_tid = false;
   bool has_call = false;
   bool has_dontfork = false;
   for (auto [key, value] : o) {
-    if (key == "event" || key == schema::kKeyTs) continue;
+    if (key == schema::kKeyEvent || key == schema::kKeyTs) continue;
     if (key == schema::kKeyTid) has_tid = true;
     if (key == schema::kKeyCall) has_call = true;
     if (key == schema::kKeyDontfork) has_dontfork = true;
@@ -227,7 +234,7 @@ std::optional<std::string> EventV2Expander::Expand(const std::string& line, std:
       }
       out += "]";
     } else if (key == schema::kKeyInit && value.type() == element_type::OBJECT) {
-      out += ",\"init\":{";
+      out += Member(schema::kKeyInit) + "{";
       int n = 0;
       // The object itself, not a reference into get_object()'s temporary result (a range-for
       // over value_unsafe() of a temporary dangles: ASan's stack-use-after-scope).
@@ -247,17 +254,18 @@ std::optional<std::string> EventV2Expander::Expand(const std::string& line, std:
         if (n < 4 && x.get_uint64().get(u) == simdjson::SUCCESS) f[n] = static_cast<long long>(u);
         ++n;
       }
-      out += ",\"addr\":" + std::to_string(static_cast<unsigned long long>(f[0])) +
-             ",\"len\":" + std::to_string(f[1]) + ",\"access\":" + std::to_string(f[2]) +
-             ",\"handle\":\"" + Hex(static_cast<unsigned long long>(f[3])) + "\"";
+      out += Member(schema::kKeyAddr) + std::to_string(static_cast<unsigned long long>(f[0])) +
+             Member(schema::kKeyLen) + std::to_string(f[1]) + Member(schema::kKeyAccess) +
+             std::to_string(f[2]) + Member(schema::kKeyHandle) +
+             Quote(Hex(static_cast<unsigned long long>(f[3])));
     } else {
       out += "," + Quote(key) + ":" + simdjson::to_string(value);
     }
   }
-  if (!has_tid) out += ",\"tid\":" + std::to_string(pid_);
+  if (!has_tid) out += Member(schema::kKeyTid) + std::to_string(pid_);
   if (event == schema::kMrRegister) {
-    if (!has_call) out += ",\"call\":\"" + std::string(schema::kDefaultRegCall) + "\"";
-    if (!has_dontfork) out += ",\"dontfork\":null";
+    if (!has_call) out += Member(schema::kKeyCall) + Quote(schema::kDefaultRegCall);
+    if (!has_dontfork) out += Member(schema::kKeyDontfork) + "null";
   }
   return out + "}";
 }
