@@ -1,9 +1,7 @@
-// The `forkguard` subcommands. Each parses its arguments with flags/ against its own
-// getopt_long table, returns the process exit status, and throws flags::UsageError for a bad
-// command line (main reports it: exit 2).
+// The `forkguard` subcommands. Each parses its arguments with flags/ against its own table of
+// option rows (which also make the OPTIONS of its --help), returns the process exit status,
+// and throws flags::UsageError for a bad command line (main reports it: exit 2).
 #pragma once
-
-#include <getopt.h>
 
 #include <cstdint>
 #include <functional>
@@ -11,6 +9,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "flags/flags.h"
 
 namespace forkguard::cli {
 
@@ -51,17 +51,13 @@ struct ReportOptions {
   int threads = 0;                 // files read at a time; 0: one per core, at most 8
   std::optional<std::string> job;  // report --job
 };
-// Their options, in both commands' tables (one spelling, one check of each value).
-inline constexpr option kReportMakingOptions[] = {
-    {"format", required_argument, nullptr,
-     0},  // text json markdown (md) html trace sarif junit github
-    {"fail-on", required_argument, nullptr, 0},  // hazard new-hazard never
-    {"no-symbolize", no_argument, nullptr, 0},
-    {"native", no_argument, nullptr, 0},
-    {"threads", required_argument, nullptr, 0},  // 1 to 999
-    {},
+// Their options, one row each (with report's help; run tells them its own way): one spelling,
+// one check of each value (SetReportOption), the default from ReportOptions.
+struct ReportMakingFlags {
+  flags::Flag format, fail_on, no_symbolize, native, threads;
 };
-// Sets the kReportMakingOptions option `name` to `value` after checking it (throws
+const ReportMakingFlags& TheReportMakingFlags();
+// Sets the ReportMakingFlags option `name` to `value` after checking it (throws
 // flags::UsageError) and returns true; false for any other name.
 bool SetReportOption(const std::string& name, const std::string& value, ReportOptions* o);
 // The report of `logs` as `forkguard report` prints it; *hazards: its hazardous forks (not
@@ -73,19 +69,15 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards,
                        int64_t* new_sites = nullptr,
                        const std::function<void(std::string_view)>* stream = nullptr);
 
-// A command's getopt_long table: `own`, then `shared` (ending in {}), then --help/-h, {}.
-std::vector<option> OptionTable(std::vector<option> own, const option* shared = nullptr);
-
-// Each command's options; its --help names exactly these (help_test).
-extern const std::vector<option> kRunOptions;
-extern const std::vector<option> kReportOptions;
-extern const std::vector<option> kDoctorOptions;
-extern const std::vector<option> kPsOptions;
-
-extern const char kRunHelp[];
-extern const char kReportHelp[];
-extern const char kDoctorHelp[];
-extern const char kPsHelp[];
+// Each command's option rows, and its --help (the OPTIONS part made from them).
+const flags::FlagTable& RunFlags();
+const flags::FlagTable& ReportFlags();
+const flags::FlagTable& DoctorFlags();
+const flags::FlagTable& PsFlags();
+std::string RunHelp();
+std::string ReportHelp();
+std::string DoctorHelp();
+std::string PsHelp();
 extern const char kMainHelp[];
 
 }  // namespace forkguard::cli

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.h"
@@ -28,7 +29,9 @@
 
 namespace forkguard::cli {
 
-const char kDoctorHelp[] = R"(NAME
+namespace {
+
+const char kDoctorHelpHead[] = R"(NAME
     forkguard doctor - check this machine and environment for RDMA fork safety
 
 SYNOPSIS
@@ -75,13 +78,15 @@ DESCRIPTION
       FORKGUARD_MODE    a valid value when set
 
 OPTIONS
-    -h, --help   This text.
-
+)";
+const char kDoctorHelpTail[] = R"(
 EXIT STATUS
     0    no check failed (warnings allowed)
     1    at least one check failed
     2    bad command line
 )";
+
+}  // namespace
 
 namespace {
 
@@ -506,31 +511,34 @@ std::string TryDlopen(const std::string& path) {
   return "dlopen failed";
 }
 
+// Whether `path` (LocateShim's find, "" when it found nothing) loads; `missing` is the check
+// when it was not found.
+void CheckLoads(const std::string& name, const std::string& path, Check missing,
+                std::vector<Check>* out) {
+  if (path.empty()) {
+    out->push_back(std::move(missing));
+  } else if (std::string e = TryDlopen(path); !e.empty()) {
+    out->push_back({name, Verdict::kFail, path + " does not load: " + e,
+                    "rebuild/reinstall it for this system"});
+  } else {
+    out->push_back({name, Verdict::kOk, path + " loads", ""});
+  }
+}
+
 void CheckShim(const char* argv0, std::vector<Check>* out) {
   ShimLocation loc = LocateShim(argv0);
-  if (loc.preload.empty()) {
-    std::string searched;
-    for (const auto& d : loc.searched) searched += (searched.empty() ? "" : ", ") + d;
-    out->push_back({"shim", Verdict::kFail, std::string(kPreloadName) + " not found",
-                    "searched " + searched +
-                        "; install forkguard (scripts/install PREFIX) or set "
-                        "FORKGUARD_SHIM_DIR"});
-  } else if (std::string e = TryDlopen(loc.preload); !e.empty()) {
-    out->push_back({"shim", Verdict::kFail, loc.preload + " does not load: " + e,
-                    "rebuild/reinstall it for this system"});
-  } else {
-    out->push_back({"shim", Verdict::kOk, loc.preload + " loads", ""});
-  }
-  if (loc.audit.empty()) {
-    out->push_back({"audit module", Verdict::kWarn, std::string(kAuditName) + " not found",
-                    "without it, libibverbs calls through dlopen handles (NCCL, OneFlow, "
-                    "brpc) are seen only at fork time by the descriptor backstop"});
-  } else if (std::string e = TryDlopen(loc.audit); !e.empty()) {
-    out->push_back({"audit module", Verdict::kFail, loc.audit + " does not load: " + e,
-                    "rebuild/reinstall it for this system"});
-  } else {
-    out->push_back({"audit module", Verdict::kOk, loc.audit + " loads", ""});
-  }
+  std::string searched;
+  for (const auto& d : loc.searched) searched += (searched.empty() ? "" : ", ") + d;
+  CheckLoads("shim", loc.preload,
+             {"shim", Verdict::kFail, std::string(kPreloadName) + " not found",
+              "searched " + searched +
+                  "; install forkguard (scripts/install PREFIX) or set FORKGUARD_SHIM_DIR"},
+             out);
+  CheckLoads("audit module", loc.audit,
+             {"audit module", Verdict::kWarn, std::string(kAuditName) + " not found",
+              "without it, libibverbs calls through dlopen handles (NCCL, OneFlow, brpc) are "
+              "seen only at fork time by the descriptor backstop"},
+             out);
   const char* pre = getenv("LD_PRELOAD");
   std::string preload = pre ? pre : "";
   if (preload.find(kPreloadName) != std::string::npos)
@@ -550,16 +558,10 @@ void CheckShim(const char* argv0, std::vector<Check>* out) {
   }
 }
 
+// The verdict's column in the report, by Verdict.
 const char* Label(Verdict v) {
-  switch (v) {
-    case Verdict::kOk:
-      return "ok  ";
-    case Verdict::kWarn:
-      return "warn";
-    case Verdict::kFail:
-      return "FAIL";
-  }
-  return "?";
+  static constexpr const char* kLabels[] = {"ok  ", "warn", "FAIL"};
+  return kLabels[static_cast<int>(v)];
 }
 
 // Word-wrap `text` at `width` with the given continuation indent.
@@ -582,11 +584,18 @@ std::string WrapAt(const std::string& first, const std::string& indent, const st
 
 }  // namespace
 
-const std::vector<option> kDoctorOptions = OptionTable({});
+const flags::FlagTable& DoctorFlags() {
+  static const flags::FlagTable kTable = {flags::HelpFlag("This text.")};
+  return kTable;
+}
+
+std::string DoctorHelp() {
+  return kDoctorHelpHead + flags::ColumnHelp(DoctorFlags(), 4, 17) + kDoctorHelpTail;
+}
 
 int DoctorMain(int argc, char** argv, const char* argv0) {
-  if (flags::Options::Parse(argc, argv, kDoctorOptions.data()).Has("help")) {
-    fputs(kDoctorHelp, stdout);
+  if (flags::Options::Parse(argc, argv, DoctorFlags()).Has("help")) {
+    fputs(DoctorHelp().c_str(), stdout);
     return kExitOk;
   }
   std::vector<Check> checks;

@@ -1,6 +1,6 @@
-// Every --help is true to its command's option table (flags::HelpMismatches, both ways), and
-// the SYNOPSIS of `forkguard --help` names only options its commands have. The man page
-// (scripts/manpages) is rendered from these texts.
+// Every --help's OPTIONS come from its command's rows (so they name exactly its options); the
+// hand-written SYNOPSIS lines, of `forkguard --help` and of each command, name only options
+// the command has, and every report format. The man page (help2man) is made from these texts.
 #include <regex>
 #include <sstream>
 #include <string>
@@ -17,28 +17,23 @@ namespace {
 
 using Mismatches = std::vector<std::string>;
 
-// The help without what follows " -- " on a line: CMD's own options in run's examples.
-std::string WithoutCommandTails(const std::string& help) {
-  std::istringstream in(help);
+// The SYNOPSIS section of a help text (up to DESCRIPTION), without what follows " -- " on a
+// line (CMD's own options).
+std::string Synopsis(const std::string& help) {
+  size_t from = help.find("SYNOPSIS\n"), to = help.find("\nDESCRIPTION\n");
+  std::istringstream in(help.substr(from, to - from));
   std::string line, out;
   while (std::getline(in, line)) out += line.substr(0, line.find(" -- ")) + "\n";
   return out;
 }
 
-TEST(Help, EachCommandsHelpNamesExactlyItsOptions) {
-  EXPECT_EQ(flags::HelpMismatches(kRunOptions.data(), WithoutCommandTails(kRunHelp)), Mismatches{});
-  EXPECT_EQ(flags::HelpMismatches(kReportOptions.data(), kReportHelp), Mismatches{});
-  EXPECT_EQ(flags::HelpMismatches(kDoctorOptions.data(), kDoctorHelp), Mismatches{});
-  EXPECT_EQ(flags::HelpMismatches(kPsOptions.data(), kPsHelp), Mismatches{});
-}
-
 // The options a SYNOPSIS line of the main help gives `command` that its table lacks.
-Mismatches Unknown(const std::string& synopsis, const option* table) {
+Mismatches Unknown(const std::string& synopsis, const flags::FlagTable& table) {
   Mismatches out;
   static const std::regex kOpt("--([a-z0-9][a-z0-9-]*)");
   for (std::sregex_iterator it(synopsis.begin(), synopsis.end(), kOpt), end; it != end; ++it) {
     bool found = false;
-    for (const option* p = table; p->name; ++p) found = found || (*it)[1] == p->name;
+    for (const flags::Flag& f : table) found = found || (*it)[1] == f.name;
     if (!found) out.push_back((*it)[0]);
   }
   return out;
@@ -57,10 +52,25 @@ TEST(Help, MainSynopsisNamesOnlyRealOptions) {
     if (line.rfind("    forkguard ps", 0) == 0) ps = line;
   }
   ASSERT_FALSE(run.empty() || report.empty() || doctor.empty() || ps.empty()) << r.out;
-  EXPECT_EQ(Unknown(run, kRunOptions.data()), Mismatches{}) << run;
-  EXPECT_EQ(Unknown(report, kReportOptions.data()), Mismatches{}) << report;
-  EXPECT_EQ(Unknown(doctor, kDoctorOptions.data()), Mismatches{}) << doctor;
-  EXPECT_EQ(Unknown(ps, kPsOptions.data()), Mismatches{}) << ps;
+  EXPECT_EQ(Unknown(run, RunFlags()), Mismatches{}) << run;
+  EXPECT_EQ(Unknown(report, ReportFlags()), Mismatches{}) << report;
+  EXPECT_EQ(Unknown(doctor, DoctorFlags()), Mismatches{}) << doctor;
+  EXPECT_EQ(Unknown(ps, PsFlags()), Mismatches{}) << ps;
+  // Every report format.
+  EXPECT_NE(report.find("--format " + TheReportMakingFlags().format.value), std::string::npos)
+      << report;
+}
+
+// Each command's own SYNOPSIS names only its options, and run's and report's list every
+// report format (the values of the --format row).
+TEST(Help, EachSynopsisNamesOnlyRealOptionsAndEveryFormat) {
+  EXPECT_EQ(Unknown(Synopsis(RunHelp()), RunFlags()), Mismatches{});
+  EXPECT_EQ(Unknown(Synopsis(ReportHelp()), ReportFlags()), Mismatches{});
+  EXPECT_EQ(Unknown(Synopsis(DoctorHelp()), DoctorFlags()), Mismatches{});
+  EXPECT_EQ(Unknown(Synopsis(PsHelp()), PsFlags()), Mismatches{});
+  const std::string formats = "--format " + TheReportMakingFlags().format.value;
+  EXPECT_NE(Synopsis(RunHelp()).find(formats), std::string::npos) << RunHelp();
+  EXPECT_NE(Synopsis(ReportHelp()).find(formats), std::string::npos) << ReportHelp();
 }
 
 // `forkguard help CMD` and `forkguard CMD --help` (and -h) print the same text.

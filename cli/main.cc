@@ -70,12 +70,12 @@ int Main(int argc, char** argv) {
   }
   if (cmd == "help") {
     std::string topic = argc > 2 ? argv[2] : "";
-    fputs(topic == "run"      ? kRunHelp
-          : topic == "report" ? kReportHelp
-          : topic == "doctor" ? kDoctorHelp
-          : topic == "ps"     ? kPsHelp
-                              : kMainHelp,
-          stdout);
+    std::string text = topic == "run"      ? RunHelp()
+                       : topic == "report" ? ReportHelp()
+                       : topic == "doctor" ? DoctorHelp()
+                       : topic == "ps"     ? PsHelp()
+                                           : kMainHelp;
+    fputs(text.c_str(), stdout);
     return kExitOk;
   }
   // The command's arguments: its name is their argv[0].

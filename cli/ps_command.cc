@@ -14,7 +14,9 @@
 
 namespace forkguard::cli {
 
-const char kPsHelp[] = R"(NAME
+namespace {
+
+const char kPsHelpHead[] = R"(NAME
     forkguard ps - the processes on this node that hold RDMA state, and what a fork would do
 
 SYNOPSIS
@@ -47,9 +49,8 @@ DESCRIPTION
     Processes that hold nothing are not listed.
 
 OPTIONS
-    --format F   text (default) or json (schema forkguard.ps/1)
-    -h, --help   This text.
-
+)";
+const char kPsHelpTail[] = R"(
 EXIT STATUS
     0    the census was taken (even with no RDMA process)
     1    the RDMA netlink dump failed (the processes found by their descriptors
@@ -57,9 +58,17 @@ EXIT STATUS
     2    bad command line
 )";
 
-const std::vector<option> kPsOptions = OptionTable({
-    {"format", required_argument, nullptr, 0},
-});
+}  // namespace
+
+const flags::FlagTable& PsFlags() {
+  static const flags::FlagTable kTable = {
+      {"format", "F", "text", "{default} (default) or json (schema forkguard.ps/1)"},
+      flags::HelpFlag("This text."),
+  };
+  return kTable;
+}
+
+std::string PsHelp() { return kPsHelpHead + flags::ColumnHelp(PsFlags(), 4, 17) + kPsHelpTail; }
 
 namespace {
 
@@ -196,12 +205,12 @@ std::string FormatJson(const api::Census& c) {
 }  // namespace
 
 int PsMain(int argc, char** argv) {
-  flags::Options a = flags::Options::Parse(argc, argv, kPsOptions.data());
+  flags::Options a = flags::Options::Parse(argc, argv, PsFlags());
   if (a.Has("help")) {
-    fputs(kPsHelp, stdout);
+    fputs(PsHelp().c_str(), stdout);
     return kExitOk;
   }
-  std::string format = a.Str("format", "text");
+  std::string format = a.Str("format");
   if (format != "text" && format != "json") {
     throw flags::UsageError("--format: expected text or json, not '" + format + "'");
   }

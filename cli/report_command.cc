@@ -24,7 +24,9 @@
 
 namespace forkguard::cli {
 
-const char kReportHelp[] = R"(NAME
+namespace {
+
+const char kReportHelpHead[] = R"(NAME
     forkguard report - merge forkguard event logs into one report
 
 SYNOPSIS
@@ -69,95 +71,8 @@ DESCRIPTION
     with the same binaries.
 
 OPTIONS
-    --format text|json|markdown|html|trace|sarif|junit|github
-        text (default): a compiler-style diagnostic that fits 100 columns.
-        json: machine-readable, schema "forkguard.report/1", described by
-        docs/report-schema.json (JSON Schema).
-        markdown: paste into a GitHub issue.
-        html: one self-contained page (no network: inline CSS, JavaScript and
-        SVG) to open in a browser: the job summary, each finding with its
-        stacks, a timeline per host and process (RDMA init, registrations,
-        forks coloured by verdict, the children and how they ended) and the
-        process tree. Hosts and large families of children are folded until
-        opened ("Expand all" opens everything); 4096 processes: under 1 MB.
-        trace: Chrome Trace Event JSON for https://ui.perfetto.dev or
-        chrome://tracing: a track per process (named "prog [rank N] pid P @
-        host", sorted by host), instant events for RDMA init, registrations,
-        forks (verdict, reasons, action, child pid, site in args), spawns,
-        exec and SIGSEGV deaths, and a flow arrow from each fork to its child.
-        Times are microseconds from the job's first event
-        (otherData.t0_ns).
-        sarif: SARIF 2.1.0 (GitHub code scanning, GitLab, IDEs): one rule per
-        verdict kind (child-segv, parent-corruption, inherited-rdma), one
-        result per hazardous call site at the file:line of its innermost user
-        frame, the RDMA init site as a related location; suppressed sites carry
-        a suppression, sites in the --baseline baselineState "unchanged".
-        junit: JUnit XML, one test case per call site: hazardous sites fail,
-        suppressed sites and sites in the baseline are skipped, clean sites pass.
-        github: GitHub Actions workflow commands, one line per hazardous site:
-        "::error file=F,line=N,title=T::message" (child-segv,
-        parent-corruption), ::warning (inherited-rdma), ::notice (in the
-        baseline). Print it in a workflow step to annotate the code. With
-        GITHUB_WORKSPACE set (inside a workflow), file paths under it are
-        written relative to it, here and in sarif.
-        sarif, junit and github are one document for all the jobs in the logs.
-    --fail-on hazard|new-hazard|never
-        hazard: exit 3 when any hazardous fork is in the logs (for CI).
-        Suppressed forks do not count.
-        new-hazard: exit 3 only for hazardous call sites the --baseline lacks.
-        never (default): exit 0 whatever the logs say.
-    --baseline OLD.json
-        A report of an earlier run (--format json). Each hazardous site is
-        marked new or known; sites are matched by verdict kinds and the
-        functions of their stack (for Python, function and file of each Python
-        frame; native, function and library), never by line, so a moved line
-        is not a new site. Compare reports made the same way (symbolized, or
-        both --no-symbolize).
-    --suppressions FILE
-        Hazardous forks that match an entry of FILE are reported apart as
-        suppressed, with each entry's count of forks and sites, and entries
-        that matched nothing are listed as never used. The format is the
-        shim's (FORKGUARD_SUPPRESSIONS), one entry a line, # comments:
-            kind=child-segv,inherited-rdma frame=func:build_loader
-            kind=* frame=lib:libtorch* program=python3 rank=0-3
-            kind=inherited-rdma frame=file:train.py:88 frame="func:a b"
-        kind (required): child-segv, parent-corruption, inherited-rdma or *,
-        comma separated; the entry matches a fork when it names every reason
-        of the fork's verdict. frame (required, up to 4; each must match some
-        frame of the fork's stack): func:NAME (symbol, C++ name, or Python
-        function), lib:NAME (object; base name unless NAME has a /),
-        file:NAME[:LINE] (Python file, or native source file once
-        symbolized). program=NAME, rank=N[-M][,...]. NAMEs are globs (* ?);
-        values with spaces or # are double-quoted. A bad line is an error
-        naming the file, the line and the valid keys (exit 2). Forks the shim
-        suppressed at run time are counted the same way.
-    --emit-suppressions
-        Print a suppression file with one entry per hazardous call site of
-        the logs (keyed by function and file or library, not line) instead of
-        the report.
-    --job ID
-        Report only job ID ("" for the processes without a job id). A job not
-        in the logs is an error (exit 2) that lists the jobs there are.
-    --no-symbolize
-        Do not open the binaries named in the logs.
-    --native
-        Python processes: also print the interpreter's native frames. By default
-        a Python process's stacks are its Python frames, headed by the innermost
-        frame outside the standard library and site-packages (the user's line,
-        "train.py:88 in build_loader"), with one "inside:" line naming the
-        libraries the call went through (multiprocessing, torch.utils.data,
-        pyverbs, mpi4py -> libmpi -> libfabric); the native frames are folded.
-    --threads N
-        Read N files at a time (default: one per core, at most 8). Each line
-        is decoded once (simdjson) and only what the report needs is kept:
-        memory grows with processes and distinct call sites and stacks, not with
-        the registrations or forks logged: forks are counted per process and call
-        site, the first 8 and last 8 of each process kept to be listed (json
-        "forks", html and trace marks; every count stays exact and the report
-        says when it lists a sample).
-    -h, --help
-        This text.
-
+)";
+const char kReportHelpTail[] = R"(
 EXIT STATUS
     0    report printed
     2    bad command line, suppression file or baseline
@@ -178,6 +93,8 @@ EXAMPLES
     forkguard report --baseline baseline.json --fail-on new-hazard \
         --format github logs/                                    # on a pull request
 )";
+
+}  // namespace
 
 namespace {
 
@@ -239,28 +156,22 @@ std::string RenderJobSections(std::vector<LogSet> parts, const std::string& form
 
 }  // namespace
 
-std::vector<option> OptionTable(std::vector<option> own, const option* shared) {
-  for (const option* p = shared; p && p->name; ++p) own.push_back(*p);
-  own.push_back({"help", no_argument, nullptr, 'h'});
-  own.push_back({});
-  return own;
-}
-
 bool SetReportOption(const std::string& name, const std::string& v, ReportOptions* o) {
   using flags::UsageError;
-  if (name == "format") {
+  const ReportMakingFlags& f = TheReportMakingFlags();
+  if (name == f.format.name) {
     if (!ParseFormat(v, &o->format))
       throw UsageError("--format takes text, json, markdown, html, trace, sarif, junit or github");
-  } else if (name == "fail-on") {
+  } else if (name == f.fail_on.name) {
     if (v != "hazard" && v != "new-hazard" && v != "never")
       throw UsageError("--fail-on takes hazard, new-hazard or never");
     o->fail_on_hazard = v == "hazard";
     o->fail_on_new_hazard = v == "new-hazard";
-  } else if (name == "no-symbolize") {
+  } else if (name == f.no_symbolize.name) {
     o->symbolize = false;
-  } else if (name == "native") {
+  } else if (name == f.native.name) {
     o->show_native = true;
-  } else if (name == "threads") {
+  } else if (name == f.threads.name) {
     if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos ||
         std::stoi(v) < 1)
       throw UsageError("--threads takes a number from 1 to 999");
@@ -348,33 +259,141 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards, 
   return RenderReportAs(r, o.format, o.show_native) + unwatched;
 }
 
-const std::vector<option> kReportOptions = OptionTable(
-    {
-        {"job", required_argument, nullptr, 0},
-        {"suppressions", required_argument, nullptr, 0},
-        {"emit-suppressions", no_argument, nullptr, 0},
-        {"baseline", required_argument, nullptr, 0},
-    },
-    kReportMakingOptions);
+const ReportMakingFlags& TheReportMakingFlags() {
+  static const ReportMakingFlags kFlags = {
+      .format = {"format", "text|json|markdown|html|trace|sarif|junit|github",
+                 ReportOptions().format,
+                 R"({default} (default): a compiler-style diagnostic that fits 100 columns.
+json: machine-readable, schema "forkguard.report/1", described by
+docs/report-schema.json (JSON Schema).
+markdown: paste into a GitHub issue.
+html: one self-contained page (no network: inline CSS, JavaScript and
+SVG) to open in a browser: the job summary, each finding with its
+stacks, a timeline per host and process (RDMA init, registrations,
+forks coloured by verdict, the children and how they ended) and the
+process tree. Hosts and large families of children are folded until
+opened ("Expand all" opens everything); 4096 processes: under 1 MB.
+trace: Chrome Trace Event JSON for https://ui.perfetto.dev or
+chrome://tracing: a track per process (named "prog [rank N] pid P @
+host", sorted by host), instant events for RDMA init, registrations,
+forks (verdict, reasons, action, child pid, site in args), spawns,
+exec and SIGSEGV deaths, and a flow arrow from each fork to its child.
+Times are microseconds from the job's first event
+(otherData.t0_ns).
+sarif: SARIF 2.1.0 (GitHub code scanning, GitLab, IDEs): one rule per
+verdict kind (child-segv, parent-corruption, inherited-rdma), one
+result per hazardous call site at the file:line of its innermost user
+frame, the RDMA init site as a related location; suppressed sites carry
+a suppression, sites in the --baseline baselineState "unchanged".
+junit: JUnit XML, one test case per call site: hazardous sites fail,
+suppressed sites and sites in the baseline are skipped, clean sites pass.
+github: GitHub Actions workflow commands, one line per hazardous site:
+"::error file=F,line=N,title=T::message" (child-segv,
+parent-corruption), ::warning (inherited-rdma), ::notice (in the
+baseline). Print it in a workflow step to annotate the code. With
+GITHUB_WORKSPACE set (inside a workflow), file paths under it are
+written relative to it, here and in sarif.
+sarif, junit and github are one document for all the jobs in the logs.)"},
+      .fail_on = {"fail-on", "hazard|new-hazard|never", "",
+                  R"(hazard: exit 3 when any hazardous fork is in the logs (for CI).
+Suppressed forks do not count.
+new-hazard: exit 3 only for hazardous call sites the --baseline lacks.
+never (default): exit 0 whatever the logs say.)"},
+      .no_symbolize = {"no-symbolize", "", "", "Do not open the binaries named in the logs."},
+      .native = {"native", "", "",
+                 R"(Python processes: also print the interpreter's native frames. By default
+a Python process's stacks are its Python frames, headed by the innermost
+frame outside the standard library and site-packages (the user's line,
+"train.py:88 in build_loader"), with one "inside:" line naming the
+libraries the call went through (multiprocessing, torch.utils.data,
+pyverbs, mpi4py -> libmpi -> libfabric); the native frames are folded.)"},
+      .threads = {"threads", "N", "",
+                  R"(Read N files at a time (default: one per core, at most 8). Each line
+is decoded once (simdjson) and only what the report needs is kept:
+memory grows with processes and distinct call sites and stacks, not with
+the registrations or forks logged: forks are counted per process and call
+site, the first 8 and last 8 of each process kept to be listed (json
+"forks", html and trace marks; every count stays exact and the report
+says when it lists a sample).)"},
+  };
+  return kFlags;
+}
+
+namespace {
+
+struct ReportOwnFlags {
+  flags::Flag baseline, suppressions, emit_suppressions, job;
+};
+
+const ReportOwnFlags kReportOwn = {
+    .baseline = {"baseline", "OLD.json", "",
+                 R"(A report of an earlier run (--format json). Each hazardous site is
+marked new or known; sites are matched by verdict kinds and the
+functions of their stack (for Python, function and file of each Python
+frame; native, function and library), never by line, so a moved line
+is not a new site. Compare reports made the same way (symbolized, or
+both --no-symbolize).)"},
+    .suppressions = {"suppressions", "FILE", "",
+                     R"(Hazardous forks that match an entry of FILE are reported apart as
+suppressed, with each entry's count of forks and sites, and entries
+that matched nothing are listed as never used. The format is the
+shim's (FORKGUARD_SUPPRESSIONS), one entry a line, # comments:
+    kind=child-segv,inherited-rdma frame=func:build_loader
+    kind=* frame=lib:libtorch* program=python3 rank=0-3
+    kind=inherited-rdma frame=file:train.py:88 frame="func:a b"
+kind (required): child-segv, parent-corruption, inherited-rdma or *,
+comma separated; the entry matches a fork when it names every reason
+of the fork's verdict. frame (required, up to 4; each must match some
+frame of the fork's stack): func:NAME (symbol, C++ name, or Python
+function), lib:NAME (object; base name unless NAME has a /),
+file:NAME[:LINE] (Python file, or native source file once
+symbolized). program=NAME, rank=N[-M][,...]. NAMEs are globs (* ?);
+values with spaces or # are double-quoted. A bad line is an error
+naming the file, the line and the valid keys (exit 2). Forks the shim
+suppressed at run time are counted the same way.)"},
+    .emit_suppressions = {"emit-suppressions", "", "",
+                          R"(Print a suppression file with one entry per hazardous call site of
+the logs (keyed by function and file or library, not line) instead of
+the report.)"},
+    .job = {"job", "ID", "",
+            R"(Report only job ID ("" for the processes without a job id). A job not
+in the logs is an error (exit 2) that lists the jobs there are.)"},
+};
+
+}  // namespace
+
+const flags::FlagTable& ReportFlags() {
+  const ReportMakingFlags& r = TheReportMakingFlags();
+  const ReportOwnFlags& o = kReportOwn;
+  static const flags::FlagTable kTable = {
+      r.format, r.fail_on,      o.baseline, o.suppressions, o.emit_suppressions,
+      o.job,    r.no_symbolize, r.native,   r.threads,      flags::HelpFlag("This text.")};
+  return kTable;
+}
+
+std::string ReportHelp() {
+  return kReportHelpHead + flags::ManHelp(ReportFlags()) + kReportHelpTail;
+}
 
 namespace {
 
 int Report(int argc, char** argv) {
   // Paths and options in any order; after "--" only paths; "-" is standard input.
   flags::Options opts =
-      flags::Options::Parse(argc, argv, kReportOptions.data(), flags::Positionals::kAnywhere);
+      flags::Options::Parse(argc, argv, ReportFlags(), flags::Positionals::kAnywhere);
   if (opts.Has("help")) {
-    fputs(kReportHelp, stdout);
+    fputs(ReportHelp().c_str(), stdout);
     return kExitOk;
   }
   ReportOptions o;
   // Every value given is checked, in command-line order; the last one wins.
   for (const auto& [name, v] : opts.given()) {
     if (SetReportOption(name, v, &o)) continue;
-    if (name == "job") o.job = v;
-    if (name == "suppressions") o.suppressions = v;
-    if (name == "emit-suppressions") o.emit_suppressions = true;
-    if (name == "baseline") o.baseline = v;
+    const ReportOwnFlags& f = kReportOwn;
+    if (name == f.job.name) o.job = v;
+    if (name == f.suppressions.name) o.suppressions = v;
+    if (name == f.emit_suppressions.name) o.emit_suppressions = true;
+    if (name == f.baseline.name) o.baseline = v;
   }
   const std::vector<std::string>& paths = opts.positionals();
   if (paths.empty()) throw flags::UsageError("no logs given");

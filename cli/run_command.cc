@@ -31,7 +31,9 @@ extern char** environ;
 
 namespace forkguard::cli {
 
-const char kRunHelp[] = R"(NAME
+namespace {
+
+const char kRunHelpHead[] = R"(NAME
     forkguard run - run a program under libforkguard.so and report its forks
 
 SYNOPSIS
@@ -60,54 +62,8 @@ DESCRIPTION
     or bazel-bin/shim; FORKGUARD_SHIM_DIR=DIR overrides the search.
 
 OPTIONS
-    --mode warn|error|abort|off
-        What the shim does at a hazardous fork (FORKGUARD_MODE): warn (default)
-        prints a message and lets fork proceed; error makes fork() fail (-1,
-        errno EPERM; daemon() EPERM, _Fork() and forkpty() ENOMEM) so the
-        program sees an error at the line that forked; abort prints the
-        message and aborts for a core dump; off decides nothing (no
-        messages, no atfork handlers; the log gets only its process_start
-        line). Never failed or aborted, only warned about: a fork whose child
-        execs at once (subprocess with preexec_fn) and one where only
-        librdmacm's own cached device context is live.
-    --log DIR
-        Write the event logs to DIR (created if missing) and keep them. Without
-        it a private temporary directory is used and removed after the report.
-        A plain directory: FORKGUARD_LOG's templates (%h %p %r %j) are refused
-        here, as the report is read back from DIR.
-    --keep-log
-        Keep the temporary log directory and print its path.
-    --audit, --no-audit
-        Also set LD_AUDIT to libforkguard_audit.so (default: on when the
-        module is found; --audit makes a missing module an error).
-    --fail-on hazard|never
-        hazard: exit 3 when the run had a hazardous fork, whatever CMD's status
-        (for CI gates). never (default): exit with CMD's status. (new-hazard
-        is forkguard report's, with a baseline.)
-    --suppressions FILE
-        Suppress the hazardous forks FILE describes (in the format that
-        forkguard report --help describes, and that command writes for a
-        run's findings): the shim neither warns about nor fails them
-        (FORKGUARD_SUPPRESSIONS, replacing one already set), and the report
-        counts them as suppressed, per entry. A bad FILE is refused before CMD
-        starts: one error line per bad line, exit 2.
-    --require-watched
-        Exit 4 when any process of the run ran without the shim: a program
-        exec'd with an environment that dropped LD_PRELOAD (env -i,
-        subprocess.run(env={})), a static binary, a set-user/group-ID program.
-        The report lists them either way ("unwatched:"), each with its pid,
-        program, parent and whether it held RDMA state when it was exec'd.
-    --format text|json|markdown|html|trace|sarif|junit|github
-        Format of the report printed at the end (default text), as forkguard
-        report --help describes them. It goes to standard error, after CMD's
-        own output there: to keep a page or trace apart, --log DIR and then
-        forkguard report --format html DIR > report.html.
-    --no-symbolize, --native, --threads N
-        As for forkguard report: do not open the binaries named in the logs;
-        print Python processes' native frames too; read N files at a time.
-    -h, --help
-        This text.
-
+)";
+const char kRunHelpTail[] = R"(
 ENVIRONMENT
     FORKGUARD_SHIM_DIR   directory with libforkguard.so and libforkguard_audit.so
     LD_PRELOAD, LD_AUDIT kept and extended for CMD
@@ -131,6 +87,8 @@ EXAMPLES
     forkguard run -- python3 train.py --epochs 1
     forkguard run --mode error --fail-on hazard --log ci-logs -- ./trainer
 )";
+
+}  // namespace
 
 namespace {
 
@@ -180,17 +138,58 @@ struct RunOptions {
   std::vector<std::string> cmd;
 };
 
+struct RunOwnFlags {
+  flags::Flag mode, log, keep_log, audit, no_audit, suppressions, require_watched;
+};
+
+const RunOwnFlags kRunOwn = {
+    .mode = {"mode", "warn|error|abort|off", "",
+             R"(What the shim does at a hazardous fork (FORKGUARD_MODE): warn (default)
+prints a message and lets fork proceed; error makes fork() fail (-1,
+errno EPERM; daemon() EPERM, _Fork() and forkpty() ENOMEM) so the
+program sees an error at the line that forked; abort prints the
+message and aborts for a core dump; off decides nothing (no
+messages, no atfork handlers; the log gets only its process_start
+line). Never failed or aborted, only warned about: a fork whose child
+execs at once (subprocess with preexec_fn) and one where only
+librdmacm's own cached device context is live.)"},
+    .log = {"log", "DIR", "",
+            R"(Write the event logs to DIR (created if missing) and keep them. Without
+it a private temporary directory is used and removed after the report.
+A plain directory: FORKGUARD_LOG's templates (%h %p %r %j) are refused
+here, as the report is read back from DIR.)"},
+    .keep_log = {"keep-log", "", "", "Keep the temporary log directory and print its path."},
+    .audit = {"audit", "", "", ""},  // told with --no-audit
+    .no_audit = {"no-audit", "", "",
+                 R"(Also set LD_AUDIT to libforkguard_audit.so (default: on when the
+module is found; --audit makes a missing module an error).)"},
+    .suppressions = {"suppressions", "FILE", "",
+                     R"(Suppress the hazardous forks FILE describes (in the format that
+forkguard report --help describes, and that command writes for a
+run's findings): the shim neither warns about nor fails them
+(FORKGUARD_SUPPRESSIONS, replacing one already set), and the report
+counts them as suppressed, per entry. A bad FILE is refused before CMD
+starts: one error line per bad line, exit 2.)"},
+    .require_watched = {"require-watched", "", "",
+                        R"(Exit 4 when any process of the run ran without the shim: a program
+exec'd with an environment that dropped LD_PRELOAD (env -i,
+subprocess.run(env={})), a static binary, a set-user/group-ID program.
+The report lists them either way ("unwatched:"), each with its pid,
+program, parent and whether it held RDMA state when it was exec'd.)"},
+};
+
 // Every value given is checked, in command-line order; the last one wins. Throws
 // flags::UsageError.
 RunOptions ParseRunArgs(const flags::Options& opts) {
   using flags::UsageError;
   RunOptions o;
+  const RunOwnFlags& f = kRunOwn;
   for (const auto& [name, v] : opts.given()) {
-    if (name == "mode") {
+    if (name == f.mode.name) {
       if (v != "warn" && v != "error" && v != "abort" && v != "off")
         throw UsageError("--mode takes warn, error, abort or off");
       o.mode = v;
-    } else if (name == "log") {
+    } else if (name == f.log.name) {
       if (v.empty()) throw UsageError("--log needs a directory");
       // run reads back the directory it created; FORKGUARD_LOG templates would log elsewhere.
       if (v.find('%') != std::string::npos)
@@ -198,18 +197,18 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
             "--log takes a plain directory, not a FORKGUARD_LOG template (%h %p %r %j); use "
             "e.g. --log /shared/fg/$SLURM_JOB_ID");
       o.log_dir = v;
-    } else if (name == "keep-log") {
+    } else if (name == f.keep_log.name) {
       o.keep_log = true;
-    } else if (name == "require-watched") {
+    } else if (name == f.require_watched.name) {
       o.require_watched = true;
-    } else if (name == "suppressions") {
+    } else if (name == f.suppressions.name) {
       if (v.empty()) throw UsageError("--suppressions needs a file");
       char* abs = realpath(v.c_str(), nullptr);
       o.suppressions = abs != nullptr ? abs : v;  // a missing file is named by the check below
       free(abs);
-    } else if (name == "audit") {
+    } else if (name == f.audit.name) {
       o.audit = 1;
-    } else if (name == "no-audit") {
+    } else if (name == f.no_audit.name) {
       o.audit = 0;
     } else {
       SetReportOption(name, v, &o.report);
@@ -229,26 +228,47 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
 
 }  // namespace
 
-const std::vector<option> kRunOptions = OptionTable(
-    {
-        {"mode", required_argument, nullptr, 0},
-        {"log", required_argument, nullptr, 0},
-        {"keep-log", no_argument, nullptr, 0},
-        {"audit", no_argument, nullptr, 0},
-        {"no-audit", no_argument, nullptr, 0},
-        {"require-watched", no_argument, nullptr, 0},
-        {"suppressions", required_argument, nullptr, 0},
-    },
-    kReportMakingOptions);
+const flags::FlagTable& RunFlags() {
+  const RunOwnFlags& o = kRunOwn;
+  const ReportMakingFlags& r = TheReportMakingFlags();
+  static const flags::FlagTable kTable = {
+      o.mode,
+      o.log,
+      o.keep_log,
+      o.audit,
+      o.no_audit,
+      flags::Retold(r.fail_on,
+                    R"(hazard: exit 3 when the run had a hazardous fork, whatever CMD's status
+(for CI gates). never (default): exit with CMD's status. (new-hazard
+is forkguard report's, with a baseline.))",
+                    "hazard|never"),
+      o.suppressions,
+      o.require_watched,
+      flags::Retold(r.format,
+                    R"(Format of the report printed at the end (default {default}), as forkguard
+report --help describes them. It goes to standard error, after CMD's
+own output there: to keep a page or trace apart, --log DIR and then
+forkguard report --format html DIR > report.html.)"),
+      flags::Retold(r.no_symbolize, ""),  // told with --threads
+      flags::Retold(r.native, ""),
+      flags::Retold(r.threads,
+                    R"(As for forkguard report: do not open the binaries named in the logs;
+print Python processes' native frames too; read N files at a time.)"),
+      flags::HelpFlag("This text."),
+  };
+  return kTable;
+}
+
+std::string RunHelp() { return kRunHelpHead + flags::ManHelp(RunFlags()) + kRunHelpTail; }
 
 namespace {
 
 int Run(int argc, char** argv, const char* argv0) {
   // Options up to the first non-option or "--"; the rest is CMD and its arguments.
   flags::Options opts =
-      flags::Options::Parse(argc, argv, kRunOptions.data(), flags::Positionals::kAfterOptions);
+      flags::Options::Parse(argc, argv, RunFlags(), flags::Positionals::kAfterOptions);
   if (opts.Has("help")) {
-    fputs(kRunHelp, stdout);
+    fputs(RunHelp().c_str(), stdout);
     return kExitOk;
   }
   RunOptions o = ParseRunArgs(opts);

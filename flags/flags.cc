@@ -1,16 +1,82 @@
 #include "flags/flags.h"
 
 #include <ctype.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <regex>
-#include <set>
-
 namespace forkguard::flags {
 
-Options Options::Parse(int argc, char** argv, const option* long_opts, Positionals positionals) {
+Flag HelpFlag(std::string help) { return {"help", "", "", std::move(help), 'h'}; }
+
+Flag Retold(Flag row, std::string help, std::string value) {
+  row.help = std::move(help);
+  if (!value.empty()) row.value = std::move(value);
+  return row;
+}
+
+namespace {
+
+// "--name VALUE", "-L, --name".
+std::string Heading(const Flag& f) {
+  std::string h = f.letter ? std::string("-") + f.letter + ", --" + f.name : "--" + f.name;
+  return f.value.empty() ? h : h + " " + f.value;
+}
+
+// The row's help, its default in it: at "{default}", else after the last line.
+std::vector<std::string> HelpLines(const Flag& f) {
+  std::string text = f.help;
+  size_t at = text.find("{default}");
+  if (at != std::string::npos)
+    text.replace(at, 9, f.def);
+  else if (!f.def.empty())
+    text += " (default " + f.def + ")";
+  std::vector<std::string> lines;
+  for (size_t start = 0;;) {
+    size_t nl = text.find('\n', start);
+    lines.push_back(text.substr(start, nl - start));
+    if (nl == std::string::npos) return lines;
+    start = nl + 1;
+  }
+}
+
+}  // namespace
+
+std::string ColumnHelp(const FlagTable& table, size_t indent, size_t column) {
+  std::string out;
+  for (const Flag& f : table) {
+    if (f.help.empty()) continue;
+    std::string line = std::string(indent, ' ') + Heading(f);
+    line += std::string(line.size() + 2 <= column ? column - line.size() : 2, ' ');
+    for (const std::string& h : HelpLines(f)) {
+      out += line + h + "\n";
+      line = std::string(column, ' ');
+    }
+  }
+  return out;
+}
+
+std::string ManHelp(const FlagTable& table) {
+  std::string out, heading;
+  for (const Flag& f : table) {
+    heading += (heading.empty() ? "" : ", ") + Heading(f);
+    if (f.help.empty()) continue;
+    out += "    " + heading + "\n";
+    for (const std::string& h : HelpLines(f)) out += h.empty() ? "\n" : "        " + h + "\n";
+    heading.clear();
+  }
+  return out;
+}
+
+Options Options::Parse(int argc, char** argv, const FlagTable& table, Positionals positionals) {
   Options o;
+  o.table_ = table;
+  std::vector<option> opts;
+  for (const Flag& f : table)
+    opts.push_back(
+        {f.name.c_str(), f.value.empty() ? no_argument : required_argument, nullptr, f.letter});
+  opts.push_back({});
+  const option* long_opts = opts.data();
   // "+": stop at the first non-option (reported below, or the start of the positionals);
   // "-": return each non-option in order as if it were the value of option 1 (POSIXLY_CORRECT
   // cannot turn that into "+"); ":": a missing value is ':' rather than '?'. Then the
@@ -63,47 +129,58 @@ const std::string* Options::Find(const std::string& name) const {
   return nullptr;
 }
 
-std::string Options::Str(const std::string& name, const std::string& def) const {
-  const std::string* v = Find(name);
-  return v ? *v : def;
+const Flag& Options::Row(const std::string& name) const {
+  for (const Flag& f : table_)
+    if (f.name == name) return f;
+  throw std::logic_error("no option --" + name + " in this command's table");
 }
 
-uint64_t Options::Size(const std::string& name, uint64_t def) const {
+bool Options::Takes(const std::string& name) const {
+  for (const Flag& f : table_)
+    if (f.name == name) return true;
+  return false;
+}
+
+std::string Options::Str(const std::string& name) const {
   const std::string* v = Find(name);
-  if (!v) return def;
+  return v ? *v : Row(name).def;
+}
+
+uint64_t Options::Size(const std::string& name) const {
+  std::string v = Str(name);
   try {
-    return ParseSize(*v);
+    return ParseSize(v);
   } catch (const UsageError& e) {
     throw UsageError("--" + name + ": " + e.what());
   }
 }
 
-int64_t Options::Int(const std::string& name, int64_t def) const {
-  const std::string* v = Find(name);
-  if (!v) return def;
+namespace {
+
+// `v` as a whole number (std::stoll) or double (std::stod); UsageError naming --name otherwise.
+template <typename T, typename Conv>
+T Number(const std::string& name, const std::string& v, Conv conv) {
   size_t pos = 0;
-  long long n = 0;
+  T n = 0;
   try {
-    n = std::stoll(*v, &pos);
+    n = conv(v, &pos);
   } catch (const std::exception&) {
     pos = 0;
   }
-  if (v->empty() || pos != v->size()) throw UsageError("--" + name + ": bad number '" + *v + "'");
+  if (v.empty() || pos != v.size()) throw UsageError("--" + name + ": bad number '" + v + "'");
   return n;
 }
 
-double Options::Double(const std::string& name, double def) const {
-  const std::string* v = Find(name);
-  if (!v) return def;
-  size_t pos = 0;
-  double d = 0;
-  try {
-    d = std::stod(*v, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (v->empty() || pos != v->size()) throw UsageError("--" + name + ": bad number '" + *v + "'");
-  return d;
+}  // namespace
+
+int64_t Options::Int(const std::string& name) const {
+  return Number<int64_t>(name, Str(name),
+                         [](const std::string& v, size_t* pos) { return std::stoll(v, pos); });
+}
+
+double Options::Double(const std::string& name) const {
+  return Number<double>(name, Str(name),
+                        [](const std::string& v, size_t* pos) { return std::stod(v, pos); });
 }
 
 uint64_t ParseSize(const std::string& s) {
@@ -133,22 +210,6 @@ uint64_t ParseSize(const std::string& s) {
 int ReportUsageError(const std::string& program, const std::exception& e) {
   fprintf(stderr, "%s: %s (see %s --help)\n", program.c_str(), e.what(), program.c_str());
   return 2;
-}
-
-std::vector<std::string> HelpMismatches(const option* long_opts, const std::string& help) {
-  std::set<std::string> in_table, in_help;
-  for (const option* p = long_opts; p->name; ++p) in_table.insert(p->name);
-  static const std::regex kOpt("--([a-z0-9][a-z0-9-]*)");
-  for (std::sregex_iterator it(help.begin(), help.end(), kOpt), end; it != end; ++it)
-    in_help.insert((*it)[1]);
-  in_table.erase("help");  // documented once, by the program's usage line
-  in_help.erase("help");
-  std::vector<std::string> out;
-  for (const auto& n : in_table)
-    if (!in_help.count(n)) out.push_back("--" + n + " is not in the help text");
-  for (const auto& n : in_help)
-    if (!in_table.count(n)) out.push_back("--" + n + " in the help text is not an option");
-  return out;
 }
 
 }  // namespace forkguard::flags

@@ -1,10 +1,11 @@
-// One command-line parser for forkguard's binaries: getopt_long over one long_opts[] table
-// per command (as Darshan's tools do), and one way to report a bad command line. refloader,
-// rdma/transport_tool and the forkguard CLI's subcommands (cli/) use it.
+// One command-line parser for forkguard's binaries. Each command has one table of rows, one
+// row per option carrying its name, what it takes, its default and its help (as glibc argp's
+// argp_option rows do); the getopt_long table, the values of the options not given and the
+// OPTIONS part of --help all come from the rows. One way to report a bad command line.
+// refloader, rdma/transport_tool and the forkguard CLI's subcommands (cli/) use it.
 #pragma once
 
-#include <getopt.h>
-
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <stdexcept>
@@ -30,26 +31,54 @@ enum class Positionals {
                   // is one (standard input)
 };
 
+// One option: everything said about it, once.
+struct Flag {
+  std::string name;   // the long name: --name
+  std::string value;  // what it takes, as --help names it ("N", "DIR"); "" for a switch
+  std::string def;    // its value when not given ("": none), what --help shows as the default
+  // What it does, lines separated by '\n'. "{default}" in it stands for `def`; without one,
+  // --help appends " (default DEF)" to the last line when there is a default. A row with no
+  // help is not listed on its own: ManHelp names it in the heading of the next row.
+  std::string help;
+  char letter = 0;  // a one-letter form (-h), or 0
+};
+using FlagTable = std::vector<Flag>;
+
+// `--help`'s row ("-h, --help").
+Flag HelpFlag(std::string help = "");
+// `row` with a command's own help (and value, if not ""): a shared row told its way.
+Flag Retold(Flag row, std::string help, std::string value = "");
+
+// The OPTIONS part of a --help from the rows, one row a line: `indent` spaces, "--name VALUE"
+// ("-L, --name" with a letter), the help from column `column` (two spaces after a longer
+// name), its further lines at that column.
+std::string ColumnHelp(const FlagTable& table, size_t indent, size_t column);
+// The same as a man page lays it out: "    --name VALUE" (rows with no help joined into the
+// next one's heading, ", " between), then each line of help indented 8.
+std::string ManHelp(const FlagTable& table);
+
 // The options one command was given, by long name.
 class Options {
  public:
-  // Parses argv[1..argc) against `long_opts`, a getopt_long table that ends in an all-zero
-  // entry (argv[0] names the command). `--name VALUE` or `--name=VALUE` for
-  // required_argument, `--name` for no_argument; unique abbreviations are getopt_long's. An
-  // entry whose `val` is a letter or digit (and `flag` null) may also be given as `-L`
-  // (`{"help", no_argument, nullptr, 'h'}`: -h), and is known by its long name. Anything
-  // else (unknown option, missing value, a positional argument `positionals` does not take)
-  // throws UsageError.
-  static Options Parse(int argc, char** argv, const option* long_opts,
+  // Parses argv[1..argc) against `table` (argv[0] names the command). `--name VALUE` or
+  // `--name=VALUE` for a row with a value, `--name` for a switch; unique abbreviations are
+  // getopt_long's. A row's letter L may also be given as `-L`, and is known by its long name.
+  // Anything else (unknown option, missing value, a positional argument `positionals` does
+  // not take) throws UsageError.
+  static Options Parse(int argc, char** argv, const FlagTable& table,
                        Positionals positionals = Positionals::kNone);
 
   bool Has(const std::string& name) const { return Find(name) != nullptr; }
-  std::string Str(const std::string& name, const std::string& def) const;
+  // Whether the command's table has a row `name`.
+  bool Takes(const std::string& name) const;
+  // The value given last, else the row's default. A name the table lacks is a
+  // std::logic_error (a bug, not a bad command line).
+  std::string Str(const std::string& name) const;
   // A size: an unsigned integer with an optional K/M/G suffix (ParseSize).
-  uint64_t Size(const std::string& name, uint64_t def) const;
+  uint64_t Size(const std::string& name) const;
   // A decimal integer, which may be negative.
-  int64_t Int(const std::string& name, int64_t def) const;
-  double Double(const std::string& name, double def) const;
+  int64_t Int(const std::string& name) const;
+  double Double(const std::string& name) const;
 
   // Every option given, in command-line order ("" for a no_argument one): to pass them on.
   const std::vector<std::pair<std::string, std::string>>& given() const { return given_; }
@@ -58,6 +87,8 @@ class Options {
 
  private:
   const std::string* Find(const std::string& name) const;  // the last one given wins
+  const Flag& Row(const std::string& name) const;
+  FlagTable table_;
   std::vector<std::pair<std::string, std::string>> given_;
   std::vector<std::string> positionals_;
 };
@@ -68,10 +99,5 @@ uint64_t ParseSize(const std::string& s);
 // The one report of a bad command line: "PROGRAM: WHAT (see PROGRAM --help)" on stderr.
 // Returns 2, the exit status for a usage error.
 int ReportUsageError(const std::string& program, const std::exception& e);
-
-// What keeps a --help text true (for tests): the options of `long_opts` that `help` does not
-// mention as "--name", then the "--name"s `help` mentions that `long_opts` lacks. "--help" is
-// left out: the program's usage line documents it once for every command.
-std::vector<std::string> HelpMismatches(const option* long_opts, const std::string& help);
 
 }  // namespace forkguard::flags

@@ -1,5 +1,5 @@
-// The shared parser: values, flags, sizes, every kind of bad command line, the one error
-// line, and the help-text check.
+// The shared parser: values, defaults from the rows, flags, sizes, every kind of bad command
+// line, the one error line, and the OPTIONS text made from the rows.
 #include "flags/flags.h"
 
 #include <stdlib.h>
@@ -11,15 +11,20 @@
 
 namespace {
 
-using forkguard::flags::HelpMismatches;
+using forkguard::flags::ColumnHelp;
+using forkguard::flags::FlagTable;
+using forkguard::flags::ManHelp;
 using forkguard::flags::Options;
 using forkguard::flags::Positionals;
 using forkguard::flags::UsageError;
 
-const option kOpts[] = {
-    {"workers", required_argument, nullptr, 0}, {"size", required_argument, nullptr, 0},
-    {"check", no_argument, nullptr, 0},         {"help", no_argument, nullptr, 'h'},
-    {"level", required_argument, nullptr, 'l'}, {},
+const FlagTable kOpts = {
+    {"workers", "N", "2", "worker processes"},
+    {"size", "B", "1K", "bytes per record,\nK/M/G"},
+    {"check", "", "", "verify everything"},
+    forkguard::flags::HelpFlag("This text."),
+    {"level", "L", "0", "how loud: {default} is silent", 'l'},
+    {"name", "S", "", ""},
 };
 
 Options Parse(std::vector<std::string> args, Positionals p = Positionals::kNone) {
@@ -43,15 +48,26 @@ std::string ErrorOf(std::vector<std::string> args, Positionals p = Positionals::
 
 TEST(Flags, ValuesFlagsAndSizes) {
   Options o = Parse({"--workers", "4", "--size=4K", "--check"});
-  EXPECT_EQ(o.Int("workers", 0), 4);
-  EXPECT_EQ(o.Size("size", 0), 4096u);
+  EXPECT_EQ(o.Int("workers"), 4);
+  EXPECT_EQ(o.Size("size"), 4096u);
   EXPECT_TRUE(o.Has("check"));
   EXPECT_FALSE(o.Has("help"));
-  EXPECT_EQ(o.Str("missing", "def"), "def");
   EXPECT_EQ(o.given().size(), 3u);
-  EXPECT_EQ(Parse({"--workers", "1", "--workers", "2"}).Int("workers", 0), 2);  // last wins
+  EXPECT_EQ(Parse({"--workers", "1", "--workers", "2"}).Int("workers"), 2);  // last wins
   // A second parse starts afresh (getopt_long's state is reset).
   EXPECT_FALSE(Parse({}).Has("check"));
+}
+
+TEST(Flags, AnOptionNotGivenHasItsRowsDefault) {
+  Options o = Parse({});
+  EXPECT_EQ(o.Int("workers"), 2);
+  EXPECT_EQ(o.Size("size"), 1024u);
+  EXPECT_EQ(o.Double("level"), 0.0);
+  EXPECT_EQ(o.Str("name"), "");
+  EXPECT_TRUE(o.Takes("name"));
+  EXPECT_FALSE(o.Takes("missing"));
+  EXPECT_THROW(o.Str("missing"), std::logic_error);  // a bug, not a bad command line
+  EXPECT_THROW(o.Int("name"), UsageError);           // no default and not given: no number
 }
 
 TEST(Flags, EveryBadCommandLineIsAUsageError) {
@@ -61,8 +77,8 @@ TEST(Flags, EveryBadCommandLineIsAUsageError) {
   EXPECT_EQ(ErrorOf({"--check=yes"}), "--check takes no value");
   EXPECT_EQ(ErrorOf({"stray"}), "unexpected argument 'stray'");
   EXPECT_EQ(ErrorOf({"-x"}), "unknown option -x");
-  EXPECT_THROW(Parse({"--workers", "two"}).Int("workers", 0), UsageError);
-  EXPECT_THROW(Parse({"--size", "12Q"}).Size("size", 0), UsageError);
+  EXPECT_THROW(Parse({"--workers", "two"}).Int("workers"), UsageError);
+  EXPECT_THROW(Parse({"--size", "12Q"}).Size("size"), UsageError);
   EXPECT_THROW(forkguard::flags::ParseSize(""), std::invalid_argument);
   EXPECT_EQ(forkguard::flags::ParseSize("1M"), 1u << 20);
 }
@@ -70,10 +86,10 @@ TEST(Flags, EveryBadCommandLineIsAUsageError) {
 TEST(Flags, OneLetterFormsAreKnownByTheirLongName) {
   Options o = Parse({"-h", "-l", "3", "-l4"});
   EXPECT_TRUE(o.Has("help"));
-  EXPECT_EQ(o.Int("level", 0), 4);
+  EXPECT_EQ(o.Int("level"), 4);
   EXPECT_EQ(o.given().front().first, "help");
   EXPECT_TRUE(Parse({"--help"}).Has("help"));  // a table entry with a val is still long
-  EXPECT_EQ(Parse({"--level=2"}).Int("level", 0), 2);
+  EXPECT_EQ(Parse({"--level=2"}).Int("level"), 2);
   EXPECT_EQ(ErrorOf({"-l"}), "-l needs a value");
   EXPECT_EQ(ErrorOf({"-w", "4"}), "unknown option -w");  // "workers" has no letter
   EXPECT_EQ(ErrorOf({"-xh"}), "unknown option -x");
@@ -88,7 +104,7 @@ TEST(Flags, PositionalsAfterTheOptionsAreACommandLine) {
   EXPECT_EQ(o.positionals(), (Args{"prog", "--workers", "1", "--"}));
   // Without "--" the first non-option starts it.
   o = Parse({"--workers=2", "prog", "-h", "--check"}, p);
-  EXPECT_EQ(o.Int("workers", 0), 2);
+  EXPECT_EQ(o.Int("workers"), 2);
   EXPECT_FALSE(o.Has("check"));
   EXPECT_EQ(o.positionals(), (Args{"prog", "-h", "--check"}));
   EXPECT_EQ(Parse({"--", "--check"}, p).positionals(), Args{"--check"});
@@ -101,7 +117,7 @@ TEST(Flags, PositionalsAnywhereKeepTheirOrder) {
   const Positionals p = Positionals::kAnywhere;
   Options o = Parse({"a", "--check", "b", "-", "--workers", "3", "", "c"}, p);
   EXPECT_TRUE(o.Has("check"));
-  EXPECT_EQ(o.Int("workers", 0), 3);
+  EXPECT_EQ(o.Int("workers"), 3);
   EXPECT_EQ(o.positionals(), (Args{"a", "b", "-", "", "c"}));
   o = Parse({"a", "--", "--check", "-h", "b"}, p);  // after "--", all positionals
   EXPECT_FALSE(o.Has("check"));
@@ -123,12 +139,30 @@ TEST(Flags, OneErrorLineExitStatusTwo) {
             "tool run: unknown option --x (see tool run --help)\n");
 }
 
-TEST(Flags, HelpMismatchesNamesBothDirections) {
-  EXPECT_TRUE(HelpMismatches(kOpts, "--workers N --size B --check --level L").empty());
-  auto m = HelpMismatches(kOpts, "--workers N --size B --level L --help --verbose");
-  ASSERT_EQ(m.size(), 2u);
-  EXPECT_EQ(m[0], "--check is not in the help text");
-  EXPECT_EQ(m[1], "--verbose in the help text is not an option");
+TEST(Flags, ColumnHelpListsEveryRowWithItsDefault) {
+  EXPECT_EQ(ColumnHelp(kOpts, 2, 16),
+            "  --workers N   worker processes (default 2)\n"
+            "  --size B      bytes per record,\n"
+            "                K/M/G (default 1K)\n"
+            "  --check       verify everything\n"
+            "  -h, --help    This text.\n"
+            "  -l, --level L  how loud: 0 is silent\n");
+  EXPECT_EQ(ColumnHelp({{"a-very-long-name", "", "", "x"}}, 0, 8), "--a-very-long-name  x\n");
+}
+
+TEST(Flags, ManHelpJoinsRowsWithoutHelpIntoTheNextHeading) {
+  FlagTable t = {
+      {"audit", "", "", ""},
+      {"no-audit", "", "", "Also set LD_AUDIT.\n\n    kind=*"},
+      forkguard::flags::Retold({"fail-on", "WHAT", "never", "x"}, "hazard: exit 3", "hazard|never"),
+      {"trailing", "", "", ""}};
+  EXPECT_EQ(ManHelp(t),
+            "    --audit, --no-audit\n"
+            "        Also set LD_AUDIT.\n"
+            "\n"
+            "            kind=*\n"
+            "    --fail-on hazard|never\n"
+            "        hazard: exit 3 (default never)\n");
 }
 
 }  // namespace

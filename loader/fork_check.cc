@@ -3,6 +3,7 @@
 // preloaded (with where RDMA was first initialized), else /proc and RDMA netlink.
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "api/forkguard.h"
 #include "loader/loader.h"
@@ -10,17 +11,27 @@
 
 namespace forkguard::loader {
 
+namespace {
+
+// Each mode's name, once: what ParseForkCheck reads and ForkCheckName writes.
+constexpr std::pair<ForkCheck, const char*> kForkCheckNames[] = {
+    {ForkCheck::kOff, "off"}, {ForkCheck::kWarn, "warn"}, {ForkCheck::kError, "error"}};
+
+}  // namespace
+
 bool ParseForkCheck(const std::string& text, ForkCheck* out) {
-  if (text == "off") {
-    *out = ForkCheck::kOff;
-  } else if (text == "warn") {
-    *out = ForkCheck::kWarn;
-  } else if (text == "error") {
-    *out = ForkCheck::kError;
-  } else {
-    return false;
-  }
-  return true;
+  for (const auto& [mode, name] : kForkCheckNames)
+    if (text == name) {
+      *out = mode;
+      return true;
+    }
+  return false;
+}
+
+const char* ForkCheckName(ForkCheck mode) {
+  for (const auto& [m, name] : kForkCheckNames)
+    if (m == mode) return name;
+  return "?";
 }
 
 }  // namespace forkguard::loader

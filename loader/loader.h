@@ -72,6 +72,8 @@ Transform DecodeTransform();
 enum class ForkCheck { kOff, kWarn, kError };
 // "off", "warn", "error"; false for anything else.
 bool ParseForkCheck(const std::string& text, ForkCheck* out);
+// The name ParseForkCheck reads back.
+const char* ForkCheckName(ForkCheck mode);
 
 // Start() refused to fork its workers (ForkCheck::kError): what() names the verdict and
 // where RDMA was first initialized.

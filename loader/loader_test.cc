@@ -337,6 +337,19 @@ TEST(LoaderState, RoundTripsAndRefusesAnotherConfiguration) {
   EXPECT_THROW(b.BeginEpoch(0, b.batches_per_epoch() + 1), std::invalid_argument);
 }
 
+// --fork-check's values: each mode's name reads back as that mode; anything else is refused.
+TEST(ForkCheckMode, NamesReadBack) {
+  for (ForkCheck mode : {ForkCheck::kOff, ForkCheck::kWarn, ForkCheck::kError}) {
+    ForkCheck read = mode == ForkCheck::kOff ? ForkCheck::kWarn : ForkCheck::kOff;
+    EXPECT_TRUE(ParseForkCheck(ForkCheckName(mode), &read)) << ForkCheckName(mode);
+    EXPECT_EQ(read, mode);
+  }
+  EXPECT_STREQ(ForkCheckName(LoaderOptions().fork_check), "warn");
+  ForkCheck unchanged = ForkCheck::kError;
+  EXPECT_FALSE(ParseForkCheck("Warn", &unchanged));
+  EXPECT_EQ(unchanged, ForkCheck::kError);
+}
+
 TEST(SlotRegion, PageAlignedAndHoldsEverySlot) {
   std::string dir = TempDir("region");
   LoaderOptions o;

@@ -2,6 +2,8 @@
 
 #include <numeric>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace forkguard::loader {
 namespace {
@@ -60,22 +62,26 @@ std::vector<uint64_t> EpochOrder(const SamplerOptions& o, uint64_t n, uint64_t e
   return all;
 }
 
+namespace {
+
+// Each kind's name (the first of its rows: what SamplerKindName writes), then the other
+// spellings ParseSamplerKind reads.
+constexpr std::pair<SamplerKind, const char*> kSamplerNames[] = {
+    {SamplerKind::kSequential, "sequential"},   {SamplerKind::kShuffle, "shuffle"},
+    {SamplerKind::kDistributed, "distributed"}, {SamplerKind::kSequential, "seq"},
+    {SamplerKind::kShuffle, "random"},          {SamplerKind::kDistributed, "dist"}};
+
+}  // namespace
+
 SamplerKind ParseSamplerKind(const std::string& s) {
-  if (s == "sequential" || s == "seq") return SamplerKind::kSequential;
-  if (s == "shuffle" || s == "random") return SamplerKind::kShuffle;
-  if (s == "distributed" || s == "dist") return SamplerKind::kDistributed;
+  for (const auto& [kind, name] : kSamplerNames)
+    if (s == name) return kind;
   throw std::invalid_argument("unknown sampler '" + s + "' (sequential, shuffle, distributed)");
 }
 
 const char* SamplerKindName(SamplerKind k) {
-  switch (k) {
-    case SamplerKind::kSequential:
-      return "sequential";
-    case SamplerKind::kShuffle:
-      return "shuffle";
-    case SamplerKind::kDistributed:
-      return "distributed";
-  }
+  for (const auto& [kind, name] : kSamplerNames)
+    if (kind == k) return name;
   return "?";
 }
 

@@ -114,8 +114,8 @@ std::vector<std::string> ListShards(const std::string& path);
 // the first 8 bytes of record i are i (uint64 LE), the rest pseudo-random.
 struct DatasetSpec {
   std::string dir;
-  uint64_t records = 1000;
-  std::string size_dist = "fixed:1024";
+  uint64_t records = 10000;
+  std::string size_dist = "fixed:4K";
   uint64_t seed = 1;
   uint32_t shards = 1;
 };

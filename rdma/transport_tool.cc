@@ -1,6 +1,6 @@
 // transport_tool: one end of an RDMA batch stream, for the real-device tests
 // (which run the other end in-process) and for bench/transport.sh. The command line
-// (--help) is in transport_tool.h.
+// (the option rows and --help) is in transport_tool.h.
 //
 // `send` streams batches whose bytes are FillPattern(seed, seq) and sizes
 // `--size` or MixedBatchSize(); `recv --verify` checks every byte. `send --count 0`
@@ -28,9 +28,9 @@ using forkguard::rdma::TransportOptions;
 
 struct Args {
   std::string role, listen, connect, bind;
-  uint64_t count = 1000;
+  uint64_t count = 0;
   size_t size = 0;  // 0 = mixed
-  uint64_t seed = 1;
+  uint64_t seed = 0;
   bool verify = false;
   bool help = false;
   int ready_fd = -1;
@@ -45,23 +45,26 @@ Args Parse(int argc, char** argv) {
   if (argc < 2) throw UsageError("send or recv?");
   a.role = argv[1];
   if (a.role != "send" && a.role != "recv") throw UsageError("unknown role '" + a.role + "'");
+  bool send = a.role == "send";
   auto o = forkguard::flags::Options::Parse(argc - 1, argv + 1,
-                                            a.role == "send" ? tt::kSendOpts : tt::kRecvOpts);
+                                            send ? tt::SendFlags() : tt::RecvFlags());
   a.help = o.Has("help");
-  a.listen = o.Str("listen", "");
-  a.connect = o.Str("connect", "");
-  a.opt.bind_ip = o.Str("bind", "");
-  a.count = o.Size("count", a.count);
-  std::string size = o.Str("size", "mixed");
-  a.size = size == "mixed" ? 0 : o.Size("size", 0);
-  a.seed = o.Size("seed", a.seed);
-  if (o.Has("no-checksum")) a.opt.checksum = false;
-  a.verify = o.Has("verify");
-  a.ready_fd = static_cast<int>(o.Int("ready-fd", -1));
-  a.opt.slots = static_cast<uint32_t>(o.Size("slots", a.opt.slots));
-  a.opt.slot_bytes = o.Size("slot-bytes", a.opt.slot_bytes);
-  a.opt.idle_timeout_ms = static_cast<int>(o.Int("idle-timeout-ms", a.opt.idle_timeout_ms));
-  a.opt.heartbeat_ms = static_cast<int>(o.Int("heartbeat-ms", a.opt.heartbeat_ms));
+  a.listen = send ? o.Str("listen") : "";
+  a.connect = send ? "" : o.Str("connect");
+  a.size = o.Str("size") == "mixed" ? 0 : o.Size("size");
+  a.seed = o.Size("seed");
+  a.opt.idle_timeout_ms = static_cast<int>(o.Int("idle-timeout-ms"));
+  a.opt.heartbeat_ms = static_cast<int>(o.Int("heartbeat-ms"));
+  if (send) {
+    a.count = o.Size("count");
+    a.opt.checksum = !o.Has("no-checksum");
+    a.ready_fd = static_cast<int>(o.Int("ready-fd"));
+  } else {
+    a.opt.bind_ip = o.Str("bind");
+    a.verify = o.Has("verify");
+    a.opt.slots = static_cast<uint32_t>(o.Size("slots"));
+    a.opt.slot_bytes = o.Size("slot-bytes");
+  }
   if (!a.help && a.role == "send" && a.listen.empty()) throw UsageError("send needs --listen");
   if (!a.help && a.role == "recv" && a.connect.empty()) throw UsageError("recv needs --connect");
   return a;
@@ -153,12 +156,7 @@ int RunRecv(const Args& a) {
 
 }  // namespace
 
-void PrintHelp() {
-  namespace tt = forkguard::rdma::transport_tool;
-  for (const char* part :
-       {tt::kHelpHeader, tt::kSendHelp, tt::kRecvHelp, tt::kBothHelp, tt::kHelpFooter})
-    fputs(part, stdout);
-}
+void PrintHelp() { fputs(forkguard::rdma::transport_tool::Help().c_str(), stdout); }
 
 int main(int argc, char** argv) {
   if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {

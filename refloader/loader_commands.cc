@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "flags/flags.h"
@@ -24,91 +25,29 @@ namespace fl = forkguard::loader;
 using flags::Options;
 using flags::UsageError;
 
-const char kMakeDatasetHelp[] =
-    "  refloader make-dataset --out DIR [options]\n"
-    "      --records N                number of records (default 10000)\n"
-    "      --size DIST                record sizes: fixed:N | uniform:MIN:MAX |\n"
-    "                                 lognormal:MEDIAN:SIGMA; sizes take K/M/G (default fixed:4K)\n"
-    "      --seed S                   content and size seed (default 1)\n"
-    "      --shards K                 number of files DIR/data-SSSSS-of-KKKKK.tfrecord (default "
-    "1)\n";
-const option kMakeDatasetOpts[] = {
-    {"out", required_argument, nullptr, 0},
-    {"records", required_argument, nullptr, 0},
-    {"size", required_argument, nullptr, 0},
-    {"seed", required_argument, nullptr, 0},
-    {"shards", required_argument, nullptr, 0},
-    {"help", no_argument, nullptr, 0},
-    {},
-};
+const fl::DatasetSpec kDataset;
 
-const char kRunHelp[] =
-    "  refloader run --data PATH [options]   PATH: a .tfrecord file or a directory of them\n"
-    "      --workers N                worker processes, 0 = in-process (default 2)\n"
-    "      --batch-size N             samples per batch (default 32)\n"
-    "      --sample-bytes N           fixed output bytes per sample; records are copied\n"
-    "                                 and truncated/zero-padded (default 4K)\n"
-    "      --prefetch N               batches in flight per worker (default 2)\n"
-    "      --slots N                  batch slots in shared memory (default workers*prefetch+2)\n"
-    "      --epochs N                 epochs to run (default 1)\n"
-    "      --sampler KIND             sequential | shuffle | distributed (default sequential)\n"
-    "      --seed S                   sampler seed (default 0)\n"
-    "      --rank R --world W         distributed sampler's rank and world size\n"
-    "      --no-shuffle               distributed sampler without shuffling\n"
-    "      --drop-last                drop the last incomplete batch of each epoch\n"
-    "      --no-verify                skip the per-record data CRC32C check\n"
-    "      --timeout-ms N             a worker with no progress this long is an error (30000)\n"
-    "      --check                    verify every epoch delivered the sampler's indices\n"
-    "                                 exactly once and each sample's first 8 bytes (for data\n"
-    "                                 from make-dataset)\n"
-    "      --stop-after N             stop after N batches and print the resumable state\n"
-    "      --resume STATE             start from a printed state (\"refloader-state/1 ...\")\n"
-    "      --skip-first-epoch-in-total  leave epoch 0 (cold start) out of the summary line\n"
-    "    Output: one line per epoch, then\n"
-    "      summary: samples=N bytes=B seconds=T samples_per_s=X MB_per_s=Y\n";
-const option kRunOpts[] = {
-    {"data", required_argument, nullptr, 0},
-    {"workers", required_argument, nullptr, 0},
-    {"batch-size", required_argument, nullptr, 0},
-    {"sample-bytes", required_argument, nullptr, 0},
-    {"prefetch", required_argument, nullptr, 0},
-    {"slots", required_argument, nullptr, 0},
-    {"epochs", required_argument, nullptr, 0},
-    {"sampler", required_argument, nullptr, 0},
-    {"seed", required_argument, nullptr, 0},
-    {"rank", required_argument, nullptr, 0},
-    {"world", required_argument, nullptr, 0},
-    {"no-shuffle", no_argument, nullptr, 0},
-    {"drop-last", no_argument, nullptr, 0},
-    {"no-verify", no_argument, nullptr, 0},
-    {"timeout-ms", required_argument, nullptr, 0},
-    {"check", no_argument, nullptr, 0},
-    {"stop-after", required_argument, nullptr, 0},
-    {"resume", required_argument, nullptr, 0},
-    {"skip-first-epoch-in-total", no_argument, nullptr, 0},
-    {"help", no_argument, nullptr, 0},
-    {},
-};
-
-const char kMemcpyHelp[] =
-    "  refloader memcpy-bandwidth [--size N] [--seconds S]\n"
-    "                                 single-core memcpy bandwidth (the 1 MiB benchmark's "
-    "yardstick)\n";
-const option kMemcpyOpts[] = {
-    {"size", required_argument, nullptr, 0},
-    {"seconds", required_argument, nullptr, 0},
-    {"help", no_argument, nullptr, 0},
-    {},
-};
+flags::FlagTable MakeDatasetFlags() {
+  return {
+      {"out", "DIR", "", "the directory to write (required)"},
+      {"records", "N", std::to_string(kDataset.records), "number of records"},
+      {"size", "DIST", kDataset.size_dist,
+       "record sizes: fixed:N | uniform:MIN:MAX |\nlognormal:MEDIAN:SIGMA; sizes take K/M/G"},
+      {"seed", "S", std::to_string(kDataset.seed), "content and size seed"},
+      {"shards", "K", std::to_string(kDataset.shards),
+       "number of files DIR/data-SSSSS-of-KKKKK.tfrecord"},
+      flags::HelpFlag(),
+  };
+}
 
 int MakeDatasetCommand(const Options& a) {
   fl::DatasetSpec spec;
-  spec.dir = a.Str("out", "");
+  spec.dir = a.Str("out");
   if (spec.dir.empty()) throw UsageError("make-dataset needs --out DIR");
-  spec.records = a.Size("records", 10000);
-  spec.size_dist = a.Str("size", "fixed:4K");
-  spec.seed = a.Size("seed", 1);
-  spec.shards = static_cast<uint32_t>(a.Size("shards", 1));
+  spec.records = a.Size("records");
+  spec.size_dist = a.Str("size");
+  spec.seed = a.Size("seed");
+  spec.shards = static_cast<uint32_t>(a.Size("shards"));
   double t0 = Now();
   auto paths = fl::MakeDataset(spec);
   uint64_t bytes = 0;
@@ -218,35 +157,53 @@ int RunLoader(const RunConfig& cfg) {
   return check_failed ? 1 : 0;
 }
 
+flags::FlagTable RunFlags() {
+  const LoaderFlags& l = TheLoaderFlags();
+  const RunConfig c;
+  return {
+      {"data", "PATH", "", "a .tfrecord file or a directory of them (required)"},
+      l.workers,
+      l.batch_size,
+      l.sample_bytes,
+      l.prefetch,
+      l.slots,
+      {"epochs", "N", std::to_string(c.epochs), "epochs to run"},
+      l.sampler,
+      l.seed,
+      l.rank,
+      l.world,
+      l.no_shuffle,
+      l.drop_last,
+      l.no_verify,
+      l.timeout_ms,
+      {"check", "", "",
+       "verify every epoch delivered the sampler's indices\nexactly once and each sample's "
+       "first 8 bytes (for data\nfrom make-dataset)"},
+      {"stop-after", "N", std::to_string(c.stop_after),
+       "stop after N batches and print the resumable state,\n0 = never"},
+      {"resume", "STATE", "", "start from a printed state (\"refloader-state/1 ...\")"},
+      {"skip-first-epoch-in-total", "", "", "leave epoch 0 (cold start) out of the summary line"},
+      flags::HelpFlag(),
+  };
+}
+
 int RunCommand(const Options& a) {
   RunConfig c;
-  std::string data = a.Str("data", "");
+  std::string data = a.Str("data");
   if (data.empty()) throw UsageError("run needs --data PATH");
-  c.opts.num_workers = static_cast<uint32_t>(a.Size("workers", 2));
-  c.opts.batch_size = static_cast<uint32_t>(a.Size("batch-size", 32));
-  c.opts.sample_bytes = a.Size("sample-bytes", 4096);
-  c.opts.prefetch_per_worker = static_cast<uint32_t>(a.Size("prefetch", 2));
-  c.opts.num_slots = static_cast<uint32_t>(a.Size("slots", 0));
-  c.opts.sampler.kind = fl::ParseSamplerKind(a.Str("sampler", "sequential"));
-  c.opts.sampler.seed = a.Size("seed", 0);
-  c.opts.sampler.rank = static_cast<uint32_t>(a.Size("rank", 0));
-  c.opts.sampler.world = static_cast<uint32_t>(a.Size("world", 1));
-  c.opts.sampler.shuffle = !a.Has("no-shuffle");
-  c.opts.drop_last = a.Has("drop-last");
-  c.opts.timeout_ms = static_cast<uint32_t>(a.Size("timeout-ms", 30000));
-  c.opts.transform = a.Has("no-verify") ? fl::DecodeTransform() : fl::VerifyAndDecodeTransform();
-  c.epochs = a.Size("epochs", 1);
+  ApplyLoaderFlags(a, &c.opts);
+  c.epochs = a.Size("epochs");
   c.check = a.Has("check");
-  c.stop_after = a.Size("stop-after", 0);
-  c.resume = a.Str("resume", "");
+  c.stop_after = a.Size("stop-after");
+  c.resume = a.Str("resume");
   c.skip_first = a.Has("skip-first-epoch-in-total");
   c.opts.files = fl::ListShards(data);  // after the options: a bad one is a usage error first
   return RunLoader(c);
 }
 
 int MemcpyCommand(const Options& a) {
-  size_t size = a.Size("size", 1 << 20);
-  double seconds = a.Double("seconds", 1);
+  size_t size = a.Size("size");
+  double seconds = a.Double("seconds");
   // Many buffers, so the copy streams from memory rather than from the cache,
   // like a loader reading 1 MiB records from the page cache.
   size_t nbuf = std::max<size_t>(2, (256u << 20) / size);
@@ -323,11 +280,86 @@ int DemoWithoutArguments() {
   return rc;
 }
 
+const LoaderFlags& TheLoaderFlags() {
+  static const LoaderFlags kFlags = [] {
+    const fl::LoaderOptions o;
+    return LoaderFlags{
+        .workers = {"workers", "N", std::to_string(o.num_workers),
+                    "worker processes, 0 = in-process"},
+        .batch_size = {"batch-size", "N", std::to_string(o.batch_size), "samples per batch"},
+        .sample_bytes = {"sample-bytes", "N", std::to_string(o.sample_bytes),
+                         "fixed output bytes per sample; records are copied\n"
+                         "and truncated/zero-padded"},
+        .prefetch = {"prefetch", "N", std::to_string(o.prefetch_per_worker),
+                     "batches in flight per worker"},
+        .slots = {"slots", "N", std::to_string(o.num_slots),
+                  "batch slots in shared memory, 0 = workers*prefetch+2"},
+        .timeout_ms = {"timeout-ms", "N", std::to_string(o.timeout_ms),
+                       "a worker with no progress this long is an error"},
+        .sampler = {"sampler", "KIND", fl::SamplerKindName(o.sampler.kind),
+                    "sequential | shuffle | distributed"},
+        .seed = {"seed", "S", std::to_string(o.sampler.seed), "sampler seed"},
+        .rank = {"rank", "R", std::to_string(o.sampler.rank), "distributed sampler's rank"},
+        .world = {"world", "W", std::to_string(o.sampler.world),
+                  "distributed sampler's world size"},
+        .no_shuffle = {"no-shuffle", "", "", "distributed sampler without shuffling"},
+        .drop_last = {"drop-last", "", "", "drop the last incomplete batch of each epoch"},
+        .no_verify = {"no-verify", "", "", "skip the per-record data CRC32C check"},
+        .fork_check = {"fork-check", "MODE", fl::ForkCheckName(o.fork_check),
+                       "before forking the workers, ask forkguard_fork_check() whether\n"
+                       "RDMA is already up: warn (one line naming where RDMA\n"
+                       "was first initialized, then fork), error (fail at loader start\n"
+                       "with that line, fork nothing), off"},
+    };
+  }();
+  return kFlags;
+}
+
+void ApplyLoaderFlags(const Options& a, fl::LoaderOptions* o) {
+  const LoaderFlags& l = TheLoaderFlags();
+  auto size = [&](const flags::Flag& f, auto* field) {
+    if (a.Takes(f.name))
+      *field = static_cast<std::remove_reference_t<decltype(*field)>>(a.Size(f.name));
+  };
+  size(l.workers, &o->num_workers);
+  size(l.batch_size, &o->batch_size);
+  size(l.sample_bytes, &o->sample_bytes);
+  size(l.prefetch, &o->prefetch_per_worker);
+  size(l.slots, &o->num_slots);
+  size(l.timeout_ms, &o->timeout_ms);
+  size(l.seed, &o->sampler.seed);
+  size(l.rank, &o->sampler.rank);
+  size(l.world, &o->sampler.world);
+  if (a.Takes(l.sampler.name)) o->sampler.kind = fl::ParseSamplerKind(a.Str(l.sampler.name));
+  if (a.Takes(l.no_shuffle.name)) o->sampler.shuffle = !a.Has(l.no_shuffle.name);
+  if (a.Takes(l.drop_last.name)) o->drop_last = a.Has(l.drop_last.name);
+  if (a.Takes(l.no_verify.name))
+    o->transform = a.Has(l.no_verify.name) ? fl::DecodeTransform() : fl::VerifyAndDecodeTransform();
+  if (a.Takes(l.fork_check.name)) {
+    std::string mode = a.Str(l.fork_check.name);
+    if (!fl::ParseForkCheck(mode, &o->fork_check))
+      throw UsageError("--fork-check: expected warn, error or off, not '" + mode + "'");
+  }
+}
+
+std::string Help(const Command& c) { return c.usage + flags::ColumnHelp(c.flags, 6, 33) + c.notes; }
+
 const std::vector<Command>& LoaderCommands() {
   static const std::vector<Command> kCommands = {
-      {"make-dataset", kMakeDatasetOpts, kMakeDatasetHelp, MakeDatasetCommand},
-      {"run", kRunOpts, kRunHelp, RunCommand},
-      {"memcpy-bandwidth", kMemcpyOpts, kMemcpyHelp, MemcpyCommand},
+      {"make-dataset", "  refloader make-dataset --out DIR [options]\n", MakeDatasetFlags(), "",
+       MakeDatasetCommand},
+      {"run", "  refloader run --data PATH [options]\n", RunFlags(),
+       "    Output: one line per epoch, then\n"
+       "      summary: samples=N bytes=B seconds=T samples_per_s=X MB_per_s=Y\n",
+       RunCommand},
+      {"memcpy-bandwidth",
+       "  refloader memcpy-bandwidth [options]\n"
+       "      single-core memcpy bandwidth (the 1 MiB benchmark's yardstick)\n",
+       {{"size", "N", "1M", "bytes per copy"},
+        {"seconds", "S", "1", "how long to copy"},
+        flags::HelpFlag()},
+       "",
+       MemcpyCommand},
   };
   return kCommands;
 }

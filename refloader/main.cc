@@ -1,8 +1,9 @@
 // refloader: the reference loader's command line. With no arguments it runs a demo on
 // generated data; `make-dataset`, `run` and `memcpy-bandwidth` drive loader/ directly
 // (loader_commands.cc), `serve`, `consume` and `demo` put rdma/ behind it
-// (rdma_commands.cc). Every command parses its options with flags/ (one long_opts[] table
-// each) and reports a bad command line the same way: exit status 2.
+// (rdma_commands.cc). Every command parses its options with flags/ (one table of rows each,
+// which also makes its part of --help) and reports a bad command line the same way: exit
+// status 2.
 #include <stdio.h>
 #include <string.h>
 
@@ -32,10 +33,10 @@ const char kFooter[] =
 
 void PrintHelp() {
   fputs(kHeader, stdout);
-  for (const Command& c : forkguard::refloader::LoaderCommands()) fputs(c.help, stdout);
+  for (const Command& c : forkguard::refloader::LoaderCommands()) fputs(Help(c).c_str(), stdout);
   fputs(kFooter, stdout);
   printf("\nRDMA subcommands (loader -> rdma/ -> a consumer):\n");
-  for (const Command& c : forkguard::refloader::RdmaCommands()) fputs(c.help, stdout);
+  for (const Command& c : forkguard::refloader::RdmaCommands()) fputs(Help(c).c_str(), stdout);
 }
 
 const Command* FindCommand(const char* name) {
@@ -62,9 +63,9 @@ int main(int argc, char** argv) {
     if (!c) throw flags::UsageError("unknown command '" + cmd + "'");
     program += " " + cmd;
     // argv[1..] : the command's name is its argv[0].
-    flags::Options opts = flags::Options::Parse(argc - 1, argv + 1, c->long_opts);
+    flags::Options opts = flags::Options::Parse(argc - 1, argv + 1, c->flags);
     if (opts.Has("help")) {
-      fputs(c->help, stdout);
+      fputs(Help(*c).c_str(), stdout);
       return 0;
     }
     return c->run(opts);

@@ -51,81 +51,61 @@ using rdma::Sender;
 using rdma::TransportError;
 using rdma::TransportOptions;
 
-const char kServeHelp[] =
-    "  refloader serve --listen IP:PORT [options]\n"
-    "      Start the loader (workers forked first), THEN open RDMA on the device that owns\n"
-    "      IP, register the loader's shared-memory batch slots and stream every batch to one\n"
-    "      consumer. Prints throughput. Options:\n"
-    "      --data PATH          TFRecord file or directory (default: generate --records\n"
-    "                           records of --record-size in a temp dir)\n"
-    "      --records N (2048)   --record-size N (4K)   --epochs N (2)\n"
-    "      --workers N (2)      --batch-size N (32)    --sample-bytes N (4K)\n"
-    "      --timeout-ms N       a loader worker with no progress this long is an error (30000)\n"
-    "      --no-checksum        do not CRC32C the batches\n"
-    "      --init-rdma-first    WRONG ORDER on purpose: ibv_fork_init(), open the device and\n"
-    "                           register the slot region, THEN fork the workers (they lose the\n"
-    "                           region and die of SIGSEGV; forkguard reports the hazard)\n"
-    "      --fork-check MODE    before forking the workers, ask forkguard_fork_check() whether\n"
-    "                           RDMA is already up: warn (default: one line naming where RDMA\n"
-    "                           was first initialized, then fork), error (fail at loader start\n"
-    "                           with that line, fork nothing), off\n"
-    "      --ready-fd FD        write one byte to FD once listening (used by demo)\n";
-const char kConsumeHelp[] =
-    "  refloader consume --connect IP:PORT [--bind IP] [--check-sequential]\n"
-    "                    [--batch-size N] [--sample-bytes N] [--timeout-ms N]\n"
-    "      Receive every batch in order, verify every byte (CRC32C, and with\n"
-    "      --check-sequential that sample k of batch b holds record b*batch+k, as\n"
-    "      make-dataset writes it), print throughput and what was received. --timeout-ms:\n"
-    "      give up after this long without a batch (default 60000).\n";
-const char kDemoHelp[] =
-    "  refloader demo [--ip IP] [--port P] [serve's options but its address and ready fd]\n"
-    "      Run serve and consume as two processes (posix_spawn, no fork) over the RDMA\n"
-    "      device of IP (default $RXE_IP, else the first RDMA-capable address; port 7471),\n"
-    "      check every byte, print both ends' results. Exit 0 only if both ends succeeded.\n";
-
-const option kServeOpts[] = {
-    {"listen", required_argument, nullptr, 0},
-    {"data", required_argument, nullptr, 0},
-    {"records", required_argument, nullptr, 0},
-    {"record-size", required_argument, nullptr, 0},
-    {"epochs", required_argument, nullptr, 0},
-    {"workers", required_argument, nullptr, 0},
-    {"batch-size", required_argument, nullptr, 0},
-    {"sample-bytes", required_argument, nullptr, 0},
-    {"timeout-ms", required_argument, nullptr, 0},
-    {"no-checksum", no_argument, nullptr, 0},
-    {"init-rdma-first", no_argument, nullptr, 0},
-    {"fork-check", required_argument, nullptr, 0},
-    {"ready-fd", required_argument, nullptr, 0},
-    {"help", no_argument, nullptr, 0},
-    {},
-};
+flags::FlagTable ServeFlags() {
+  const LoaderFlags& l = TheLoaderFlags();
+  return {
+      {"listen", "IP:PORT", "", "the address to listen on (required)"},
+      {"data", "PATH", "",
+       "TFRecord file or directory (default: generate --records\n"
+       "records of --record-size in a temp dir)"},
+      {"records", "N", "2048", "records to generate without --data"},
+      {"record-size", "N", "4K", "bytes per generated record"},
+      {"epochs", "N", "2", "epochs to stream"},
+      l.workers,
+      l.batch_size,
+      l.sample_bytes,
+      l.timeout_ms,
+      {"no-checksum", "", "", "do not CRC32C the batches"},
+      {"init-rdma-first", "", "",
+       "WRONG ORDER on purpose: ibv_fork_init(), open the device and\n"
+       "register the slot region, THEN fork the workers (they lose the\n"
+       "region and die of SIGSEGV; forkguard reports the hazard)"},
+      l.fork_check,
+      {"ready-fd", "FD", "-1", "write one byte to FD once listening (used by demo), -1: none"},
+      flags::HelpFlag(),
+  };
+}
 
 // demo's table is serve's, but its address and ready fd (demo sets those), plus --ip, --port:
 // whatever serve takes, demo takes and passes on.
-const option* DemoOpts() {
-  static const std::vector<option> opts = [] {
-    std::vector<option> v;
-    for (const option* o = kServeOpts; o->name; ++o)
-      if (strcmp(o->name, "listen") && strcmp(o->name, "ready-fd")) v.push_back(*o);
-    v.push_back({"ip", required_argument, nullptr, 0});
-    v.push_back({"port", required_argument, nullptr, 0});
-    v.push_back({});
-    return v;
+const flags::FlagTable& DemoFlags() {
+  static const flags::FlagTable kFlags = [] {
+    flags::FlagTable t;
+    for (const flags::Flag& f : ServeFlags())
+      if (f.name != "listen" && f.name != "ready-fd") t.push_back(f);
+    t.push_back({"ip", "IP", "",
+                 "the RDMA device's address (default $RXE_IP, else the first\n"
+                 "RDMA-capable address)"});
+    t.push_back({"port", "P", "7471", "the port serve listens on"});
+    return t;
   }();
-  return opts.data();
+  return kFlags;
 }
 
-const option kConsumeOpts[] = {
-    {"connect", required_argument, nullptr, 0},
-    {"bind", required_argument, nullptr, 0},
-    {"check-sequential", no_argument, nullptr, 0},
-    {"batch-size", required_argument, nullptr, 0},
-    {"sample-bytes", required_argument, nullptr, 0},
-    {"timeout-ms", required_argument, nullptr, 0},
-    {"help", no_argument, nullptr, 0},
-    {},
-};
+flags::FlagTable ConsumeFlags() {
+  const LoaderFlags& l = TheLoaderFlags();
+  return {
+      {"connect", "IP:PORT", "", "serve's address (required)"},
+      {"bind", "IP", "", "source address (the device to use)"},
+      {"check-sequential", "", "",
+       "check that sample k of batch b holds record b*batch+k, as\nmake-dataset writes it"},
+      l.batch_size,
+      l.sample_bytes,
+      {"timeout-ms", "N", std::to_string(TransportOptions().idle_timeout_ms),
+       "give up after this long without a batch"},
+      flags::HelpFlag(),
+  };
+}
 
 constexpr uint64_t TagOf(uint64_t epoch, uint64_t index) { return epoch << 40 | index; }
 
@@ -148,13 +128,13 @@ struct GeneratedData {
 };
 
 int Serve(const Options& a) {
-  std::string listen = a.Str("listen", "");
+  std::string listen = a.Str("listen");
   if (listen.empty()) throw UsageError("serve needs --listen IP:PORT");
   bool wrong_order = a.Has("init-rdma-first");
-  int ready_fd = static_cast<int>(a.Int("ready-fd", -1));
+  int ready_fd = static_cast<int>(a.Int("ready-fd"));
 
   GeneratedData generated;
-  std::string data = a.Str("data", "");
+  std::string data = a.Str("data");
   if (data.empty()) {
     const char* tmp = getenv("TMPDIR");
     std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/refloader-serve.XXXXXX";
@@ -163,25 +143,18 @@ int Serve(const Options& a) {
     generated.dir = data = templ;
     fl::DatasetSpec spec;
     spec.dir = data;
-    spec.records = a.Size("records", 2048);
-    spec.size_dist = "fixed:" + a.Str("record-size", "4K");
+    spec.records = a.Size("records");
+    spec.size_dist = "fixed:" + a.Str("record-size");
     fl::MakeDataset(spec);
   }
   fl::LoaderOptions lo;
   lo.files = fl::ListShards(data);
-  lo.batch_size = static_cast<uint32_t>(a.Size("batch-size", 32));
-  lo.sample_bytes = a.Size("sample-bytes", 4096);
-  lo.num_workers = static_cast<uint32_t>(a.Size("workers", 2));
-  lo.timeout_ms = static_cast<uint32_t>(a.Size("timeout-ms", 30000));
-  std::string fork_check = a.Str("fork-check", "warn");
-  if (!fl::ParseForkCheck(fork_check, &lo.fork_check)) {
-    throw UsageError("--fork-check: expected warn, error or off, not '" + fork_check + "'");
-  }
+  ApplyLoaderFlags(a, &lo);
   TransportOptions to;
   to.checksum = !a.Has("no-checksum");
   // Slots: what the workers prefetch, plus what the transport holds in flight.
   lo.num_slots = std::max(1u, lo.num_workers) * lo.prefetch_per_worker + to.slots + 2;
-  uint64_t epochs = a.Size("epochs", 2);
+  uint64_t epochs = a.Size("epochs");
 
   fl::Loader loader(lo);  // indexes the data, creates the slot region; forks nothing
   const fl::SlotRegion& region = loader.slot_region();
@@ -270,13 +243,14 @@ int Serve(const Options& a) {
 }
 
 int Consume(const Options& a) {
-  std::string connect = a.Str("connect", "");
+  const LoaderFlags& l = TheLoaderFlags();
+  std::string connect = a.Str("connect");
   if (connect.empty()) throw UsageError("consume needs --connect IP:PORT");
   TransportOptions to;
-  to.bind_ip = a.Str("bind", "");
-  to.idle_timeout_ms = static_cast<int>(a.Int("timeout-ms", 60000));
+  to.bind_ip = a.Str("bind");
+  to.idle_timeout_ms = static_cast<int>(a.Int("timeout-ms"));
   bool check = a.Has("check-sequential");
-  uint64_t batch_size = a.Size("batch-size", 32), sample_bytes = a.Size("sample-bytes", 4096);
+  uint64_t batch_size = a.Size(l.batch_size.name), sample_bytes = a.Size(l.sample_bytes.name);
 
   std::unique_ptr<Receiver> r;
   try {
@@ -393,7 +367,7 @@ std::string DescribeStatus(int st) {
 }
 
 int Demo(const Options& a) {
-  std::string ip = a.Str("ip", "");
+  std::string ip = a.Str("ip");
   if (ip.empty() && getenv("RXE_IP")) ip = getenv("RXE_IP");
   if (ip.empty()) ip = FirstRdmaAddress();
   if (ip.empty()) {
@@ -402,7 +376,7 @@ int Demo(const Options& a) {
             "netdev); run it in the Soft-RoCE guest (scripts/demo) or pass --ip\n");
     return 1;
   }
-  std::string addr = ip + ":" + a.Str("port", "7471");
+  std::string addr = ip + ":" + a.Str("port");
   bool wrong = a.Has("init-rdma-first");
   printf("demo: serve and consume over %s%s\n", addr.c_str(),
          wrong ? " -- serve with --init-rdma-first (wrong order on purpose)" : "");
@@ -416,8 +390,8 @@ int Demo(const Options& a) {
   for (const auto& [k, v] : a.given()) {
     if (k == "ip" || k == "port") continue;
     serve.push_back("--" + k);
-    for (const option* o = DemoOpts(); o->name; ++o)
-      if (k == o->name && o->has_arg == required_argument) serve.push_back(v);
+    for (const flags::Flag& f : DemoFlags())
+      if (k == f.name && !f.value.empty()) serve.push_back(v);
   }
   pid_t serve_pid = Spawn(serve, ready[1]);
   close(ready[1]);
@@ -427,15 +401,16 @@ int Demo(const Options& a) {
 
   int consume_st = -1;
   if (got == 1) {
+    const LoaderFlags& l = TheLoaderFlags();
     std::vector<std::string> consume = {"refloader",
                                         "consume",
                                         "--connect",
                                         addr,
                                         "--check-sequential",
-                                        "--batch-size",
-                                        a.Str("batch-size", "32"),
-                                        "--sample-bytes",
-                                        a.Str("sample-bytes", "4K")};
+                                        "--" + l.batch_size.name,
+                                        a.Str(l.batch_size.name),
+                                        "--" + l.sample_bytes.name,
+                                        a.Str(l.sample_bytes.name)};
     pid_t consume_pid = Spawn(consume, -1);
     waitpid(consume_pid, &consume_st, 0);
   }
@@ -454,9 +429,23 @@ int Demo(const Options& a) {
 
 const std::vector<Command>& RdmaCommands() {
   static const std::vector<Command> kCommands = {
-      {"serve", kServeOpts, kServeHelp, Serve},
-      {"consume", kConsumeOpts, kConsumeHelp, Consume},
-      {"demo", DemoOpts(), kDemoHelp, Demo},
+      {"serve",
+       "  refloader serve --listen IP:PORT [options]\n"
+       "      Start the loader (workers forked first), THEN open RDMA on the device that owns\n"
+       "      IP, register the loader's shared-memory batch slots and stream every batch to one\n"
+       "      consumer. Prints throughput. Options:\n",
+       ServeFlags(), "", Serve},
+      {"consume",
+       "  refloader consume --connect IP:PORT [options]\n"
+       "      Receive every batch in order, verify every byte (CRC32C, and with\n"
+       "      --check-sequential the record order), print throughput and what was received.\n",
+       ConsumeFlags(), "", Consume},
+      {"demo",
+       "  refloader demo [options]\n"
+       "      Run serve and consume as two processes (posix_spawn, no fork) over the RDMA\n"
+       "      device of IP, check every byte, print both ends' results. Exit 0 only if both\n"
+       "      ends succeeded. Takes serve's options but its address and ready fd:\n",
+       DemoFlags(), "", Demo},
   };
   return kCommands;
 }

@@ -1,5 +1,6 @@
-// The refloader command line: demo, --help (every command's text, checked against its
-// long_opts[] table), make-dataset + run --check, resume from a printed state, errors.
+// The refloader command line: demo, --help (every command's text, made from its rows), the
+// defaults from loader/'s structs, make-dataset + run --check, resume from a printed state,
+// errors.
 #include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -7,12 +8,14 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "flags/flags.h"
 #include "gtest/gtest.h"
+#include "loader/loader.h"
 #include "loader/tfrecord.h"
 #include "refloader/commands.h"
 #include "tests/support/runfiles.h"
@@ -97,31 +100,64 @@ TEST(RefloaderCli, HelpDocumentsEveryCommandIncludingRdma) {
   EXPECT_TRUE(Has(r.out, "refloader COMMAND --help")) << r.out;
   for (const auto& c : AllCommands()) {
     SCOPED_TRACE(c.name);
-    EXPECT_TRUE(Has(r.out, c.help)) << "refloader --help lacks the section of " << c.name;
+    std::string help = forkguard::refloader::Help(c);
+    EXPECT_TRUE(Has(r.out, help)) << "refloader --help lacks the section of " << c.name;
     Result own = Refloader({c.name, "--help"});
     EXPECT_EQ(own.exit_code(), 0) << own.out;
-    EXPECT_EQ(own.out, c.help);
+    EXPECT_EQ(own.out, help);
+    for (const auto& f : c.flags)  // every option is listed, but --help (the usage says it)
+      EXPECT_TRUE(f.name == "help" || Has(help, "--" + f.name + " ")) << f.name;
   }
 }
 
-// Each command's help text names exactly the options of its long_opts[] table.
-TEST(RefloaderCli, EveryHelpTextMatchesItsOptionTable) {
-  const char* serve_help = nullptr;
-  for (const auto& c : AllCommands())
-    if (std::string(c.name) == "serve") serve_help = c.help;
-  ASSERT_NE(serve_help, nullptr);
-  for (const auto& c : AllCommands()) {
-    SCOPED_TRACE(c.name);
-    if (std::string(c.name) != "demo") {
-      EXPECT_EQ(forkguard::flags::HelpMismatches(c.long_opts, c.help), std::vector<std::string>{});
-      continue;
+// An option not given has the default of the struct it sets, and --help says that value.
+TEST(RefloaderCli, DefaultsAreTheLoadersStructs) {
+  const forkguard::loader::DatasetSpec spec;
+  std::string dir = MakeTempDir("cli_defaults");
+  Result mk = Refloader({"make-dataset", "--out", dir});
+  ASSERT_EQ(mk.exit_code(), 0) << mk.out;
+  EXPECT_TRUE(Has(mk.out, "wrote " + std::to_string(spec.records) + " records in " +
+                              std::to_string(spec.shards) + " shard(s)"))
+      << mk.out;
+  Result help = Refloader({"make-dataset", "--help"});
+  EXPECT_TRUE(Has(help.out, "number of records (default " + std::to_string(spec.records) + ")"))
+      << help.out;
+  EXPECT_TRUE(Has(help.out, "(default " + spec.size_dist + ")")) << help.out;
+  const forkguard::loader::LoaderOptions lo;
+  Result run = Refloader({"run", "--data", dir, "--epochs", "1"});
+  ASSERT_EQ(run.exit_code(), 0) << run.out;
+  EXPECT_TRUE(Has(run.out, std::to_string(lo.num_workers) + " worker(s), batch " +
+                               std::to_string(lo.batch_size) + " x " +
+                               std::to_string(lo.sample_bytes) + " B"))
+      << run.out;
+}
+
+// The loader's options are one set of rows: run, serve, consume and demo show them alike,
+// and demo takes serve's but its address and ready fd.
+TEST(RefloaderCli, TheLoadersOptionsAreDefinedOnce) {
+  const auto& l = forkguard::refloader::TheLoaderFlags();
+  const std::vector<forkguard::refloader::Command> all = AllCommands();
+  std::map<std::string, const forkguard::refloader::Command*> by_name;
+  for (const auto& c : all) by_name[c.name] = &c;
+  auto row = [&](const char* cmd, const std::string& name) -> const forkguard::flags::Flag* {
+    for (const auto& f : by_name.at(cmd)->flags)
+      if (f.name == name) return &f;
+    return nullptr;
+  };
+  for (const char* cmd : {"run", "serve", "consume", "demo"}) {
+    SCOPED_TRACE(cmd);
+    for (const auto* f : {&l.batch_size, &l.sample_bytes}) {
+      ASSERT_NE(row(cmd, f->name), nullptr) << f->name;
+      EXPECT_EQ(row(cmd, f->name)->def, f->def);
+      EXPECT_EQ(row(cmd, f->name)->help, f->help);
     }
-    // demo takes serve's options but its address and ready fd, and documents them by
-    // pointing at serve's text.
-    EXPECT_EQ(forkguard::flags::HelpMismatches(c.long_opts, std::string(c.help) + serve_help),
-              (std::vector<std::string>{"--listen in the help text is not an option",
-                                        "--ready-fd in the help text is not an option"}));
   }
+  std::vector<std::string> serve, demo;
+  for (const auto& f : by_name.at("serve")->flags)
+    if (f.name != "listen" && f.name != "ready-fd") serve.push_back(f.name);
+  for (const auto& f : by_name.at("demo")->flags)
+    if (f.name != "ip" && f.name != "port") demo.push_back(f.name);
+  EXPECT_EQ(demo, serve);
 }
 
 TEST(RefloaderCli, BadCommandLinesExitTwoWithOneLine) {

@@ -2,8 +2,9 @@
 # tests/package/check.sh - the Debian package (scripts/package), one JUnit case per check
 # (scripts/test counts them):
 #   on the host: it builds; lintian reports no error; the files are where they belong and
-#   Depends names the libraries the binaries link; the man pages render without groff
-#   warnings and carry every option of --help and every FORKGUARD_* variable of the docs;
+#   Depends names the libraries the binaries link; the man pages (help2man, pandoc) render
+#   without groff warnings and carry every option of each command's --help, every FORKGUARD_*
+#   variable of docs/forkguard.7.md and the event log's events;
 #   scripts/install PREFIX still gives a working CLI;
 #   in the Soft-RoCE guest (scripts/rxe-vm; its root is a writable overlay): dpkg -i;
 #   /usr/bin/forkguard doctor finds its shim in /usr/lib/x86_64-linux-gnu/forkguard;
@@ -62,7 +63,9 @@ contents() {
 		"-rw-r--r-- .$LIB/libforkguard_audit.so" "-rw-r--r-- .$LIB/libforkguard_check.so" \
 		"-rw-r--r-- ./usr/lib/python3/dist-packages/forkguard/__init__.py" \
 		"-rw-r--r-- ./usr/lib/python3/dist-packages/forkguard/torch.py" \
-		"-rw-r--r-- ./usr/share/man/man1/forkguard.1.gz" \
+		"-rw-r--r-- ./usr/share/man/man1/forkguard.1.gz" "-rw-r--r-- ./usr/share/man/man1/forkguard-run.1.gz" \
+		"-rw-r--r-- ./usr/share/man/man1/forkguard-report.1.gz" "-rw-r--r-- ./usr/share/man/man1/forkguard-doctor.1.gz" \
+		"-rw-r--r-- ./usr/share/man/man1/forkguard-ps.1.gz" \
 		"-rw-r--r-- ./usr/share/man/man7/forkguard.7.gz" "-rw-r--r-- ./usr/share/doc/forkguard/copyright" \
 		"-rw-r--r-- ./usr/share/doc/forkguard/changelog.Debian.gz" "-rw-r--r-- ./usr/share/doc/forkguard/EVENT_LOG.md"; do
 		grep -qxF -- "$f" <<<"$list" || { echo "not in the package: $f"; echo "$list"; return 1; }
@@ -76,22 +79,22 @@ contents() {
 junit_check "package: files in place, Depends from the linked libraries" contents
 
 manpages() {
-	local x=$OUT/extract f page bad=0 o v
+	local x=$OUT/extract f page bad=0 o v c text seven
 	rm -rf "$x" && dpkg-deb -x "$DEBFILE" "$x" || return 1
-	for page in man1/forkguard.1.gz man7/forkguard.7.gz; do
-		f=$x/usr/share/man/$page
+	for f in "$x"/usr/share/man/man1/forkguard*.1.gz "$x/usr/share/man/man7/forkguard.7.gz"; do
 		w=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z "$f" 2>&1 >/dev/null)
-		[ -z "$w" ] || { echo "groff warnings in $page:"; echo "$w"; bad=1; }
+		[ -z "$w" ] || { echo "groff warnings in ${f##*/}:"; echo "$w"; bad=1; }
 	done
-	local one seven
-	one=$(LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$x/usr/share/man/man1/forkguard.1.gz" 2>/dev/null | col -b)
 	seven=$(LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$x/usr/share/man/man7/forkguard.7.gz" 2>/dev/null | col -b)
-	for c in run report doctor; do
+	for c in run report doctor ps; do
+		page=$x/usr/share/man/man1/forkguard-$c.1.gz
+		text=$(LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$page" 2>/dev/null | col -b)
+		grep -q "^NAME" <<<"$text" || { echo "forkguard-$c(1) has no NAME"; bad=1; }
 		for o in $("$x/usr/bin/forkguard" help "$c" | grep -oE -- '--[a-z][a-z-]+' | sort -u); do
-			grep -qF -- "$o" <<<"$one" || { echo "forkguard(1) lacks $c $o"; bad=1; }
+			grep -qF -- "$o" <<<"$text" || { echo "forkguard-$c(1) lacks $o"; bad=1; }
 		done
 	done
-	for v in $(sed -n '/^## Configuration/,/^## /p' shim/README.md | grep -oE 'FORKGUARD_[A-Z_]+' | sort -u); do
+	for v in $(sed -n '/^# ENVIRONMENT/,/^# /p' docs/forkguard.7.md | grep -oE 'FORKGUARD_[A-Z_]+' | sort -u); do
 		grep -qF "$v" <<<"$seven" || { echo "forkguard(7) lacks $v"; bad=1; }
 	done
 	for e in process_start rdma_init mr_register fork fork_child child_segv; do
