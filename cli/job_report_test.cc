@@ -288,7 +288,7 @@ TEST(JobReport, TwoJobsInOneDirectoryStayApart) {
   EXPECT_EQ(parts[0].lines_used + parts[1].lines_used, logs.lines_used);
   EXPECT_TRUE(parts[1].notes.empty());
 
-  JobReport only = BuildJobReport(SelectJob(logs, "tr-1"), nullptr);
+  JobReport only = BuildJobReport(parts[1], nullptr);
   EXPECT_EQ(static_cast<int>(only.processes.size()), tb.processes);
   ASSERT_EQ(only.jobs.size(), 1u);
   ASSERT_FALSE(only.hazard_groups.empty());
