@@ -30,7 +30,7 @@ struct Generated {
 };
 
 Generated Generate(const JobSpec& spec, bool symbolize = true) {
-  std::string dir = forkguard::testing::MakeTempDir("job");
+  std::string dir = forkguard::test_support::MakeTempDir("job");
   Generated g;
   g.truth = WriteJob(dir, spec);
   LogSet logs;
@@ -236,7 +236,7 @@ TEST(JobReport, FormatRanksCompressesRuns) {
 
 // Two jobs on the same hosts with the same pids, logs in one directory: reported apart.
 TEST(JobReport, TwoJobsInOneDirectoryStayApart) {
-  std::string dir = forkguard::testing::MakeTempDir("twojobs");
+  std::string dir = forkguard::test_support::MakeTempDir("twojobs");
   JobSpec a;
   a.job = "4242";
   JobSpec b;

@@ -8,10 +8,11 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tests/audit/run_program.h"
+#include "tests/audit/log_lines.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 constexpr char kPython[] = "/usr/bin/python3";
@@ -89,4 +90,4 @@ TEST(PythonStack, FramesFromCPython) {
 }
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support
