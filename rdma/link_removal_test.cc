@@ -73,8 +73,8 @@ TEST(LinkRemoval, ReceiverLinkDeletedMidStreamBothEndsFail) {
   PageBuffer buf(256 << 10);
   s.RegisterMemory(buf.data(), buf.size());
   std::string out = forkguard::test_support::MakeTempDir("link") + "/recv.txt";
-  pid_t receiver = Spawn({forkguard::test_support::Runfile("rdma/transport_tool"), "recv", "--connect",
-                          addr, "--bind", b.ip},
+  pid_t receiver = Spawn({forkguard::test_support::Runfile("rdma/transport_tool"), "recv",
+                          "--connect", addr, "--bind", b.ip},
                          out);
   s.Accept();
   std::string error;

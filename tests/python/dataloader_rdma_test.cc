@@ -8,8 +8,8 @@
 
 #include "gtest/gtest.h"
 #include "tests/audit/log_lines.h"
-#include "tests/support/run_program.h"
 #include "tests/support/rdma_device.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::test_support {

@@ -290,7 +290,7 @@ bool ParseJson(const std::string& text, Json* out, std::string* error) {
   return JsonParser(text).Parse(out, error);
 }
 
-std::vector<Event> EventLog::Of(const std::string& event_name) const {
+std::vector<Event> LoggedEvents::Of(const std::string& event_name) const {
   std::vector<Event> out;
   for (const Event& e : events) {
     if (e.name() == event_name) out.push_back(e);
@@ -298,7 +298,7 @@ std::vector<Event> EventLog::Of(const std::string& event_name) const {
   return out;
 }
 
-std::vector<Event> EventLog::OfPid(const std::string& event_name, pid_t pid) const {
+std::vector<Event> LoggedEvents::OfPid(const std::string& event_name, pid_t pid) const {
   std::vector<Event> out;
   for (const Event& e : events) {
     if (e.name() == event_name && e.json.Int("pid") == pid) out.push_back(e);
@@ -306,7 +306,7 @@ std::vector<Event> EventLog::OfPid(const std::string& event_name, pid_t pid) con
   return out;
 }
 
-std::map<std::vector<uint64_t>, int64_t> EventLog::RegistrationsByStack(pid_t pid) const {
+std::map<std::vector<uint64_t>, int64_t> LoggedEvents::RegistrationsByStack(pid_t pid) const {
   std::map<std::vector<uint64_t>, int64_t> out;
   for (const Event& e : events) {
     if (e.json.Int("pid") != pid) continue;
@@ -325,20 +325,20 @@ std::map<std::vector<uint64_t>, int64_t> EventLog::RegistrationsByStack(pid_t pi
   return out;
 }
 
-int64_t EventLog::Registrations(pid_t pid) const {
+int64_t LoggedEvents::Registrations(pid_t pid) const {
   int64_t n = 0;
   for (const auto& [stack, count] : RegistrationsByStack(pid)) n += count;
   return n;
 }
 
-int64_t EventLog::Deregs(pid_t pid) const {
+int64_t LoggedEvents::Deregs(pid_t pid) const {
   int64_t n = 0;
   for (const Event& e : OfPid("mr_counts", pid)) n += std::max<int64_t>(0, e.json.Int("deregs"));
   return n;
 }
 
-EventLog ReadEventLog(const std::string& dir) {
-  EventLog log;
+LoggedEvents ReadEventLog(const std::string& dir) {
+  LoggedEvents log;
   DIR* d = opendir(dir.c_str());
   if (!d) {
     log.problems.push_back("cannot open log dir " + dir + ": " + strerror(errno));

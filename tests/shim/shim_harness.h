@@ -46,7 +46,7 @@ struct Event {
   std::string name() const { return json.String("event"); }
 };
 
-struct EventLog {
+struct LoggedEvents {
   std::vector<Event> events;          // every parsed line of every file
   std::vector<std::string> files;     // base names
   std::vector<std::string> problems;  // unparsable lines (except a truncated last line)
@@ -62,7 +62,7 @@ struct EventLog {
 
 // Reads every *.jsonl file in dir. A truncated last line of a file is
 // tolerated (as the schema allows); any other bad line is a problem.
-EventLog ReadEventLog(const std::string& dir);
+LoggedEvents ReadEventLog(const std::string& dir);
 
 // All "0x..." strings in a stack value: frames as objects with "ip", or raw
 // ip strings/integers.

@@ -60,7 +60,7 @@ TEST(EventLogReader, ToleratesOnlyATruncatedLastLine) {
          "\n"
          R"({"event":"c","se)";
   }
-  EventLog ok = ReadEventLog(dir);
+  LoggedEvents ok = ReadEventLog(dir);
   EXPECT_TRUE(ok.problems.empty());
   ASSERT_EQ(2u, ok.events.size());
   EXPECT_EQ("b", ok.events[1].name());
@@ -72,7 +72,7 @@ TEST(EventLogReader, ToleratesOnlyATruncatedLastLine) {
          R"({"event":"z"})"
          "\n";
   }
-  EventLog bad = ReadEventLog(dir);
+  LoggedEvents bad = ReadEventLog(dir);
   EXPECT_EQ(1u, bad.problems.size());
   EXPECT_EQ(4u, bad.events.size());
 }

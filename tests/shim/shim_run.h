@@ -14,7 +14,7 @@ enum class Verbs { kStub, kReal };
 struct ShimRun {
   ProgramResult proc;
   ProgramReport report;
-  EventLog log;
+  LoggedEvents log;
   std::string log_dir;
 };
 

@@ -406,7 +406,7 @@ TEST(ShimStub, NonRdmaProgramUntouched) {
   EXPECT_TRUE(p.Exited(7)) << p.Describe();
   EXPECT_EQ("hi\nsub\n", p.out) << p.Describe();
   EXPECT_EQ("", p.err) << p.Describe();
-  EventLog log = ReadEventLog(dir);
+  LoggedEvents log = ReadEventLog(dir);
   EXPECT_TRUE(log.problems.empty());
   for (const Event& e : log.Of("fork")) {
     EXPECT_EQ("clean", e.json.String("verdict")) << p.Describe();
