@@ -169,7 +169,7 @@ case "${1:-host}" in
 	start) start_cases ;;
 	host)
 		for log in nolog log; do
-			# Issue 13: <= 1.03 without a log (the default); with one every fork writes two events.
+			# Target: <= 1.03 without a log (the default); with one every fork writes two events.
 			# One run's median of a small fork moves +-15% from process to process on this
 			# host (CPU placement, the stack's random offset: a fork's frames straddle two
 			# pages in ~15% of processes) while the shim adds ~1-2%: three times the runs.

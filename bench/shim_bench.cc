@@ -1,6 +1,6 @@
 // shim_bench: one measured operation, repeated; prints the median and p90 in ns.
 // bench/shim.sh runs it alternately with and without libforkguard.so preloaded
-// and reports ratios (issue 8). Nothing here knows about the shim.
+// and reports ratios. Nothing here knows about the shim.
 //
 //   shim_bench fork-small N          fork + _exit + waitpid, small process
 //   shim_bench fork-256m N           the same with 256 MiB of touched memory

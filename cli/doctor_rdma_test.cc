@@ -46,7 +46,7 @@ TEST(DoctorRdma, DeviceCopyOnForkAndLimitsAreOk) {
   EXPECT_NE(r.out.find(" 0 fail"), std::string::npos) << r.out;
 }
 
-// Issue 13: rdma-core 44 x the guest's copy-on-fork kernel (netlink) x RDMAV_FORK_SAFE=1.
+// rdma-core 44 x the guest's copy-on-fork kernel (netlink) x RDMAV_FORK_SAFE=1.
 TEST(DoctorRdma, ForkSupportFromTheEnvironmentOnRdmaCore44IsAWarning) {
   forkguard::test_support::RequireRdmaDevice();
   std::string shim = forkguard::test_support::Runfile("shim/libforkguard.so");

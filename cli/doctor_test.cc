@@ -113,7 +113,7 @@ TEST(Doctor, ActiveWhenPreloaded) {
       << r.out;
 }
 
-// Issue 13: the rdma-core x kernel x who case, with fork support from the environment.
+// The rdma-core x kernel x who case, with fork support from the environment.
 TEST(Doctor, ForkSupportSaysWhichCaseThisMachineIsIn) {
   ProgramResult r =
       Doctor({"RDMAV_FORK_SAFE=1", "IBV_FORK_SAFE=", "LD_PRELOAD=", "FORKGUARD_MODE="});

@@ -1,4 +1,4 @@
-// Logs the real shim wrote before issue 11 (cli/testdata/shim_v1/README.md)
+// Logs the real shim wrote in the /1 schema (cli/testdata/shim_v1/README.md)
 // give the same JSON report as the reader of that time did: the same
 // findings, processes, forks, deaths and notes (a note's parser detail after
 // the kind may differ).

@@ -110,10 +110,8 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
         // Line by line, each prefixed and in one write (shim/stderr_line.h).
         WriteStderrLines(head, n);
         WriteStderrLines(t->text + e.text_off, e.text_len);
-        static const char kTail[] =
-            "forkguard: the parent's fork support (ibv_fork_init/RDMAV_FORK_SAFE) marked these "
-            "pages MADV_DONTFORK, so they do not exist in this child\n";
-        WriteStderrLines(kTail, sizeof(kTail) - 1);
+        const char* tail = ChildSegvTail();
+        WriteStderrLines(tail);
       }
       EventLog& log = GlobalEventLog();
       int expected = 0;
@@ -139,21 +137,6 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
 }
 
 }  // namespace
-
-size_t FormatChildSegv(char* buf, size_t cap, long pid, uintptr_t addr,
-                       const ChildSegvRange& range) {
-  TextBuffer b(buf, cap);
-  b.Str("forkguard: child ").Dec(pid).Str(" SIGSEGV at ").Ptr(addr);
-  if (addr >= range.start && addr < range.end) {
-    b.Str(": inside a range registered for RDMA by the parent (");
-  } else {
-    b.Str(": in a page shared with a range registered for RDMA by the parent (");
-  }
-  b.Ptr(range.start).Char('-').Ptr(range.end).Str(", ").Size(range.end - range.start);
-  b.Str(") registered by ").Str(range.call).Str(" at:\n");
-  if (range.stack_text != nullptr) b.Str(range.stack_text);
-  return b.size();
-}
 
 // ---- Parent side (not signal-safe: symbolizes with dladdr). ----
 bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork, bool quiet) {

@@ -1,15 +1,28 @@
-// Everything that runs in a forked child or in the SIGSEGV handler.
+// The child's side of a hazardous fork: the SIGSEGV explanation (the table the parent builds
+// before the fork, the handler the child installs after it), the hazardous-child flag every
+// RDMA hook asks, and the exec notes a child and an exec'ing process log.
 //
-// ASYNC-SIGNAL-SAFE ONLY in child.cc: flags, write(2), open(2), sigaction(2); no malloc,
-// no locks, no stdio, no dladdr. The parent prepares everything the child might print
-// (ranges and pre-formatted registering stacks) in the shim's own mmap'd pages before the
-// fork: heap pages can share a page with a registered buffer and be gone in the child.
+// This is not the whole child path. What a child runs before fork() returns in it is marked
+// FORKGUARD_CHILD_PATH (shim/child_path.h) and lives beside what it resets: the fork
+// wrappers (interpose.cc), the atfork child handler and the fork frames (fork_frames.cc),
+// core::CoreAtforkChild / AfterForkChild / AfterRawForkChild (fork_decision.cc), the cached
+// pid and the state lock (state.cc), the event log's per-process file (event_log.cc), and
+// ChildAfterFork here. A child of a raw clone() runs none of them: the first watched call it
+// makes finds it (core::CheckUnseenChild, process_hooks.cc).
+//
+// ASYNC-SIGNAL-SAFE ONLY in child.cc, except PrepareChildSegvTable (the parent's side, which
+// may call dladdr): flags, write(2), open(2), sigaction(2); no malloc, no locks, no stdio. The
+// parent prepares everything the child might print (ranges and pre-formatted registering
+// stacks) in the shim's own mmap'd pages before the fork: heap pages can share a page with a
+// registered buffer and be gone in the child. The words it prints are in shim/message.h
+// (FormatChildSegv, ChildSegvTail).
 #pragma once
 
 #include <signal.h>
 
 #include <cstdint>
 
+#include "shim/message.h"
 #include "shim/state.h"
 
 namespace forkguard {
@@ -38,20 +51,5 @@ void ChildNoteExec(const char* path);
 // with no line yet (a forked child) writes nothing: no file is made only for this.
 // Async-signal-safe.
 void LogExec(const char* path);
-
-// The SIGSEGV explanation as the handler prints it (exposed for unit tests): returns the
-// number of bytes written into buf.
-struct ChildSegvRange {
-  uintptr_t start;  // registered range
-  uintptr_t end;
-  uintptr_t page_start;  // page-rounded: what MADV_DONTFORK removed
-  uintptr_t page_end;
-  const char* call;
-  const char* stack_text;  // pre-formatted "    #0 ...\n" lines
-  int nips;
-  const uintptr_t* ips;
-};
-size_t FormatChildSegv(char* buf, size_t cap, long pid, uintptr_t addr,
-                       const ChildSegvRange& range);
 
 }  // namespace forkguard

@@ -14,16 +14,20 @@ void Warn(WarningSink warn, void* ctx, const char* name, const char* value, cons
   if (warn == nullptr) return;
   char buf[512];
   TextBuffer line(buf, sizeof(buf));
-  line.Str("forkguard: ignoring ").Str(name).Char('=');
-  AppendShownValue(line, value);
-  line.Str(": ").Str(why);
-  line.Str("; using ").Str(fallback);
+  FormatIgnoredVariable(line, name, value, why, fallback);
   warn(line.data(), ctx);
 }
 
 bool EqualsIgnoreCase(const char* a, const char* b) { return strcasecmp(a, b) == 0; }
 
 }  // namespace
+
+void FormatIgnoredVariable(TextBuffer& out, const char* name, const char* value, const char* why,
+                           const char* fallback) {
+  out.Str("forkguard: ignoring ").Str(name).Char('=');
+  AppendShownValue(out, value);
+  out.Str(": ").Str(why).Str("; using ").Str(fallback);
+}
 
 const char* ModeName(Mode mode) {
   switch (mode) {

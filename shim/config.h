@@ -50,6 +50,12 @@ void ParseConfigInto(Config& c, EnvLookup env, void* env_ctx, WarningSink warn, 
 // characters as '?', so a warning is always one bounded line.
 void AppendShownValue(TextBuffer& out, const char* value);
 
+// "forkguard: ignoring NAME=<value as shown>: <why>; using <fallback>" (no '\n'): the warning
+// of every setting the shim does not take. Here, not in shim/message.cc with the shim's other
+// sentences, because the config fuzzer compiles this file on its own.
+void FormatIgnoredVariable(TextBuffer& out, const char* name, const char* value, const char* why,
+                           const char* fallback);
+
 // True when `text` contains `pattern` (plain substring; empty patterns never match).
 bool AllowPatternMatches(const char* pattern, const char* text);
 

@@ -16,6 +16,7 @@
 
 #include "shim/child_path.h"
 #include "shim/log_dir.h"
+#include "shim/message.h"
 #include "shim/start_path.h"
 #include "shim/stderr_line.h"
 #include "shim/sys.h"
@@ -476,10 +477,7 @@ void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink war
     if (warn != nullptr) {
       char buf[1200];
       TextBuffer line(buf, sizeof(buf));
-      line.Str("forkguard: ignoring FORKGUARD_LOG=");
-      AppendShownValue(line, dir);
-      line.Str(": ").Str(why.data());
-      line.Str("; using no event log");
+      FormatIgnoredVariable(line, "FORKGUARD_LOG", dir, why.data(), "no event log");
       warn(line.data(), warn_ctx);
     }
     return;
@@ -694,15 +692,7 @@ void EventLog::Fail(const char* what, int err) {
   if (quiet_) return;
   char buf[1400];
   TextBuffer line(buf, sizeof(buf));
-  line.Str("forkguard: event log: cannot ").Str(what).Str(" in ");
-  AppendShownValue(line, dir_);
-  line.Str(": ");
-  if (const char* text = WriteErrorText(err); text != nullptr) {
-    line.Str(text);
-  } else {
-    line.Str("errno ").Dec(err);
-  }
-  line.Str("; no more events are logged by pid ").Dec(getpid());
+  FormatEventLogFailed(line, what, dir_, WriteErrorText(err), err, getpid());
   WriteStderrLines(line.data(), line.size());
 }
 

@@ -169,7 +169,7 @@ void AppendFork(TextBuffer& b, EventLog& log, bool locked, const ForkReport& r) 
   }
   if (r.partial) b.Str(",\"partial\":true");
   b.Str(",\"via\":\"").Str(ForkViaName(r.via)).Char('"');
-  // Issue 13: the fix rule chosen, the exec'ing child, librdmacm's own leftovers, and who
+  // The fix rule chosen, the exec'ing child, librdmacm's own leftovers, and who
   // turned fork support on.
   if (full) {
     FixRule rule = r.fix_rule >= 0 ? static_cast<FixRule>(r.fix_rule) : FixRule::kCProgram;

@@ -1,4 +1,4 @@
-// One test per rule of the `fix:` line (issue 13), plus precedence where two apply.
+// One test per rule of the `fix:` line, plus precedence where two apply.
 #include "shim/fix_advice.h"
 
 #include <gtest/gtest.h>

@@ -82,7 +82,7 @@ void PopForkFrame();
 // in progress on it took it (the tables are then safe to read from a nested fork).
 bool HeldByOurAtfork();
 
-// What the core does in the atfork handlers (shim/core.cc); all optional.
+// What the core does in the atfork handlers (shim/fork_decision.cc); all optional.
 struct ForkAtforkHooks {
   // A fork that no wrapper decided: decide it (warn only). True when `out` (hazard,
   // explain_segv) needs a frame.

@@ -311,73 +311,60 @@ FG_EXPORT int ibv_dealloc_pd(struct ibv_pd* pd) {
   return r;
 }
 
-// The registration path (FORKGUARD_REG_PATH): a nested call tail-calls the real function;
-// the outermost one makes two calls of its own, the real function and the core's.
-FG_EXPORT FORKGUARD_REG_PATH_FIRST struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr,
-                                                             size_t length, int access) {
-  FG_REAL(ibv_reg_mr);
+namespace {
+
+// What each ibv_reg_mr* wrapper does around `real(args...)`: a nested call (the library
+// registering through another of them) tail-calls the real function; the outermost one makes
+// two calls of its own, the real function and the core's (`addr`, `length`, `access`: what
+// is registered). Always inlined, so that each wrapper keeps its section (the registration
+// path, FORKGUARD_REG_PATH) and its tail call.
+template <typename Real, typename... Args>
+__attribute__((always_inline)) inline ibv_mr* RegMrVia(RdmaCall call, ibv_pd* pd, void* addr,
+                                                       size_t length, int access, Real real,
+                                                       Args... args) {
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
   }
-  if (Nesting::Inside(Kind::kMr)) return real(pd, addr, length, access);
+  // The outermost call is the one to lay out straight (the library's nested ones are rare).
+  if (__builtin_expect(Nesting::Inside(Kind::kMr), 0)) return real(args...);
   Nesting n(Kind::kMr);
   core::BeforeRegMr();
-  ibv_mr* r = real(pd, addr, length, access);
+  ibv_mr* r = real(args...);
   CachedErrnoKeeper e;
-  core::OnRegMr(RdmaCall::kRegMr, r, pd, addr, length, access, e.value());
+  core::OnRegMr(call, r, pd, addr, length, access, e.value());
   return r;
+}
+
+}  // namespace
+
+FG_EXPORT FORKGUARD_REG_PATH_FIRST struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr,
+                                                             size_t length, int access) {
+  FG_REAL(ibv_reg_mr);
+  return RegMrVia(RdmaCall::kRegMr, pd, addr, length, access, real, pd, addr, length, access);
 }
 
 FG_EXPORT struct ibv_mr* ibv_reg_mr_iova(struct ibv_pd* pd, void* addr, size_t length,
                                          uint64_t iova, int access) {
   FG_REAL(ibv_reg_mr_iova);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return nullptr;
-  }
-  if (Nesting::Inside(Kind::kMr)) return real(pd, addr, length, iova, access);
-  Nesting n(Kind::kMr);
-  core::BeforeRegMr();
-  ibv_mr* r = real(pd, addr, length, iova, access);
-  CachedErrnoKeeper e;
-  core::OnRegMr(RdmaCall::kRegMrIova, r, pd, addr, length, access, e.value());
-  return r;
+  return RegMrVia(RdmaCall::kRegMrIova, pd, addr, length, access, real, pd, addr, length, iova,
+                  access);
 }
 
 FG_EXPORT FORKGUARD_REG_PATH struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr,
                                                              size_t length, uint64_t iova,
                                                              unsigned int access) {
   FG_REAL(ibv_reg_mr_iova2);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return nullptr;
-  }
-  if (Nesting::Inside(Kind::kMr)) return real(pd, addr, length, iova, access);
-  Nesting n(Kind::kMr);
-  core::BeforeRegMr();
-  ibv_mr* r = real(pd, addr, length, iova, access);
-  CachedErrnoKeeper e;
-  core::OnRegMr(RdmaCall::kRegMrIova2, r, pd, addr, length, static_cast<int>(access), e.value());
-  return r;
+  return RegMrVia(RdmaCall::kRegMrIova2, pd, addr, length, static_cast<int>(access), real, pd, addr,
+                  length, iova, access);
 }
 
+// dma-buf memory is not in our address space: the range is the iova window.
 FG_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length,
                                            uint64_t iova, int fd, int access) {
   FG_REAL(ibv_reg_dmabuf_mr);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return nullptr;
-  }
-  if (Nesting::Inside(Kind::kMr)) return real(pd, offset, length, iova, fd, access);
-  Nesting n(Kind::kMr);
-  core::BeforeRegMr();
-  ibv_mr* r = real(pd, offset, length, iova, fd, access);
-  CachedErrnoKeeper e;
-  // dma-buf memory is not in our address space: the range is the iova window.
-  core::OnRegMr(RdmaCall::kRegDmabufMr, r, pd, reinterpret_cast<void*>(iova), length, access,
-                e.value());
-  return r;
+  return RegMrVia(RdmaCall::kRegDmabufMr, pd, reinterpret_cast<void*>(iova), length, access, real,
+                  pd, offset, length, iova, fd, access);
 }
 
 FG_EXPORT FORKGUARD_REG_PATH int ibv_dereg_mr(struct ibv_mr* mr) {
@@ -431,20 +418,31 @@ FG_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel* channel) {
   }
 }
 
-FG_EXPORT int rdma_create_id(struct rdma_event_channel* channel, struct rdma_cm_id** id,
-                             void* context, enum rdma_port_space ps) {
-  FG_REAL(rdma_create_id);
+namespace {
+
+// rdma_create_id and rdma_create_ep: `real(args...)`, then the id it made (in `*id`) to the
+// core.
+template <typename Real, typename... Args>
+int CreateIdVia(RdmaCall call, rdma_cm_id** id, Real real, Args... args) {
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
   }
   Nesting n(Kind::kCm);
-  int r = real(channel, id, context, ps);
+  int r = real(args...);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnCmCreate(RdmaCall::kCreateId, r == 0 && id != nullptr ? *id : nullptr, e.value());
+    core::OnCmCreate(call, r == 0 && id != nullptr ? *id : nullptr, e.value());
   }
   return r;
+}
+
+}  // namespace
+
+FG_EXPORT int rdma_create_id(struct rdma_event_channel* channel, struct rdma_cm_id** id,
+                             void* context, enum rdma_port_space ps) {
+  FG_REAL(rdma_create_id);
+  return CreateIdVia(RdmaCall::kCreateId, id, real, channel, id, context, ps);
 }
 
 FG_EXPORT int rdma_destroy_id(struct rdma_cm_id* id) {
@@ -465,17 +463,7 @@ FG_EXPORT int rdma_destroy_id(struct rdma_cm_id* id) {
 FG_EXPORT int rdma_create_ep(struct rdma_cm_id** id, struct rdma_addrinfo* res, struct ibv_pd* pd,
                              struct ibv_qp_init_attr* qp_init_attr) {
   FG_REAL(rdma_create_ep);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  Nesting n(Kind::kCm);
-  int r = real(id, res, pd, qp_init_attr);
-  if (n.outermost()) {
-    ErrnoKeeper e;
-    core::OnCmCreate(RdmaCall::kCreateEp, r == 0 && id != nullptr ? *id : nullptr, e.value());
-  }
-  return r;
+  return CreateIdVia(RdmaCall::kCreateEp, id, real, id, res, pd, qp_init_attr);
 }
 
 FG_EXPORT void rdma_destroy_ep(struct rdma_cm_id* id) {
@@ -496,54 +484,53 @@ FG_EXPORT void rdma_destroy_ep(struct rdma_cm_id* id) {
 // real function (a jmp: `objdump -d --disassemble=fork libforkguard.so`), so the child
 // returns straight to the caller and runs no shim code - with our atfork handlers not yet
 // registered (no RDMA call so far), a fork's child faults in no page of the shim.
-FG_EXPORT FORKGUARD_CHILD_PATH_FIRST pid_t fork(void) noexcept {
-  FG_REAL(fork);
+namespace {
+
+// What fork, _Fork and forkpty do around the real call `real(args...)`. `raw`: it runs no
+// atfork handlers (_Fork), so the decision's child side is applied here (AfterRawForkChild)
+// rather than by our atfork child handler. Always inlined: the wrapper keeps its section
+// (FORKGUARD_CHILD_PATH, what the child returns through) and its tail call of the real
+// function.
+template <typename Real, typename... Args>
+__attribute__((always_inline)) inline pid_t DecidedFork(forkguard::ForkVia via, bool raw, Real real,
+                                                        Args... args) {
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
   }
-  if (core::ForkNeedsNothing(forkguard::ForkVia::kFork)) return real();
-  core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kFork);
+  if (core::ForkNeedsNothing(via)) return real(args...);
+  core::ForkDecision d = core::BeforeFork(via);
   if (d.fail) {
     errno = d.err;
     return -1;
   }
-  pid_t pid = real();
+  pid_t pid = real(args...);
   if (pid != 0) {
     ErrnoKeeper e;
     core::AfterForkParent(d, pid);
+  } else if (raw) {
+    core::AfterRawForkChild(d);
   } else {
     core::AfterForkChild(d);  // writes nothing it need not, errno included
   }
   return pid;
 }
 
+}  // namespace
+
+FG_EXPORT FORKGUARD_CHILD_PATH_FIRST pid_t fork(void) noexcept {
+  FG_REAL(fork);
+  return DecidedFork(forkguard::ForkVia::kFork, false, real);
+}
+
 // libc's other ways to fork without calling the program's fork() (glibc's fork, daemon and
 // forkpty call its internal __fork/_Fork directly): decided like fork(), failed in error
 // mode with an errno their man pages allow (core::BeforeFork, FailErrno).
 
-// _Fork (glibc >= 2.34): fork without the atfork handlers, so the decision's child side is
-// applied here (AfterRawForkChild) rather than by our atfork child handler.
+// _Fork (glibc >= 2.34): fork without the atfork handlers.
 FG_EXPORT FORKGUARD_CHILD_PATH pid_t _Fork(void) noexcept {
   FG_REAL(_Fork);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  if (core::ForkNeedsNothing(forkguard::ForkVia::kUnderscoreFork)) return real();
-  core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kUnderscoreFork);
-  if (d.fail) {
-    errno = d.err;
-    return -1;
-  }
-  pid_t pid = real();
-  if (pid != 0) {
-    ErrnoKeeper e;
-    core::AfterForkParent(d, pid);
-  } else {
-    core::AfterRawForkChild(d);
-  }
-  return pid;
+  return DecidedFork(forkguard::ForkVia::kUnderscoreFork, true, real);
 }
 
 // daemon: forks (atfork handlers run), the parent _exit(0)s inside the call, the child
@@ -576,26 +563,7 @@ FG_EXPORT int daemon(int nochdir, int noclose) noexcept {
 FG_EXPORT int forkpty(int* amaster, char* name, const struct termios* termp,
                       const struct winsize* winp) noexcept {
   FG_REAL(forkpty);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  if (core::ForkNeedsNothing(forkguard::ForkVia::kForkpty)) {
-    return real(amaster, name, termp, winp);
-  }
-  core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kForkpty);
-  if (d.fail) {
-    errno = d.err;
-    return -1;
-  }
-  int pid = real(amaster, name, termp, winp);
-  if (pid != 0) {
-    ErrnoKeeper e;
-    core::AfterForkParent(d, pid);
-  } else {
-    core::AfterForkChild(d);
-  }
-  return pid;
+  return DecidedFork(forkguard::ForkVia::kForkpty, false, real, amaster, name, termp, winp);
 }
 
 FG_EXPORT int posix_spawn(pid_t* pid, const char* path,
@@ -718,6 +686,16 @@ int Opened(const char* path, int fd) {
   return fd;
 }
 
+// The real open* `real(args...)` (ENOSYS without it), then Opened.
+template <typename Fn, typename... Args>
+int OpenVia(Fn real, const char* path, Args... args) {
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return Opened(path, real(args...));
+}
+
 }  // namespace
 
 // ---- madvise: how mr_register knows `dontfork` without reading /proc/self/smaps ----
@@ -741,12 +719,7 @@ FG_EXPORT int open(const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  OpenFn real = hook_open.Get(spec_open);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  return Opened(path, real(path, flags, mode));
+  return OpenVia(hook_open.Get(spec_open), path, path, flags, mode);
 }
 
 FG_EXPORT int open64(const char* path, int flags, ...) {
@@ -754,12 +727,7 @@ FG_EXPORT int open64(const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  OpenFn real = hook_open64.Get(spec_open64);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  return Opened(path, real(path, flags, mode));
+  return OpenVia(hook_open64.Get(spec_open64), path, path, flags, mode);
 }
 
 FG_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
@@ -767,12 +735,7 @@ FG_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  OpenatFn real = hook_openat.Get(spec_openat);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  return Opened(path, real(dirfd, path, flags, mode));
+  return OpenVia(hook_openat.Get(spec_openat), path, dirfd, path, flags, mode);
 }
 
 FG_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
@@ -780,12 +743,7 @@ FG_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = ModeArg(flags, ap);
   va_end(ap);
-  OpenatFn real = hook_openat64.Get(spec_openat64);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  return Opened(path, real(dirfd, path, flags, mode));
+  return OpenVia(hook_openat64.Get(spec_openat64), path, dirfd, path, flags, mode);
 }
 
 // _FORTIFY_SOURCE callers.
@@ -795,85 +753,57 @@ extern "C" int __openat_2(int, const char*, int);
 extern "C" int __openat64_2(int, const char*, int);
 
 FG_EXPORT int __open_2(const char* path, int flags) {
-  Open2Fn real = hook___open_2.Get(spec___open_2);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  return Opened(path, real(path, flags));
+  return OpenVia(hook___open_2.Get(spec___open_2), path, path, flags);
 }
 
 FG_EXPORT int __open64_2(const char* path, int flags) {
-  Open2Fn real = hook___open64_2.Get(spec___open64_2);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  return Opened(path, real(path, flags));
+  return OpenVia(hook___open64_2.Get(spec___open64_2), path, path, flags);
 }
 
 FG_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
-  Openat2Fn real = hook___openat_2.Get(spec___openat_2);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  return Opened(path, real(dirfd, path, flags));
+  return OpenVia(hook___openat_2.Get(spec___openat_2), path, dirfd, path, flags);
 }
 
 FG_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
-  Openat2Fn real = hook___openat64_2.Get(spec___openat64_2);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  return Opened(path, real(dirfd, path, flags));
+  return OpenVia(hook___openat64_2.Get(spec___openat64_2), path, dirfd, path, flags);
 }
 
 // ---- exec: a hazardous child that execs is benign ----
+namespace {
 
-FG_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
-  FG_REAL(execve);
+// The real exec* `real(args...)` (ENOSYS without it), after the core has seen `path`
+// (`search`: looked up in PATH; `envp` null: this environment).
+template <typename Fn, typename... Args>
+int ExecVia(Fn real, const char* path, char* const envp[], bool search, Args... args) {
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
   }
   core::OnExec(path);
-  core::OnExecTarget(path, envp, false);
-  return real(path, argv, envp);
+  core::OnExecTarget(path, envp, search);
+  return real(args...);
+}
+
+}  // namespace
+
+FG_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
+  FG_REAL(execve);
+  return ExecVia(real, path, envp, false, path, argv, envp);
 }
 
 FG_EXPORT int execv(const char* path, char* const argv[]) noexcept {
   FG_REAL(execv);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  core::OnExec(path);
-  core::OnExecTarget(path, nullptr, false);
-  return real(path, argv);
+  return ExecVia(real, path, nullptr, false, path, argv);
 }
 
 FG_EXPORT int execvp(const char* file, char* const argv[]) noexcept {
   FG_REAL(execvp);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  core::OnExec(file);
-  core::OnExecTarget(file, nullptr, true);
-  return real(file, argv);
+  return ExecVia(real, file, nullptr, true, file, argv);
 }
 
 FG_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
   FG_REAL(execvpe);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  core::OnExec(file);
-  core::OnExecTarget(file, envp, true);
-  return real(file, argv, envp);
+  return ExecVia(real, file, envp, true, file, argv, envp);
 }
 
 FG_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) noexcept {

@@ -1,32 +1,10 @@
 #include "shim/message.h"
 
-#include <errno.h>
-
+#include "shim/config.h"
 #include "shim/fix_advice.h"
 
 namespace forkguard {
 
-const char* ForkViaName(ForkVia via) {
-  switch (via) {
-    case ForkVia::kFork:
-      return "fork";
-    case ForkVia::kAtfork:
-      return "atfork";
-    case ForkVia::kUnderscoreFork:
-      return "_Fork";
-    case ForkVia::kDaemon:
-      return "daemon";
-    case ForkVia::kForkpty:
-      return "forkpty";
-  }
-  return "fork";
-}
-
-int FailErrno(ForkVia via) {
-  return via == ForkVia::kUnderscoreFork || via == ForkVia::kForkpty ? ENOMEM : EPERM;
-}
-
-const char* FailErrnoName(ForkVia via) { return FailErrno(via) == ENOMEM ? "ENOMEM" : "EPERM"; }
 namespace {
 
 // At most this many ranges are listed; the rest are summarized.
@@ -34,6 +12,23 @@ constexpr int kMaxListedRanges = 16;
 
 void Plural(TextBuffer& out, long n, const char* one, const char* many) {
   out.Dec(n).Char(' ').Str(n == 1 ? one : many);
+}
+
+// A count, or "?" when it could not be read (negative).
+void CountOrUnknown(TextBuffer& out, long n) {
+  if (n >= 0) {
+    out.Dec(n);
+  } else {
+    out.Str("?");
+  }
+}
+
+// "forkguard: fork after RDMA init in pid P (prog, rank R on host)": the first line of every
+// hazard message.
+void FormatForkHead(TextBuffer& out, const ProcessIdentity& who) {
+  out.Str("forkguard: fork after RDMA init in pid ").Dec(who.pid).Str(" (").Str(who.prog);
+  if (who.rank >= 0) out.Str(", rank ").Dec(who.rank);
+  out.Str(" on ").Str(who.host).Char(')');
 }
 
 // "    0x..-0x.. (2.0 MiB, hugetlb) ibv_reg_mr by f (obj+0x..): why" for each MR whose
@@ -158,9 +153,8 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
   const StateSnapshot& s = *r.snap;
   const LiveCounts& c = s.counts;
 
-  out.Str("forkguard: fork after RDMA init in pid ").Dec(r.who.pid).Str(" (").Str(r.who.prog);
-  if (r.who.rank >= 0) out.Str(", rank ").Dec(r.who.rank);
-  out.Str(" on ").Str(r.who.host).Str(")\n");
+  FormatForkHead(out, r.who);
+  out.Char('\n');
 
   out.Str("  verdict: hazard (");
   bool first = true;
@@ -274,17 +268,9 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
     out.Str("threads unknown");
   }
   out.Str(", ");
-  if (r.map_count >= 0) {
-    out.Dec(r.map_count);
-  } else {
-    out.Str("?");
-  }
+  CountOrUnknown(out, r.map_count);
   out.Str(" of vm.max_map_count ");
-  if (r.max_map_count >= 0) {
-    out.Dec(r.max_map_count);
-  } else {
-    out.Str("?");
-  }
+  CountOrUnknown(out, r.max_map_count);
   out.Str(" mappings, ");
   FormatKernelFacts(out, r.cof, r.machine.probe);
   out.Char('\n');
@@ -332,6 +318,87 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
     case Mode::kOff:
       break;
   }
+}
+
+void FormatPartialHazardLine(TextBuffer& out, const ProcessIdentity& who, Mode mode,
+                             const char* action) {
+  FormatForkHead(out, who);
+  out.Str(": verdict: hazard (inherited-rdma); forked from a signal handler that interrupted ");
+  out.Str("forkguard, so no details; mode: ").Str(ModeName(mode)).Str(" - ").Str(action);
+  out.Char('\n');
+}
+
+void FormatRawCloneChild(TextBuffer& out, long pid, const char* prog, long parent,
+                         bool parent_held_rdma) {
+  out.Str("forkguard: pid ").Dec(pid).Str(" (").Str(prog).Str(") was created from pid ");
+  out.Dec(parent).Str(
+      " by a raw clone()/clone3() system call (no fork(), no atfork handlers), after RDMA init "
+      "there: forkguard could not decide or stop it. It inherited the parent's descriptors "
+      "(including /dev/infiniband) and, ");
+  out.Str(parent_held_rdma
+              ? "if fork support was on, none of the MADV_DONTFORK pages the parent registered: "
+                "a SIGSEGV in them is not explained in this process"
+              : "since the parent had released its RDMA resources, nothing else");
+  out.Char('\n');
+}
+
+void FormatInheritedUse(TextBuffer& out, long pid, const char* prog, const char* call,
+                        long parent) {
+  out.Str("forkguard: pid ").Dec(pid).Str(" (").Str(prog).Str(") calls ").Str(call);
+  out.Str(" on an RDMA object its parent (pid ").Dec(parent);
+  out.Str(") created before fork; RDMA objects are not usable in a forked child");
+}
+
+void FormatLockGaveUp(TextBuffer& out, long seconds, long owner, long pid) {
+  out.Str("forkguard: internal lock held for over ").Dec(seconds);
+  out.Str(" s by thread ").Dec(owner).Str(" in pid ").Dec(pid);
+  out.Str(": not waiting any longer; RDMA records may be missing and forks may get partial ");
+  out.Str("verdicts from now on (a forkguard bug: please report it)");
+}
+
+void FormatSuppressionLineIgnored(TextBuffer& out, const char* path, int line, const char* what) {
+  out.Str("forkguard: ignoring line ").Dec(line).Str(" of FORKGUARD_SUPPRESSIONS=");
+  out.Str(path).Char(':').Dec(line).Str(": ").Str(what);
+}
+
+void FormatSuppressionsIgnored(TextBuffer& out, const char* path, const char* why,
+                               const char* err) {
+  out.Str("forkguard: ignoring FORKGUARD_SUPPRESSIONS=").Str(path).Str(": ").Str(why);
+  if (err != nullptr) out.Str(" (").Str(err).Char(')');
+  out.Str("; using no suppressions");
+}
+
+void FormatEventLogFailed(TextBuffer& out, const char* what, const char* dir, const char* error,
+                          int err, long pid) {
+  out.Str("forkguard: event log: cannot ").Str(what).Str(" in ");
+  AppendShownValue(out, dir);
+  out.Str(": ");
+  if (error != nullptr) {
+    out.Str(error);
+  } else {
+    out.Str("errno ").Dec(err);
+  }
+  out.Str("; no more events are logged by pid ").Dec(pid);
+}
+
+size_t FormatChildSegv(char* buf, size_t cap, long pid, uintptr_t addr,
+                       const ChildSegvRange& range) {
+  TextBuffer b(buf, cap);
+  b.Str("forkguard: child ").Dec(pid).Str(" SIGSEGV at ").Ptr(addr);
+  if (addr >= range.start && addr < range.end) {
+    b.Str(": inside a range registered for RDMA by the parent (");
+  } else {
+    b.Str(": in a page shared with a range registered for RDMA by the parent (");
+  }
+  b.Ptr(range.start).Char('-').Ptr(range.end).Str(", ").Size(range.end - range.start);
+  b.Str(") registered by ").Str(range.call).Str(" at:\n");
+  if (range.stack_text != nullptr) b.Str(range.stack_text);
+  return b.size();
+}
+
+const char* ChildSegvTail() {
+  return "forkguard: the parent's fork support (ibv_fork_init/RDMAV_FORK_SAFE) marked these "
+         "pages MADV_DONTFORK, so they do not exist in this child\n";
 }
 
 }  // namespace forkguard

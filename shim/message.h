@@ -1,80 +1,22 @@
-// The human message printed for a hazardous fork (phrases are a contract: tests and users
-// grep for them; see shim/README.md).
+// Every sentence the shim says to its user ("forkguard: ..." on stderr, and the notes the
+// event log keeps of them): the message for a hazardous fork and the one-line notices. The
+// phrases are a contract (tests and users grep for them; see shim/README.md). No malloc, no
+// locks: the notices are formatted on the fork path, in a forked child and in a SIGSEGV
+// handler, so each only appends to the caller's TextBuffer. The one exception is the
+// "ignoring FORKGUARD_X=..." warning of a setting, formatted by shim/config.cc
+// (FormatIgnoredVariable), which the config fuzzer compiles on its own; the LD_AUDIT module
+// (audit.cc) and the RTLD_DEEPBIND notice (dlopen_check.cc) are built without the core and say
+// their one line themselves.
 #pragma once
 
-#include <sys/types.h>
-
-#include "shim/config.h"
+#include "shim/fork_decision.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
 #include "shim/stack.h"
-#include "shim/state.h"
 #include "shim/text_buffer.h"
 #include "shim/verdict.h"
 
 namespace forkguard {
-
-struct ProcessIdentity {
-  pid_t pid = 0;
-  const char* prog = "";
-  const char* host = "";
-  long rank = -1;  // -1: unknown
-};
-
-// How the fork was entered. kAtfork: seen only by our pthread_atfork prepare handler (a
-// libc path we do not wrap); it cannot be failed. _Fork runs no atfork handlers at all.
-enum class ForkVia { kFork, kAtfork, kUnderscoreFork, kDaemon, kForkpty };
-// "fork", "atfork", "_Fork", "daemon", "forkpty" (the event log's `via`).
-const char* ForkViaName(ForkVia via);
-// The errno a failed (FORKGUARD_MODE=error) fork of this kind returns, and its name: one
-// the call's man page allows. fork: EPERM (the documented contract; Python raises
-// PermissionError); daemon: EPERM (from its setsid(2)); _Fork, forkpty: ENOMEM (fork(2)'s;
-// EAGAIN would invite retry loops).
-int FailErrno(ForkVia via);
-const char* FailErrnoName(ForkVia via);
-
-// Who turned fork support on (ibv_fork_init / RDMAV_FORK_SAFE), and the rdma-core version.
-struct ForkSupportFact {
-  bool on = false;            // ibv_fork_init() returned 0, or the environment asks for it
-  const char* env = nullptr;  // "RDMAV_FORK_SAFE=1" / "IBV_FORK_SAFE=1" when set
-  const char* caller = "";    // object that called ibv_fork_init ("" unknown / not called)
-  int rdma_core = -1;         // rdma-core version from libibverbs' file name, -1 unknown
-};
-
-struct ForkReport {
-  ProcessIdentity who;
-  ForkVerdict verdict;
-  const StateSnapshot* snap = nullptr;
-  const bool* mr_dontfork = nullptr;  // per snap->mrs
-  const MrFate* mr_fate = nullptr;    // per snap->mrs: the rule's answer (may be null)
-  const Vma* dc_vmas = nullptr;       // for unattributed ranges
-  int dc_count = 0;
-  const RawStack* fork_stack = nullptr;
-  const PythonStack* fork_py = nullptr;  // may be null or empty
-  int64_t now_mono_ns = 0;
-  Mode mode = Mode::kWarn;
-  ForkVia via = ForkVia::kFork;
-  int threads = -1;
-  int map_count = -1;
-  long max_map_count = -1;
-  KernelCofFact cof;
-  facts::MachineFacts machine;  // what the rule was given (facts/fork_rule.h)
-  ForkSupportFact fork_support;
-  const char* fix_text_library = nullptr;  // for FormatFix
-  int fix_rule = -1;                       // FixRule, -1: the C-program default
-  const char* child_exec_site = nullptr;   // where the exec'ing child is known from
-  // What the decision did, for the event log's `fork` event (shim/event_writer.h).
-  uint64_t site = 0;      // hash of the call site (fork_stack + fork_py)
-  bool reported = false;  // the message was printed
-  bool allowed = false;   // the site matched FORKGUARD_ALLOW: neither reported nor failed
-  // The FORKGUARD_SUPPRESSIONS entry (canonical text) that matched: neither reported nor
-  // failed, and logged with the entry so that the report counts it.
-  const char* suppressed = nullptr;
-  // Decided without the tables (a fork from a signal handler that interrupted forkguard on
-  // this thread): no snap, no stacks, no site; `partial_live` has the descriptor counts.
-  bool partial = false;
-  LiveCounts partial_live;
-};
 
 // Formats the whole multi-line message (ends with '\n'). No malloc.
 void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle);
@@ -92,5 +34,52 @@ void FormatStackLines(TextBuffer& out, const RawStack& stack, const char* indent
 // Appends a Python traceback ("Python stack (most recent call last):" + File lines), each
 // line prefixed with `indent`; nothing for an empty stack.
 void FormatPythonLines(TextBuffer& out, const PythonStack& py, const char* indent);
+
+// A hazardous fork decided without the tables (from a signal handler that interrupted
+// forkguard on this thread), one line ending in '\n': "forkguard: fork after RDMA init in pid
+// P (prog, rank R on host): verdict: hazard (inherited-rdma); forked from a signal handler
+// that interrupted forkguard, so no details; mode: M - <action>".
+void FormatPartialHazardLine(TextBuffer& out, const ProcessIdentity& who, Mode mode,
+                             const char* action);
+
+// A process created by a raw clone()/clone3() after RDMA init in its parent (ends with '\n').
+// `parent_held_rdma`: the parent had live RDMA objects (then MADV_DONTFORK pages may be gone).
+void FormatRawCloneChild(TextBuffer& out, long pid, const char* prog, long parent,
+                         bool parent_held_rdma);
+
+// A forked child calling `call` on an RDMA object its parent created (no '\n').
+void FormatInheritedUse(TextBuffer& out, long pid, const char* prog, const char* call, long parent);
+
+// A bounded lock wait that gave up: "forkguard: internal lock held for over N s by thread T in
+// pid P: ..." (no '\n').
+void FormatLockGaveUp(TextBuffer& out, long seconds, long owner, long pid);
+
+// FORKGUARD_SUPPRESSIONS: one line that is not an entry ("forkguard: ignoring line N of
+// FORKGUARD_SUPPRESSIONS=path:N: what"), and a file not used at all ("forkguard: ignoring
+// FORKGUARD_SUPPRESSIONS=path: why (err); using no suppressions"; `err` may be null). No '\n'.
+void FormatSuppressionLineIgnored(TextBuffer& out, const char* path, int line, const char* what);
+void FormatSuppressionsIgnored(TextBuffer& out, const char* path, const char* why, const char* err);
+
+// The event log stopped writing: "forkguard: event log: cannot <what> in <dir>: <error>; no
+// more events are logged by pid P". `error`: the text for errno, or null (then "errno N").
+void FormatEventLogFailed(TextBuffer& out, const char* what, const char* dir, const char* error,
+                          int err, long pid);
+
+// The SIGSEGV explanation as the child's handler prints it: returns the number of bytes
+// written into buf (its head; the registering stack is pre-formatted in `range`), and the
+// line that follows the stack (ChildSegvTail, with its '\n').
+struct ChildSegvRange {
+  uintptr_t start;  // registered range
+  uintptr_t end;
+  uintptr_t page_start;  // page-rounded: what MADV_DONTFORK removed
+  uintptr_t page_end;
+  const char* call;
+  const char* stack_text;  // pre-formatted "    #0 ...\n" lines
+  int nips;
+  const uintptr_t* ips;
+};
+size_t FormatChildSegv(char* buf, size_t cap, long pid, uintptr_t addr,
+                       const ChildSegvRange& range);
+const char* ChildSegvTail();
 
 }  // namespace forkguard

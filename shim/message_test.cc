@@ -169,7 +169,7 @@ TEST(MessageTest, UnknownRangesSayWhy) {
   EXPECT_EQ(m.find("parent-corruption"), std::string::npos) << m;
 }
 
-// Issue 13: the rdma-core x kernel x who-turned-it-on case, in one line.
+// The rdma-core x kernel x who-turned-it-on case, in one line.
 TEST(MessageTest, ForkSupportLine) {
   auto line = [](const ForkSupportFact& f, KernelCof cof, const ForkVerdict* v = nullptr) {
     char buf[1024];
@@ -234,6 +234,119 @@ TEST(MessageTest, ForkAlikesFailWithAnErrnoTheirManPageAllows) {
   EXPECT_EQ(ENOMEM, FailErrno(ForkVia::kUnderscoreFork));
   EXPECT_EQ(ENOMEM, FailErrno(ForkVia::kForkpty));
   EXPECT_STREQ("_Fork", ForkViaName(ForkVia::kUnderscoreFork));
+}
+
+// The one-line notices, each byte for byte (users and tests grep for these phrases).
+template <typename F>
+std::string Said(F format) {
+  static char buf[4096];
+  TextBuffer b(buf, sizeof(buf));
+  format(b);
+  return std::string(b.data(), b.size());
+}
+
+TEST(MessageTest, PartialHazardLine) {
+  ProcessIdentity who;
+  who.pid = 42;
+  who.prog = "trainer";
+  who.host = "node1";
+  who.rank = 3;
+  EXPECT_EQ(Said([&](TextBuffer& b) { FormatPartialHazardLine(b, who, Mode::kError, "failed"); }),
+            "forkguard: fork after RDMA init in pid 42 (trainer, rank 3 on node1): verdict: "
+            "hazard (inherited-rdma); forked from a signal handler that interrupted forkguard, "
+            "so no details; mode: error - failed\n");
+  who.rank = -1;  // no rank: none shown
+  EXPECT_EQ(Said([&](TextBuffer& b) { FormatPartialHazardLine(b, who, Mode::kWarn, "warned"); }),
+            "forkguard: fork after RDMA init in pid 42 (trainer on node1): verdict: hazard "
+            "(inherited-rdma); forked from a signal handler that interrupted forkguard, so no "
+            "details; mode: warn - warned\n");
+}
+
+TEST(MessageTest, RawCloneChild) {
+  EXPECT_EQ(Said([](TextBuffer& b) { FormatRawCloneChild(b, 7, "go-app", 5, true); }),
+            "forkguard: pid 7 (go-app) was created from pid 5 by a raw clone()/clone3() system "
+            "call (no fork(), no atfork handlers), after RDMA init there: forkguard could not "
+            "decide or stop it. It inherited the parent's descriptors (including "
+            "/dev/infiniband) and, if fork support was on, none of the MADV_DONTFORK pages the "
+            "parent registered: a SIGSEGV in them is not explained in this process\n");
+  EXPECT_EQ(Said([](TextBuffer& b) { FormatRawCloneChild(b, 7, "go-app", 5, false); }),
+            "forkguard: pid 7 (go-app) was created from pid 5 by a raw clone()/clone3() system "
+            "call (no fork(), no atfork handlers), after RDMA init there: forkguard could not "
+            "decide or stop it. It inherited the parent's descriptors (including "
+            "/dev/infiniband) and, since the parent had released its RDMA resources, nothing "
+            "else\n");
+}
+
+TEST(MessageTest, InheritedUse) {
+  EXPECT_EQ(Said([](TextBuffer& b) { FormatInheritedUse(b, 9, "worker", "ibv_alloc_pd", 8); }),
+            "forkguard: pid 9 (worker) calls ibv_alloc_pd on an RDMA object its parent (pid 8) "
+            "created before fork; RDMA objects are not usable in a forked child");
+}
+
+TEST(MessageTest, LockGaveUp) {
+  EXPECT_EQ(Said([](TextBuffer& b) { FormatLockGaveUp(b, 10, 1234, 1200); }),
+            "forkguard: internal lock held for over 10 s by thread 1234 in pid 1200: not waiting "
+            "any longer; RDMA records may be missing and forks may get partial verdicts from now "
+            "on (a forkguard bug: please report it)");
+}
+
+TEST(MessageTest, SuppressionsIgnored) {
+  EXPECT_EQ(Said([](TextBuffer& b) {
+              FormatSuppressionLineIgnored(b, "/etc/fg.supp", 4, "unknown kind \"x\"");
+            }),
+            "forkguard: ignoring line 4 of FORKGUARD_SUPPRESSIONS=/etc/fg.supp:4: unknown kind "
+            "\"x\"");
+  EXPECT_EQ(Said([](TextBuffer& b) {
+              FormatSuppressionsIgnored(b, "/etc/fg.supp", "cannot open it",
+                                        "No such file or directory");
+            }),
+            "forkguard: ignoring FORKGUARD_SUPPRESSIONS=/etc/fg.supp: cannot open it (No such "
+            "file or directory); using no suppressions");
+  EXPECT_EQ(Said([](TextBuffer& b) {
+              FormatSuppressionsIgnored(b, "/etc/fg.supp", "larger than 1 MiB", nullptr);
+            }),
+            "forkguard: ignoring FORKGUARD_SUPPRESSIONS=/etc/fg.supp: larger than 1 MiB; using "
+            "no suppressions");
+}
+
+TEST(MessageTest, IgnoredVariable) {
+  EXPECT_EQ(Said([](TextBuffer& b) {
+              FormatIgnoredVariable(b, "FORKGUARD_LOG", "rel/dir", "not an absolute path",
+                                    "no event log");
+            }),
+            "forkguard: ignoring FORKGUARD_LOG=rel/dir: not an absolute path; using no event log");
+  // The value as a warning shows it: a control character is '?'.
+  EXPECT_EQ(Said([](TextBuffer& b) {
+              FormatIgnoredVariable(b, "FORKGUARD_MODE", "w\narn", "expected warn", "warn");
+            }),
+            "forkguard: ignoring FORKGUARD_MODE=w?arn: expected warn; using warn");
+}
+
+TEST(MessageTest, EventLogFailed) {
+  EXPECT_EQ(Said([](TextBuffer& b) {
+              FormatEventLogFailed(b, "write", "/logs/job", "No space left on device", 28, 77);
+            }),
+            "forkguard: event log: cannot write in /logs/job: No space left on device; no more "
+            "events are logged by pid 77");
+  EXPECT_EQ(
+      Said([](TextBuffer& b) { FormatEventLogFailed(b, "write", "/logs/job", nullptr, 999, 77); }),
+      "forkguard: event log: cannot write in /logs/job: errno 999; no more events are logged by "
+      "pid 77");
+}
+
+TEST(MessageTest, ChildSegv) {
+  ChildSegvRange r{0x1000, 0x3000, 0x1000, 0x3000, "ibv_reg_mr", "    #0 f (a+0x1)\n", 0, nullptr};
+  char buf[512];
+  size_t n = FormatChildSegv(buf, sizeof(buf), 77, 0x2000, r);
+  EXPECT_EQ(std::string(buf, n),
+            "forkguard: child 77 SIGSEGV at 0x2000: inside a range registered for RDMA by the "
+            "parent (0x1000-0x3000, 8.0 KiB) registered by ibv_reg_mr at:\n    #0 f (a+0x1)\n");
+  n = FormatChildSegv(buf, sizeof(buf), 77, 0x3000, r);
+  EXPECT_EQ(std::string(buf, n).substr(0, 70),
+            "forkguard: child 77 SIGSEGV at 0x3000: in a page shared with a range r");
+  EXPECT_STREQ(ChildSegvTail(),
+               "forkguard: the parent's fork support (ibv_fork_init/RDMAV_FORK_SAFE) marked these "
+               "pages MADV_DONTFORK, so they do not exist in this child\n");
 }
 
 }  // namespace

@@ -12,17 +12,8 @@
 namespace forkguard {
 
 bool SmapsScanner::Kept(uintptr_t start, uintptr_t end) const {
-  // First interval ending after `start` (binary search), then whether it begins before `end`.
-  int lo = 0;
-  int hi = out_.keep_count;
-  while (lo < hi) {
-    int mid = lo + (hi - lo) / 2;
-    if (out_.keep[mid].end <= start) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
+  // First interval ending after `start`, then whether it begins before `end`.
+  int lo = FirstEndingAfter(out_.keep, out_.keep_count, start);
   return lo < out_.keep_count && out_.keep[lo].start < end;
 }
 

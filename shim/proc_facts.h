@@ -27,6 +27,23 @@ struct KindVma {
   bool dontfork = false;
 };
 
+// The first of `n` ranges in address order (Vma, KindVma) that ends after `addr`, by binary
+// search; `n` when none does.
+template <typename Range>
+int FirstEndingAfter(const Range* ranges, int n, uintptr_t addr) {
+  int lo = 0;
+  int hi = n;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (ranges[mid].end <= addr) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 // Where to put what the smaps scan finds. `dc` gets the mappings with the "dc"
 // (VM_DONTCOPY) flag; `kinds` the mappings that overlap one of `keep` (sorted, disjoint
 // intervals: the registered ranges), in address order.

@@ -135,6 +135,29 @@ class Guard {
   bool ok_ = true;
 };
 
+// A context, PD or cm id into its table, counted live unless it replaced a record of the
+// same handle; and out of it again (false when it was not there).
+template <typename Record>
+void AddLive(StateLock& lock, std::atomic<int>& live, MmapTable<Record>& table, uintptr_t handle,
+             const Record& r) {
+  Guard g(lock);
+  if (!g.ok()) return;
+  bool replaced = false;
+  if (table.Insert(handle, r, &replaced) && !replaced) live.fetch_add(1);
+}
+
+template <typename Record>
+bool RemoveLive(StateLock& lock, std::atomic<int>& live, MmapTable<Record>& table,
+                uintptr_t handle) {
+  Guard g(lock);
+  if (!g.ok()) return false;
+  int i = table.Find(handle);
+  if (i < 0) return false;
+  table.RemoveAt(i);
+  live.fetch_sub(1);
+  return true;
+}
+
 }  // namespace
 
 pid_t CurrentTidSlow() {
@@ -196,40 +219,22 @@ void RdmaState::AddContext(uintptr_t handle, const char* device, bool by_library
   r.owner = CurrentPid();
   r.by_library = by_library;
   CopyCString(r.device, sizeof(r.device), device);
-  Guard g(lock_);
-  if (!g.ok()) return;
-  bool replaced = false;
-  if (g_tables.contexts.Insert(handle, r, &replaced) && !replaced) live_.fetch_add(1);
+  AddLive(lock_, live_, g_tables.contexts, handle, r);
 }
 
 bool RdmaState::RemoveContext(uintptr_t handle) {
-  Guard g(lock_);
-  if (!g.ok()) return false;
-  int i = g_tables.contexts.Find(handle);
-  if (i < 0) return false;
-  g_tables.contexts.RemoveAt(i);
-  live_.fetch_sub(1);
-  return true;
+  return RemoveLive(lock_, live_, g_tables.contexts, handle);
 }
 
 void RdmaState::AddPd(uintptr_t handle, bool by_library) {
   PdRecord r;
   r.owner = CurrentPid();
   r.by_library = by_library;
-  Guard g(lock_);
-  if (!g.ok()) return;
-  bool replaced = false;
-  if (g_tables.pds.Insert(handle, r, &replaced) && !replaced) live_.fetch_add(1);
+  AddLive(lock_, live_, g_tables.pds, handle, r);
 }
 
 bool RdmaState::RemovePd(uintptr_t handle) {
-  Guard g(lock_);
-  if (!g.ok()) return false;
-  int i = g_tables.pds.Find(handle);
-  if (i < 0) return false;
-  g_tables.pds.RemoveAt(i);
-  live_.fetch_sub(1);
-  return true;
+  return RemoveLive(lock_, live_, g_tables.pds, handle);
 }
 
 // The registration path (FORKGUARD_REG_PATH): no call once the lock is free and the table
@@ -274,20 +279,11 @@ void RdmaState::AddCm(uintptr_t handle, RdmaCall call) {
   CmRecord r;
   r.call = call;
   r.owner = CurrentPid();
-  Guard g(lock_);
-  if (!g.ok()) return;
-  bool replaced = false;
-  if (g_tables.cms.Insert(handle, r, &replaced) && !replaced) live_.fetch_add(1);
+  AddLive(lock_, live_, g_tables.cms, handle, r);
 }
 
 bool RdmaState::RemoveCm(uintptr_t handle) {
-  Guard g(lock_);
-  if (!g.ok()) return false;
-  int i = g_tables.cms.Find(handle);
-  if (i < 0) return false;
-  g_tables.cms.RemoveAt(i);
-  live_.fetch_sub(1);
-  return true;
+  return RemoveLive(lock_, live_, g_tables.cms, handle);
 }
 
 bool RdmaState::IsInheritedHandle(uintptr_t handle, pid_t self) {

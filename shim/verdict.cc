@@ -46,16 +46,7 @@ MrFate JudgeRange(const VerdictInput& in, const facts::MachineFacts& m, uintptr_
   const facts::Tri dc_tri = dc ? facts::Tri::kYes : facts::Tri::kNo;
   uintptr_t end = addr + len;
   // First mapping that ends after addr (they are in address order).
-  int lo = 0;
-  int hi = in.kind_count;
-  while (lo < hi) {
-    int mid = lo + (hi - lo) / 2;
-    if (in.kind_vmas[mid].end <= addr) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
+  int lo = FirstEndingAfter(in.kind_vmas, in.kind_count, addr);
   MrFate worst;
   bool any = false;
   *intact_without_dc = true;

@@ -164,7 +164,7 @@ TEST(VerdictTest, UntrackedDeviceWithDontforkVmasIsChildSegv) {
   EXPECT_EQ(DecideVerdict(in, nullptr).reasons, static_cast<unsigned>(kInheritedRdma));
 }
 
-// Issue 13: what librdmacm keeps after the program destroyed its ids and channels.
+// What librdmacm keeps after the program destroyed its ids and channels.
 TEST(VerdictTest, OnlyLibrdmacmsOwnContextIsAWarningNotEnforced) {
   VerdictInput in;
   in.counts.contexts = 1;
@@ -185,7 +185,7 @@ TEST(VerdictTest, OnlyLibrdmacmsOwnContextIsAWarningNotEnforced) {
   EXPECT_FALSE(DecideVerdict(in, nullptr).library_cache_only);
 }
 
-// Issue 13: a child that execs right away is judged by what it can touch before exec.
+// A child that execs right away is judged by what it can touch before exec.
 TEST(VerdictTest, ExecingChildInheritsNothingThatMatters) {
   VerdictInput in;
   in.counts.contexts = 1;

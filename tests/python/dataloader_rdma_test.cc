@@ -144,7 +144,7 @@ TEST(DataLoaderRdma, SubprocessAfterRdmaIsNotAHazard) {
       << ::testing::PrintToString(run.log);
 }
 
-// Issue 13: subprocess.run(..., preexec_fn=os.setsid) forks for real in
+// subprocess.run(..., preexec_fn=os.setsid) forks for real in
 // _posixsubprocess.fork_exec; its child execs right away. Error mode must not raise.
 TEST(ForkKindsRdma, PreexecFnSubprocessIsNotFailedInErrorMode) {
   RdmaDevice dev = RequireRdmaDevice();

@@ -1,5 +1,5 @@
 // Real device (RDMA lane): `forkguard report` of Python programs on rxe0 names the
-// user's functions and lines first (Python first, issue 14):
+// user's functions and lines first (Python first):
 //   - pyverbs + multiprocessing (multiprocessing_after_rdma.py),
 //   - an mpi4py job: 2 ranks under mpirun, Open MPI over libfabric verbs on rxe0
 //     (mpi_rank_fork.py), whose HTML and trace reports are kept as artifacts,

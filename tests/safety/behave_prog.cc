@@ -1,5 +1,5 @@
 // behave_prog: programs whose behaviour must be the same with and without
-// libforkguard.so (issue 8, behaviour preservation and hostile environment).
+// libforkguard.so (behaviour preservation and hostile environment).
 // stdout is deterministic; the tests compare it and the exit status across runs.
 //
 //   behave_prog hazard DEV        open DEV, PD, 64 KiB MR, fork; child exits 0

@@ -1,4 +1,4 @@
-// Issue 8, behaviour preservation: programs with their own SIGSEGV handler, with
+// Behaviour preservation: programs with their own SIGSEGV handler, with
 // RTLD_DEEPBIND, forking from a signal handler, forking from many threads at once
 // behave exactly as without the shim: same exit status, same stdout, and the same
 // stderr once the shim's own messages are taken out. The shim runs with a log

@@ -1,4 +1,4 @@
-// Issue 8, hostile environment: FORKGUARD_LOG pointing at a symlink, a file, a
+// Hostile environment: FORKGUARD_LOG pointing at a symlink, a file, a
 // directory owned by another uid, an unwritable directory (as an unprivileged
 // user: root may write anywhere), a full disk (a 32 KiB tmpfs mounted here; we are
 // root); log files 0600 whatever the umask; AT_SECURE ignores the environment.
@@ -128,7 +128,7 @@ TEST(HostileLog, ValidDirectoryFilesAre0600EvenWithUmaskZero) {
   RemoveTree(dir);
 }
 
-// Issue 12: FORKGUARD_LOG directories are created (every missing component, 0700) and
+// FORKGUARD_LOG directories are created (every missing component, 0700) and
 // templated; what cannot be made ready is one warning and no log.
 mode_t ModeOf(const std::string& path) {
   struct stat st;

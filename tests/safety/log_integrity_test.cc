@@ -1,4 +1,4 @@
-// Issue 8, log integrity: 64 processes x 1,004 events each (4 threads per process
+// Log integrity: 64 processes x 1,004 events each (4 threads per process
 // writing concurrently) into ONE FORKGUARD_LOG directory at the same time. Every
 // line must parse as JSON, none torn, counts exact per process and per event type,
 // seq contiguous per process, files 0600. A registration at a site the file already has a

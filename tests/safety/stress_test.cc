@@ -1,4 +1,4 @@
-// Issue 8: 16 threads forking while 4 threads register/deregister (stub
+// 16 threads forking while 4 threads register/deregister (stub
 // libibverbs on the host). Thousands of forks: 3 phases x 16 threads x 70.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Issue 13: every libc way to create a process after RDMA init, decided like fork(); the
+// Every libc way to create a process after RDMA init, decided like fork(); the
 // fix line chosen from the facts; who turned fork support on; what librdmacm keeps.
 // Built twice from this file: fork_entry_stub_test (host, stub libibverbs) and, with
 // FORKGUARD_TEST_REAL, fork_entry_rdma_test (tag rdma: rxe0 with rdma-core 44).

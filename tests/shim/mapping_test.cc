@@ -1,7 +1,7 @@
 // What libforkguard.so adds to the address space of every process it is preloaded into:
 // two mappings, its code and its RELRO data (its .bss merges with the loader's anonymous
 // memory next to it). Every mapping is copied by every fork() of the host and unmapped by
-// every exit, so a third one is a cost on every clean fork (issue 13; shim/libforkguard.ld
+// every exit, so a third one is a cost on every clean fork (shim/libforkguard.ld
 // and ZeroFilled in shim/sys.h say how the layout is kept). These tests fail, naming the
 // culprit, when a change brings one back: an initialized global (.data), or a gap page
 // between the code and the data segment.

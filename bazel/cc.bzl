@@ -1,0 +1,40 @@
+"""forkguard_cc_library, forkguard_cc_binary, forkguard_cc_test: Bazel's C/C++ rules with what
+every forkguard target shares, so that a BUILD file says only what is particular to a target.
+
+- copts: the project's flags (copts.bzl) come first; a target's own `copts` are appended.
+  A target whose source files are all C (`.c`, `.h`) gets FORKGUARD_C_COPTS (no -std=c++20).
+- forkguard_cc_test: `srcs` defaults to [name + ".cc"]; GoogleTest's main is a dependency
+  unless the target names a GoogleTest library itself or says `gtest_main = False`.
+  `rdma = True`: a real-device test (tag "rdma": scripts/rdma-lane runs it in the Soft-RoCE
+  guest) with //tests/support:rdma_device, whose RequireRdmaDevice() it calls first.
+
+The flags are on the targets, not only in the project's .bazelrc, so that a workspace that
+adds forkguard as an external repository (docs/bazel.md) builds it the same way."""
+
+load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library", "cc_test")
+load(":copts.bzl", "FORKGUARD_COPTS", "FORKGUARD_C_COPTS")
+
+def _copts(srcs, copts):
+    """The project's flags for these sources, then the target's own. Other targets named in
+    srcs (":stub.so") say nothing about the language."""
+    files = [s for s in srcs if not s.startswith(":") and not s.startswith("/")]
+    if any([f.endswith(".c") for f in files]) and all([f.endswith((".c", ".h")) for f in files]):
+        return FORKGUARD_C_COPTS + copts
+    return FORKGUARD_COPTS + copts
+
+def forkguard_cc_library(name, srcs = [], copts = [], **kwargs):
+    cc_library(name = name, srcs = srcs, copts = _copts(srcs, copts), **kwargs)
+
+def forkguard_cc_binary(name, srcs = [], copts = [], **kwargs):
+    cc_binary(name = name, srcs = srcs, copts = _copts(srcs, copts), **kwargs)
+
+def forkguard_cc_test(name, srcs = None, copts = [], deps = [], gtest_main = True, rdma = False, tags = [], **kwargs):
+    if srcs == None:
+        srcs = [name + ".cc"]
+    if rdma:
+        tags = tags + ["rdma"]
+        deps = deps + ["//tests/support:rdma_device"]
+    names_gtest = [d for d in deps if type(d) == "string" and d.startswith("@googletest//")]
+    if gtest_main and not names_gtest:
+        deps = deps + ["@googletest//:gtest_main"]
+    cc_test(name = name, srcs = srcs, copts = _copts(srcs, copts), deps = deps, tags = tags, **kwargs)
