@@ -4,9 +4,10 @@
 
 #include <string>
 
-#include "cli/testdata/run_cli.h"
+#include "cli/testdata/doctor_output.h"
 #include "gtest/gtest.h"
 #include "tests/support/rdma_device.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::cli {
@@ -16,11 +17,11 @@ using testdata::DoctorBlock;
 using testdata::DoctorLine;
 
 TEST(DoctorRdma, DeviceCopyOnForkAndLimitsAreOk) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
-  std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
-  auto r = testdata::RunCli({forkguard::testing::Runfile("cli/forkguard"), "doctor"},
-                            {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/')),
-                             "RDMAV_FORK_SAFE=", "IBV_FORK_SAFE=", "LD_PRELOAD="});
+  auto dev = forkguard::test_support::RequireRdmaDevice();
+  std::string shim = forkguard::test_support::Runfile("shim/libforkguard.so");
+  auto r = test_support::RunProgram({forkguard::test_support::Runfile("cli/forkguard"), "doctor"},
+                                    {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/')),
+                                     "RDMAV_FORK_SAFE=", "IBV_FORK_SAFE=", "LD_PRELOAD="});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   std::string devices = DoctorLine(r.out, "RDMA devices");
   EXPECT_EQ(devices.rfind("ok    RDMA devices      ", 0), 0u) << r.out;
@@ -47,11 +48,11 @@ TEST(DoctorRdma, DeviceCopyOnForkAndLimitsAreOk) {
 
 // rdma-core 44 x the guest's copy-on-fork kernel (netlink) x RDMAV_FORK_SAFE=1.
 TEST(DoctorRdma, ForkSupportFromTheEnvironmentOnRdmaCore44IsAWarning) {
-  forkguard::testing::RequireRdmaDevice();
-  std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
-  auto r = testdata::RunCli({forkguard::testing::Runfile("cli/forkguard"), "doctor"},
-                            {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/')),
-                             "RDMAV_FORK_SAFE=1", "IBV_FORK_SAFE=", "LD_PRELOAD="});
+  forkguard::test_support::RequireRdmaDevice();
+  std::string shim = forkguard::test_support::Runfile("shim/libforkguard.so");
+  auto r = test_support::RunProgram({forkguard::test_support::Runfile("cli/forkguard"), "doctor"},
+                                    {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/')),
+                                     "RDMAV_FORK_SAFE=1", "IBV_FORK_SAFE=", "LD_PRELOAD="});
   std::string b = DoctorBlock(r.out, "fork support");
   EXPECT_EQ(b.rfind("warn  fork support      on, turned on by the environment (RDMAV_FORK_SAFE=1); "
                     "rdma-core 44, copy-on-fork kernel",

@@ -11,17 +11,18 @@
 #include <filesystem>
 #include <string>
 
-#include "cli/testdata/run_cli.h"
+#include "cli/testdata/doctor_output.h"
 #include "gtest/gtest.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::cli {
 namespace {
 
-using testdata::CliResult;
+using test_support::ProgramResult;
+using test_support::RunProgram;
 using testdata::DoctorBlock;
 using testdata::DoctorLine;
-using testdata::RunCli;
 
 bool HasDevices() {
   DIR* d = opendir("/sys/class/infiniband");
@@ -32,17 +33,17 @@ bool HasDevices() {
   return any;
 }
 
-CliResult Doctor(std::vector<std::string> env = {}) {
-  std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
+ProgramResult Doctor(std::vector<std::string> env = {}) {
+  std::string shim = forkguard::test_support::Runfile("shim/libforkguard.so");
   env.push_back("FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/')));
   // This boot's pin probe is cached here, not in the user's cache directory.
   env.push_back("FORKGUARD_CACHE_DIR=" + std::string(getenv("TEST_TMPDIR")) + "/fgcache");
-  return RunCli({forkguard::testing::Runfile("cli/forkguard"), "doctor"}, env);
+  return RunProgram({forkguard::test_support::Runfile("cli/forkguard"), "doctor"}, env);
 }
 
 TEST(Doctor, VerdictsMatchThisMachine) {
-  CliResult r = Doctor({"RDMAV_FORK_SAFE=", "IBV_FORK_SAFE=", "RDMAV_HUGEPAGES_SAFE=",
-                        "FORKGUARD_MODE=", "LD_PRELOAD="});
+  ProgramResult r = Doctor({"RDMAV_FORK_SAFE=", "IBV_FORK_SAFE=", "RDMAV_HUGEPAGES_SAFE=",
+                            "FORKGUARD_MODE=", "LD_PRELOAD="});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   if (HasDevices()) {
     EXPECT_EQ(DoctorLine(r.out, "RDMA devices").rfind("ok    RDMA devices", 0), 0u) << r.out;
@@ -85,7 +86,7 @@ TEST(Doctor, VerdictsMatchThisMachine) {
 }
 
 TEST(Doctor, ForkSafeEnvAndBadModeWarn) {
-  CliResult r = Doctor({"RDMAV_FORK_SAFE=1", "FORKGUARD_MODE=loud"});
+  ProgramResult r = Doctor({"RDMAV_FORK_SAFE=1", "FORKGUARD_MODE=loud"});
   EXPECT_EQ(r.status, 0) << r.out;
   // The variables as set; what they do is fork support's to say (one place, no contradiction).
   EXPECT_EQ(DoctorLine(r.out, "fork env"),
@@ -96,8 +97,8 @@ TEST(Doctor, ForkSafeEnvAndBadModeWarn) {
 }
 
 TEST(Doctor, MissingShimFails) {
-  CliResult r = RunCli({forkguard::testing::Runfile("cli/forkguard"), "doctor"},
-                       {"FORKGUARD_SHIM_DIR=/nonexistent"});
+  ProgramResult r = RunProgram({forkguard::test_support::Runfile("cli/forkguard"), "doctor"},
+                               {"FORKGUARD_SHIM_DIR=/nonexistent"});
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_EQ(DoctorLine(r.out, "shim"), "FAIL  shim              libforkguard.so not found")
       << r.out;
@@ -105,8 +106,8 @@ TEST(Doctor, MissingShimFails) {
 }
 
 TEST(Doctor, ActiveWhenPreloaded) {
-  std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
-  CliResult r = Doctor({"LD_PRELOAD=" + shim});
+  std::string shim = forkguard::test_support::Runfile("shim/libforkguard.so");
+  ProgramResult r = Doctor({"LD_PRELOAD=" + shim});
   EXPECT_NE(DoctorBlock(r.out, "active").find("libforkguard.so is in LD_PRELOAD here"),
             std::string::npos)
       << r.out;
@@ -114,7 +115,8 @@ TEST(Doctor, ActiveWhenPreloaded) {
 
 // The rdma-core x kernel x who case, with fork support from the environment.
 TEST(Doctor, ForkSupportSaysWhichCaseThisMachineIsIn) {
-  CliResult r = Doctor({"RDMAV_FORK_SAFE=1", "IBV_FORK_SAFE=", "LD_PRELOAD=", "FORKGUARD_MODE="});
+  ProgramResult r =
+      Doctor({"RDMAV_FORK_SAFE=1", "IBV_FORK_SAFE=", "LD_PRELOAD=", "FORKGUARD_MODE="});
   std::string block = DoctorBlock(r.out, "fork support");
   ASSERT_FALSE(block.empty()) << r.out;
   EXPECT_NE(block.find("on, turned on by the environment (RDMAV_FORK_SAFE=1)"), std::string::npos)
@@ -140,7 +142,7 @@ TEST(Doctor, ForkSupportSaysWhichCaseThisMachineIsIn) {
     EXPECT_NE(r.out.find("-> unset RDMAV_FORK_SAFE"), std::string::npos) << r.out;
   }
   EXPECT_EQ(r.out.find("RDMAV_FORK_SAFE=1 (with"), std::string::npos) << r.out;
-  CliResult off =
+  ProgramResult off =
       Doctor({"RDMAV_FORK_SAFE=", "IBV_FORK_SAFE=", "UCX_IB_FORK_INIT=", "LD_PRELOAD="});
   std::string b2 = DoctorBlock(off.out, "fork support");
   EXPECT_NE(b2.find("not turned on by the environment"), std::string::npos) << off.out;
@@ -151,16 +153,17 @@ TEST(Doctor, ForkSupportSaysWhichCaseThisMachineIsIn) {
 // /usr/lib/x86_64-linux-gnu/forkguard without FORKGUARD_SHIM_DIR or runfiles.
 TEST(Doctor, FindsTheShimInTheDebianPackageLayout) {
   namespace fs = std::filesystem;
-  fs::path root = forkguard::testing::MakeTempDir("deb-layout");
+  fs::path root = forkguard::test_support::MakeTempDir("deb-layout");
   fs::path lib = root / "usr/lib/x86_64-linux-gnu/forkguard";
   fs::create_directories(root / "usr/bin");
   fs::create_directories(lib);
-  fs::copy_file(forkguard::testing::Runfile("cli/forkguard"), root / "usr/bin/forkguard");
-  fs::copy_file(forkguard::testing::Runfile("shim/libforkguard.so"), lib / "libforkguard.so");
-  fs::copy_file(forkguard::testing::Runfile("shim/libforkguard_audit.so"),
+  fs::copy_file(forkguard::test_support::Runfile("cli/forkguard"), root / "usr/bin/forkguard");
+  fs::copy_file(forkguard::test_support::Runfile("shim/libforkguard.so"), lib / "libforkguard.so");
+  fs::copy_file(forkguard::test_support::Runfile("shim/libforkguard_audit.so"),
                 lib / "libforkguard_audit.so");
-  CliResult r = RunCli({(root / "usr/bin/forkguard").string(), "doctor"},
-                       {"FORKGUARD_SHIM_DIR=", "RUNFILES_DIR=", "TEST_SRCDIR=", "LD_PRELOAD="});
+  ProgramResult r =
+      RunProgram({(root / "usr/bin/forkguard").string(), "doctor"},
+                 {"FORKGUARD_SHIM_DIR=", "RUNFILES_DIR=", "TEST_SRCDIR=", "LD_PRELOAD="});
   EXPECT_EQ(DoctorLine(r.out, "shim").rfind("ok    shim              " + lib.string(), 0), 0u)
       << r.out;
   EXPECT_NE(DoctorBlock(r.out, "audit module").find(lib.string() + "/libforkguard_audit.so"),

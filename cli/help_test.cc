@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/testdata/run_cli.h"
 #include "flags/flags.h"
 #include "gtest/gtest.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::cli {
@@ -40,8 +40,8 @@ Mismatches Unknown(const std::string& synopsis, const flags::FlagTable& table) {
 }
 
 TEST(Help, MainSynopsisNamesOnlyRealOptions) {
-  testdata::CliResult r =
-      testdata::RunCli({forkguard::testing::Runfile("cli/forkguard"), "--help"});
+  test_support::ProgramResult r =
+      test_support::RunProgram({forkguard::test_support::Runfile("cli/forkguard"), "--help"});
   ASSERT_EQ(r.status, 0) << r.err;
   std::istringstream in(r.out);
   std::string line, run, report, doctor, ps;
@@ -75,11 +75,11 @@ TEST(Help, EachSynopsisNamesOnlyRealOptionsAndEveryFormat) {
 
 // `forkguard help CMD` and `forkguard CMD --help` (and -h) print the same text.
 TEST(Help, HelpCommandAndOptionAgree) {
-  std::string fg = forkguard::testing::Runfile("cli/forkguard");
+  std::string fg = forkguard::test_support::Runfile("cli/forkguard");
   for (const char* cmd : {"run", "report", "doctor", "ps"}) {
-    testdata::CliResult a = testdata::RunCli({fg, "help", cmd});
-    testdata::CliResult b = testdata::RunCli({fg, cmd, "--help"});
-    testdata::CliResult c = testdata::RunCli({fg, cmd, "-h"});
+    test_support::ProgramResult a = test_support::RunProgram({fg, "help", cmd});
+    test_support::ProgramResult b = test_support::RunProgram({fg, cmd, "--help"});
+    test_support::ProgramResult c = test_support::RunProgram({fg, cmd, "-h"});
     EXPECT_EQ(a.status, 0);
     EXPECT_EQ(b.status, 0) << cmd << ": " << b.err;
     EXPECT_EQ(c.status, 0) << cmd << ": " << c.err;

@@ -85,21 +85,6 @@ std::vector<std::string> JobIds(const LogSet& logs) {
   return {ids.begin(), ids.end()};
 }
 
-LogSet SelectJob(const LogSet& logs, const std::string& job, bool with_notes) {
-  LogSet out;
-  if (with_notes) {
-    out.notes = logs.notes;
-    out.files_read = logs.files_read;
-    out.lines_skipped = logs.lines_skipped;
-  }
-  for (const auto& p : logs.processes) {
-    if (p.job != job) continue;
-    out.processes.push_back(p);
-    out.lines_used += p.summary.lines;
-  }
-  return out;
-}
-
 std::vector<LogSet> SplitByJob(LogSet logs) {
   std::map<std::string, LogSet> parts;
   for (auto& p : logs.processes) {

@@ -192,10 +192,6 @@ std::string FormatRanks(const std::set<int64_t>& ranks, int max_runs = 6);
 // The job ids in the logs, sorted ("" for processes without one, first).
 std::vector<std::string> JobIds(const LogSet& logs);
 
-// The processes of one job (with the reader's notes and counts when `with_notes`). `job` ""
-// selects those without an id.
-LogSet SelectJob(const LogSet& logs, const std::string& job, bool with_notes = true);
-
 // Every job's processes, moved out of `logs` (no copy of the events), in JobIds order; the
 // reader's notes and counts go with the first.
 std::vector<LogSet> SplitByJob(LogSet logs);

@@ -30,7 +30,7 @@ struct Generated {
 };
 
 Generated Generate(const JobSpec& spec, bool symbolize = true) {
-  std::string dir = forkguard::testing::MakeTempDir("job");
+  std::string dir = forkguard::test_support::MakeTempDir("job");
   Generated g;
   g.truth = WriteJob(dir, spec);
   LogSet logs;
@@ -236,7 +236,7 @@ TEST(JobReport, FormatRanksCompressesRuns) {
 
 // Two jobs on the same hosts with the same pids, logs in one directory: reported apart.
 TEST(JobReport, TwoJobsInOneDirectoryStayApart) {
-  std::string dir = forkguard::testing::MakeTempDir("twojobs");
+  std::string dir = forkguard::test_support::MakeTempDir("twojobs");
   JobSpec a;
   a.job = "4242";
   JobSpec b;
@@ -288,7 +288,7 @@ TEST(JobReport, TwoJobsInOneDirectoryStayApart) {
   EXPECT_EQ(parts[0].lines_used + parts[1].lines_used, logs.lines_used);
   EXPECT_TRUE(parts[1].notes.empty());
 
-  JobReport only = BuildJobReport(SelectJob(logs, "tr-1"), nullptr);
+  JobReport only = BuildJobReport(parts[1], nullptr);
   EXPECT_EQ(static_cast<int>(only.processes.size()), tb.processes);
   ASSERT_EQ(only.jobs.size(), 1u);
   ASSERT_FALSE(only.hazard_groups.empty());

@@ -22,7 +22,7 @@ namespace forkguard::cli {
 namespace {
 
 std::string Corpus(const std::string& name) {
-  return forkguard::testing::Runfile("cli/testdata/corpus/" + name);
+  return forkguard::test_support::Runfile("cli/testdata/corpus/" + name);
 }
 
 // The note whose location ends with `suffix` and text contains `text`.
@@ -60,7 +60,7 @@ TEST(LogParser, ValidFile) {
 // Logs the real libforkguard.so wrote on rxe0 (Soft-RoCE guest): hazard_prog
 // with RDMAV_FORK_SAFE=1, whose child touched the registered buffer.
 TEST(LogParser, RealShimLogsFromTheDevice) {
-  std::string dir = forkguard::testing::Runfile(
+  std::string dir = forkguard::test_support::Runfile(
       "cli/testdata/real_rxe/forkguard.rxe-vm.150.1796044305158156650.jsonl");
   dir = dir.substr(0, dir.rfind('/'));
   LogSet l;
@@ -150,10 +150,10 @@ TEST(LogParser, WrongTypesAndHostileValuesNeverCrash) {
 }
 
 TEST(LogParser, EmptyFileEmptyDirMissingPathAndFifo) {
-  std::string dir = forkguard::testing::MakeTempDir("empty");
+  std::string dir = forkguard::test_support::MakeTempDir("empty");
   std::string fifo = dir + "/pipe.jsonl";
   ASSERT_EQ(0, mkfifo(fifo.c_str(), 0600));
-  std::string empty_dir = forkguard::testing::MakeTempDir("nothing");
+  std::string empty_dir = forkguard::test_support::MakeTempDir("nothing");
   LogSet l;
   ReadLogs({Corpus("empty.jsonl"), empty_dir, dir + "/missing.jsonl", fifo}, &l);
   EXPECT_TRUE(HasNote(l, "empty.jsonl", "empty file"));
@@ -170,7 +170,7 @@ TEST(LogParser, EmptyFileEmptyDirMissingPathAndFifo) {
 }
 
 TEST(LogParser, SymbolizerIgnoresFifosAndMissingObjects) {
-  std::string dir = forkguard::testing::MakeTempDir("sym");
+  std::string dir = forkguard::test_support::MakeTempDir("sym");
   std::string fifo = dir + "/libfifo.so";
   ASSERT_EQ(0, mkfifo(fifo.c_str(), 0600));
   std::string text =
@@ -208,7 +208,7 @@ TEST(LogParser, DeepNestingIsNotedOthersKept) {
 // Files stream through a 1 MiB buffer: lines across chunk boundaries, an
 // overlong line in the middle of a file and the thread count change nothing.
 TEST(LogParser, StreamedFilesAcrossChunksAndThreads) {
-  std::string dir = forkguard::testing::MakeTempDir("stream");
+  std::string dir = forkguard::test_support::MakeTempDir("stream");
   std::string text;
   for (int i = 0; i < 30000; ++i) {
     if (i == 12000)
@@ -247,8 +247,8 @@ TEST(LogParser, StreamedFilesAcrossChunksAndThreads) {
 // files. Links are followed; a file or directory reached twice (a loop) is read once; a
 // dangling link named like a log is noted.
 TEST(LogParser, SymlinkedFilesAndDirectoriesAreReadOnce) {
-  std::string real = forkguard::testing::MakeTempDir("real");
-  std::string job = forkguard::testing::MakeTempDir("job");
+  std::string real = forkguard::test_support::MakeTempDir("real");
+  std::string job = forkguard::test_support::MakeTempDir("job");
   for (int pid : {11, 12}) {
     FILE* out = fopen((real + "/p" + std::to_string(pid) + ".jsonl").c_str(), "w");
     ASSERT_TRUE(out);

@@ -3,7 +3,6 @@
 // as another user (nobody: no /proc/PID/fd, smaps or environ of root's processes; what it
 // cannot read is said, not guessed).
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,11 +15,10 @@
 #include "cli/json.h"
 #include "gtest/gtest.h"
 #include "tests/support/rdma_device.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
-extern char** environ;
-
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 // A child started with posix_spawn whose stdin we hold (closing it ends the holder).
@@ -38,30 +36,12 @@ void Start(Holder* h, const std::vector<std::string>& argv, const std::vector<st
   int in[2], out[2];
   ASSERT_EQ(pipe2(in, O_CLOEXEC), 0);
   ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   // `env` replaces the test's variables of the same name; "NAME=" removes NAME.
-  std::vector<std::string> envs;
-  for (const std::string& e : env) {
-    if (e.back() != '=') envs.push_back(e);
-  }
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv = *e;
-    bool replaced = false;
-    for (const std::string& x : env) {
-      replaced = replaced || kv.compare(0, x.find('=') + 1, x, 0, x.find('=') + 1) == 0;
-    }
-    if (!replaced) envs.push_back(kv);
-  }
-  std::vector<char*> av, ev;
-  for (const std::string& a : argv) av.push_back(const_cast<char*>(a.c_str()));
-  av.push_back(nullptr);
-  for (const std::string& e : envs) ev.push_back(const_cast<char*>(e.c_str()));
-  ev.push_back(nullptr);
-  ASSERT_EQ(posix_spawn(&h->pid, av[0], &fa, nullptr, av.data(), ev.data()), 0) << argv[0];
-  posix_spawn_file_actions_destroy(&fa);
+  RunOptions opt;
+  opt.env = env;
+  std::string error;
+  h->pid = StartProgram(argv, opt, in[0], out[1], STDERR_FILENO, &error);
+  ASSERT_GT(h->pid, 0) << error;
   close(in[0]);
   close(out[1]);
   h->in = in[1];
@@ -78,18 +58,19 @@ void Start(Holder* h, const std::vector<std::string>& argv, const std::vector<st
 cli::JsonValue Ps(const std::string& forkguard, bool as_nobody, std::string* text) {
   std::vector<std::string> args;
   if (as_nobody) {
-    args = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+    args = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
   }
   args.push_back(forkguard);
   args.push_back("ps");
   std::vector<std::string> json_args = args;
   json_args.push_back("--format");
   json_args.push_back("json");
-  auto [rc, out] = RunAndCapture(json_args);
-  EXPECT_EQ(rc, 0) << out;
-  auto [trc, tout] = RunAndCapture(args);
-  EXPECT_EQ(trc, 0) << tout;
-  *text = tout;
+  ProgramResult json = RunProgram(json_args);
+  EXPECT_EQ(json.status, 0) << json.Describe();
+  const std::string& out = json.out;
+  ProgramResult plain = RunProgram(args);
+  EXPECT_EQ(plain.status, 0) << plain.Describe();
+  *text = plain.out + plain.err;
   cli::JsonValue doc;
   std::string error;
   EXPECT_TRUE(cli::ParseJson(out, &doc, &error)) << error << "\n" << out;
@@ -193,4 +174,4 @@ TEST(PsRdma, ListsTheRdmaProcessesAsRootAndAsNobody) {
 }
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

@@ -23,7 +23,7 @@ namespace {
 // The files one by one, in the order the directory lists them.
 JobReport Load(const std::string& dir) {
   std::vector<std::string> files;
-  std::string path = forkguard::testing::Runfile("cli/testdata/real_rxe_python/" + dir);
+  std::string path = forkguard::test_support::Runfile("cli/testdata/real_rxe_python/" + dir);
   if (DIR* d = opendir(path.c_str())) {
     while (dirent* e = readdir(d))
       if (e->d_name[0] != '.') files.push_back(path + "/" + e->d_name);

@@ -5,29 +5,29 @@
 #include <string>
 
 #include "cli/json.h"
-#include "cli/testdata/run_cli.h"
 #include "gtest/gtest.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::cli {
 namespace {
 
-using testdata::CliResult;
-using testdata::RunCli;
+using test_support::ProgramResult;
+using test_support::RunProgram;
 
-std::string Forkguard() { return forkguard::testing::Runfile("cli/forkguard"); }
-std::string Shim() { return forkguard::testing::Runfile("shim/libforkguard.so"); }
+std::string Forkguard() { return forkguard::test_support::Runfile("cli/forkguard"); }
+std::string Shim() { return forkguard::test_support::Runfile("shim/libforkguard.so"); }
 
 // Runs `script` with `sh -c` under the real shim, as rank `rank` of Slurm job 77.
 void RunUnderShim(const std::string& dir, const std::string& script, int rank) {
-  CliResult r = RunCli({"/bin/sh", "-c", script},
-                       {"LD_PRELOAD=" + Shim(), "FORKGUARD_LOG=" + dir, "SLURM_JOB_ID=77",
-                        "SLURM_PROCID=" + std::to_string(rank), "FORKGUARD_QUIET=1"});
+  ProgramResult r = RunProgram({"/bin/sh", "-c", script},
+                               {"LD_PRELOAD=" + Shim(), "FORKGUARD_LOG=" + dir, "SLURM_JOB_ID=77",
+                                "SLURM_PROCID=" + std::to_string(rank), "FORKGUARD_QUIET=1"});
   ASSERT_EQ(r.status, 0) << r.err;
 }
 
 JsonValue Report(const std::string& dir) {
-  CliResult rep = RunCli({Forkguard(), "report", "--format", "json", dir});
+  ProgramResult rep = RunProgram({Forkguard(), "report", "--format", "json", dir});
   EXPECT_EQ(rep.status, 0) << rep.err;
   JsonValue j;
   std::string error;
@@ -36,7 +36,7 @@ JsonValue Report(const std::string& dir) {
 }
 
 TEST(ReportExec, AWrapperThatExecsIsOneProcessWithTwoPrograms) {
-  std::string dir = forkguard::testing::MakeTempDir("exec-logs");
+  std::string dir = forkguard::test_support::MakeTempDir("exec-logs");
   // Four ranks, each a wrapper shell that execs the program (here another shell that execs
   // `true`: three programs, one pid).
   for (int rank = 0; rank < 4; ++rank) RunUnderShim(dir, "exec /bin/sh -c 'exec /bin/true'", rank);
@@ -55,7 +55,7 @@ TEST(ReportExec, AWrapperThatExecsIsOneProcessWithTwoPrograms) {
     EXPECT_EQ(from->array()[0].GetString("prog"), "sh");
     EXPECT_EQ(from->array()[1].GetString("prog"), "sh");
   }
-  CliResult text = RunCli({Forkguard(), "report", dir});
+  ProgramResult text = RunProgram({Forkguard(), "report", dir});
   EXPECT_NE(text.out.find("job 77: 4 processes (4 ranks) on 1 host"), std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find(" true (exec'd from sh from sh) [rank 0]"), std::string::npos)
@@ -63,7 +63,7 @@ TEST(ReportExec, AWrapperThatExecsIsOneProcessWithTwoPrograms) {
 }
 
 TEST(ReportExec, AForkedChildThatExecsIsItsOwnProcess) {
-  std::string dir = forkguard::testing::MakeTempDir("fork-exec-logs");
+  std::string dir = forkguard::test_support::MakeTempDir("fork-exec-logs");
   // The shell forks a subshell that execs `true`; then the shell itself execs `true`.
   RunUnderShim(dir, "(exec /bin/true); exec /bin/true", 0);
   JsonValue j = Report(dir);

@@ -7,23 +7,23 @@
 
 #include <string>
 
-#include "cli/testdata/run_cli.h"
 #include "gtest/gtest.h"
 #include "tests/support/rdma_device.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::cli {
 namespace {
 
-using testdata::CliResult;
-using testdata::RunCli;
+using test_support::ProgramResult;
+using test_support::RunProgram;
 
-std::string Forkguard() { return forkguard::testing::Runfile("cli/forkguard"); }
-std::string Prog() { return forkguard::testing::Runfile("cli/testdata/hazard_prog"); }
+std::string Forkguard() { return forkguard::test_support::Runfile("cli/forkguard"); }
+std::string Prog() { return forkguard::test_support::Runfile("cli/testdata/hazard_prog"); }
 
-CliResult RunUnderForkguard(const std::string& dev, const std::vector<std::string>& opts,
-                            const std::vector<std::string>& prog_args,
-                            std::vector<std::string> env = {}) {
+ProgramResult RunUnderForkguard(const std::string& dev, const std::vector<std::string>& opts,
+                                const std::vector<std::string>& prog_args,
+                                std::vector<std::string> env = {}) {
   // The shim is found in the runfiles (no FORKGUARD_SHIM_DIR): the Bazel-tree layout.
   std::vector<std::string> argv = {Forkguard(), "run"};
   argv.insert(argv.end(), opts.begin(), opts.end());
@@ -32,7 +32,7 @@ CliResult RunUnderForkguard(const std::string& dev, const std::vector<std::strin
   argv.insert(argv.end(), prog_args.begin(), prog_args.end());
   env.push_back("RXE_DEV=" + dev);
   env.push_back("FORKGUARD_SHIM_DIR=");
-  return RunCli(argv, env);
+  return RunProgram(argv, env);
 }
 
 int CountLogs(const std::string& dir) {
@@ -45,9 +45,9 @@ int CountLogs(const std::string& dir) {
 }
 
 TEST(RunRdma, ReportsTheHazardAndKeepsTheExitStatus) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
-  std::string logs = forkguard::testing::MakeTempDir("fglogs");
-  CliResult r =
+  auto dev = forkguard::test_support::RequireRdmaDevice();
+  std::string logs = forkguard::test_support::MakeTempDir("fglogs");
+  ProgramResult r =
       RunUnderForkguard(dev.name, {"--log", logs}, {"5"}, {"RDMAV_FORK_SAFE=", "IBV_FORK_SAFE="});
   EXPECT_EQ(r.status, 5) << r.out << r.err;
   EXPECT_NE(r.out.find("child: exit 0"), std::string::npos) << r.out;
@@ -64,21 +64,22 @@ TEST(RunRdma, ReportsTheHazardAndKeepsTheExitStatus) {
   EXPECT_GE(CountLogs(logs), 1);
 
   // The kept logs give the same picture through `forkguard report`.
-  CliResult rep = RunCli({Forkguard(), "report", "--format", "json", "--fail-on", "hazard", logs});
+  ProgramResult rep =
+      RunProgram({Forkguard(), "report", "--format", "json", "--fail-on", "hazard", logs});
   EXPECT_EQ(rep.status, 3) << rep.err;
   EXPECT_NE(rep.out.find("\"hazard_forks\": 1,"), std::string::npos) << rep.out;
 }
 
 TEST(RunRdma, FailOnHazardExits3) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
-  CliResult r = RunUnderForkguard(dev.name, {"--fail-on", "hazard"}, {"5"});
+  auto dev = forkguard::test_support::RequireRdmaDevice();
+  ProgramResult r = RunUnderForkguard(dev.name, {"--fail-on", "hazard"}, {"5"});
   EXPECT_EQ(r.status, 3) << r.err;
   EXPECT_NE(r.err.find(": hazard: fork() after RDMA initialization"), std::string::npos) << r.err;
 }
 
 TEST(RunRdma, ChildKilledTouchingRegisteredMemoryIsReported) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
-  CliResult r = RunUnderForkguard(dev.name, {}, {"0", "--touch"}, {"RDMAV_FORK_SAFE=1"});
+  auto dev = forkguard::test_support::RequireRdmaDevice();
+  ProgramResult r = RunUnderForkguard(dev.name, {}, {"0", "--touch"}, {"RDMAV_FORK_SAFE=1"});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("child: signal 11"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("= child-segv:"), std::string::npos) << r.err;
@@ -88,22 +89,22 @@ TEST(RunRdma, ChildKilledTouchingRegisteredMemoryIsReported) {
 }
 
 TEST(RunRdma, ModeErrorFailsTheFork) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
-  CliResult r = RunUnderForkguard(dev.name, {"--mode", "error"}, {"6"});
+  auto dev = forkguard::test_support::RequireRdmaDevice();
+  ProgramResult r = RunUnderForkguard(dev.name, {"--mode", "error"}, {"6"});
   EXPECT_EQ(r.status, 6) << r.err;
   EXPECT_NE(r.out.find("fork failed: "), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("action: 1 failed"), std::string::npos) << r.err;
 }
 
 TEST(RunRdma, EmittedSuppressionsSilenceTheSiteInTheShim) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
-  std::string logs = forkguard::testing::MakeTempDir("fglogs");
-  CliResult first = RunUnderForkguard(dev.name, {"--log", logs}, {"0"});
+  auto dev = forkguard::test_support::RequireRdmaDevice();
+  std::string logs = forkguard::test_support::MakeTempDir("fglogs");
+  ProgramResult first = RunUnderForkguard(dev.name, {"--log", logs}, {"0"});
   ASSERT_EQ(first.status, 0) << first.err;
-  CliResult emitted = RunCli({Forkguard(), "report", "--emit-suppressions", logs});
+  ProgramResult emitted = RunProgram({Forkguard(), "report", "--emit-suppressions", logs});
   ASSERT_EQ(emitted.status, 0) << emitted.err;
   ASSERT_NE(emitted.out.find("kind="), std::string::npos) << emitted.out;
-  std::string supp = forkguard::testing::MakeTempDir("fgsupp") + "/forkguard.supp";
+  std::string supp = forkguard::test_support::MakeTempDir("fgsupp") + "/forkguard.supp";
   FILE* f = fopen(supp.c_str(), "w");
   ASSERT_NE(f, nullptr);
   fputs(emitted.out.c_str(), f);
@@ -111,7 +112,7 @@ TEST(RunRdma, EmittedSuppressionsSilenceTheSiteInTheShim) {
 
   // The same program in error mode: the suppressed fork proceeds, nothing is printed by the
   // shim, and --fail-on hazard does not fire.
-  CliResult r = RunUnderForkguard(
+  ProgramResult r = RunUnderForkguard(
       dev.name, {"--mode", "error", "--fail-on", "hazard", "--suppressions", supp}, {"0"});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("child: exit 0"), std::string::npos) << r.out;
@@ -120,16 +121,16 @@ TEST(RunRdma, EmittedSuppressionsSilenceTheSiteInTheShim) {
   EXPECT_NE(r.err.find("suppressed"), std::string::npos) << r.err;
 
   // Without the file the same run fails the fork (the suppression did the work).
-  CliResult bare = RunUnderForkguard(dev.name, {"--mode", "error"}, {"0"});
+  ProgramResult bare = RunUnderForkguard(dev.name, {"--mode", "error"}, {"0"});
   EXPECT_NE(bare.out.find("fork failed: "), std::string::npos) << bare.out;
 
   // A bad file is refused before the program runs, naming its line.
-  std::string bad = forkguard::testing::MakeTempDir("fgbad") + "/bad.supp";
+  std::string bad = forkguard::test_support::MakeTempDir("fgbad") + "/bad.supp";
   f = fopen(bad.c_str(), "w");
   ASSERT_NE(f, nullptr);
   fputs("kind=* frame=func:main\nkind=hazard colour=red\n", f);
   fclose(f);
-  CliResult refused = RunUnderForkguard(dev.name, {"--suppressions", bad}, {"0"});
+  ProgramResult refused = RunUnderForkguard(dev.name, {"--suppressions", bad}, {"0"});
   EXPECT_EQ(refused.status, 2) << refused.err;
   EXPECT_NE(refused.err.find(bad + ":2: "), std::string::npos) << refused.err;
   EXPECT_EQ(refused.out.find("child:"), std::string::npos) << refused.out;

@@ -2,6 +2,7 @@
 // found through FORKGUARD_SHIM_DIR: exit statuses, --fail-on, the program's
 // environment, the end-of-run report, the temporary log directory and signal
 // forwarding. The real shim on a real device: run_rdma_test.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -10,36 +11,36 @@
 #include <cerrno>
 #include <string>
 
-#include "cli/testdata/run_cli.h"
 #include "gtest/gtest.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::cli {
 namespace {
 
-using testdata::CliResult;
-using testdata::ReadFileOrEmpty;
-using testdata::RunCli;
+using test_support::ProgramResult;
+using test_support::ReadFileOrEmpty;
+using test_support::RunProgram;
 
-std::string Forkguard() { return forkguard::testing::Runfile("cli/forkguard"); }
+std::string Forkguard() { return forkguard::test_support::Runfile("cli/forkguard"); }
 std::string FakeShim() {
-  return forkguard::testing::Runfile("cli/testdata/fake_shim/libforkguard.so");
+  return forkguard::test_support::Runfile("cli/testdata/fake_shim/libforkguard.so");
 }
 std::string ShimDirEnv() {
   std::string s = FakeShim();
   return "FORKGUARD_SHIM_DIR=" + s.substr(0, s.rfind('/'));
 }
 
-CliResult RunForkguard(const std::vector<std::string>& run_args,
-                       std::vector<std::string> env = {}) {
+ProgramResult RunForkguard(const std::vector<std::string>& run_args,
+                           std::vector<std::string> env = {}) {
   std::vector<std::string> argv = {Forkguard(), "run"};
   argv.insert(argv.end(), run_args.begin(), run_args.end());
   env.push_back(ShimDirEnv());
-  return RunCli(argv, env);
+  return RunProgram(argv, env);
 }
 
 TEST(Run, ExitStatusIsTheProgramsAndTheReportIsPrinted) {
-  CliResult r = RunForkguard({"--", "/bin/sh", "-c", "(true); exit 7"});
+  ProgramResult r = RunForkguard({"--", "/bin/sh", "-c", "(true); exit 7"});
   EXPECT_EQ(r.status, 7) << r.err;
   EXPECT_NE(r.err.find("forkguard: 2 processes on 1 host, 1 fork: 0 hazardous at 0 call sites, "
                        "1 clean"),
@@ -49,7 +50,7 @@ TEST(Run, ExitStatusIsTheProgramsAndTheReportIsPrinted) {
 
 // CMD may start without "--": the first argument that is not an option; what follows is its.
 TEST(Run, CommandWithoutDashDashKeepsItsOwnOptions) {
-  CliResult r = RunForkguard({"--fail-on", "never", "/bin/sh", "-c", "exit 6", "--mode", "x"});
+  ProgramResult r = RunForkguard({"--fail-on", "never", "/bin/sh", "-c", "exit 6", "--mode", "x"});
   EXPECT_EQ(r.status, 6) << r.err;
   r = RunForkguard({"--", "/bin/sh", "-c", "exit 8", "--", "--help"});
   EXPECT_EQ(r.status, 8) << r.err;
@@ -57,23 +58,23 @@ TEST(Run, CommandWithoutDashDashKeepsItsOwnOptions) {
 
 // The report's options are report's: every format, --native, --no-symbolize, --threads.
 TEST(Run, ReportOptionsAreReportsOwn) {
-  CliResult trace = RunForkguard(
+  ProgramResult trace = RunForkguard(
       {"--no-audit", "--format", "trace", "--threads", "1", "--", "/bin/sh", "-c", "(true)"});
   EXPECT_EQ(trace.status, 0) << trace.err;
   EXPECT_EQ(trace.err.rfind("{", 0), 0u) << trace.err;
   EXPECT_NE(trace.err.find("\"traceEvents\""), std::string::npos) << trace.err;
-  CliResult html = RunForkguard({"--no-audit", "--format=html", "--native", "--no-symbolize", "--",
-                                 "/bin/sh", "-c", "(true)"});
+  ProgramResult html = RunForkguard({"--no-audit", "--format=html", "--native", "--no-symbolize",
+                                     "--", "/bin/sh", "-c", "(true)"});
   EXPECT_EQ(html.status, 0) << html.err;
   EXPECT_NE(html.err.find("<!doctype html>"), std::string::npos) << html.err;
-  CliResult md = RunForkguard({"--no-audit", "--format", "md", "--", "/bin/true"});
+  ProgramResult md = RunForkguard({"--no-audit", "--format", "md", "--", "/bin/true"});
   EXPECT_EQ(md.err.rfind("### forkguard: ", 0), 0u) << md.err;
   EXPECT_EQ(RunForkguard({"--threads", "0", "--", "/bin/true"}).err,
             "forkguard run: --threads takes a number from 1 to 999 (see forkguard run --help)\n");
 }
 
 TEST(Run, KilledProgramGives128PlusSignal) {
-  CliResult r = RunForkguard({"--", "/bin/sh", "-c", "kill -9 $$"});
+  ProgramResult r = RunForkguard({"--", "/bin/sh", "-c", "kill -9 $$"});
   EXPECT_EQ(r.status, 128 + 9) << r.err;
   EXPECT_NE(r.err.find("was killed by signal 9"), std::string::npos) << r.err;
 }
@@ -81,7 +82,7 @@ TEST(Run, KilledProgramGives128PlusSignal) {
 TEST(Run, CommandNotFoundIs127NotExecutableIs126) {
   EXPECT_EQ(RunForkguard({"--", "/nonexistent/program"}).status, 127);
   EXPECT_EQ(RunForkguard({"--", "no-such-command-forkguard"}).status, 127);
-  std::string dir = forkguard::testing::MakeTempDir("noexec");
+  std::string dir = forkguard::test_support::MakeTempDir("noexec");
   std::string f = dir + "/script";
   FILE* fp = fopen(f.c_str(), "w");
   ASSERT_NE(fp, nullptr);
@@ -94,29 +95,31 @@ TEST(Run, CommandNotFoundIs127NotExecutableIs126) {
 
 TEST(Run, FailOnHazardExits3) {
   std::vector<std::string> env = {"FAKE_SHIM_HAZARD=1"};
-  CliResult plain = RunForkguard({"--", "/bin/sh", "-c", "(true); exit 0"}, env);
+  ProgramResult plain = RunForkguard({"--", "/bin/sh", "-c", "(true); exit 0"}, env);
   EXPECT_EQ(plain.status, 0) << plain.err;
   EXPECT_NE(plain.err.find("hazard: fork() after RDMA initialization"), std::string::npos)
       << plain.err;
-  CliResult gated =
+  ProgramResult gated =
       RunForkguard({"--fail-on", "hazard", "--", "/bin/sh", "-c", "(true); exit 0"}, env);
   EXPECT_EQ(gated.status, 3) << gated.err;
-  CliResult never = RunForkguard({"--fail-on=never", "--", "/bin/sh", "-c", "(true); exit 5"}, env);
+  ProgramResult never =
+      RunForkguard({"--fail-on=never", "--", "/bin/sh", "-c", "(true); exit 5"}, env);
   EXPECT_EQ(never.status, 5);
   // A clean run passes the gate with the program's status.
-  CliResult clean = RunForkguard({"--fail-on", "hazard", "--", "/bin/sh", "-c", "(true); exit 4"});
+  ProgramResult clean =
+      RunForkguard({"--fail-on", "hazard", "--", "/bin/sh", "-c", "(true); exit 4"});
   EXPECT_EQ(clean.status, 4) << clean.err;
 }
 
 TEST(Run, EnvironmentOfTheProgram) {
-  std::string dir = forkguard::testing::MakeTempDir("env");
+  std::string dir = forkguard::test_support::MakeTempDir("env");
   std::string out = dir + "/env.txt";
   std::string script =
       "printf '%s\\n%s\\n%s\\n%s\\n' \"$LD_PRELOAD\" \"$FORKGUARD_MODE\" "
       "\"$FORKGUARD_LOG\" \"${LD_AUDIT-unset}\" > " +
       out;
-  CliResult r = RunForkguard({"--mode", "error", "--no-audit", "--", "/bin/sh", "-c", script},
-                             {"LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6", "LD_AUDIT="});
+  ProgramResult r = RunForkguard({"--mode", "error", "--no-audit", "--", "/bin/sh", "-c", script},
+                                 {"LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6", "LD_AUDIT="});
   ASSERT_EQ(r.status, 0) << r.err;
   std::string env = ReadFileOrEmpty(out);
   // The shim first, the user's preload kept after it.
@@ -132,23 +135,23 @@ TEST(Run, EnvironmentOfTheProgram) {
 }
 
 TEST(Run, LogDirIsKeptAndTheCliItselfIsNotWatched) {
-  std::string dir = forkguard::testing::MakeTempDir("logs");
-  CliResult r = RunForkguard({"--log", dir, "--", "/bin/sh", "-c", "(true); (true); exit 0"});
+  std::string dir = forkguard::test_support::MakeTempDir("logs");
+  ProgramResult r = RunForkguard({"--log", dir, "--", "/bin/sh", "-c", "(true); (true); exit 0"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("event logs in " + dir), std::string::npos) << r.err;
   // Logs of sh and its two subshells; none from forkguard (not preloaded).
-  CliResult rep = RunCli({Forkguard(), "report", "--format", "json", dir});
+  ProgramResult rep = RunProgram({Forkguard(), "report", "--format", "json", dir});
   ASSERT_EQ(rep.status, 0) << rep.err;
   EXPECT_NE(rep.out.find("\"processes\": 3,"), std::string::npos) << rep.out;
   EXPECT_NE(rep.out.find("\"forks\": 2,"), std::string::npos) << rep.out;
   // A second run into the same directory reports only its own processes.
-  CliResult again = RunForkguard({"--log", dir, "--", "/bin/sh", "-c", "(true); exit 0"});
+  ProgramResult again = RunForkguard({"--log", dir, "--", "/bin/sh", "-c", "(true); exit 0"});
   EXPECT_NE(again.err.find("forkguard: 2 processes on 1 host, 1 fork"), std::string::npos)
       << again.err;
 }
 
 TEST(Run, LogTemplateRefusedWithAHint) {
-  CliResult r = RunForkguard({"--log", "/tmp/fg/%j", "--", "/bin/true"});
+  ProgramResult r = RunForkguard({"--log", "/tmp/fg/%j", "--", "/bin/true"});
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("--log takes a plain directory, not a FORKGUARD_LOG template (%h %p %r %j)"),
             std::string::npos)
@@ -156,13 +159,22 @@ TEST(Run, LogTemplateRefusedWithAHint) {
 }
 
 TEST(Run, ForwardsSigtermToTheProgram) {
-  std::string err = forkguard::testing::MakeTempDir("sig") + "/stderr";
+  std::string err = forkguard::test_support::MakeTempDir("sig") + "/stderr";
   int out_fd = -1;
   std::vector<std::string> argv = {
       Forkguard(), "run", "--",
       "/bin/sh",   "-c",  "trap 'exit 42' TERM; echo ready; while :; do sleep 0.05; done"};
-  pid_t pid = testdata::StartCli(argv, {ShimDirEnv()}, &out_fd, err);
+  int out[2];
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  int err_fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(err_fd, 0);
+  test_support::RunOptions opt;
+  opt.env = {ShimDirEnv()};
+  pid_t pid = test_support::StartProgram(argv, opt, -1, out[1], err_fd);
+  close(out[1]);
+  close(err_fd);
   ASSERT_GT(pid, 0);
+  out_fd = out[0];
   char buf[6] = {};
   ssize_t n = 0;
   while (n < 6) {  // "ready\n": the trap is installed
@@ -185,42 +197,42 @@ TEST(Run, UsageErrorsAndHelp) {
   auto usage = [](const std::string& what) {
     return "forkguard run: " + what + " (see forkguard run --help)\n";
   };
-  CliResult none = RunForkguard({});
+  ProgramResult none = RunForkguard({});
   EXPECT_EQ(none.status, 2);
   EXPECT_EQ(none.err, usage("no command given"));
-  CliResult loud = RunForkguard({"--mode", "loud", "--", "true"});
+  ProgramResult loud = RunForkguard({"--mode", "loud", "--", "true"});
   EXPECT_EQ(loud.status, 2);
   EXPECT_EQ(loud.err, usage("--mode takes warn, error, abort or off"));
-  CliResult bogus = RunForkguard({"--bogus", "--", "true"});
+  ProgramResult bogus = RunForkguard({"--bogus", "--", "true"});
   EXPECT_EQ(bogus.status, 2);
   EXPECT_EQ(bogus.err, usage("unknown option --bogus"));
   EXPECT_EQ(RunForkguard({"--log", "", "--", "true"}).err, usage("--log needs a directory"));
   EXPECT_EQ(RunForkguard({"--format"}).err, usage("--format needs a value"));
   EXPECT_EQ(RunForkguard({"--keep-log=yes", "--", "true"}).err, usage("--keep-log takes no value"));
-  CliResult report = RunCli({Forkguard(), "report"});
+  ProgramResult report = RunProgram({Forkguard(), "report"});
   EXPECT_EQ(report.status, 2);
   EXPECT_EQ(report.err, "forkguard report: no logs given (see forkguard report --help)\n");
-  CliResult doctor = RunCli({Forkguard(), "doctor", "--verbose"});
+  ProgramResult doctor = RunProgram({Forkguard(), "doctor", "--verbose"});
   EXPECT_EQ(doctor.status, 2);
   EXPECT_EQ(doctor.err,
             "forkguard doctor: unknown option --verbose (see forkguard doctor --help)\n");
-  CliResult cmd = RunCli({Forkguard(), "rnu"});
+  ProgramResult cmd = RunProgram({Forkguard(), "rnu"});
   EXPECT_EQ(cmd.status, 2);
   EXPECT_EQ(cmd.err,
             "forkguard: unknown command 'rnu' (commands: run, report, doctor, ps) (see forkguard "
             "--help)\n");
-  CliResult h = RunForkguard({"--help"});
+  ProgramResult h = RunForkguard({"--help"});
   EXPECT_EQ(h.status, 0);
   EXPECT_NE(h.out.find("EXIT STATUS"), std::string::npos);
   EXPECT_NE(h.out.find("127      CMD was not found"), std::string::npos);
-  CliResult v = RunCli({Forkguard(), "--version"});
+  ProgramResult v = RunProgram({Forkguard(), "--version"});
   EXPECT_EQ(v.status, 0);
   EXPECT_EQ(v.out.rfind("forkguard ", 0), 0u);
 }
 
 // Installed layout: PREFIX/bin/forkguard finds PREFIX/lib/libforkguard.so.
 TEST(Run, InstalledLayoutFindsTheShimInPrefixLib) {
-  std::string prefix = forkguard::testing::MakeTempDir("prefix");
+  std::string prefix = forkguard::test_support::MakeTempDir("prefix");
   ASSERT_EQ(0, mkdir((prefix + "/bin").c_str(), 0755));
   ASSERT_EQ(0, mkdir((prefix + "/lib").c_str(), 0755));
   auto copy = [](const std::string& from, const std::string& to, mode_t mode) {
@@ -234,7 +246,7 @@ TEST(Run, InstalledLayoutFindsTheShimInPrefixLib) {
   ASSERT_TRUE(copy(Forkguard(), prefix + "/bin/forkguard", 0755));
   ASSERT_TRUE(copy(FakeShim(), prefix + "/lib/libforkguard.so", 0644));
   std::string out = prefix + "/preload.txt";
-  CliResult r = RunCli(
+  ProgramResult r = RunProgram(
       {prefix + "/bin/forkguard", "run", "--", "/bin/sh", "-c", "echo \"$LD_PRELOAD\" > " + out},
       {"FORKGUARD_SHIM_DIR=", "LD_PRELOAD=", "RUNFILES_DIR=", "TEST_SRCDIR="});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -242,8 +254,8 @@ TEST(Run, InstalledLayoutFindsTheShimInPrefixLib) {
 }
 
 TEST(Report, ReadsStandardInput) {
-  std::string f = forkguard::testing::Runfile("cli/testdata/corpus/valid.jsonl");
-  CliResult r = RunCli({"/bin/sh", "-c", "\"$0\" report - < \"$1\"", Forkguard(), f});
+  std::string f = forkguard::test_support::Runfile("cli/testdata/corpus/valid.jsonl");
+  ProgramResult r = RunProgram({"/bin/sh", "-c", "\"$0\" report - < \"$1\"", Forkguard(), f});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("forkguard: 1 process (1 rank) on 1 host, 1 fork: 1 hazardous"),
             std::string::npos)
@@ -252,20 +264,21 @@ TEST(Report, ReadsStandardInput) {
 
 // Paths and options in any order; after "--" everything is a path.
 TEST(Report, PathsAndOptionsInAnyOrder) {
-  std::string f = forkguard::testing::Runfile("cli/testdata/corpus/valid.jsonl");
-  CliResult before = RunCli({Forkguard(), "report", "--format", "json", f});
-  CliResult after = RunCli({Forkguard(), "report", f, "--format=json"});
+  std::string f = forkguard::test_support::Runfile("cli/testdata/corpus/valid.jsonl");
+  ProgramResult before = RunProgram({Forkguard(), "report", "--format", "json", f});
+  ProgramResult after = RunProgram({Forkguard(), "report", f, "--format=json"});
   EXPECT_EQ(before.status, 0) << before.err;
   EXPECT_EQ(after.status, 0) << after.err;
   EXPECT_EQ(before.out, after.out);
   EXPECT_NE(after.out.find("\"schema\": \"forkguard.report/1\""), std::string::npos) << after.out;
-  CliResult dashes = RunCli({Forkguard(), "report", "--", "--format"});
+  ProgramResult dashes = RunProgram({Forkguard(), "report", "--", "--format"});
   EXPECT_EQ(dashes.status, 0) << dashes.err;  // a path named --format: a note, not an option
   EXPECT_NE(dashes.out.find("--format"), std::string::npos) << dashes.out;
 }
 
 TEST(Run, MissingShimIs125) {
-  CliResult r = RunCli({Forkguard(), "run", "--", "true"}, {"FORKGUARD_SHIM_DIR=/nonexistent"});
+  ProgramResult r =
+      RunProgram({Forkguard(), "run", "--", "true"}, {"FORKGUARD_SHIM_DIR=/nonexistent"});
   EXPECT_EQ(r.status, 125);
   EXPECT_NE(r.err.find("libforkguard.so not found"), std::string::npos) << r.err;
 }

@@ -56,7 +56,7 @@ class ShimV1Corpus : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ShimV1Corpus, SameReportAsBefore) {
   std::string rel = std::string("cli/testdata/shim_v1/") + GetParam();
-  std::string expected_path = forkguard::testing::Runfile(rel + ".report.json");
+  std::string expected_path = forkguard::test_support::Runfile(rel + ".report.json");
   // Run from the runfiles root so that the paths in the report are the
   // workspace-relative ones the expected report was made with.
   std::string root = expected_path.substr(0, expected_path.size() - (rel.size() + 12));

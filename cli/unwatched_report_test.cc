@@ -6,29 +6,29 @@
 #include <string>
 
 #include "cli/json.h"
-#include "cli/testdata/run_cli.h"
 #include "gtest/gtest.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::cli {
 namespace {
 
-using testdata::CliResult;
-using testdata::RunCli;
+using test_support::ProgramResult;
+using test_support::RunProgram;
 
 std::string Logs() {
-  std::string any = forkguard::testing::Runfile(
+  std::string any = forkguard::test_support::Runfile(
       "cli/testdata/unwatched/forkguard.vm.17657.1796170449413911150.jsonl");
   return any.substr(0, any.rfind('/'));
 }
 
-CliResult Report(const std::string& format) {
-  return RunCli({forkguard::testing::Runfile("cli/forkguard"), "report", "--no-symbolize",
-                 "--format", format, Logs()});
+ProgramResult Report(const std::string& format) {
+  return RunProgram({forkguard::test_support::Runfile("cli/forkguard"), "report", "--no-symbolize",
+                     "--format", format, Logs()});
 }
 
 TEST(UnwatchedReport, TextNamesEachProcess) {
-  CliResult r = Report("text");
+  ProgramResult r = Report("text");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("unwatched: 4 processes of this run ran without the shim"),
             std::string::npos)
@@ -41,7 +41,7 @@ TEST(UnwatchedReport, TextNamesEachProcess) {
 }
 
 TEST(UnwatchedReport, JsonListsEachProcess) {
-  CliResult r = Report("json");
+  ProgramResult r = Report("json");
   ASSERT_EQ(r.status, 0) << r.err;
   JsonValue doc;
   std::string error;
@@ -77,9 +77,9 @@ TEST(UnwatchedReport, JsonListsEachProcess) {
 
 TEST(UnwatchedReport, JsonOfAnAllWatchedRunHasAnEmptyList) {
   // The same report on the one process that was watched (the shell) alone.
-  CliResult r =
-      RunCli({forkguard::testing::Runfile("cli/forkguard"), "report", "--no-symbolize", "--format",
-              "json", Logs() + "/forkguard.vm.17657.1796170449413911150.jsonl"});
+  ProgramResult r =
+      RunProgram({forkguard::test_support::Runfile("cli/forkguard"), "report", "--no-symbolize",
+                  "--format", "json", Logs() + "/forkguard.vm.17657.1796170449413911150.jsonl"});
   ASSERT_EQ(r.status, 0) << r.err;
   JsonValue doc;
   std::string error;
@@ -89,7 +89,7 @@ TEST(UnwatchedReport, JsonOfAnAllWatchedRunHasAnEmptyList) {
 }
 
 TEST(UnwatchedReport, HtmlHasTheSection) {
-  CliResult r = Report("html");
+  ProgramResult r = Report("html");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("<section id=\"unwatched-sec\"><h2>Unwatched processes: ran without the "
                        "shim</h2>"),

@@ -8,21 +8,21 @@
 #include <string>
 
 #include "cli/json.h"
-#include "cli/testdata/run_cli.h"
 #include "gtest/gtest.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::cli {
 namespace {
 
-using testdata::CliResult;
-using testdata::RunCli;
+using test_support::ProgramResult;
+using test_support::RunProgram;
 
-CliResult RunUnderForkguard(const std::string& script, const std::string& format = "text") {
-  std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
-  return RunCli({forkguard::testing::Runfile("cli/forkguard"), "run", "--no-audit", "--format",
-                 format, "--require-watched", "--", "/bin/sh", "-c", script},
-                {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/'))});
+ProgramResult RunUnderForkguard(const std::string& script, const std::string& format = "text") {
+  std::string shim = forkguard::test_support::Runfile("shim/libforkguard.so");
+  return RunProgram({forkguard::test_support::Runfile("cli/forkguard"), "run", "--no-audit",
+                     "--format", format, "--require-watched", "--", "/bin/sh", "-c", script},
+                    {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/'))});
 }
 
 // A copy of /bin/true that runs as another user: set-user-ID, owned by nobody (or, when the
@@ -38,9 +38,9 @@ std::string SetuidTrue() {
 }
 
 TEST(Unwatched, EachKindIsNamedAndRequireWatchedFails) {
-  std::string static_prog = forkguard::testing::Runfile("cli/testdata/static_true");
+  std::string static_prog = forkguard::test_support::Runfile("cli/testdata/static_true");
   std::string setuid_prog = SetuidTrue();
-  CliResult r = RunUnderForkguard(
+  ProgramResult r = RunUnderForkguard(
       "env -i /bin/true; " + static_prog + "; " + setuid_prog +
       "; /usr/bin/python3 -c 'import subprocess; subprocess.run([\"/bin/true\"], env={})'");
   EXPECT_EQ(r.status, 4) << r.err;
@@ -70,9 +70,10 @@ TEST(Unwatched, EachKindIsNamedAndRequireWatchedFails) {
 // The run's JSON report (on stderr, before --require-watched's line) lists the same
 // processes: program, parent, why, and that none held RDMA state.
 TEST(Unwatched, RunJsonListsEachKind) {
-  std::string static_prog = forkguard::testing::Runfile("cli/testdata/static_true");
+  std::string static_prog = forkguard::test_support::Runfile("cli/testdata/static_true");
   std::string setuid_prog = SetuidTrue();
-  CliResult r = RunUnderForkguard("env -i /bin/true; " + static_prog + "; " + setuid_prog, "json");
+  ProgramResult r =
+      RunUnderForkguard("env -i /bin/true; " + static_prog + "; " + setuid_prog, "json");
   EXPECT_EQ(r.status, 4) << r.err;
   size_t end = r.err.rfind("}\n");
   ASSERT_NE(end, std::string::npos) << r.err;
@@ -95,14 +96,14 @@ TEST(Unwatched, RunJsonListsEachKind) {
 
 // forkguard report names them too, from the kept logs.
 TEST(Unwatched, ReportNamesThemFromTheLogs) {
-  std::string shim = forkguard::testing::Runfile("shim/libforkguard.so");
-  std::string fg = forkguard::testing::Runfile("cli/forkguard");
+  std::string shim = forkguard::test_support::Runfile("shim/libforkguard.so");
+  std::string fg = forkguard::test_support::Runfile("cli/forkguard");
   std::string logs = std::string(getenv("TEST_TMPDIR")) + "/report-logs";
-  CliResult run =
-      RunCli({fg, "run", "--no-audit", "--log", logs, "--", "/bin/sh", "-c", "env -i /bin/true"},
-             {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/'))});
+  ProgramResult run = RunProgram(
+      {fg, "run", "--no-audit", "--log", logs, "--", "/bin/sh", "-c", "env -i /bin/true"},
+      {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/'))});
   EXPECT_EQ(run.status, 0) << run.err;  // without --require-watched: the program's status
-  CliResult r = RunCli({fg, "report", logs});
+  ProgramResult r = RunProgram({fg, "report", logs});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("unwatched: 1 process of this run ran without the shim"), std::string::npos)
       << r.out;
@@ -112,7 +113,7 @@ TEST(Unwatched, ReportNamesThemFromTheLogs) {
 }
 
 TEST(Unwatched, EveryProcessWatchedPasses) {
-  CliResult r = RunUnderForkguard(
+  ProgramResult r = RunUnderForkguard(
       "/bin/true; env /bin/true; /usr/bin/python3 -c 'import subprocess; "
       "subprocess.run([\"/bin/true\"])'");
   EXPECT_EQ(r.status, 0) << r.err;

@@ -16,7 +16,7 @@ namespace forkguard::facts {
 namespace {
 
 TEST(PinProbeRdma, AgreesWithWhatTheKernelReports) {
-  forkguard::testing::RequireRdmaDevice();
+  forkguard::test_support::RequireRdmaDevice();
   FILE* f = fopen("/proc/sys/vm/nr_hugepages", "w");
   ASSERT_NE(nullptr, f) << "the guest runs as root and can reserve hugetlb pages";
   fputs("8\n", f);

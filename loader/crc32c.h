@@ -15,9 +15,5 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 // TFRecord stores CRCs "masked" so that a CRC of data containing CRCs stays
 // well distributed: rotate right by 15 and add a constant.
 inline uint32_t MaskCrc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
-inline uint32_t UnmaskCrc32c(uint32_t masked) {
-  uint32_t rot = masked - 0xa282ead8u;
-  return (rot >> 17) | (rot << 15);
-}
 
 }  // namespace forkguard::loader

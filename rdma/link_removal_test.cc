@@ -57,9 +57,9 @@ std::string Read(const std::string& path) {
 }
 
 TEST(LinkRemoval, ReceiverLinkDeletedMidStreamBothEndsFail) {
-  forkguard::testing::RequireRdmaDevice();
-  forkguard::testing::RdmaDevice a, b;
-  ASSERT_TRUE(forkguard::testing::RdmaPair(&a, &b))
+  forkguard::test_support::RequireRdmaDevice();
+  forkguard::test_support::RdmaDevice a, b;
+  ASSERT_TRUE(forkguard::test_support::RdmaPair(&a, &b))
       << "the rxea <-> rxeb pair is not set up: run through scripts/rdma-lane";
   std::string netdev;
   std::getline(std::ifstream("/sys/class/infiniband/" + b.name + "/ports/1/gid_attrs/ndevs/0"),
@@ -72,9 +72,9 @@ TEST(LinkRemoval, ReceiverLinkDeletedMidStreamBothEndsFail) {
   Sender s(addr, o);
   PageBuffer buf(256 << 10);
   s.RegisterMemory(buf.data(), buf.size());
-  std::string out = forkguard::testing::MakeTempDir("link") + "/recv.txt";
-  pid_t receiver = Spawn({forkguard::testing::Runfile("rdma/transport_tool"), "recv", "--connect",
-                          addr, "--bind", b.ip},
+  std::string out = forkguard::test_support::MakeTempDir("link") + "/recv.txt";
+  pid_t receiver = Spawn({forkguard::test_support::Runfile("rdma/transport_tool"), "recv",
+                          "--connect", addr, "--bind", b.ip},
                          out);
   s.Accept();
   std::string error;

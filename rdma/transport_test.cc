@@ -34,10 +34,10 @@ struct Topology {
 };
 
 Topology GetTopology(const std::string& which) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
+  auto dev = forkguard::test_support::RequireRdmaDevice();
   if (which == "rxe0") return {which, dev.ip, ""};
-  forkguard::testing::RdmaDevice a, b;
-  if (!forkguard::testing::RdmaPair(&a, &b)) {
+  forkguard::test_support::RdmaDevice a, b;
+  if (!forkguard::test_support::RdmaPair(&a, &b)) {
     ADD_FAILURE() << "the two-device pair (rxea <-> rxeb) is not set up: run through "
                      "scripts/rdma-lane (RXE_VM_PAIR=1)";
     throw std::runtime_error("no rxea/rxeb pair");
@@ -54,14 +54,14 @@ int NextPort() {
 class Tool {
  public:
   explicit Tool(std::vector<std::string> args, bool wait_listening = false) {
-    out_ = forkguard::testing::MakeTempDir("tool") + "/out.txt";
+    out_ = forkguard::test_support::MakeTempDir("tool") + "/out.txt";
     int ready[2];
     if (wait_listening) {
       EXPECT_EQ(0, pipe(ready));
       args.push_back("--ready-fd");
       args.push_back(std::to_string(ready[1]));
     }
-    std::vector<std::string> full = {forkguard::testing::Runfile("rdma/transport_tool")};
+    std::vector<std::string> full = {forkguard::test_support::Runfile("rdma/transport_tool")};
     full.insert(full.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : full) argv.push_back(a.data());

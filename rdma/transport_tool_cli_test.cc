@@ -7,6 +7,7 @@
 #include "flags/flags.h"
 #include "gtest/gtest.h"
 #include "rdma/transport_tool.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace {
@@ -15,8 +16,11 @@ namespace tt = forkguard::rdma::transport_tool;
 
 // Runs transport_tool with `args`; returns {exit status, stdout+stderr}.
 std::pair<int, std::string> Tool(std::vector<std::string> args) {
-  args.insert(args.begin(), forkguard::testing::Runfile("rdma/transport_tool"));
-  return forkguard::testing::RunAndCapture(args);
+  args.insert(args.begin(), forkguard::test_support::Runfile("rdma/transport_tool"));
+  forkguard::test_support::RunOptions opt;
+  opt.stderr_to_stdout = true;
+  forkguard::test_support::ProgramResult r = forkguard::test_support::RunProgram(args, opt);
+  return {r.status, r.out};
 }
 
 TEST(TransportToolCli, HelpIsTheRowsText) {

@@ -22,8 +22,8 @@ extern char** environ;
 
 namespace {
 
-using forkguard::testing::MakeTempDir;
-using forkguard::testing::Runfile;
+using forkguard::test_support::MakeTempDir;
+using forkguard::test_support::Runfile;
 
 std::vector<std::string> Files(const std::string& dir) {
   std::vector<std::string> out;

@@ -24,8 +24,8 @@ extern char** environ;
 
 namespace {
 
-using forkguard::testing::MakeTempDir;
-using forkguard::testing::Runfile;
+using forkguard::test_support::MakeTempDir;
+using forkguard::test_support::Runfile;
 
 struct Result {
   int status = -1;

@@ -8,19 +8,25 @@
 
 #include "gtest/gtest.h"
 #include "tests/support/rdma_device.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace {
 
-// Runs refloader with `args`; returns {exit status, stdout+stderr}. popen() spawns
-// (posix_spawn) a shell; this process never opens RDMA.
-std::pair<int, std::string> Refloader(std::vector<std::string> args) {
-  args.insert(args.begin(), forkguard::testing::Runfile("refloader/refloader"));
-  return forkguard::testing::RunAndCapture(args);
+// Runs refloader with `args` and `env` added; returns {exit status, stdout and stderr in
+// one stream}. Started with posix_spawn: this process never opens RDMA.
+std::pair<int, std::string> Refloader(std::vector<std::string> args,
+                                      std::vector<std::string> env = {}) {
+  args.insert(args.begin(), forkguard::test_support::Runfile("refloader/refloader"));
+  forkguard::test_support::RunOptions opt;
+  opt.env = std::move(env);
+  opt.stderr_to_stdout = true;
+  forkguard::test_support::ProgramResult r = forkguard::test_support::RunProgram(args, opt);
+  return {r.status, r.out};
 }
 
 TEST(RefloaderDemo, RightOrderDeliversEveryBatchVerified) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
+  auto dev = forkguard::test_support::RequireRdmaDevice();
   auto [rc, out] = Refloader({"demo", "--ip", dev.ip, "--port", "7801", "--epochs", "3"});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("before any RDMA init"), std::string::npos) << out;
@@ -32,7 +38,7 @@ TEST(RefloaderDemo, RightOrderDeliversEveryBatchVerified) {
 }
 
 TEST(RefloaderDemo, InitRdmaFirstKillsTheWorkersAndSaysWhy) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
+  auto dev = forkguard::test_support::RequireRdmaDevice();
   auto [rc, out] = Refloader({"demo", "--ip", dev.ip, "--port", "7802", "--init-rdma-first"});
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("AFTER RDMA init"), std::string::npos) << out;
@@ -48,11 +54,10 @@ TEST(RefloaderDemo, InitRdmaFirstKillsTheWorkersAndSaysWhy) {
 // --fork-check error under the shim: the loader refuses at start, naming where RDMA was first
 // initialized (the shim's answer), and forks nothing.
 TEST(RefloaderDemo, ForkCheckErrorNamesTheInitSiteAndForksNothing) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
-  auto [rc, out] = forkguard::testing::RunAndCapture(
-      {"env", "LD_PRELOAD=" + forkguard::testing::Runfile("shim/libforkguard.so"),
-       forkguard::testing::Runfile("refloader/refloader"), "demo", "--ip", dev.ip, "--port", "7803",
-       "--init-rdma-first", "--fork-check", "error"});
+  auto dev = forkguard::test_support::RequireRdmaDevice();
+  auto [rc, out] = Refloader(
+      {"demo", "--ip", dev.ip, "--port", "7803", "--init-rdma-first", "--fork-check", "error"},
+      {"LD_PRELOAD=" + forkguard::test_support::Runfile("shim/libforkguard.so")});
   EXPECT_EQ(rc, 1) << out;
   // (the transport's first call is rdma_create_event_channel, in refloader's own code)
   size_t at = out.find(
@@ -69,7 +74,7 @@ TEST(RefloaderDemo, ForkCheckErrorNamesTheInitSiteAndForksNothing) {
 // Without the shim the check still stops the loader, from /proc and RDMA netlink, and says
 // that it cannot name the site.
 TEST(RefloaderDemo, ForkCheckErrorWithoutTheShim) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
+  auto dev = forkguard::test_support::RequireRdmaDevice();
   auto [rc, out] = Refloader(
       {"demo", "--ip", dev.ip, "--port", "7804", "--init-rdma-first", "--fork-check", "error"});
   EXPECT_EQ(rc, 1) << out;

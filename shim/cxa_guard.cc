@@ -2,7 +2,7 @@
 // guard.o is not linked into libforkguard.so: it references the exception machinery, and
 // linking that brings eh_alloc.o, whose static initializer mallocs a 70 KiB emergency pool
 // in every preloaded process (a heap and its page faults in programs that never allocate,
-// ~2 faults per exec; see shim/README.md, Cost). Hidden like everything in the shim.
+// ~2 faults per exec; see docs/shim-cost.md). Hidden like everything in the shim.
 //
 // Itanium C++ ABI 3.3.2: the first byte of the 64-bit guard says "initialized"; the second
 // is our lock. A recursive initialization on the same thread (impossible in this code)

@@ -60,9 +60,4 @@ bool ReportDeepbindOnce() {
   return true;
 }
 
-bool CheckDlopenFlags(const char* file, int flags) {
-  NoteDlopenFlags(file, flags);
-  return ReportDeepbindOnce();
-}
-
 }  // namespace forkguard

@@ -26,9 +26,6 @@ void NoteDlopenFlags(const char* file, int flags);
 // lock (dlopen RTLD_NOLOAD).
 bool ReportDeepbindOnce();
 
-// Both phases at once, for a caller that runs after a successful dlopen.
-bool CheckDlopenFlags(const char* file, int flags);
-
 // True when LD_AUDIT names libforkguard_audit.so (the loader read it at startup).
 bool AuditModuleActive();
 

@@ -96,7 +96,7 @@ struct ForkAtforkHooks {
 // Registers the one set of atfork handlers that keeps the frames and the state lock across
 // fork (idempotent: the first call registers; `hooks`, when given, are used from then on).
 // A caller that returns has them registered (a concurrent first call waits for the
-// registration). Registered lazily (shim/README.md, "Cost"): at start only when a log or
+// registration). Registered lazily (docs/shim-cost.md): at start only when a log or
 // RDMA devices need them, otherwise at the first watched RDMA call, before it touches any
 // lock of ours. Never from a fork wrapper or an atfork handler: glibc's pthread_atfork
 // takes the lock that fork holds across its handlers.

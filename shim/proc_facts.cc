@@ -79,14 +79,6 @@ bool ReadSmapsView(const SmapsOut& out, int* stored, int* kinds_stored, int* don
   return true;
 }
 
-bool ReadDontforkVmas(Vma* out, int cap, int* stored, int* dontfork_count, int* vma_count) {
-  SmapsOut o;
-  o.dc = out;
-  o.dc_cap = cap;
-  int kinds = 0;
-  return ReadSmapsView(o, stored, &kinds, dontfork_count, vma_count);
-}
-
 int ReadThreadCount() {
   char buf[4096];
   if (ReadSmallFile("/proc/self/status", buf, sizeof(buf)) < 0) return -1;

@@ -85,9 +85,8 @@ class SmapsScanner {
   size_t line_len_ = 0;
 };
 
-// Reads /proc/self/smaps. Returns false when it cannot be read.
-bool ReadDontforkVmas(Vma* out, int cap, int* stored, int* dontfork_count, int* vma_count);
-// The same, also recording the kinds of the mappings under `out.keep`.
+// Reads /proc/self/smaps: the MADV_DONTFORK ranges into `out.dc` and the kinds of the
+// mappings under `out.keep`. Returns false when it cannot be read.
 bool ReadSmapsView(const SmapsOut& out, int* stored, int* kinds_stored, int* dontfork_count,
                    int* vma_count);
 

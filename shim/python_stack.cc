@@ -116,11 +116,6 @@ void WalkPythonFrames(int max, OnFrame on_frame) {
 
 }  // namespace
 
-bool IsPythonProcess() {
-  const CPythonApi& api = Api();
-  return api.complete && api.is_initialized() != 0;
-}
-
 void VisitPythonFrames(int max, void (*visit)(void*, const char*, int, const char*), void* ctx) {
   WalkPythonFrames(
       max, [&](const char* file, int line, const char* func) { visit(ctx, file, line, func); });

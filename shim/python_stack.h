@@ -67,7 +67,4 @@ size_t FormatPythonStack(const PythonStack& stack, char* buf, size_t cap);
 // Capture + format in one call.
 size_t FormatCurrentPythonStack(char* buf, size_t cap, int max_frames);
 
-// True when the process has a running CPython interpreter (whatever the calling thread).
-bool IsPythonProcess();
-
 }  // namespace forkguard

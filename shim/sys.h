@@ -125,22 +125,17 @@ inline uintptr_t PageSize() {
   return p;
 }
 
-// CLOCK_MONOTONIC / CLOCK_REALTIME in nanoseconds.
+// CLOCK_MONOTONIC in nanoseconds.
 inline int64_t MonotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-inline int64_t RealtimeNs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 // A value that reads as `kInitial` while its storage starts as zero bytes. Every global of
 // the shim is zero-filled (.bss) and none is initialized data (.data): a preloaded object's
 // writable file-backed page is one more mapping in every process, which every fork() of the
-// host copies and every exit unmaps (shim/README.md, "Cost";
+// host copies and every exit unmaps (docs/shim-cost.md;
 // //tests/shim:mapping_test checks it). It holds the value's distance from kInitial, in
 // unsigned arithmetic (wraps, never overflows).
 template <typename T, T kInitial>

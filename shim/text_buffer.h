@@ -24,13 +24,6 @@ class TextBuffer {
     truncated_ = false;
     if (cap_ > 0) buf_[0] = '\0';
   }
-  // Drops everything after `len` (used to roll back a partly written element).
-  void Truncate(size_t len) {
-    if (len < len_) {
-      len_ = len;
-      buf_[len_] = '\0';
-    }
-  }
 
   TextBuffer& Char(char c) {
     if (cap_ == 0 || len_ + 1 >= cap_) {

@@ -285,7 +285,11 @@ TEST(SmapsTest, ReadsThisProcess) {
   int stored = -1;
   int total = -1;
   int vmas = -1;
-  ASSERT_TRUE(ReadDontforkVmas(out, 16, &stored, &total, &vmas));
+  SmapsOut o;
+  o.dc = out;
+  o.dc_cap = 16;
+  int kinds = 0;
+  ASSERT_TRUE(ReadSmapsView(o, &stored, &kinds, &total, &vmas));
   EXPECT_GT(vmas, 3);
 }
 

@@ -56,7 +56,7 @@ void ToRts(ibv_qp* qp, uint32_t remote_qpn, const ibv_gid& gid, int gid_index) {
 }
 
 TEST(RdmaSmoke, OpenRegisterWriteLoopback) {
-  auto dev = forkguard::testing::RequireRdmaDevice();
+  auto dev = forkguard::test_support::RequireRdmaDevice();
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   ASSERT_NE(list, nullptr) << strerror(errno);
@@ -130,7 +130,7 @@ TEST(RdmaSmoke, OpenRegisterWriteLoopback) {
 TEST(RdmaSmoke, DeviceCheckFailsWithoutDevice) {
   // The lane must never silently pass without a device: RequireRdmaDevice()
   // reads the same sysfs state the guest set up, so here it must find one.
-  auto dev = forkguard::testing::RequireRdmaDevice();
+  auto dev = forkguard::test_support::RequireRdmaDevice();
   EXPECT_FALSE(dev.name.empty());
 }
 

@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/audit/run_program.h"
+#include "tests/audit/log_lines.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 #ifdef FORKGUARD_TEST_RDMA
 #include "tests/support/rdma_device.h"
 #endif
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 std::string Dir(const std::string& path) { return path.substr(0, path.rfind('/')); }
@@ -189,4 +190,4 @@ TEST(ForkCheck, SafeContextWorkersRunWithoutHazard) {
 }
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

@@ -6,10 +6,11 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/audit/run_program.h"
+#include "tests/audit/log_lines.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 struct KindRun {
@@ -119,4 +120,4 @@ TEST(ForkKindsStub, MultiprocessingForkContextGetsTheForkserverFix) {
 }
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

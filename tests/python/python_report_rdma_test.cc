@@ -14,11 +14,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/audit/run_program.h"
+#include "tests/audit/log_lines.h"
 #include "tests/support/rdma_device.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 std::string Script(const std::string& name) { return Runfile("tests/python/" + name); }
@@ -206,4 +207,4 @@ TEST(PythonReportRdma, TorchDataLoaderNamesTheUsersLines) {
 #endif  // FORKGUARD_TEST_DATALOADER
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

@@ -8,10 +8,11 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tests/audit/run_program.h"
+#include "tests/audit/log_lines.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 constexpr char kPython[] = "/usr/bin/python3";
@@ -28,7 +29,6 @@ std::string Frame(const std::string& file, int line, const std::string& func) {
 }
 
 TEST(PythonStack, EmptyOutsidePython) {
-  EXPECT_FALSE(IsPythonProcess());
   EXPECT_TRUE(CapturePythonStack(16).empty());
   PythonStack stack;
   EXPECT_EQ(CapturePythonStack(&stack, 16), 0);
@@ -90,4 +90,4 @@ TEST(PythonStack, FramesFromCPython) {
 }
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

@@ -8,11 +8,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/audit/run_program.h"
+#include "tests/audit/log_lines.h"
 #include "tests/support/rdma_device.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 std::string Dir(const std::string& path) { return path.substr(0, path.rfind('/')); }
@@ -87,4 +88,4 @@ TEST(TorchPatch, WithoutTheShimTheFallbackStopsAndSwitchesToo) {
 }
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

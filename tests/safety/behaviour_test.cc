@@ -18,7 +18,7 @@ std::string ProgramStderr(const std::string& err) {
   std::string line, out;
   bool in_shim = false;
   while (std::getline(in, line)) {
-    line = testing_support::StripShimLinePrefix(line);
+    line = test_support::StripShimLinePrefix(line);
     if (line.rfind("behave_prog: handler forks ", 0) == 0) continue;  // timing, not behaviour
     if (line.rfind("forkguard: ", 0) == 0) {
       in_shim = true;
@@ -32,7 +32,7 @@ std::string ProgramStderr(const std::string& err) {
 }
 
 struct Compared {
-  Run base, shim;
+  ProgramResult base, shim;
   LogDir log;
 };
 
@@ -42,9 +42,9 @@ Compared Compare(const std::vector<std::string>& args, std::vector<std::string> 
   std::vector<std::string> argv = {prog};
   argv.insert(argv.end(), args.begin(), args.end());
   env.push_back("LD_LIBRARY_PATH=" + StubLibDir());
-  RunOptions opt;
+  RunOptions opt = SafetyRunOptions();
   opt.env = env;
-  opt.watchdog_seconds = watchdog;
+  opt.timeout_s = watchdog;
   Compared c;
   c.base = RunProgram(argv, opt);
   std::string log = MakeDir("behave-log", false);

@@ -21,13 +21,13 @@ namespace {
 constexpr uid_t kNobody = 65534;
 
 struct Pair {
-  Run base, shim;
+  ProgramResult base, shim;
 };
 
 // behave_prog hazard stub0, without and with the shim (FORKGUARD_LOG=log).
 Pair RunHazard(const std::string& log, bool as_nobody = false,
                const std::vector<std::string>& extra_env = {}) {
-  RunOptions opt;
+  RunOptions opt = SafetyRunOptions();
   opt.env = {"LD_LIBRARY_PATH=" + StubLibDir()};
   opt.env.insert(opt.env.end(), extra_env.begin(), extra_env.end());
   opt.run_as = as_nobody;
@@ -51,7 +51,9 @@ void ExpectUnchanged(const Pair& p) {
       << p.shim.Describe();
 }
 
-int LogWarnings(const Run& r) { return CountLines(r.err, "forkguard: ignoring FORKGUARD_LOG="); }
+int LogWarnings(const ProgramResult& r) {
+  return CountLines(r.err, "forkguard: ignoring FORKGUARD_LOG=");
+}
 
 bool Empty(const std::string& dir) {
   LogDir d = ReadLogDir(dir);
@@ -81,7 +83,7 @@ TEST(HostileLog, RegularFileOneWarningFileUnchanged) {
   Pair p = RunHazard(file);
   ExpectUnchanged(p);
   EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
-  EXPECT_EQ(ReadFile(file), "keep\n");
+  EXPECT_EQ(ReadFileOrEmpty(file), "keep\n");
   RemoveTree(base);
 }
 
@@ -220,7 +222,7 @@ TEST(HostileLog, RegularFileInThePathOneWarningFileUnchanged) {
   ExpectUnchanged(p);
   EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
   EXPECT_NE(p.shim.err.find(file + " is not a directory"), std::string::npos) << p.shim.err;
-  EXPECT_EQ(ReadFile(file), "keep\n");
+  EXPECT_EQ(ReadFileOrEmpty(file), "keep\n");
   RemoveTree(base);
 }
 
@@ -268,12 +270,12 @@ TEST(HostileEnv, AtSecureIgnoresTheEnvironment) {
                                   "FORKGUARD_QUIET=1", "FORKGUARD_STACK_DEPTH=lots"};
   std::vector<std::string> argv = {prog, Shim(), StubLibDir() + "/libibverbs.so.1"};
 
-  RunOptions secure;
+  RunOptions secure = SafetyRunOptions();
   secure.env = env;
   secure.run_as = true;
   secure.uid = kNobody;
   secure.gid = kNobody;
-  safety::Run s = RunProgram(argv, secure);
+  ProgramResult s = RunProgram(argv, secure);
   ASSERT_TRUE(s.Exited(0)) << s.Describe();
   EXPECT_NE(s.out.find("secure=1"), std::string::npos) << s.Describe();
   EXPECT_NE(s.out.find("context open"), std::string::npos) << s.Describe();
@@ -287,9 +289,9 @@ TEST(HostileEnv, AtSecureIgnoresTheEnvironment) {
   EXPECT_TRUE(Empty(log)) << "FORKGUARD_LOG obeyed under AT_SECURE";
 
   // Control: not secure, the same variables are obeyed.
-  RunOptions plain;
+  RunOptions plain = SafetyRunOptions();
   plain.env = env;
-  safety::Run c = RunProgram(argv, plain);
+  ProgramResult c = RunProgram(argv, plain);
   ASSERT_TRUE(c.Exited(0)) << c.Describe();
   EXPECT_NE(c.out.find("secure=0"), std::string::npos) << c.Describe();
   EXPECT_NE(c.out.find("fork ok"), std::string::npos) << c.Describe();

@@ -61,20 +61,20 @@ Counted SumCounts(const std::vector<const LogLine*>& lines) {
 TEST(LogIntegrity, SixtyFourProcessesThousandEventsEachNothingTornOrLost) {
   std::string log_dir = MakeDir("integrity-log", false);
   std::string out_dir = MakeDir("integrity-out", false);
-  RunOptions opt;
+  RunOptions opt = SafetyRunOptions();
   opt.env = {"LD_PRELOAD=" + Preload(), "FORKGUARD_LOG=" + log_dir,
              "LD_LIBRARY_PATH=" + StubLibDir()};
-  opt.watchdog_seconds = 300;
+  opt.timeout_s = 300;
   std::string prog = Program("tests/safety/stress_prog");
-  std::vector<Started> started;
+  std::vector<StartedProgram> started;
   for (int i = 0; i < kProcesses; ++i) {
-    started.push_back(
-        Start({prog, "spam", std::to_string(kThreads), std::to_string(kIters), "0", "stub0"}, opt,
-              "p" + std::to_string(i), out_dir));
+    started.push_back(StartProgramToFiles(
+        {prog, "spam", std::to_string(kThreads), std::to_string(kIters), "0", "stub0"}, opt,
+        out_dir + "/p" + std::to_string(i) + ".out", out_dir + "/p" + std::to_string(i) + ".err"));
   }
   std::set<int64_t> pids;
   for (int i = 0; i < kProcesses; ++i) {
-    safety::Run r = Wait(started[i], 300);
+    ProgramResult r = WaitForFiles(started[i], 300);
     ASSERT_TRUE(r.Exited(0)) << "process " << i << ": " << r.Describe();
     EXPECT_EQ(r.err, "") << "process " << i;
     pids.insert(r.pid);
@@ -143,10 +143,10 @@ TEST(LogIntegrity, SixtyFourProcessesThousandEventsEachNothingTornOrLost) {
 TEST(LogIntegrity, KilledAtAnyInstantLosesOnlyTheLinesInFlight) {
   std::string log_dir = MakeDir("integrity-kill-log", false);
   std::string out_dir = MakeDir("integrity-kill-out", false);
-  RunOptions opt;
+  RunOptions opt = SafetyRunOptions();
   opt.env = {"LD_PRELOAD=" + Preload(), "FORKGUARD_LOG=" + log_dir,
              "LD_LIBRARY_PATH=" + StubLibDir()};
-  opt.watchdog_seconds = 120;
+  opt.timeout_s = 120;
   std::string prog = Program("tests/safety/stress_prog");
   std::mt19937 rng(12345);
   constexpr int kKilled = 16;
@@ -154,8 +154,9 @@ TEST(LogIntegrity, KilledAtAnyInstantLosesOnlyTheLinesInFlight) {
   std::map<int64_t, std::string> errs;
   for (int i = 0; i < kKilled; ++i) {
     std::string tally = out_dir + "/tally" + std::to_string(i);
-    Started s = Start({prog, "spam", std::to_string(kThreads), "100000", "0", "stub0", tally}, opt,
-                      "k" + std::to_string(i), out_dir);
+    StartedProgram s = StartProgramToFiles(
+        {prog, "spam", std::to_string(kThreads), "100000", "0", "stub0", tally}, opt,
+        out_dir + "/k" + std::to_string(i) + ".out", out_dir + "/k" + std::to_string(i) + ".err");
     // Once its threads are logging (its file holds more than the header and the start:
     // under load a process can take a while to get there), at a random instant of it: the
     // threads write a line every ~2 us here.
@@ -176,9 +177,9 @@ TEST(LogIntegrity, KilledAtAnyInstantLosesOnlyTheLinesInFlight) {
     }
     usleep(1000 + static_cast<useconds_t>(rng() % 30000));
     ASSERT_EQ(kill(s.pid, SIGKILL), 0);
-    safety::Run r = Wait(s, 60);
+    ProgramResult r = WaitForFiles(s, 60);
     ASSERT_FALSE(r.timed_out);
-    std::string words = ReadFile(tally);
+    std::string words = ReadFileOrEmpty(tally);
     ASSERT_EQ(words.size(), sizeof(uint64_t) * kThreads) << tally;
     int64_t sum = 0;
     for (int t = 0; t < kThreads; ++t) {

@@ -4,8 +4,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -22,176 +20,12 @@
 
 #include "tests/support/runfiles.h"
 
-extern char** environ;
-
 namespace forkguard::safety {
-namespace {
 
-std::vector<std::string> BuildEnv(const RunOptions& opt) {
-  std::vector<std::string> envs;
-  if (opt.keep_env) {
-    for (char** e = environ; *e; ++e) {
-      std::string v = *e;
-      auto starts = [&v](const std::string& p) { return v.rfind(p, 0) == 0; };
-      if (starts("FORKGUARD_") || starts("LD_PRELOAD=") || starts("LD_LIBRARY_PATH=") ||
-          starts("RDMAV_FORK_SAFE=") || starts("IBV_FORK_SAFE=")) {
-        continue;
-      }
-      // A variable given in opt.env replaces the inherited one (getenv takes the first).
-      bool overridden = false;
-      for (const std::string& o : opt.env) {
-        overridden |= starts(o.substr(0, o.find('=') + 1));
-      }
-      if (!overridden) envs.push_back(v);
-    }
-  }
-  for (const std::string& e : opt.env) envs.push_back(e);
-  return envs;
-}
-
-int64_t NowMs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
-// fork+exec from the test (never under the shim: the test binary is not preloaded).
-pid_t Spawn(const std::vector<std::string>& argv, const RunOptions& opt, int out_fd, int err_fd) {
-  std::vector<std::string> envs = BuildEnv(opt);
-  std::vector<char*> cargv, cenv;
-  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const std::string& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid != 0) return pid;
-  setpgid(0, 0);
-  int devnull = open("/dev/null", O_RDONLY);
-  dup2(devnull, 0);
-  dup2(out_fd, 1);
-  dup2(err_fd, 2);
-  if (opt.run_as) {
-    if (setgroups(0, nullptr) != 0 || setgid(opt.gid) != 0 || setuid(opt.uid) != 0) _exit(126);
-  }
-  execve(cargv[0], cargv.data(), cenv.data());
-  _exit(127);
-}
-
-void KillGroup(pid_t pid) {
-  kill(-pid, SIGKILL);
-  kill(pid, SIGKILL);
-}
-
-bool WaitWithDeadline(pid_t pid, int* status, int64_t deadline_ms) {
-  for (;;) {
-    pid_t r = waitpid(pid, status, WNOHANG);
-    if (r == pid) return true;
-    if (r < 0 && errno != EINTR) return true;
-    if (NowMs() > deadline_ms) return false;
-    usleep(2000);
-  }
-}
-
-}  // namespace
-
-bool Run::Exited(int code) const {
-  return !timed_out && status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == code;
-}
-
-std::string Run::Describe() const {
-  std::ostringstream s;
-  if (timed_out) {
-    s << "TIMED OUT (watchdog killed it: a hang)";
-  } else if (status < 0) {
-    s << "did not start";
-  } else if (WIFEXITED(status)) {
-    s << "exit " << WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    s << "killed by signal " << WTERMSIG(status);
-  }
-  auto cap = [](const std::string& t) {
-    return t.size() > 6000 ? t.substr(0, 3000) + "\n...\n" + t.substr(t.size() - 3000) : t;
-  };
-  s << "\n--- stdout ---\n" << cap(out) << "\n--- stderr ---\n" << cap(err);
-  return s.str();
-}
-
-Run RunProgram(const std::vector<std::string>& argv, const RunOptions& opt) {
-  Run run;
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) return run;
-  run.pid = Spawn(argv, opt, out_pipe[1], err_pipe[1]);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  if (run.pid < 0) {
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    return run;
-  }
-  int64_t deadline = NowMs() + opt.watchdog_seconds * 1000LL;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&run.out, &run.err};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    int64_t left = deadline - NowMs();
-    if (left <= 0) {
-      run.timed_out = true;
-      KillGroup(run.pid);
-      break;
-    }
-    int pr = poll(fds, 2, static_cast<int>(left > 1000 ? 1000 : left));
-    if (pr < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char buf[65536];
-      ssize_t n = read(fds[i].fd, buf, sizeof(buf));
-      if (n > 0) {
-        sinks[i]->append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (auto& f : fds) {
-    if (f.fd >= 0) close(f.fd);
-  }
-  if (!WaitWithDeadline(run.pid, &run.status, run.timed_out ? NowMs() + 5000 : deadline)) {
-    run.timed_out = true;
-    KillGroup(run.pid);
-    waitpid(run.pid, &run.status, 0);
-  }
-  // Whatever the program left behind in its group (children of a hang) goes too.
-  if (run.timed_out) KillGroup(run.pid);
-  return run;
-}
-
-Started Start(const std::vector<std::string>& argv, const RunOptions& opt, const std::string& tag,
-              const std::string& dir) {
-  Started s;
-  s.out_path = dir + "/" + tag + ".out";
-  s.err_path = dir + "/" + tag + ".err";
-  int o = open(s.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  int e = open(s.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (o >= 0 && e >= 0) s.pid = Spawn(argv, opt, o, e);
-  if (o >= 0) close(o);
-  if (e >= 0) close(e);
-  return s;
-}
-
-Run Wait(const Started& s, int watchdog_seconds) {
-  Run run;
-  run.pid = s.pid;
-  if (s.pid < 0) return run;
-  if (!WaitWithDeadline(s.pid, &run.status, NowMs() + watchdog_seconds * 1000LL)) {
-    run.timed_out = true;
-    KillGroup(s.pid);
-    waitpid(s.pid, &run.status, 0);
-  }
-  run.out = ReadFile(s.out_path);
-  run.err = ReadFile(s.err_path);
-  return run;
+RunOptions SafetyRunOptions() {
+  RunOptions opt = test_support::WithoutShimEnv({});
+  opt.timeout_s = 120;
+  return opt;
 }
 
 std::vector<LogLine> LogDir::Of(const std::string& event) const {
@@ -225,7 +59,7 @@ LogDir ReadLogDir(const std::string& dir, bool allow_truncated_last) {
       continue;
     }
     d.files.push_back(n);
-    std::string text = ReadFile(dir + "/" + n);
+    std::string text = ReadFileOrEmpty(dir + "/" + n);
     size_t pos = 0;
     int line_no = 0;
     testing_support::EventV2Expander v2;  // /2: header, modules and stacks folded in
@@ -285,17 +119,10 @@ void RemoveTree(const std::string& path) {
   if (system(cmd.c_str()) != 0) fprintf(stderr, "could not remove %s\n", path.c_str());
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string CopyInto(const std::string& src, const std::string& dir) {
   std::string base = src.substr(src.rfind('/') + 1);
   std::string dst = dir + "/" + base;
-  std::string data = ReadFile(src);
+  std::string data = ReadFileOrEmpty(src);
   struct stat st;
   mode_t mode = stat(src.c_str(), &st) == 0 ? (st.st_mode & 0777) : 0755;
   int fd = open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode | 0444);
@@ -313,7 +140,7 @@ int CountLines(const std::string& text, const std::string& prefix) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    if (testing_support::StripShimLinePrefix(line).rfind(prefix, 0) == 0) ++n;
+    if (test_support::StripShimLinePrefix(line).rfind(prefix, 0) == 0) ++n;
   }
   return n;
 }
@@ -332,7 +159,7 @@ std::string PrivateDir() {
 }  // namespace
 
 std::string Shim() {
-  static std::string p = CopyInto(testing::Runfile("shim/libforkguard.so"), PrivateDir());
+  static std::string p = CopyInto(test_support::Runfile("shim/libforkguard.so"), PrivateDir());
   return p;
 }
 
@@ -341,7 +168,7 @@ std::string Preload() {
   // (ASan checks that its runtime is first; TSan's interceptors must see the calls the
   // shim forwards): preload the runtime this test process itself uses, then the shim.
   static std::string v = [] {
-    std::string maps = ReadFile("/proc/self/maps");
+    std::string maps = ReadFileOrEmpty("/proc/self/maps");
     std::istringstream in(maps);
     std::string line;
     while (std::getline(in, line)) {
@@ -361,15 +188,15 @@ std::string Preload() {
 std::string StubLibDir() {
   static std::string d = [] {
     std::string lib = PrivateDir() + "/lib";
-    CopyInto(testing::Runfile("tests/stub_ibverbs/lib/libibverbs.so.1"), lib);
-    CopyInto(testing::Runfile("tests/stub_ibverbs/lib/librdmacm.so.1"), lib);
+    CopyInto(test_support::Runfile("tests/stub_ibverbs/lib/libibverbs.so.1"), lib);
+    CopyInto(test_support::Runfile("tests/stub_ibverbs/lib/librdmacm.so.1"), lib);
     return lib;
   }();
   return d;
 }
 
 std::string Program(const std::string& rel) {
-  return CopyInto(testing::Runfile(rel), PrivateDir());
+  return CopyInto(test_support::Runfile(rel), PrivateDir());
 }
 
 }  // namespace forkguard::safety

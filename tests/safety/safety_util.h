@@ -1,5 +1,5 @@
-// Helpers for the issue-8 safety tests (tests/safety): run a program with a
-// watchdog, read a FORKGUARD_LOG directory strictly, copy artifacts privately.
+// Helpers for the safety tests (tests/safety): read a FORKGUARD_LOG directory strictly,
+// copy artifacts privately; programs run through tests/support/run_program.h.
 #pragma once
 
 #include <sys/types.h>
@@ -9,40 +9,23 @@
 #include <vector>
 
 #include "cli/json.h"
+#include "tests/support/run_program.h"
 #include "tests/support/shim_lines.h"
 
 namespace forkguard::safety {
 
-struct Run {
-  pid_t pid = -1;
-  int status = -1;  // waitpid status; -1 when the program could not start
-  bool timed_out = false;
-  std::string out;
-  std::string err;
-  bool Exited(int code) const;
-  std::string Describe() const;  // status, stdout and stderr (capped) for failure messages
-};
+// The shared runner (tests/support/run_program.h), named here for the safety tests.
+using test_support::ProgramResult;
+using test_support::ReadFileOrEmpty;
+using test_support::RunOptions;
+using test_support::RunProgram;
+using test_support::StartedProgram;
+using test_support::StartProgramToFiles;
+using test_support::WaitForFiles;
 
-struct RunOptions {
-  std::vector<std::string> env;  // NAME=value added to a clean environment
-  int watchdog_seconds = 120;    // the whole process group is SIGKILLed after this: a hang fails
-  bool keep_env = true;          // start from this test's environment (minus FORKGUARD_*, LD_*)
-  uid_t uid = 0;                 // run as this uid/gid when run_as is set
-  gid_t gid = 0;
-  bool run_as = false;
-};
-
-// Runs argv in its own process group, stdin /dev/null, stdout/stderr captured.
-Run RunProgram(const std::vector<std::string>& argv, const RunOptions& opt);
-
-// Starts a program without waiting (stdout/stderr to files); Wait collects it.
-struct Started {
-  pid_t pid = -1;
-  std::string out_path, err_path;
-};
-Started Start(const std::vector<std::string>& argv, const RunOptions& opt, const std::string& tag,
-              const std::string& dir);
-Run Wait(const Started& s, int watchdog_seconds);
+// What a safety test's program starts from: the test's environment without the shim's
+// variables, killed with its process group after 120 s (a hang fails).
+RunOptions SafetyRunOptions();
 
 // One event-log line.
 struct LogLine {
@@ -72,7 +55,6 @@ std::string MakeDir(const std::string& prefix, bool world_readable);
 void RemoveTree(const std::string& path);
 // Copies a file (mode kept) into dir; returns the new path.
 std::string CopyInto(const std::string& src, const std::string& dir);
-std::string ReadFile(const std::string& path);
 int CountLines(const std::string& text, const std::string& prefix);
 
 // Artifacts, copied once per test process into a private directory (bazel-bin may

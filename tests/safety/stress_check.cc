@@ -34,13 +34,13 @@ bool HasString(const cli::JsonValue& arr, const std::string& s) {
 void CheckStress(int n, const std::string& dev, const std::vector<std::string>& extra_env,
                  int watchdog_seconds) {
   std::string log_dir = MakeDir("stress-log", false);
-  RunOptions opt;
+  RunOptions opt = SafetyRunOptions();
   opt.env = extra_env;
   opt.env.push_back("LD_PRELOAD=" + Preload());
   opt.env.push_back("FORKGUARD_LOG=" + log_dir);
   opt.env.push_back("RDMAV_FORK_SAFE=1");  // registered ranges are MADV_DONTFORK: child-segv too
-  opt.watchdog_seconds = watchdog_seconds;
-  Run run =
+  opt.timeout_s = watchdog_seconds;
+  ProgramResult run =
       RunProgram({Program("tests/safety/stress_prog"), "stress", std::to_string(n), dev}, opt);
   ASSERT_FALSE(run.timed_out) << "deadlock or livelock: " << run.Describe();
   ASSERT_TRUE(run.Exited(0)) << run.Describe();

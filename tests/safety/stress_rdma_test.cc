@@ -9,7 +9,7 @@ namespace forkguard::safety {
 namespace {
 
 TEST(StressRdma, SixteenForkersFourRegistrarsOnRxe) {
-  testing::RdmaDevice dev = testing::RequireRdmaDevice();
+  test_support::RdmaDevice dev = test_support::RequireRdmaDevice();
   CheckStress(6, dev.name, {}, 600);
 }
 

@@ -14,7 +14,7 @@
 #include "tests/support/rdma_device.h"
 #endif
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 constexpr char kProgram[] = "tests/shim/fork_after_rdma";
@@ -317,4 +317,4 @@ TEST_F(ForkEntry, LiveRdmaCmIdIsStillFailedInErrorMode) {
 #endif
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

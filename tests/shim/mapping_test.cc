@@ -27,7 +27,7 @@ constexpr uint64_t kPage = 4096;
 uint64_t AlignUp(uint64_t v) { return (v + kPage - 1) & ~(kPage - 1); }
 uint64_t AlignDown(uint64_t v) { return v & ~(kPage - 1); }
 
-std::string ShimPath() { return forkguard::testing::Runfile("shim/libforkguard.so"); }
+std::string ShimPath() { return forkguard::test_support::Runfile("shim/libforkguard.so"); }
 
 #if defined(FORKGUARD_ASAN) || defined(FORKGUARD_TSAN) || defined(FORKGUARD_UBSAN)
 #define SKIP_IF_SANITIZED()                                                                  \

@@ -19,7 +19,7 @@ namespace {
 
 void* Shim() {
   static void* h = [] {
-    std::string path = forkguard::testing::Runfile("shim/libforkguard.so");
+    std::string path = forkguard::test_support::Runfile("shim/libforkguard.so");
     return dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   }();
   return h;

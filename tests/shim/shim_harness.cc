@@ -2,9 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,9 +19,7 @@
 
 #include "tests/support/event_v2.h"
 
-extern char** environ;
-
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 // ---- JSON ----------------------------------------------------------------
@@ -128,7 +124,7 @@ bool ParseJson(const std::string& text, Json* out, std::string* error) {
   return true;
 }
 
-std::vector<Event> EventLog::Of(const std::string& event_name) const {
+std::vector<Event> LoggedEvents::Of(const std::string& event_name) const {
   std::vector<Event> out;
   for (const Event& e : events) {
     if (e.name() == event_name) out.push_back(e);
@@ -136,7 +132,7 @@ std::vector<Event> EventLog::Of(const std::string& event_name) const {
   return out;
 }
 
-std::vector<Event> EventLog::OfPid(const std::string& event_name, pid_t pid) const {
+std::vector<Event> LoggedEvents::OfPid(const std::string& event_name, pid_t pid) const {
   std::vector<Event> out;
   for (const Event& e : events) {
     if (e.name() == event_name && e.json.Int("pid") == pid) out.push_back(e);
@@ -144,7 +140,7 @@ std::vector<Event> EventLog::OfPid(const std::string& event_name, pid_t pid) con
   return out;
 }
 
-std::map<std::vector<uint64_t>, int64_t> EventLog::RegistrationsByStack(pid_t pid) const {
+std::map<std::vector<uint64_t>, int64_t> LoggedEvents::RegistrationsByStack(pid_t pid) const {
   std::map<std::vector<uint64_t>, int64_t> out;
   for (const Event& e : events) {
     if (e.json.Int("pid") != pid) continue;
@@ -163,20 +159,20 @@ std::map<std::vector<uint64_t>, int64_t> EventLog::RegistrationsByStack(pid_t pi
   return out;
 }
 
-int64_t EventLog::Registrations(pid_t pid) const {
+int64_t LoggedEvents::Registrations(pid_t pid) const {
   int64_t n = 0;
   for (const auto& [stack, count] : RegistrationsByStack(pid)) n += count;
   return n;
 }
 
-int64_t EventLog::Deregs(pid_t pid) const {
+int64_t LoggedEvents::Deregs(pid_t pid) const {
   int64_t n = 0;
   for (const Event& e : OfPid("mr_counts", pid)) n += std::max<int64_t>(0, e.json.Int("deregs"));
   return n;
 }
 
-EventLog ReadEventLog(const std::string& dir) {
-  EventLog log;
+LoggedEvents ReadEventLog(const std::string& dir) {
+  LoggedEvents log;
   DIR* d = opendir(dir.c_str());
   if (!d) {
     log.problems.push_back("cannot open log dir " + dir + ": " + strerror(errno));
@@ -242,89 +238,6 @@ std::vector<std::string> StackSymbols(const Json& stack) {
   return syms;
 }
 
-// ---- processes -----------------------------------------------------------
-
-bool ProgramRun::Exited(int code) const { return WIFEXITED(status) && WEXITSTATUS(status) == code; }
-
-bool ProgramRun::KilledBy(int sig) const { return WIFSIGNALED(status) && WTERMSIG(status) == sig; }
-
-std::string ProgramRun::Describe() const {
-  std::string s = "program pid " + std::to_string(pid);
-  if (WIFEXITED(status)) {
-    s += " exited " + std::to_string(WEXITSTATUS(status));
-  } else if (WIFSIGNALED(status)) {
-    s += " killed by signal " + std::to_string(WTERMSIG(status));
-  }
-  return s + "\n--- stdout ---\n" + out + "--- stderr ---\n" + err + "--- end ---";
-}
-
-ProgramRun RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  ProgramRun run;
-  std::vector<std::string> envs;
-  for (char** e = environ; *e; ++e) {
-    std::string v = *e;
-    auto starts = [&v](const char* p) { return v.rfind(p, 0) == 0; };
-    if (starts("FORKGUARD_") || starts("LD_PRELOAD=") || starts("LD_LIBRARY_PATH=") ||
-        starts("RDMAV_FORK_SAFE=") || starts("IBV_FORK_SAFE=")) {
-      continue;
-    }
-    envs.push_back(v);
-  }
-  for (const std::string& e : env) envs.push_back(e);
-  std::vector<char*> cargv, cenv;
-  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const std::string& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
-
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-    run.err = std::string("pipe: ") + strerror(errno);
-    run.status = -1;
-    return run;
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-  int rc = posix_spawn(&run.pid, cargv[0], &fa, nullptr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&fa);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  if (rc != 0) {
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    run.err = std::string("posix_spawn ") + argv[0] + ": " + strerror(rc);
-    run.status = -1;
-    return run;
-  }
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&run.out, &run.err};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char buf[4096];
-      ssize_t n = read(fds[i].fd, buf, sizeof(buf));
-      if (n > 0) {
-        sinks[i]->append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  while (waitpid(run.pid, &run.status, 0) < 0 && errno == EINTR) {
-  }
-  return run;
-}
-
 ProgramReport ParseReport(const std::string& out) {
   ProgramReport r;
   std::istringstream in(out);
@@ -355,4 +268,4 @@ std::string ToHex(uint64_t v) {
 
 uint64_t FromHex(const std::string& s) { return strtoull(s.c_str(), nullptr, 16); }
 
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

@@ -1,6 +1,6 @@
-// Test-only helpers for the shim tests: run a program as a child process
-// (optionally under LD_PRELOAD=libforkguard.so) capturing stdout/stderr, and
-// read the shim's JSON-lines event log (shim/EVENT_LOG.md) into plain values.
+// Test-only helpers for the shim tests: read the shim's JSON-lines event log
+// (shim/EVENT_LOG.md) into plain values, and what tests/shim/fork_after_rdma printed.
+// Programs run through tests/support/run_program.h.
 #pragma once
 
 #include <sys/types.h>
@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace forkguard::testing {
+#include "tests/support/run_program.h"
+
+namespace forkguard::test_support {
 
 // A parsed JSON value (just what the tests need; numbers keep their integer
 // value when they are integers).
@@ -44,7 +46,7 @@ struct Event {
   std::string name() const { return json.String("event"); }
 };
 
-struct EventLog {
+struct LoggedEvents {
   std::vector<Event> events;          // every parsed line of every file
   std::vector<std::string> files;     // base names
   std::vector<std::string> problems;  // unparsable lines (except a truncated last line)
@@ -60,28 +62,13 @@ struct EventLog {
 
 // Reads every *.jsonl file in dir. A truncated last line of a file is
 // tolerated (as the schema allows); any other bad line is a problem.
-EventLog ReadEventLog(const std::string& dir);
+LoggedEvents ReadEventLog(const std::string& dir);
 
 // All "0x..." strings in a stack value: frames as objects with "ip", or raw
 // ip strings/integers.
 std::vector<uint64_t> StackIps(const Json& stack);
 // All "sym" names in a stack value.
 std::vector<std::string> StackSymbols(const Json& stack);
-
-struct ProgramRun {
-  pid_t pid = -1;
-  int status = 0;  // waitpid status
-  std::string out;
-  std::string err;
-  bool Exited(int code) const;
-  bool KilledBy(int sig) const;
-  std::string Describe() const;  // status + stdout + stderr, for failure messages
-};
-
-// Runs argv[0] with argv, in an environment that is the test's own minus
-// every FORKGUARD_*, LD_PRELOAD, LD_LIBRARY_PATH, RDMAV_FORK_SAFE and
-// IBV_FORK_SAFE variable, plus `env` (NAME=value entries).
-ProgramRun RunProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env);
 
 // What the fork_after_rdma program reported on stdout.
 struct ProgramReport {
@@ -95,4 +82,4 @@ ProgramReport ParseReport(const std::string& out);
 std::string ToHex(uint64_t v);
 uint64_t FromHex(const std::string& s);  // "0x.." or a plain hex digit string
 
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

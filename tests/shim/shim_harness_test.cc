@@ -12,7 +12,7 @@
 #include "tests/shim/shim_run.h"
 #include "tests/support/runfiles.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 TEST(Json, ParsesEventLine) {
@@ -60,7 +60,7 @@ TEST(EventLogReader, ToleratesOnlyATruncatedLastLine) {
          "\n"
          R"({"event":"c","se)";
   }
-  EventLog ok = ReadEventLog(dir);
+  LoggedEvents ok = ReadEventLog(dir);
   EXPECT_TRUE(ok.problems.empty());
   ASSERT_EQ(2u, ok.events.size());
   EXPECT_EQ("b", ok.events[1].name());
@@ -72,7 +72,7 @@ TEST(EventLogReader, ToleratesOnlyATruncatedLastLine) {
          R"({"event":"z"})"
          "\n";
   }
-  EventLog bad = ReadEventLog(dir);
+  LoggedEvents bad = ReadEventLog(dir);
   EXPECT_EQ(1u, bad.problems.size());
   EXPECT_EQ(4u, bad.events.size());
 }
@@ -111,20 +111,6 @@ TEST(HazardMessageParser, CutsTheContractMessage) {
   EXPECT_FALSE(ParseHazardMessage("forkguard: ignoring FORKGUARD_MODE=x\n").found);
 }
 
-TEST(RunProgram, CapturesBothStreamsAndStatus) {
-  setenv("FORKGUARD_MODE", "leaked", 1);
-  ProgramRun r = RunProgram({"/bin/sh", "-c",
-                             "echo out; echo err >&2; echo $FORKGUARD_MODE; "
-                             "echo \"$X\"; exit 3"},
-                            {"X=y"});
-  unsetenv("FORKGUARD_MODE");
-  EXPECT_TRUE(r.Exited(3)) << r.Describe();
-  EXPECT_EQ("out\n\ny\n", r.out);  // FORKGUARD_* of the test never leaks in
-  EXPECT_EQ("err\n", r.err);
-  ProgramRun k = RunProgram({"/bin/sh", "-c", "kill -SEGV $$"}, {});
-  EXPECT_TRUE(k.KilledBy(SIGSEGV)) << k.Describe();
-}
-
 TEST(ProgramReportParser, ReadsTheProgramsLines) {
   ProgramReport r = ParseReport(
       "device: rxe0\nregistered: call=ibv_reg_mr addr=0x55d0 len=4096\n"
@@ -138,4 +124,4 @@ TEST(ProgramReportParser, ReadsTheProgramsLines) {
 }
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

@@ -22,12 +22,11 @@
 #include "tests/support/runfiles.h"
 #include "tests/support/shim_lines.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 using cli::JsonValue;
 using cli::ParseJson;
-using testing_support::ParseShimLinePrefix;
 
 constexpr int kRanksPerJob = 16;
 
@@ -73,26 +72,6 @@ std::vector<std::string> WithSanitizerOptions(std::vector<std::string> env) {
   return env;
 }
 
-// Runs argv with exactly `env`, stdout to `out_fd` (or /dev/null when -1), stderr to err_fd.
-pid_t Start(const std::vector<std::string>& argv, const std::vector<std::string>& env, int out_fd,
-            int err_fd) {
-  std::vector<char*> a, e;
-  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-  a.push_back(nullptr);
-  for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
-  e.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDWR);
-    dup2(null, STDIN_FILENO);
-    dup2(out_fd >= 0 ? out_fd : null, STDOUT_FILENO);
-    dup2(err_fd, STDERR_FILENO);
-    execve(a[0], a.data(), e.data());
-    _exit(127);
-  }
-  return pid;
-}
-
 std::string ReadAll(int fd) {
   std::string s;
   char buf[65536];
@@ -106,27 +85,16 @@ std::string ReadAll(int fd) {
   return s;
 }
 
-struct Output {
-  int status = -1;
-  std::string out, err;
-};
+// Exactly `env` (and the sanitizer options): nothing of the test's environment.
+RunOptions ExactEnv(const std::vector<std::string>& env) {
+  RunOptions opt;
+  opt.env = WithSanitizerOptions(env);
+  opt.base_env = RunOptions::BaseEnv::kEmpty;
+  return opt;
+}
 
-Output RunCli(const std::vector<std::string>& argv) {
-  int o[2], e[2];
-  EXPECT_EQ(pipe(o), 0);
-  EXPECT_EQ(pipe(e), 0);
-  pid_t pid = Start(argv, WithSanitizerOptions({"PATH=/usr/bin:/bin"}), o[1], e[1]);
-  close(o[1]);
-  close(e[1]);
-  Output r;
-  r.out = ReadAll(o[0]);  // the report is small next to a pipe; stderr after it
-  r.err = ReadAll(e[0]);
-  close(o[0]);
-  close(e[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+ProgramResult RunCli(const std::vector<std::string>& argv) {
+  return RunProgram(argv, ExactEnv({"PATH=/usr/bin:/bin"}));
 }
 
 class ShimJob : public ::testing::Test {
@@ -138,7 +106,7 @@ class ShimJob : public ::testing::Test {
     std::string stub = Dirname(Runfile("tests/stub_ibverbs/lib/libibverbs.so.1"));
     std::string shim = ShimLibrary();
     int p[2];
-    ASSERT_EQ(pipe(p), 0);
+    ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
     std::map<pid_t, int> started;  // pid -> rank
     for (const Launcher& l : kLaunchers) {
       for (int r = 0; r < kRanksPerJob; ++r) {
@@ -146,7 +114,7 @@ class ShimJob : public ::testing::Test {
                                         "LD_LIBRARY_PATH=" + stub,
                                         "FORKGUARD_LOG=" + log + "/%j/%h"};
         for (const auto& v : l.vars(r)) env.push_back(v);
-        pid_t pid = Start({program}, WithSanitizerOptions(env), -1, p[1]);
+        pid_t pid = StartProgram({program}, ExactEnv(env), -1, -1, p[1]);
         ASSERT_GT(pid, 0);
         started[pid] = r;
       }
@@ -221,7 +189,7 @@ TEST_F(ShimJob, LogDirectoriesCreatedPerJobAndHost) {
 
 TEST_F(ShimJob, ReportKeepsTheJobsApart) {
   std::string fg = Runfile("cli/forkguard");
-  Output r = RunCli({fg, "report", "--no-symbolize", "--format", "json", *log_});
+  ProgramResult r = RunCli({fg, "report", "--no-symbolize", "--format", "json", *log_});
   ASSERT_EQ(r.status, 0) << r.err;
   JsonValue doc;
   std::string error;
@@ -257,7 +225,7 @@ TEST_F(ShimJob, ReportKeepsTheJobsApart) {
   EXPECT_EQ(local["prterun-node0-555@1"], (std::set<int64_t>{0, 1, 2, 3}));
   EXPECT_TRUE(local["pmix-ns-3"].empty()) << "PMIx alone sets no local rank we read";
 
-  Output text = RunCli({fg, "report", "--no-symbolize", *log_});
+  ProgramResult text = RunCli({fg, "report", "--no-symbolize", *log_});
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_EQ(text.out.rfind("forkguard: 4 jobs in the logs: 9001 (", 0), 0u) << text.out;
   for (const Launcher& l : kLaunchers) {
@@ -265,19 +233,19 @@ TEST_F(ShimJob, ReportKeepsTheJobsApart) {
         << l.job;
   }
 
-  Output md = RunCli({fg, "report", "--no-symbolize", "--format", "markdown", *log_});
+  ProgramResult md = RunCli({fg, "report", "--no-symbolize", "--format", "markdown", *log_});
   ASSERT_EQ(md.status, 0) << md.err;
   for (const Launcher& l : kLaunchers) {
     EXPECT_NE(md.out.find(std::string("\n## job ") + l.job + "\n"), std::string::npos) << l.job;
   }
 
-  Output one = RunCli({fg, "report", "--no-symbolize", "--job", "9001", *log_});
+  ProgramResult one = RunCli({fg, "report", "--no-symbolize", "--job", "9001", *log_});
   ASSERT_EQ(one.status, 0) << one.err;
   EXPECT_NE(one.out.find("forkguard: job 9001: "), std::string::npos) << one.out;
   EXPECT_NE(one.out.find("ranks 0-15"), std::string::npos) << one.out;
   EXPECT_EQ(one.out.find("tr-77"), std::string::npos) << one.out;
 
-  Output none = RunCli({fg, "report", "--job", "nope", *log_});
+  ProgramResult none = RunCli({fg, "report", "--job", "nope", *log_});
   EXPECT_EQ(none.status, 2);
   EXPECT_NE(none.err.find("no job nope in the logs (jobs there: 9001, pmix-ns-3"),
             std::string::npos)
@@ -285,4 +253,4 @@ TEST_F(ShimJob, ReportKeepsTheJobsApart) {
 }
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

@@ -13,7 +13,7 @@
 #include "tests/shim/shim_run.h"
 #include "tests/support/rdma_device.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 constexpr char kProgram[] = "tests/shim/fork_after_rdma";
@@ -333,4 +333,4 @@ TEST_F(ShimRdma, RawRdmaCmDescriptorCaughtByBackstop) {
 }
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

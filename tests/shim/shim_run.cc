@@ -15,7 +15,7 @@
 #include "tests/support/runfiles.h"
 #include "tests/support/shim_lines.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 std::string Trim(const std::string& s) {
@@ -101,7 +101,7 @@ ShimRun RunUnderShim(const std::string& program, const std::vector<std::string>&
   e.push_back("LD_PRELOAD=" + ShimLibrary());
   e.push_back("FORKGUARD_LOG=" + run.log_dir);
   if (!mode.empty()) e.push_back("FORKGUARD_MODE=" + mode);
-  run.proc = RunProgram(argv, e);
+  run.proc = RunProgram(argv, WithoutShimEnv(e));
   run.report = ParseReport(run.proc.out);
   run.log = ReadEventLog(run.log_dir);
   return run;
@@ -109,11 +109,11 @@ ShimRun RunUnderShim(const std::string& program, const std::vector<std::string>&
 
 std::string ShimLibrary() { return StableCopy("shim/libforkguard.so", CopyDir()); }
 
-ProgramRun RunWithoutShim(const std::string& program, const std::vector<std::string>& args,
-                          const std::vector<std::string>& env, Verbs verbs) {
+ProgramResult RunWithoutShim(const std::string& program, const std::vector<std::string>& args,
+                             const std::vector<std::string>& env, Verbs verbs) {
   std::vector<std::string> argv = {StableCopy(program, CopyDir())};
   argv.insert(argv.end(), args.begin(), args.end());
-  return RunProgram(argv, ProgramEnv(env, verbs));
+  return RunProgram(argv, WithoutShimEnv(ProgramEnv(env, verbs)));
 }
 
 bool HazardMessage::HasReason(const std::string& r) const {
@@ -127,7 +127,7 @@ HazardMessage ParseHazardMessage(const std::string& err) {
   enum class Section { kNone, kInit, kFork };
   Section section = Section::kNone;
   for (const std::string& raw : Lines(err)) {
-    std::string line = Trim(testing_support::StripShimLinePrefix(raw));
+    std::string line = Trim(test_support::StripShimLinePrefix(raw));
     std::smatch sm;
     if (std::regex_search(line, sm, kHeader)) {
       if (m.count++ == 0) {
@@ -333,4 +333,4 @@ void ExpectChildSegvExplained(const ShimRun& run, pid_t child, uint64_t addr) {
   EXPECT_TRUE(shared) << "child_segv.reg_stack shares no frame with any mr_register stack\n" << ctx;
 }
 
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

@@ -7,14 +7,14 @@
 
 #include "tests/shim/shim_harness.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 
 enum class Verbs { kStub, kReal };
 
 struct ShimRun {
-  ProgramRun proc;
+  ProgramResult proc;
   ProgramReport report;
-  EventLog log;
+  LoggedEvents log;
   std::string log_dir;
 };
 
@@ -30,8 +30,8 @@ ShimRun RunUnderShim(const std::string& program, const std::vector<std::string>&
 std::string ShimLibrary();
 
 // The same program without the shim (baseline behaviour).
-ProgramRun RunWithoutShim(const std::string& program, const std::vector<std::string>& args,
-                          const std::vector<std::string>& env, Verbs verbs);
+ProgramResult RunWithoutShim(const std::string& program, const std::vector<std::string>& args,
+                             const std::vector<std::string>& env, Verbs verbs);
 
 // The parent's hazard message on stderr, cut into the parts of the contract.
 struct HazardMessage {
@@ -74,4 +74,4 @@ void ExpectHazardWarning(const ShimRun& run, const std::vector<std::string>& mus
 // log with the stack that registered the range.
 void ExpectChildSegvExplained(const ShimRun& run, pid_t child, uint64_t addr);
 
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

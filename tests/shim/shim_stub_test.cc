@@ -16,7 +16,7 @@
 #include "tests/shim/shim_run.h"
 #include "tests/support/runfiles.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 constexpr char kProgram[] = "tests/shim/fork_after_rdma";
@@ -41,15 +41,16 @@ constexpr long kRuntimeThreads = 0;
 
 // The stub itself behaves like rdma-core (so the tests below mean something).
 TEST(StubBaseline, ForkSafeChildReallyDiesOfSigsegv) {
-  ProgramRun safe = RunWithoutShim(kProgram, {"--fork-safe", "--touch-buffer"}, {}, Verbs::kStub);
+  ProgramResult safe =
+      RunWithoutShim(kProgram, {"--fork-safe", "--touch-buffer"}, {}, Verbs::kStub);
   EXPECT_TRUE(safe.Exited(0)) << safe.Describe();
   EXPECT_NE(std::string::npos, safe.out.find("child killed by signal 11")) << safe.Describe();
-  ProgramRun env =
+  ProgramResult env =
       RunWithoutShim(kProgram, {"--touch-buffer"}, {"RDMAV_FORK_SAFE=1"}, Verbs::kStub);
   EXPECT_NE(std::string::npos, env.out.find("child killed by signal 11")) << env.Describe();
-  ProgramRun off = RunWithoutShim(kProgram, {"--touch-buffer"}, {}, Verbs::kStub);
+  ProgramResult off = RunWithoutShim(kProgram, {"--touch-buffer"}, {}, Verbs::kStub);
   EXPECT_NE(std::string::npos, off.out.find("child exited 0")) << off.Describe();
-  ProgramRun late = RunWithoutShim(kProgram, {"--fork-init-after"}, {}, Verbs::kStub);
+  ProgramResult late = RunWithoutShim(kProgram, {"--fork-init-after"}, {}, Verbs::kStub);
   EXPECT_NE(std::string::npos, late.out.find("fork_init_after: ret=22")) << late.Describe();
   EXPECT_NE(std::string::npos, off.out.find("device: stub0")) << off.Describe();
 }
@@ -399,12 +400,13 @@ TEST(ShimStub, CountsGoOutBeforeExec) {
 // A program that never touches RDMA: the shim is invisible.
 TEST(ShimStub, NonRdmaProgramUntouched) {
   std::string dir = MakeTempDir("forkguard-log");
-  ProgramRun p = RunProgram({"/bin/sh", "-c", "echo hi | cat; ( echo sub ); exit 7"},
-                            {"LD_PRELOAD=" + ShimLibrary(), "FORKGUARD_LOG=" + dir});
+  ProgramResult p =
+      RunProgram({"/bin/sh", "-c", "echo hi | cat; ( echo sub ); exit 7"},
+                 WithoutShimEnv({"LD_PRELOAD=" + ShimLibrary(), "FORKGUARD_LOG=" + dir}));
   EXPECT_TRUE(p.Exited(7)) << p.Describe();
   EXPECT_EQ("hi\nsub\n", p.out) << p.Describe();
   EXPECT_EQ("", p.err) << p.Describe();
-  EventLog log = ReadEventLog(dir);
+  LoggedEvents log = ReadEventLog(dir);
   EXPECT_TRUE(log.problems.empty());
   for (const Event& e : log.Of("fork")) {
     EXPECT_EQ("clean", e.json.String("verdict")) << p.Describe();
@@ -599,12 +601,13 @@ TEST(ShimStubConfig, SymlinkedLogDirRefusedWithOneWarning) {
   std::string real = MakeTempDir("forkguard-real-log");
   std::string link = MakeTempDir("forkguard-link") + "/log";
   ASSERT_EQ(0, symlink(real.c_str(), link.c_str()));
-  ProgramRun p = RunProgram(
+  ProgramResult p = RunProgram(
       {Runfile(kProgram), "--order=fork-first"},
-      {"LD_PRELOAD=" + ShimLibrary(), "FORKGUARD_LOG=" + link,
-       "LD_LIBRARY_PATH=" +
-           Runfile("tests/stub_ibverbs/lib/libibverbs.so.1")
-               .substr(0, Runfile("tests/stub_ibverbs/lib/libibverbs.so.1").rfind('/'))});
+      WithoutShimEnv(
+          {"LD_PRELOAD=" + ShimLibrary(), "FORKGUARD_LOG=" + link,
+           "LD_LIBRARY_PATH=" +
+               Runfile("tests/stub_ibverbs/lib/libibverbs.so.1")
+                   .substr(0, Runfile("tests/stub_ibverbs/lib/libibverbs.so.1").rfind('/'))}));
   EXPECT_TRUE(p.Exited(0)) << p.Describe();
   EXPECT_EQ(1, std::count(p.err.begin(), p.err.end(), '\n')) << p.Describe();
   EXPECT_NE(std::string::npos, p.err.find("FORKGUARD_LOG")) << p.Describe();
@@ -735,4 +738,4 @@ TEST(ShimStub, UnrelatedChildSegvNotBlamedOnRdma) {
 }
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

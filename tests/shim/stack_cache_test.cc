@@ -20,7 +20,7 @@
 #include "tests/support/rdma_device.h"
 #endif
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 constexpr char kProgram[] = "tests/shim/reg_sites";
@@ -102,4 +102,4 @@ TEST(StackCache, HazardAndChildSegvNameTheLiveRegistration) {
 }
 
 }  // namespace
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

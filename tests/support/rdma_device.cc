@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 namespace {
 
 std::string Env(const char* name) {
@@ -58,4 +58,4 @@ bool RdmaPair(RdmaDevice* a, RdmaDevice* b) {
   return true;
 }
 
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace forkguard::testing {
+namespace forkguard::test_support {
 
 struct RdmaDevice {
   std::string name;  // e.g. "rxe0"
@@ -20,4 +20,4 @@ RdmaDevice RequireRdmaDevice();
 // The two-device pair (rxea <-> rxeb over veth) if the guest set it up.
 bool RdmaPair(RdmaDevice* a, RdmaDevice* b);
 
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

@@ -2,35 +2,39 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 
-namespace forkguard::testing {
+#include "tools/cpp/runfiles/runfiles.h"
+
+namespace forkguard::test_support {
+
+using bazel::tools::cpp::runfiles::Runfiles;
 
 std::string Runfile(const std::string& rel) {
-  const char* srcdir = getenv("TEST_SRCDIR");
-  const char* ws = getenv("TEST_WORKSPACE");
-  std::string candidates[3];
-  if (srcdir && *srcdir) {
-    candidates[0] = std::string(srcdir) + "/" + (ws && *ws ? ws : "forkguard") + "/" + rel;
-  }
-  if (const char* rd = getenv("RUNFILES_DIR"); rd && *rd) {
-    candidates[1] = std::string(rd) + "/forkguard/" + rel;
-  }
-  candidates[2] = rel;  // cwd is the runfiles root of the workspace under Bazel
-  for (const auto& c : candidates) {
-    if (!c.empty() && access(c.c_str(), F_OK) == 0) {
-      char* real = realpath(c.c_str(), nullptr);
-      std::string out = real ? real : c;
-      free(real);
-      return out;
+  static Runfiles* runfiles = [] {
+    std::string error;
+    Runfiles* r = Runfiles::CreateForTest(&error);
+    if (r == nullptr) {
+      fprintf(stderr, "forkguard test: no runfiles (%s)\n", error.c_str());
+      abort();
     }
+    return r;
+  }();
+  const char* ws = getenv("TEST_WORKSPACE");
+  std::string path = runfiles->Rlocation(std::string(ws && *ws ? ws : "forkguard") + "/" + rel);
+  if (path.empty() || access(path.c_str(), F_OK) != 0) {
+    fprintf(stderr, "forkguard test: runfile '%s' not found (at '%s'); add it to data\n",
+            rel.c_str(), path.c_str());
+    abort();
   }
-  fprintf(stderr, "forkguard test: runfile '%s' not found (TEST_SRCDIR=%s); add it to data\n",
-          rel.c_str(), srcdir ? srcdir : "(unset)");
-  abort();
+  // The real file: tests copy artifacts or compare paths with /proc/PID/maps.
+  char* real = realpath(path.c_str(), nullptr);
+  std::string out = real ? real : path;
+  free(real);
+  return out;
 }
 
 std::string MakeTempDir(const std::string& prefix) {
@@ -43,17 +47,4 @@ std::string MakeTempDir(const std::string& prefix) {
   return tmpl;
 }
 
-std::pair<int, std::string> RunAndCapture(const std::vector<std::string>& args) {
-  std::string cmd;
-  for (const auto& a : args) cmd += "'" + a + "' ";
-  cmd += "2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while (p && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = p ? pclose(p) : -1;
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
-
-}  // namespace forkguard::testing
+}  // namespace forkguard::test_support

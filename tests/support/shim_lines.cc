@@ -3,7 +3,7 @@
 #include <regex>
 #include <sstream>
 
-namespace forkguard::testing_support {
+namespace forkguard::test_support {
 
 std::optional<ShimLinePrefix> ParseShimLinePrefix(const std::string& line) {
   static const std::regex kPrefix(R"(^\[([^ \]]+)(?: r(\d+))? (\d+)\] )");
@@ -30,4 +30,4 @@ std::string StripShimLinePrefixes(const std::string& text) {
   return out;
 }
 
-}  // namespace forkguard::testing_support
+}  // namespace forkguard::test_support

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-namespace forkguard::testing_support {
+namespace forkguard::test_support {
 
 struct ShimLinePrefix {
   std::string host;
@@ -23,4 +23,4 @@ std::string StripShimLinePrefix(const std::string& line);
 // Every line of `text` stripped.
 std::string StripShimLinePrefixes(const std::string& text);
 
-}  // namespace forkguard::testing_support
+}  // namespace forkguard::test_support
