@@ -67,7 +67,7 @@ Names PropertyNames(const JsonValue& v) {
 class EventSchemaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::ifstream in(forkguard::testing::Runfile("docs/event-schema.json"));
+    std::ifstream in(forkguard::test_support::Runfile("docs/event-schema.json"));
     std::stringstream text;
     text << in.rdbuf();
     std::string error;
