@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-TARGETS=(//bench:shim_bench //bench:libempty_preload.so //shim:libforkguard.so //shim:libforkguard_audit)
+TARGETS=(//bench:shim_bench //bench:libempty_preload.so //shim:libforkguard.so //shim:libforkguard_audit.so)
 bazel build --noshow_progress -c opt "${TARGETS[@]}" >/dev/null 2>&1 ||
 	bazel build --noshow_progress -c opt "${TARGETS[@]}"
 BIN=$(bazel info -c opt bazel-bin 2>/dev/null)
