@@ -12,6 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
+
+#include "names/name_table.h"
 
 namespace forkguard::api {
 namespace {
@@ -128,21 +131,9 @@ class NetlinkSocket {
 }  // namespace
 
 const char* ResourceKindName(ResourceKind k) {
-  switch (k) {
-    case ResourceKind::kContext:
-      return "ctx";
-    case ResourceKind::kPd:
-      return "pd";
-    case ResourceKind::kMr:
-      return "mr";
-    case ResourceKind::kCq:
-      return "cq";
-    case ResourceKind::kQp:
-      return "qp";
-    case ResourceKind::kCmId:
-      return "cm_id";
-  }
-  return "?";
+  static constexpr char kNames[][6] = {"ctx", "pd", "mr", "cq", "qp", "cm_id"};
+  static_assert(std::size(kNames) == CountThrough(ResourceKind::kCmId));
+  return NameOf(kNames, k, "?");
 }
 
 void ResourceCounts::Add(const RdmaResource& r) {

@@ -1,37 +1,50 @@
 #include "facts/fork_rule.h"
 
-#include <cstring>
 #include <initializer_list>
+#include <iterator>
+
+#include "names/name_table.h"
 
 namespace forkguard::facts {
 namespace {
 
-constexpr const char* kKindNames[kMemoryKinds] = {"anonymous", "thp",          "hugetlb",
-                                                  "shared",    "private-file", "unknown"};
-constexpr const char* kWhyNames[kProbeWhys] = {"not-probed",  "none",
-                                               "no-io_uring", "io_uring-disabled",
-                                               "memlock",     "no-hugetlb-pages",
-                                               "no-thp",      "not-probeable",
-                                               "failed"};
-
+constexpr char kKindNames[][13] = {"anonymous", "thp",          "hugetlb",
+                                   "shared",    "private-file", "unknown"};
+static_assert(std::size(kKindNames) == kMemoryKinds);
 // The words for a kind inside a sentence ("pinned hugetlb pages").
-const char* KindWords(MemoryKind k) {
-  switch (k) {
-    case MemoryKind::kAnonymous:
-      return "anonymous";
-    case MemoryKind::kThp:
-      return "transparent huge";
-    case MemoryKind::kHugetlb:
-      return "hugetlb";
-    case MemoryKind::kShared:
-      return "shared";
-    case MemoryKind::kPrivateFile:
-      return "private file";
-    case MemoryKind::kUnknown:
-      break;
-  }
-  return "";
-}
+constexpr char kKindWords[][17] = {"anonymous", "transparent huge", "hugetlb",
+                                   "shared",    "private file",     ""};
+static_assert(std::size(kKindWords) == kMemoryKinds);
+constexpr char kPinFateNames[][8] = {"unknown", "intact", "stale"};
+static_assert(std::size(kPinFateNames) == CountThrough(PinFate::kStale));
+constexpr char kWhyNames[][18] = {"not-probed",  "none",
+                                  "no-io_uring", "io_uring-disabled",
+                                  "memlock",     "no-hugetlb-pages",
+                                  "no-thp",      "not-probeable",
+                                  "failed"};
+static_assert(std::size(kWhyNames) == kProbeWhys);
+constexpr char kWhyTexts[][103] = {
+    "no probe result for this boot (run `forkguard doctor` to probe)",
+    "measured",
+    "the probe needs io_uring, which this kernel or a seccomp filter refuses (ENOSYS)",
+    "the probe needs io_uring, which is disabled here (kernel.io_uring_disabled or a "
+    "seccomp filter: EPERM)",
+    "the probe could not pin its buffer (RLIMIT_MEMLOCK too low)",
+    "the probe found fewer than two free hugetlb pages (vm.nr_hugepages)",
+    "the probe's buffer got no transparent huge page (THP disabled)",
+    "the probe cannot pin this kind of memory",
+    "the probe failed",
+};
+static_assert(std::size(kWhyTexts) == kProbeWhys);
+constexpr char kEffectNames[][18] = {"nothing", "child-segv", "parent-corruption", "unknown"};
+static_assert(std::size(kEffectNames) == CountThrough(ForkEffect::kUnknown));
+constexpr char kBasisNames[][19] = {"dontfork",        "dontfork-predicted", "shared",
+                                    "probe-intact",    "probe-stale",        "reported-cof",
+                                    "reported-no-cof", "unknown-rdma-core",  "unknown-kind",
+                                    "unknown-kernel"};
+static_assert(std::size(kBasisNames) == CountThrough(Basis::kUnknownKernel));
+
+const char* KindWords(MemoryKind k) { return NameOf(kKindWords, k, ""); }
 
 // Joins the parts into buf (cut to cap); no printf: the shim formats this on its fork path.
 const char* Join(char* buf, unsigned long cap, std::initializer_list<const char*> parts) {
@@ -45,72 +58,17 @@ const char* Join(char* buf, unsigned long cap, std::initializer_list<const char*
 
 }  // namespace
 
-const char* MemoryKindName(MemoryKind k) {
-  int i = static_cast<int>(k);
-  return i >= 0 && i < kMemoryKinds ? kKindNames[i] : "unknown";
-}
+const char* MemoryKindName(MemoryKind k) { return NameOf(kKindNames, k, "unknown"); }
 
-bool ParseMemoryKind(const char* name, MemoryKind* out) {
-  for (int i = 0; i < kMemoryKinds; ++i) {
-    if (strcmp(name, kKindNames[i]) == 0) {
-      *out = static_cast<MemoryKind>(i);
-      return true;
-    }
-  }
-  return false;
-}
+bool ParseMemoryKind(const char* name, MemoryKind* out) { return ValueOf(kKindNames, name, out); }
 
-const char* PinFateName(PinFate f) {
-  switch (f) {
-    case PinFate::kIntact:
-      return "intact";
-    case PinFate::kStale:
-      return "stale";
-    case PinFate::kUnknown:
-      break;
-  }
-  return "unknown";
-}
+const char* PinFateName(PinFate f) { return NameOf(kPinFateNames, f, "unknown"); }
 
-const char* ProbeWhyName(ProbeWhy w) {
-  int i = static_cast<int>(w);
-  return i >= 0 && i < kProbeWhys ? kWhyNames[i] : "failed";
-}
+const char* ProbeWhyName(ProbeWhy w) { return NameOf(kWhyNames, w, "failed"); }
 
-bool ParseProbeWhy(const char* name, ProbeWhy* out) {
-  for (int i = 0; i < kProbeWhys; ++i) {
-    if (strcmp(name, kWhyNames[i]) == 0) {
-      *out = static_cast<ProbeWhy>(i);
-      return true;
-    }
-  }
-  return false;
-}
+bool ParseProbeWhy(const char* name, ProbeWhy* out) { return ValueOf(kWhyNames, name, out); }
 
-const char* ProbeWhyText(ProbeWhy w) {
-  switch (w) {
-    case ProbeWhy::kNone:
-      return "measured";
-    case ProbeWhy::kNotProbed:
-      return "no probe result for this boot (run `forkguard doctor` to probe)";
-    case ProbeWhy::kNoIoUring:
-      return "the probe needs io_uring, which this kernel or a seccomp filter refuses (ENOSYS)";
-    case ProbeWhy::kIoUringDisabled:
-      return "the probe needs io_uring, which is disabled here (kernel.io_uring_disabled or a "
-             "seccomp filter: EPERM)";
-    case ProbeWhy::kMemlock:
-      return "the probe could not pin its buffer (RLIMIT_MEMLOCK too low)";
-    case ProbeWhy::kNoHugetlbPages:
-      return "the probe found fewer than two free hugetlb pages (vm.nr_hugepages)";
-    case ProbeWhy::kNoThp:
-      return "the probe's buffer got no transparent huge page (THP disabled)";
-    case ProbeWhy::kNotProbeable:
-      return "the probe cannot pin this kind of memory";
-    case ProbeWhy::kFailed:
-      return "the probe failed";
-  }
-  return "the probe failed";
-}
+const char* ProbeWhyText(ProbeWhy w) { return NameOf(kWhyTexts, w, "the probe failed"); }
 
 Tri RegistrationMarksDontfork(const MachineFacts& m) {
   if (m.fork_support == ForkSupportBy::kOff) return Tri::kNo;
@@ -126,45 +84,9 @@ Tri HugetlbRegistrationMayFail(const MachineFacts& m) {
   return RegistrationMarksDontfork(m);
 }
 
-const char* ForkEffectName(ForkEffect e) {
-  switch (e) {
-    case ForkEffect::kNothing:
-      return "nothing";
-    case ForkEffect::kChildSegv:
-      return "child-segv";
-    case ForkEffect::kParentCorruption:
-      return "parent-corruption";
-    case ForkEffect::kUnknown:
-      break;
-  }
-  return "unknown";
-}
+const char* ForkEffectName(ForkEffect e) { return NameOf(kEffectNames, e, "unknown"); }
 
-const char* BasisName(Basis b) {
-  switch (b) {
-    case Basis::kDontfork:
-      return "dontfork";
-    case Basis::kDontforkPredicted:
-      return "dontfork-predicted";
-    case Basis::kShared:
-      return "shared";
-    case Basis::kProbeIntact:
-      return "probe-intact";
-    case Basis::kProbeStale:
-      return "probe-stale";
-    case Basis::kReportedCof:
-      return "reported-cof";
-    case Basis::kReportedNoCof:
-      return "reported-no-cof";
-    case Basis::kUnknownRdmaCore:
-      return "unknown-rdma-core";
-    case Basis::kUnknownKind:
-      return "unknown-kind";
-    case Basis::kUnknownKernel:
-      break;
-  }
-  return "unknown-kernel";
-}
+const char* BasisName(Basis b) { return NameOf(kBasisNames, b, "unknown-kernel"); }
 
 RangeVerdict DecideRange(const MachineFacts& m, const RangeFacts& r) {
   RangeVerdict v;

@@ -3,11 +3,21 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
+#include <strings.h>
+
+#include "names/name_table.h"
 #include "shim/text_buffer.h"
 
 namespace forkguard {
 namespace {
+
+// FORKGUARD_MODE's and FORKGUARD_REPORT's values (any case), by enum.
+constexpr char kModeNames[][6] = {"warn", "error", "abort", "off"};
+static_assert(std::size(kModeNames) == CountThrough(Mode::kOff));
+constexpr char kReportNames[][7] = {"once", "always"};
+static_assert(std::size(kReportNames) == CountThrough(ReportPolicy::kAlways));
 
 void Warn(WarningSink warn, void* ctx, const char* name, const char* value, const char* why,
           const char* fallback) {
@@ -29,19 +39,7 @@ void FormatIgnoredVariable(TextBuffer& out, const char* name, const char* value,
   out.Str(": ").Str(why).Str("; using ").Str(fallback);
 }
 
-const char* ModeName(Mode mode) {
-  switch (mode) {
-    case Mode::kWarn:
-      return "warn";
-    case Mode::kError:
-      return "error";
-    case Mode::kAbort:
-      return "abort";
-    case Mode::kOff:
-      return "off";
-  }
-  return "warn";
-}
+const char* ModeName(Mode mode) { return NameOf(kModeNames, mode, "warn"); }
 
 Config ParseConfig(EnvLookup env, void* env_ctx, WarningSink warn, void* warn_ctx, bool secure) {
   Config c;
@@ -53,28 +51,14 @@ void ParseConfigInto(Config& c, EnvLookup env, void* env_ctx, WarningSink warn, 
                      bool secure) {
   if (secure || env == nullptr) return;
 
-  if (const char* v = env("FORKGUARD_MODE", env_ctx); v != nullptr) {
-    if (EqualsIgnoreCase(v, "warn")) {
-      c.mode = Mode::kWarn;
-    } else if (EqualsIgnoreCase(v, "error")) {
-      c.mode = Mode::kError;
-    } else if (EqualsIgnoreCase(v, "abort")) {
-      c.mode = Mode::kAbort;
-    } else if (EqualsIgnoreCase(v, "off")) {
-      c.mode = Mode::kOff;
-    } else {
-      Warn(warn, warn_ctx, "FORKGUARD_MODE", v, "expected warn, error, abort or off", "warn");
-    }
+  if (const char* v = env("FORKGUARD_MODE", env_ctx);
+      v != nullptr && !ValueOf<strcasecmp>(kModeNames, v, &c.mode)) {
+    Warn(warn, warn_ctx, "FORKGUARD_MODE", v, "expected warn, error, abort or off", "warn");
   }
 
-  if (const char* v = env("FORKGUARD_REPORT", env_ctx); v != nullptr) {
-    if (EqualsIgnoreCase(v, "once")) {
-      c.report = ReportPolicy::kOnce;
-    } else if (EqualsIgnoreCase(v, "always")) {
-      c.report = ReportPolicy::kAlways;
-    } else {
-      Warn(warn, warn_ctx, "FORKGUARD_REPORT", v, "expected once or always", "once");
-    }
+  if (const char* v = env("FORKGUARD_REPORT", env_ctx);
+      v != nullptr && !ValueOf<strcasecmp>(kReportNames, v, &c.report)) {
+    Warn(warn, warn_ctx, "FORKGUARD_REPORT", v, "expected once or always", "once");
   }
 
   if (const char* v = env("FORKGUARD_QUIET", env_ctx); v != nullptr) {

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <iterator>
 
+#include "names/name_table.h"
 #include "shim/sys.h"
 
 namespace forkguard {
@@ -65,15 +67,10 @@ bool ScriptInterpreter(int fd, char* out, size_t cap) {
 }  // namespace
 
 const char* ExecUnwatchedName(ExecUnwatched reason) {
-  switch (reason) {
-    case kExecPreloadRemoved:
-      return "preload-removed";
-    case kExecStatic:
-      return "static";
-    case kExecSetuid:
-      return "setuid";
-  }
-  return "?";
+  // By bit: kExecPreloadRemoved is bit 0.
+  static constexpr char kNames[][16] = {"preload-removed", "static", "setuid"};
+  static_assert(1u << (std::size(kNames) - 1) == kExecSetuid);
+  return FlagName(kNames, reason, "?");
 }
 
 bool EnvPreloadsShim(char* const envp[]) {

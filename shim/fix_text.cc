@@ -1,45 +1,22 @@
 #include "shim/fix_text.h"
 
-#include <cstring>
+#include <iterator>
+
+#include "names/name_table.h"
 
 namespace forkguard {
+namespace {
 
-const char* FixRuleName(FixRule rule) {
-  switch (rule) {
-    case FixRule::kLibraryCache:
-      return "library-cache";
-    case FixRule::kUcxForkInit:
-      return "ucx-fork-init";
-    case FixRule::kPreexecFn:
-      return "preexec-fn";
-    case FixRule::kDataLoader:
-      return "dataloader";
-    case FixRule::kMultiprocessingFork:
-      return "multiprocessing-fork";
-    case FixRule::kMpiInit:
-      return "mpi-init";
-    case FixRule::kPythonFork:
-      return "python-fork";
-    case FixRule::kCProgram:
-      return "c-program";
-  }
-  return "?";
-}
+constexpr char kFixRuleNames[][21] = {
+    "library-cache",        "ucx-fork-init", "preexec-fn",  "dataloader",
+    "multiprocessing-fork", "mpi-init",      "python-fork", "c-program"};
+static_assert(std::size(kFixRuleNames) == CountThrough(FixRule::kCProgram));
 
-bool FixRuleFromName(const char* name, FixRule* rule) {
-  if (name == nullptr) return false;
-  static constexpr FixRule kRules[] = {FixRule::kLibraryCache,        FixRule::kUcxForkInit,
-                                       FixRule::kPreexecFn,           FixRule::kDataLoader,
-                                       FixRule::kMultiprocessingFork, FixRule::kMpiInit,
-                                       FixRule::kPythonFork,          FixRule::kCProgram};
-  for (FixRule r : kRules) {
-    if (strcmp(name, FixRuleName(r)) == 0) {
-      *rule = r;
-      return true;
-    }
-  }
-  return false;
-}
+}  // namespace
+
+const char* FixRuleName(FixRule rule) { return NameOf(kFixRuleNames, rule, "?"); }
+
+bool FixRuleFromName(const char* name, FixRule* rule) { return ValueOf(kFixRuleNames, name, rule); }
 
 void FormatFix(TextBuffer& out, FixRule rule, const char* library) {
   const char* lib = library != nullptr && library[0] != '\0' ? library : nullptr;

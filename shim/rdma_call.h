@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
+
+#include "names/name_table.h"
 
 namespace forkguard {
 
@@ -19,30 +22,14 @@ enum class RdmaCall : uint8_t {
   kBackstop,  // found by the descriptor scan, no call seen
 };
 
-constexpr const char* RdmaCallName(RdmaCall call) {
-  switch (call) {
-    case RdmaCall::kOpenDevice:
-      return "ibv_open_device";
-    case RdmaCall::kAllocPd:
-      return "ibv_alloc_pd";
-    case RdmaCall::kRegMr:
-      return "ibv_reg_mr";
-    case RdmaCall::kRegMrIova:
-      return "ibv_reg_mr_iova";
-    case RdmaCall::kRegMrIova2:
-      return "ibv_reg_mr_iova2";
-    case RdmaCall::kRegDmabufMr:
-      return "ibv_reg_dmabuf_mr";
-    case RdmaCall::kCreateEventChannel:
-      return "rdma_create_event_channel";
-    case RdmaCall::kCreateId:
-      return "rdma_create_id";
-    case RdmaCall::kCreateEp:
-      return "rdma_create_ep";
-    case RdmaCall::kBackstop:
-      return "open(/dev/infiniband)";
-  }
-  return "?";
-}
+// The names, by call.
+inline constexpr char kRdmaCallNames[][26] = {
+    "ibv_open_device",           "ibv_alloc_pd",     "ibv_reg_mr",
+    "ibv_reg_mr_iova",           "ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr",
+    "rdma_create_event_channel", "rdma_create_id",   "rdma_create_ep",
+    "open(/dev/infiniband)"};
+static_assert(std::size(kRdmaCallNames) == CountThrough(RdmaCall::kBackstop));
+
+constexpr const char* RdmaCallName(RdmaCall call) { return NameOf(kRdmaCallNames, call, "?"); }
 
 }  // namespace forkguard

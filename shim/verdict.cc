@@ -1,17 +1,16 @@
 #include "shim/verdict.h"
 
+#include <iterator>
+
+#include "names/name_table.h"
+
 namespace forkguard {
 
 const char* ReasonName(Reason r) {
-  switch (r) {
-    case kChildSegv:
-      return "child-segv";
-    case kParentCorruption:
-      return "parent-corruption";
-    case kInheritedRdma:
-      return "inherited-rdma";
-  }
-  return "?";
+  // By bit: kChildSegv is bit 0.
+  static constexpr char kNames[][18] = {"child-segv", "parent-corruption", "inherited-rdma"};
+  static_assert(1u << (std::size(kNames) - 1) == kInheritedRdma);
+  return FlagName(kNames, r, "?");
 }
 
 bool RangeOverlapsAny(uintptr_t addr, uint64_t len, const Vma* vmas, int n) {
