@@ -1,6 +1,7 @@
 #include "shim/event_log.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -14,110 +15,23 @@
 #include <thread>
 #include <vector>
 
+#include <simdjson.h>
+
 #include "shim/child.h"
 #include "shim/text_buffer.h"
 
 namespace forkguard {
 namespace {
 
-// A strict RFC 8259 syntax check, enough to prove every line is valid JSON.
-class JsonChecker {
- public:
-  explicit JsonChecker(const std::string& s) : s_(s) {}
-  bool Valid() {
-    Ws();
-    if (!Value()) return false;
-    Ws();
-    return i_ == s_.size();
-  }
+using ::testing::HasSubstr;
+using ::testing::Not;
 
- private:
-  bool Value() {
-    if (i_ >= s_.size()) return false;
-    char c = s_[i_];
-    if (c == '{') return Object();
-    if (c == '[') return Array();
-    if (c == '"') return String();
-    if (c == '-' || (c >= '0' && c <= '9')) return Number();
-    for (const char* lit : {"true", "false", "null"}) {
-      std::string l(lit);
-      if (s_.compare(i_, l.size(), l) == 0) {
-        i_ += l.size();
-        return true;
-      }
-    }
-    return false;
-  }
-  bool Object() {
-    ++i_;
-    Ws();
-    if (Peek('}')) return ++i_, true;
-    for (;;) {
-      Ws();
-      if (!String()) return false;
-      Ws();
-      if (!Peek(':')) return false;
-      ++i_;
-      Ws();
-      if (!Value()) return false;
-      Ws();
-      if (Peek('}')) return ++i_, true;
-      if (!Peek(',')) return false;
-      ++i_;
-    }
-  }
-  bool Array() {
-    ++i_;
-    Ws();
-    if (Peek(']')) return ++i_, true;
-    for (;;) {
-      Ws();
-      if (!Value()) return false;
-      Ws();
-      if (Peek(']')) return ++i_, true;
-      if (!Peek(',')) return false;
-      ++i_;
-    }
-  }
-  bool String() {
-    if (!Peek('"')) return false;
-    ++i_;
-    while (i_ < s_.size()) {
-      auto c = static_cast<unsigned char>(s_[i_]);
-      if (c == '"') return ++i_, true;
-      if (c < 0x20) return false;
-      if (c == '\\') {
-        ++i_;
-        if (i_ >= s_.size()) return false;
-        char e = s_[i_];
-        if (e == 'u') {
-          for (int k = 0; k < 4; ++k) {
-            ++i_;
-            if (i_ >= s_.size() || !isxdigit(static_cast<unsigned char>(s_[i_]))) return false;
-          }
-        } else if (std::string("\"\\/bfnrt").find(e) == std::string::npos) {
-          return false;
-        }
-      }
-      ++i_;
-    }
-    return false;
-  }
-  bool Number() {
-    size_t start = i_;
-    if (Peek('-')) ++i_;
-    while (i_ < s_.size() && isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
-    return i_ > start;
-  }
-  bool Peek(char c) const { return i_ < s_.size() && s_[i_] == c; }
-  void Ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t')) ++i_;
-  }
-  const std::string& s_;
-  size_t i_ = 0;
-};
-
-bool IsValidJson(const std::string& s) { return JsonChecker(s).Valid(); }
+// A strict RFC 8259 syntax check (simdjson, the CLI's reader), enough to prove every line is
+// valid JSON.
+bool IsValidJson(const std::string& s) {
+  simdjson::dom::parser parser;
+  return parser.parse(s).error() == simdjson::SUCCESS;
+}
 
 TEST(TextBufferTest, NumbersAndSizes) {
   char buf[256];
@@ -138,6 +52,15 @@ TEST(TextBufferTest, TruncatesSafely) {
   EXPECT_STREQ(buf, "0123456");
 }
 
+// The check itself: what the writers must never produce fails it.
+TEST(TextBufferTest, JsonCheckRejectsBrokenLines) {
+  EXPECT_TRUE(IsValidJson("{\"a\":[1,\"b\"]}"));
+  EXPECT_FALSE(IsValidJson("{\"a\":1"));
+  EXPECT_FALSE(IsValidJson("\"a\x01\""));  // a raw control character
+  EXPECT_FALSE(IsValidJson("\"\xff\""));   // not UTF-8
+  EXPECT_FALSE(IsValidJson("{} {}"));
+}
+
 TEST(TextBufferTest, JsonEscaping) {
   char buf[512];
   TextBuffer b(buf, sizeof(buf));
@@ -147,8 +70,8 @@ TEST(TextBufferTest, JsonEscaping) {
   b.Clear();
   b.JsonStr("caf\xc3\xa9 \xff\xfe bad \xe2\x82");  // valid UTF-8, invalid bytes, cut sequence
   EXPECT_TRUE(IsValidJson(buf));
-  EXPECT_NE(std::string(buf).find("caf\xc3\xa9"), std::string::npos);
-  EXPECT_NE(std::string(buf).find("\\ufffd"), std::string::npos);
+  EXPECT_THAT(std::string(buf), HasSubstr("caf\xc3\xa9"));
+  EXPECT_THAT(std::string(buf), HasSubstr("\\ufffd"));
   b.Clear();
   b.JsonStr(nullptr);
   EXPECT_STREQ(buf, "null");
@@ -205,8 +128,7 @@ TEST_F(EventLogTest, WritesValidLinesWithCommonFields) {
   struct stat st;
   ASSERT_EQ(stat(files[0].c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_NE(files[0].find("/forkguard.host\"1." + std::to_string(getpid()) + "."),
-            std::string::npos);
+  EXPECT_THAT(files[0], HasSubstr("/forkguard.host\"1." + std::to_string(getpid()) + "."));
   std::ifstream in(files[0]);
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) {
@@ -217,19 +139,19 @@ TEST_F(EventLogTest, WritesValidLinesWithCommonFields) {
   ASSERT_EQ(lines.size(), 6u);
   EXPECT_EQ(lines[0].rfind("{\"schema\":\"forkguard.event/2\",\"event\":\"header\"", 0), 0u)
       << lines[0];
-  EXPECT_NE(lines[0].find("\"rank\":3,\"local_rank\":null,\"job\":null"), std::string::npos);
-  EXPECT_NE(lines[0].find("\"pid\":" + std::to_string(getpid())), std::string::npos);
-  EXPECT_NE(lines[0].find("\"start_ns\":"), std::string::npos);
+  EXPECT_THAT(lines[0], HasSubstr("\"rank\":3,\"local_rank\":null,\"job\":null"));
+  EXPECT_THAT(lines[0], HasSubstr("\"pid\":" + std::to_string(getpid())));
+  EXPECT_THAT(lines[0], HasSubstr("\"start_ns\":"));
   EXPECT_EQ(lines[1].rfind("{\"event\":\"note\",\"ts\":", 0), 0u) << lines[1];
-  EXPECT_NE(lines[1].find("\"seq\":0"), std::string::npos) << lines[1];
-  EXPECT_EQ(lines[1].find("\"pid\""), std::string::npos) << lines[1];
+  EXPECT_THAT(lines[1], HasSubstr("\"seq\":0"));
+  EXPECT_THAT(lines[1], Not(HasSubstr("\"pid\"")));
   EXPECT_EQ(lines[2].rfind("{\"event\":\"module\",\"id\":0,\"path\":\"/", 0), 0u) << lines[2];
-  EXPECT_NE(lines[2].find("\"build_id\":"), std::string::npos) << lines[2];
+  EXPECT_THAT(lines[2], HasSubstr("\"build_id\":"));
   // The unknown 0x1234 is a raw address (module -1).
   EXPECT_EQ(lines[3].rfind("{\"event\":\"stack\",\"id\":0,\"frames\":[[0,", 0), 0u) << lines[3];
-  EXPECT_NE(lines[3].find(",[-1,4660]]}"), std::string::npos) << lines[3];
-  EXPECT_NE(lines[4].find("\"seq\":1,\"stack\":0}"), std::string::npos) << lines[4];
-  EXPECT_NE(lines[5].find("\"seq\":2,\"stack\":0}"), std::string::npos) << lines[5];
+  EXPECT_THAT(lines[3], HasSubstr(",[-1,4660]]}"));
+  EXPECT_THAT(lines[4], HasSubstr("\"seq\":1,\"stack\":0}"));
+  EXPECT_THAT(lines[5], HasSubstr("\"seq\":2,\"stack\":0}"));
 }
 
 // A forked child's file starts its own tables: it never refers to an id of the parent's.
@@ -260,11 +182,11 @@ TEST_F(EventLogTest, ForkedChildReemitsItsStacks) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 4u);
-  EXPECT_NE(lines[0].find("\"pid\":" + std::to_string(child)), std::string::npos) << lines[0];
+  EXPECT_THAT(lines[0], HasSubstr("\"pid\":" + std::to_string(child)));
   EXPECT_EQ(lines[1].rfind("{\"event\":\"module\",\"id\":0,", 0), 0u) << lines[1];
   EXPECT_EQ(lines[2].rfind("{\"event\":\"stack\",\"id\":0,", 0), 0u) << lines[2];
-  EXPECT_NE(lines[3].find("\"seq\":0,"), std::string::npos) << lines[3];
-  EXPECT_NE(lines[3].find("\"stack\":0}"), std::string::npos) << lines[3];
+  EXPECT_THAT(lines[3], HasSubstr("\"seq\":0,"));
+  EXPECT_THAT(lines[3], HasSubstr("\"stack\":0}"));
 }
 
 TEST_F(EventLogTest, OversizedLineBecomesANote) {
@@ -282,7 +204,7 @@ TEST_F(EventLogTest, OversizedLineBecomesANote) {
   ASSERT_TRUE(std::getline(in, line));  // the header
   ASSERT_TRUE(std::getline(in, line));
   EXPECT_TRUE(IsValidJson(line)) << line;
-  EXPECT_NE(line.find("\"event\":\"note\""), std::string::npos);
+  EXPECT_THAT(line, HasSubstr("\"event\":\"note\""));
 }
 
 TEST_F(EventLogTest, RejectsSymlinkCreatesMissingDirectories) {
@@ -302,9 +224,9 @@ TEST_F(EventLogTest, RejectsSymlinkCreatesMissingDirectories) {
   c.Configure((dir_ + "/%q").c_str(), LogIdentity(), sink, &warnings);
   EXPECT_FALSE(c.enabled());
   ASSERT_EQ(warnings.size(), 2u);
-  EXPECT_NE(warnings[0].find("symlink"), std::string::npos);
+  EXPECT_THAT(warnings[0], HasSubstr("symlink"));
   EXPECT_EQ(warnings[1].rfind("forkguard: ignoring FORKGUARD_LOG=", 0), 0u);
-  EXPECT_NE(warnings[1].find("unknown template %q"), std::string::npos) << warnings[1];
+  EXPECT_THAT(warnings[1], HasSubstr("unknown template %q"));
   struct stat st;
   ASSERT_EQ(stat((dir_ + "/missing/nested").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
@@ -343,9 +265,8 @@ TEST_F(EventLogTest, TemplatesExpandedOnceForkedChildKeepsTheDirectory) {
   std::ifstream cin(child_file);
   std::string line;
   ASSERT_TRUE(std::getline(cin, line)) << child_file;  // its header
-  EXPECT_NE(line.find("\"rank\":5,\"local_rank\":1,\"job\":\"77\",\"step\":4,"), std::string::npos)
-      << line;
-  EXPECT_NE(line.find("\"pid\":" + std::to_string(child)), std::string::npos) << line;
+  EXPECT_THAT(line, HasSubstr("\"rank\":5,\"local_rank\":1,\"job\":\"77\",\"step\":4,"));
+  EXPECT_THAT(line, HasSubstr("\"pid\":" + std::to_string(child)));
   FILE* p = popen(("ls " + expect_dir).c_str(), "r");
   char name[512];
   int files = 0;
@@ -454,9 +375,8 @@ TEST_F(EventLogTest, RegistrationsAtASeenSiteAreCountedAndGoOutWithTheNextLine) 
   ASSERT_GE(lines.size(), 3u);
   EXPECT_EQ(lines[lines.size() - 3].rfind("{\"event\":\"note\"", 0), 0u);
   EXPECT_EQ(lines[lines.size() - 2].rfind("{\"event\":\"mr_counts\"", 0), 0u);
-  EXPECT_NE(lines[lines.size() - 2].find("\"sites\":[{\"stack\":0,\"n\":5,\"bytes\":61440}]"),
-            std::string::npos)
-      << lines[lines.size() - 2];
+  EXPECT_THAT(lines[lines.size() - 2],
+              HasSubstr("\"sites\":[{\"stack\":0,\"n\":5,\"bytes\":61440}]"));
 }
 
 // More sites pending than one line holds: FlushCounts writes them all.
@@ -637,7 +557,7 @@ TEST(ChildSegvTest, MessageNamesTheRange) {
             "parent (0x1000-0x401000, 4.0 MiB) registered by ibv_reg_mr at:\n    #0 f (a+0x1)\n");
   r.start = 0x1800;
   n = FormatChildSegv(buf, sizeof(buf), 77, 0x1000, r);
-  EXPECT_NE(std::string(buf, n).find("in a page shared with a range"), std::string::npos);
+  EXPECT_THAT(std::string(buf, n), HasSubstr("in a page shared with a range"));
 }
 
 }  // namespace

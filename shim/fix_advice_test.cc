@@ -1,6 +1,7 @@
 // One test per rule of the `fix:` line, plus precedence where two apply.
 #include "shim/fix_advice.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -8,6 +9,8 @@
 
 namespace forkguard {
 namespace {
+
+using ::testing::HasSubstr;
 
 // A Python stack from (file, func) pairs, innermost first.
 PythonStack Py(std::initializer_list<std::pair<const char*, const char*>> frames) {
@@ -29,6 +32,13 @@ std::string Text(FixRule rule, const char* lib = nullptr) {
   return std::string(b.data(), b.size());
 }
 
+// The rule's `fix:` text (for `library`) contains each of `parts`.
+void ExpectFixSays(FixRule rule, const char* library, std::initializer_list<const char*> parts) {
+  SCOPED_TRACE(FixRuleName(rule));
+  std::string t = Text(rule, library);
+  for (const char* part : parts) EXPECT_THAT(t, HasSubstr(part));
+}
+
 constexpr char kTorch[] = "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py";
 constexpr char kPopenFork[] = "/usr/lib/python3.11/multiprocessing/popen_fork.py";
 
@@ -40,7 +50,7 @@ TEST(FixAdviceTest, DataLoaderInTheForkStack) {
   FixFacts f;
   f.fork_py = &py;
   EXPECT_EQ(FixRule::kDataLoader, ChooseFix(f));
-  EXPECT_NE(std::string::npos, Text(FixRule::kDataLoader).find("persistent_workers=True"));
+  ExpectFixSays(FixRule::kDataLoader, nullptr, {"persistent_workers=True"});
 }
 
 TEST(FixAdviceTest, MultiprocessingForkContext) {
@@ -50,10 +60,8 @@ TEST(FixAdviceTest, MultiprocessingForkContext) {
   FixFacts f;
   f.fork_py = &py;
   EXPECT_EQ(FixRule::kMultiprocessingFork, ChooseFix(f));
-  std::string t = Text(FixRule::kMultiprocessingFork);
-  EXPECT_NE(std::string::npos, t.find("'forkserver'")) << t;
-  EXPECT_NE(std::string::npos, t.find("before RDMA init")) << t;
-  EXPECT_NE(std::string::npos, t.find("set_forkserver_preload()")) << t;
+  ExpectFixSays(FixRule::kMultiprocessingFork, nullptr,
+                {"'forkserver'", "before RDMA init", "set_forkserver_preload()"});
 }
 
 TEST(FixAdviceTest, OsForkInUserCode) {
@@ -61,9 +69,7 @@ TEST(FixAdviceTest, OsForkInUserCode) {
   FixFacts f;
   f.fork_py = &py;
   EXPECT_EQ(FixRule::kPythonFork, ChooseFix(f));
-  std::string t = Text(FixRule::kPythonFork);
-  EXPECT_NE(std::string::npos, t.find("os.fork() before RDMA init")) << t;
-  EXPECT_NE(std::string::npos, t.find("posix_spawn")) << t;
+  ExpectFixSays(FixRule::kPythonFork, nullptr, {"os.fork() before RDMA init", "posix_spawn"});
 }
 
 TEST(FixAdviceTest, MpiInitInTheInitStack) {
@@ -73,7 +79,7 @@ TEST(FixAdviceTest, MpiInitInTheInitStack) {
   PythonStack py = Py({{"rank.py", "main"}});
   f.fork_py = &py;
   EXPECT_EQ(FixRule::kMpiInit, ChooseFix(f));  // mpi4py + os.fork
-  EXPECT_NE(std::string::npos, Text(FixRule::kMpiInit).find("before MPI_Init"));
+  ExpectFixSays(FixRule::kMpiInit, nullptr, {"before MPI_Init"});
 }
 
 TEST(FixAdviceTest, UcxForkInitWhereTheKernelCopiesPinnedPages) {
@@ -83,9 +89,8 @@ TEST(FixAdviceTest, UcxForkInitWhereTheKernelCopiesPinnedPages) {
   f.fork_support_needless = true;
   f.init_in_mpi = true;  // UCX under MPI: the cheapest fix still wins
   EXPECT_EQ(FixRule::kUcxForkInit, ChooseFix(f));
-  std::string t = Text(FixRule::kUcxForkInit, "libuct_ib.so.0");
-  EXPECT_NE(std::string::npos, t.find("UCX_IB_FORK_INIT=n")) << t;
-  EXPECT_NE(std::string::npos, t.find("ibv_fork_init from libuct_ib.so.0")) << t;
+  ExpectFixSays(FixRule::kUcxForkInit, "libuct_ib.so.0",
+                {"UCX_IB_FORK_INIT=n", "ibv_fork_init from libuct_ib.so.0"});
   // Where the kernel does not copy the pinned pages UCX's fork support is needed: not this advice.
   f.fork_support_needless = false;
   EXPECT_EQ(FixRule::kMpiInit, ChooseFix(f));
@@ -101,9 +106,7 @@ TEST(FixAdviceTest, CProgram) {
   empty.depth = 0;
   f.fork_py = &empty;
   EXPECT_EQ(FixRule::kCProgram, ChooseFix(f));
-  std::string t = Text(FixRule::kCProgram);
-  EXPECT_NE(std::string::npos, t.find("fork first")) << t;
-  EXPECT_NE(std::string::npos, t.find("posix_spawn")) << t;
+  ExpectFixSays(FixRule::kCProgram, nullptr, {"fork first", "posix_spawn"});
 }
 
 TEST(FixAdviceTest, LibraryCacheOnly) {
@@ -112,8 +115,7 @@ TEST(FixAdviceTest, LibraryCacheOnly) {
   f.fork_py = &py;
   f.library_cache_only = true;
   EXPECT_EQ(FixRule::kLibraryCache, ChooseFix(f));
-  std::string t = Text(FixRule::kLibraryCache, "librdmacm");
-  EXPECT_NE(std::string::npos, t.find("librdmacm keeps its device context")) << t;
+  ExpectFixSays(FixRule::kLibraryCache, "librdmacm", {"librdmacm keeps its device context"});
 }
 
 TEST(FixAdviceTest, PreexecFnSubprocessWithDontforkRanges) {
@@ -125,9 +127,8 @@ TEST(FixAdviceTest, PreexecFnSubprocessWithDontforkRanges) {
   f.child_execs = true;
   f.child_segv = true;
   EXPECT_EQ(FixRule::kPreexecFn, ChooseFix(f));
-  std::string t = Text(FixRule::kPreexecFn);
-  EXPECT_NE(std::string::npos, t.find("start_new_session=True instead of preexec_fn=os.setsid"))
-      << t;
+  ExpectFixSays(FixRule::kPreexecFn, nullptr,
+                {"start_new_session=True instead of preexec_fn=os.setsid"});
 }
 
 TEST(FixAdviceTest, RuleNamesAreDistinct) {

@@ -1,5 +1,6 @@
 #include "shim/message.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <errno.h>
@@ -8,6 +9,10 @@
 
 namespace forkguard {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
 
 // Exported so dladdr can name it (the test binary is linked with -rdynamic).
 extern "C" __attribute__((noinline, visibility("default"))) void forkguard_test_user_frame() {
@@ -69,42 +74,37 @@ struct Fixture {
 TEST(MessageTest, WarnModeContract) {
   Fixture f;
   std::string m = Format(f.r);
-  EXPECT_EQ(m.rfind("forkguard: fork after RDMA init in pid 4242 (train, rank 3 on node7)\n", 0),
-            0u)
-      << m;
-  EXPECT_NE(m.find("\n  verdict: hazard (child-segv, inherited-rdma)\n"), std::string::npos);
-  EXPECT_NE(m.find("\n  child-segv: 1 range(s) registered for RDMA are MADV_DONTFORK; the child "
+  EXPECT_THAT(m,
+              StartsWith("forkguard: fork after RDMA init in pid 4242 (train, rank 3 on node7)\n"));
+  EXPECT_THAT(m, HasSubstr("\n  verdict: hazard (child-segv, inherited-rdma)\n"));
+  EXPECT_THAT(
+      m, HasSubstr("\n  child-segv: 1 range(s) registered for RDMA are MADV_DONTFORK; the child "
                    "is killed by SIGSEGV if it touches them:\n"
                    "    0x7f0000000000-0x7f0000400000 (4.0 MiB) ibv_reg_mr by "
-                   "forkguard_test_user_frame ("),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("\n  inherited-rdma: the child inherits 1 device context (rxe0), 1 PD, 1 MR, "
-                   "0 rdma_cm channel(s)/id(s)"),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("\n  RDMA first initialized 2.5 s ago: ibv_open_device(rxe0) at:\n"
-                   "    #0 forkguard_test_user_frame+0x1 ("),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("\n  fork called at:\n    #0 forkguard_test_user_frame"), std::string::npos);
-  EXPECT_NE(m.find("\n  fix: fork first, then open the device (create workers before RDMA init), "
-                   "or start the child with posix_spawn\n"),
-            std::string::npos);
-  EXPECT_NE(m.find("\n  mode: warn - the fork proceeds (FORKGUARD_MODE=error makes it fail with "
-                   "EPERM)\n"),
-            std::string::npos);
-  EXPECT_EQ(m.find("parent-corruption"), std::string::npos);
+                   "forkguard_test_user_frame ("));
+  EXPECT_THAT(
+      m, HasSubstr("\n  inherited-rdma: the child inherits 1 device context (rxe0), 1 PD, 1 MR, "
+                   "0 rdma_cm channel(s)/id(s)"));
+  EXPECT_THAT(m, HasSubstr("\n  RDMA first initialized 2.5 s ago: ibv_open_device(rxe0) at:\n"
+                           "    #0 forkguard_test_user_frame+0x1 ("));
+  EXPECT_THAT(m, HasSubstr("\n  fork called at:\n    #0 forkguard_test_user_frame"));
+  EXPECT_THAT(
+      m, HasSubstr("\n  fix: fork first, then open the device (create workers before RDMA init), "
+                   "or start the child with posix_spawn\n"));
+  EXPECT_THAT(
+      m, HasSubstr("\n  mode: warn - the fork proceeds (FORKGUARD_MODE=error makes it fail with "
+                   "EPERM)\n"));
+  EXPECT_THAT(m, Not(HasSubstr("parent-corruption")));
   EXPECT_EQ(m.back(), '\n');
 }
 
 TEST(MessageTest, ErrorAndAbortModes) {
   Fixture f;
   f.r.mode = Mode::kError;
-  EXPECT_NE(Format(f.r).find("\n  mode: error - the fork fails with EPERM; no child was created\n"),
-            std::string::npos);
+  EXPECT_THAT(Format(f.r),
+              HasSubstr("\n  mode: error - the fork fails with EPERM; no child was created\n"));
   f.r.mode = Mode::kAbort;
-  EXPECT_NE(Format(f.r).find("\n  mode: abort - aborting for a core dump\n"), std::string::npos);
+  EXPECT_THAT(Format(f.r), HasSubstr("\n  mode: abort - aborting for a core dump\n"));
 }
 
 TEST(MessageTest, ParentCorruptionAndNoRank) {
@@ -123,23 +123,17 @@ TEST(MessageTest, ParentCorruptionAndNoRank) {
   fate.verdict = facts::DecideRange(f.r.machine, {fate.kind, facts::Tri::kNo});
   f.r.mr_fate = &fate;
   std::string m = Format(f.r);
-  EXPECT_NE(m.find("(train on node7)"), std::string::npos);
-  EXPECT_NE(m.find("verdict: hazard (parent-corruption, inherited-rdma)"), std::string::npos);
-  EXPECT_NE(m.find("\n  parent-corruption: 1 registered range is not protected"),
-            std::string::npos);
-  EXPECT_NE(m.find("\n    0x7f0000000000-0x7f0000400000 (4.0 MiB, hugetlb) ibv_reg_mr by "
-                   "forkguard_test_user_frame ("),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("): measured: this kernel does not copy pinned hugetlb pages at fork "
-                   "(io_uring probe)\n"),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("kernel copy-on-fork for pinned pages: not reported (unknown); pinned pages "
-                   "at fork (io_uring probe): hugetlb stale\n"),
-            std::string::npos)
-      << m;
-  EXPECT_EQ(m.find("child-segv:"), std::string::npos);
+  EXPECT_THAT(m, HasSubstr("(train on node7)"));
+  EXPECT_THAT(m, HasSubstr("verdict: hazard (parent-corruption, inherited-rdma)"));
+  EXPECT_THAT(m, HasSubstr("\n  parent-corruption: 1 registered range is not protected"));
+  EXPECT_THAT(m, HasSubstr("\n    0x7f0000000000-0x7f0000400000 (4.0 MiB, hugetlb) ibv_reg_mr by "
+                           "forkguard_test_user_frame ("));
+  EXPECT_THAT(m, HasSubstr("): measured: this kernel does not copy pinned hugetlb pages at fork "
+                           "(io_uring probe)\n"));
+  EXPECT_THAT(
+      m, HasSubstr("kernel copy-on-fork for pinned pages: not reported (unknown); pinned pages "
+                   "at fork (io_uring probe): hugetlb stale\n"));
+  EXPECT_THAT(m, Not(HasSubstr("child-segv:")));
 }
 
 // No report and no probe: the range is "unknown", with the reason, and no reason is claimed.
@@ -155,18 +149,13 @@ TEST(MessageTest, UnknownRangesSayWhy) {
   fate.verdict = facts::DecideRange(f.r.machine, {fate.kind, facts::Tri::kNo});
   f.r.mr_fate = &fate;
   std::string m = Format(f.r);
-  EXPECT_NE(m.find("\n  unknown: 1 registered range: whether the parent's data survives the "
-                   "fork cannot be told here:\n    0x7f0000000000-0x7f0000400000 (4.0 MiB, "
-                   "anonymous) ibv_reg_mr by "),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("no probe result for this boot (run `forkguard doctor` to probe)\n"),
-            std::string::npos)
-      << m;
-  EXPECT_NE(m.find("pinned pages at fork (io_uring probe): not probed this boot"),
-            std::string::npos)
-      << m;
-  EXPECT_EQ(m.find("parent-corruption"), std::string::npos) << m;
+  EXPECT_THAT(m,
+              HasSubstr("\n  unknown: 1 registered range: whether the parent's data survives the "
+                        "fork cannot be told here:\n    0x7f0000000000-0x7f0000400000 (4.0 MiB, "
+                        "anonymous) ibv_reg_mr by "));
+  EXPECT_THAT(m, HasSubstr("no probe result for this boot (run `forkguard doctor` to probe)\n"));
+  EXPECT_THAT(m, HasSubstr("pinned pages at fork (io_uring probe): not probed this boot"));
+  EXPECT_THAT(m, Not(HasSubstr("parent-corruption")));
 }
 
 // The rdma-core x kernel x who-turned-it-on case, in one line.
@@ -192,40 +181,35 @@ TEST(MessageTest, ForkSupportLine) {
   f.on = true;
   f.env = "RDMAV_FORK_SAFE=1";
   std::string s = line(f, KernelCof::kYes);
-  EXPECT_NE(s.find("turned on by RDMAV_FORK_SAFE=1 in the environment; rdma-core 44 (< 51) marks "
-                   "every registration MADV_DONTFORK even though this kernel copies pinned pages"),
-            std::string::npos)
-      << s;
+  EXPECT_THAT(
+      s, HasSubstr("turned on by RDMAV_FORK_SAFE=1 in the environment; rdma-core 44 (< 51) marks "
+                   "every registration MADV_DONTFORK even though this kernel copies pinned pages"));
   f.env = nullptr;
   f.caller = "libuct_ib.so.0";
   f.rdma_core = 51;
   s = line(f, KernelCof::kYes);
-  EXPECT_NE(s.find("ibv_fork_init() called from libuct_ib.so.0; rdma-core 51 (>= 51): fork support "
-                   "does nothing"),
-            std::string::npos)
-      << s;
+  EXPECT_THAT(
+      s, HasSubstr("ibv_fork_init() called from libuct_ib.so.0; rdma-core 51 (>= 51): fork support "
+                   "does nothing"));
   // rdma-core 56 on 5.10 (nothing reported): it marks; whether that was needed is per range.
   f.rdma_core = 56;
   s = line(f, KernelCof::kUnknown);
-  EXPECT_NE(s.find("rdma-core 56: the kernel does not report copy-on-fork, so rdma-core marks "
-                   "every registration MADV_DONTFORK\n"),
-            std::string::npos)
-      << s;
+  EXPECT_THAT(s,
+              HasSubstr("rdma-core 56: the kernel does not report copy-on-fork, so rdma-core marks "
+                        "every registration MADV_DONTFORK\n"));
   ForkVerdict v;
   v.dontfork_mrs = 1;
   v.dontfork_needless = true;
   s = line(f, KernelCof::kUnknown, &v);
-  EXPECT_NE(s.find("; measured: this kernel copies the registered ranges' pinned pages at fork, "
-                   "so fork support is not needed for them and kills children that touch them"),
-            std::string::npos)
-      << s;
+  EXPECT_THAT(
+      s, HasSubstr("; measured: this kernel copies the registered ranges' pinned pages at fork, "
+                   "so fork support is not needed for them and kills children that touch them"));
   // An unknown rdma-core on a reporting kernel: not known whether it marks.
   f.rdma_core = -1;
   s = line(f, KernelCof::kYes);
-  EXPECT_NE(s.find("whether it marks registrations MADV_DONTFORK on this copy-on-fork kernel is "
-                   "not known"),
-            std::string::npos)
-      << s;
+  EXPECT_THAT(
+      s, HasSubstr("whether it marks registrations MADV_DONTFORK on this copy-on-fork kernel is "
+                   "not known"));
 }
 
 TEST(MessageTest, ForkAlikesFailWithAnErrnoTheirManPageAllows) {
