@@ -18,6 +18,27 @@ MrRecord Mr(uintptr_t addr, uint64_t len) {
   return m;
 }
 
+// One device context with `mrs` registered, over the given `dc` and per-kind VMAs (the
+// vectors must outlive the input).
+VerdictInput OneContext(const std::vector<MrRecord>& mrs, const std::vector<Vma>& dc,
+                        const std::vector<KindVma>& kinds, const facts::MachineFacts* machine) {
+  VerdictInput in;
+  in.counts.contexts = 1;
+  in.counts.mrs = static_cast<int>(mrs.size());
+  in.mrs = mrs.data();
+  in.mr_count = static_cast<int>(mrs.size());
+  if (!dc.empty()) {
+    in.dc_vmas = dc.data();
+    in.dc_count = static_cast<int>(dc.size());
+  }
+  if (!kinds.empty()) {
+    in.kind_vmas = kinds.data();
+    in.kind_count = static_cast<int>(kinds.size());
+  }
+  in.machine = machine;
+  return in;
+}
+
 TEST(VerdictTest, NothingLiveIsClean) {
   VerdictInput in;
   ForkVerdict v = DecideVerdict(in, nullptr);
@@ -28,17 +49,10 @@ TEST(VerdictTest, NothingLiveIsClean) {
 TEST(VerdictTest, DontforkRangeMeansChildSegv) {
   std::vector<MrRecord> mrs = {Mr(0x10000, 0x4000), Mr(0x40000, 0x1000)};
   std::vector<Vma> dc = {{0x10000, 0x14000}};
-  VerdictInput in;
-  in.counts.contexts = 1;
-  in.counts.pds = 1;
-  in.counts.mrs = 2;
-  in.mrs = mrs.data();
-  in.mr_count = 2;
-  in.dc_vmas = dc.data();
-  in.dc_count = 1;
   facts::MachineFacts m;
   m.reported_cof = KernelCof::kYes;
-  in.machine = &m;
+  VerdictInput in = OneContext(mrs, dc, {}, &m);
+  in.counts.pds = 1;
   bool flags[2] = {false, false};
   ForkVerdict v = DecideVerdict(in, flags);
   EXPECT_TRUE(v.hazard());
@@ -67,14 +81,7 @@ TEST(VerdictTest, ParentCorruptionPerRangeByMemoryKind) {
   std::vector<KindVma> kinds = {{0x10000, 0x20000, facts::MemoryKind::kAnonymous, false},
                                 {0x200000, 0x400000, facts::MemoryKind::kHugetlb, false}};
   facts::MachineFacts m = Kernel510();
-  VerdictInput in;
-  in.counts.contexts = 1;
-  in.counts.mrs = 2;
-  in.mrs = mrs.data();
-  in.mr_count = 2;
-  in.kind_vmas = kinds.data();
-  in.kind_count = 2;
-  in.machine = &m;
+  VerdictInput in = OneContext(mrs, {}, kinds, &m);
   MrFate fate[2];
   ForkVerdict v = DecideVerdict(in, nullptr, fate);
   EXPECT_EQ(v.reasons, kParentCorruption | kInheritedRdma);
@@ -118,16 +125,7 @@ TEST(VerdictTest, DontforkNeedlessWhereTheKernelCopies) {
   std::vector<KindVma> kinds = {{0x10000, 0x20000, facts::MemoryKind::kAnonymous, true}};
   facts::MachineFacts m = Kernel510();
   m.fork_support = facts::ForkSupportBy::kEnvironment;
-  VerdictInput in;
-  in.counts.contexts = 1;
-  in.counts.mrs = 1;
-  in.mrs = mrs.data();
-  in.mr_count = 1;
-  in.dc_vmas = dc.data();
-  in.dc_count = 1;
-  in.kind_vmas = kinds.data();
-  in.kind_count = 1;
-  in.machine = &m;
+  VerdictInput in = OneContext(mrs, dc, kinds, &m);
   ForkVerdict v = DecideVerdict(in, nullptr);
   EXPECT_EQ(v.reasons, kChildSegv | kInheritedRdma);
   EXPECT_TRUE(v.dontfork_needless);
