@@ -220,13 +220,8 @@ void LogExec(const char* path) {
 }
 
 void ChildNoteExec(const char* path) {
-  EventLog& log = GlobalEventLog();
-  if (!log.enabled()) return;
-  char buf[2048];
-  TextBuffer b(buf, sizeof(buf));
-  log.Begin(b, schema::kChildExec);
-  b.Key(schema::kKeyPath).JsonStr(path);
-  log.End(b);
+  WriteEvent<2048>(schema::kChildExec,
+                   [&](TextBuffer& b) { b.Key(schema::kKeyPath).JsonStr(path); });
 }
 
 }  // namespace forkguard

@@ -187,6 +187,19 @@ constexpr size_t kLargeLineBytes = 256 * 1024;
 
 EventLog& GlobalEventLog();
 
+// One line of `type` in a stack buffer of `Bytes`: nothing when the log is off, else Begin,
+// `fields(b)` (the event's own keys), End. Malloc-free: the fork path writes events.
+template <size_t Bytes, typename Fields>
+void WriteEvent(const char* type, Fields&& fields) {
+  EventLog& log = GlobalEventLog();
+  if (!log.enabled()) return;
+  char buf[Bytes];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, type);
+  fields(b);
+  log.End(b);
+}
+
 // JSON helpers shared by the writers.
 // `[{"ip":"0x..","obj":"..","off":"0x..","sym":"..","symoff":"0x.."},...]`; with
 // `symbolize` false (child, signal handler) only "ip".

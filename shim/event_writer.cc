@@ -193,13 +193,8 @@ void AppendFork(TextBuffer& b, EventLog& log, bool locked, const ForkReport& r) 
 }  // namespace
 
 void LogNote(const char* text) {
-  EventLog& log = GlobalEventLog();
-  if (!log.enabled()) return;
-  char buf[2048];  // a config warning can name a 1 KiB path
-  TextBuffer b(buf, sizeof(buf));
-  log.Begin(b, schema::kNote);
-  b.Key(schema::kKeyText).JsonStr(text);
-  log.End(b);
+  // 2 KiB: a config warning can name a 1 KiB path
+  WriteEvent<2048>(schema::kNote, [&](TextBuffer& b) { b.Key(schema::kKeyText).JsonStr(text); });
 }
 
 void LogProcessStart(const char* mode, const char* shim_version) {
@@ -239,21 +234,17 @@ void LogProcessStart(const char* mode, const char* shim_version) {
 }
 
 void LogRdmaCall(const char* call, const char* device, const void* handle, bool ok, int err) {
-  EventLog& log = GlobalEventLog();
-  if (!log.enabled()) return;
-  char buf[1024];
-  TextBuffer b(buf, sizeof(buf));
-  log.Begin(b, schema::kRdmaCall);
-  b.Key(schema::kKeyCall).Quoted(call).Key(schema::kKeyDevice);
-  if (device != nullptr) {
-    b.JsonStr(device);
-  } else {
-    b.Str("null");
-  }
-  b.Key(schema::kKeyHandle);
-  AppendJsonHex(b, reinterpret_cast<uintptr_t>(handle));
-  b.Key(schema::kKeyOk).Str(Bool(ok)).Key(schema::kKeyErrno).Dec(ok ? 0 : err);
-  log.End(b);
+  WriteEvent<1024>(schema::kRdmaCall, [&](TextBuffer& b) {
+    b.Key(schema::kKeyCall).Quoted(call).Key(schema::kKeyDevice);
+    if (device != nullptr) {
+      b.JsonStr(device);
+    } else {
+      b.Str("null");
+    }
+    b.Key(schema::kKeyHandle);
+    AppendJsonHex(b, reinterpret_cast<uintptr_t>(handle));
+    b.Key(schema::kKeyOk).Str(Bool(ok)).Key(schema::kKeyErrno).Dec(ok ? 0 : err);
+  });
 }
 
 void LogRdmaInit(RdmaCall call, const char* device, const RawStack& stack, const PythonStack* py) {
@@ -307,30 +298,22 @@ void CountMrDeregister() { GlobalEventLog().CountDeregistration(); }
 void FlushEventCounts() { GlobalEventLog().FlushCounts(); }
 
 void LogMrDeregister(const void* mr) {
-  EventLog& log = GlobalEventLog();
-  if (!log.enabled()) return;
-  char buf[512];
-  TextBuffer b(buf, sizeof(buf));
-  log.Begin(b, schema::kMrDeregister);
-  b.Key(schema::kKeyHandle);
-  AppendJsonHex(b, reinterpret_cast<uintptr_t>(mr));
-  b.Key(schema::kKeyAddr)
-      .Str("null")
-      .Key(schema::kKeyLen)
-      .Str("null");  // kept from when tracked MRs were logged too
-  log.End(b);
+  WriteEvent<512>(schema::kMrDeregister, [&](TextBuffer& b) {
+    b.Key(schema::kKeyHandle);
+    AppendJsonHex(b, reinterpret_cast<uintptr_t>(mr));
+    b.Key(schema::kKeyAddr)
+        .Str("null")
+        .Key(schema::kKeyLen)
+        .Str("null");  // kept from when tracked MRs were logged too
+  });
 }
 
 void LogForkInit(int ret, int err, const char* caller) {
-  EventLog& log = GlobalEventLog();
-  if (!log.enabled()) return;
-  char buf[512];
-  TextBuffer b(buf, sizeof(buf));
-  log.Begin(b, schema::kForkInit);
-  b.Key(schema::kKeyResult).Dec(ret).Key(schema::kKeyErrno).Dec(ret == 0 ? 0 : err);
-  b.Key(schema::kKeyCaller);
-  AppendNullableStr(b, caller);
-  log.End(b);
+  WriteEvent<512>(schema::kForkInit, [&](TextBuffer& b) {
+    b.Key(schema::kKeyResult).Dec(ret).Key(schema::kKeyErrno).Dec(ret == 0 ? 0 : err);
+    b.Key(schema::kKeyCaller);
+    AppendNullableStr(b, caller);
+  });
 }
 
 const char* ForkActionName(const ForkReport& r) {
@@ -375,29 +358,20 @@ void LogFork(const ForkReport& r, EventLog::LargeLine* line) {
 }
 
 void LogForkChild(pid_t child) {
-  EventLog& log = GlobalEventLog();
-  if (!log.enabled()) return;
-  char buf[512];
-  TextBuffer b(buf, sizeof(buf));
-  log.Begin(b, schema::kForkChild);
-  b.Key(schema::kKeyChildPid).Dec(child);
-  log.End(b);
+  WriteEvent<512>(schema::kForkChild,
+                  [&](TextBuffer& b) { b.Key(schema::kKeyChildPid).Dec(child); });
 }
 
 void LogSpawn(const char* call, pid_t child, bool ok) {
-  EventLog& log = GlobalEventLog();
-  if (!log.enabled()) return;
-  char buf[512];
-  TextBuffer b(buf, sizeof(buf));
-  log.Begin(b, schema::kSpawn);
-  b.Key(schema::kKeyCall).Quoted(call).Key(schema::kKeyChildPid);
-  if (ok && child > 0) {
-    b.Dec(child);
-  } else {
-    b.Str("null");
-  }
-  b.Key(schema::kKeyOk).Str(Bool(ok)).Key(schema::kKeySafe).Str("true");
-  log.End(b);
+  WriteEvent<512>(schema::kSpawn, [&](TextBuffer& b) {
+    b.Key(schema::kKeyCall).Quoted(call).Key(schema::kKeyChildPid);
+    if (ok && child > 0) {
+      b.Dec(child);
+    } else {
+      b.Str("null");
+    }
+    b.Key(schema::kKeyOk).Str(Bool(ok)).Key(schema::kKeySafe).Str("true");
+  });
 }
 
 void LogProcessExit() {
