@@ -396,14 +396,7 @@ void TallyFork(const Event& e, FileState* state, FileState::Proc* proc, ProcessL
       s.init_stack = e.init_stack;
     }
   }
-  if (e.range_bytes > s.max_range_bytes ||
-      (e.range_bytes == s.max_range_bytes && e.ranges > s.max_ranges)) {
-    s.max_ranges = e.ranges;
-    s.max_range_bytes = e.range_bytes;
-    s.dontfork_ranges = e.dontfork_ranges;
-  }
-  s.max_threads = std::max(s.max_threads, e.threads);
-  if (e.kernel_cof) s.kernel_cof = e.kernel_cof;
+  s.Take(e.ranges, e.range_bytes, e.dontfork_ranges, e.threads, e.kernel_cof);
 
   int64_t ordinal = p->forks++;
   if (p->first_fork_ns == 0 || (e.ts_ns > 0 && e.ts_ns < p->first_fork_ns))
@@ -1166,6 +1159,17 @@ void Merge(LogSet&& part, LogSet* out) {
 }
 
 }  // namespace
+
+void ForkRangesAtWorst::Take(int ranges, int64_t range_bytes, int dontfork, int64_t threads,
+                             std::optional<bool> cof) {
+  if (range_bytes > max_range_bytes || (range_bytes == max_range_bytes && ranges > max_ranges)) {
+    max_ranges = ranges;
+    max_range_bytes = range_bytes;
+    dontfork_ranges = dontfork;
+  }
+  max_threads = std::max(max_threads, threads);
+  if (cof) kernel_cof = cof;
+}
 
 void ForkHistogram::Add(int64_t ts_ns, int64_t n, int64_t n_hazard) {
   if (forks.empty()) {

@@ -138,9 +138,23 @@ struct ProcessSummary {
   bool counts_final = false;
 };
 
+// The registered ranges at a fork, worst case over the forks taken in: the fork with the most
+// bytes (then the most ranges), the most threads, and the kernel's copy-on-fork answer of the
+// last fork that gave one. A site's forks, and a group's sites, merge by the same rule.
+struct ForkRangesAtWorst {
+  int max_ranges = 0;
+  int64_t max_range_bytes = 0;
+  int dontfork_ranges = 0;
+  int64_t max_threads = 0;
+  std::optional<bool> kernel_cof;
+  // Takes one fork's figures (or a site's worst) in.
+  void Take(int ranges, int64_t range_bytes, int dontfork, int64_t threads,
+            std::optional<bool> cof);
+};
+
 // The forks of one process at one call site with one verdict (same `site` hash, or the
 // same stack when the hash is absent), every count exact whatever the number of forks.
-struct ForkSite {
+struct ForkSite : ForkRangesAtWorst {
   std::string verdict;  // "hazard" / "clean" / "unknown"
   std::string site;     // the shim's hash, "" when absent
   int stack = -1;       // of the first fork here (ProcessLog::stacks)
@@ -165,12 +179,6 @@ struct ForkSite {
   int init_stack = -1;
   int64_t min_age_ms = -1;
   int64_t max_age_ms = -1;
-  // Registered ranges at the fork: the fork with the most bytes (then the most ranges).
-  int max_ranges = 0;
-  int64_t max_range_bytes = 0;
-  int dontfork_ranges = 0;
-  int64_t max_threads = 0;
-  std::optional<bool> kernel_cof;  // of the last fork that said
 };
 
 // One fork decision kept individually (ProcessLog::fork_sample).

@@ -212,14 +212,7 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
           g.init_stack = pl.StackAt(fs.init_stack);
         }
       }
-      if (fs.max_range_bytes > g.max_range_bytes ||
-          (fs.max_range_bytes == g.max_range_bytes && fs.max_ranges > g.max_ranges)) {
-        g.max_ranges = fs.max_ranges;
-        g.max_range_bytes = fs.max_range_bytes;
-        g.dontfork_ranges = fs.dontfork_ranges;
-      }
-      g.max_threads = std::max(g.max_threads, fs.max_threads);
-      if (fs.kernel_cof) g.kernel_cof = fs.kernel_cof;
+      g.Take(fs.max_ranges, fs.max_range_bytes, fs.dontfork_ranges, fs.max_threads, fs.kernel_cof);
       int64_t stopped = 0;
       for (const char* a : {"failed", "aborted"})
         if (auto it = fs.actions.find(a); it != fs.actions.end()) stopped += it->second;

@@ -54,7 +54,7 @@ struct ProcessNode {
 
 // Identical fork call sites (same `site` hash, or same stack when the hash is
 // absent) with the same verdict, merged over all processes.
-struct ForkGroup {
+struct ForkGroup : ForkRangesAtWorst {  // the ranges: worst case over the group
   std::string key;
   std::string job;  // groups never merge across jobs
   std::string site;
@@ -73,12 +73,6 @@ struct ForkGroup {
   Stack init_stack;
   int64_t min_age_ms = -1;
   int64_t max_age_ms = -1;
-  // Registered ranges at the fork, worst case over the group.
-  int max_ranges = 0;
-  int64_t max_range_bytes = 0;
-  int dontfork_ranges = 0;
-  int64_t max_threads = 0;
-  std::optional<bool> kernel_cof;
   int children_forked = 0;
   int children_segv = 0;
   int children_exec = 0;
