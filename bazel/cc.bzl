@@ -7,6 +7,8 @@ every forkguard target shares, so that a BUILD file says only what is particular
   unless the target names a GoogleTest library itself or says `gtest_main = False`.
   `rdma = True`: a real-device test (tag "rdma": scripts/rdma-lane runs it in the Soft-RoCE
   guest) with //tests/support:rdma_device, whose RequireRdmaDevice() it calls first.
+- forkguard_test_library: a testonly library of name + ".cc" and name + ".h" (tests' support
+  code), unless `srcs` or `hdrs` say otherwise.
 
 The flags are on the targets, not only in the project's .bazelrc, so that a workspace that
 adds forkguard as an external repository (docs/bazel.md) builds it the same way."""
@@ -27,6 +29,15 @@ def forkguard_cc_library(name, srcs = [], copts = [], **kwargs):
 
 def forkguard_cc_binary(name, srcs = [], copts = [], **kwargs):
     cc_binary(name = name, srcs = srcs, copts = _copts(srcs, copts), **kwargs)
+
+def forkguard_test_library(name, srcs = None, hdrs = None, **kwargs):
+    forkguard_cc_library(
+        name = name,
+        testonly = True,
+        srcs = srcs if srcs != None else [name + ".cc"],
+        hdrs = hdrs if hdrs != None else [name + ".h"],
+        **kwargs
+    )
 
 def forkguard_cc_test(name, srcs = None, copts = [], deps = [], gtest_main = True, rdma = False, tags = [], **kwargs):
     if srcs == None:
