@@ -7,8 +7,26 @@ every forkguard target shares, so that a BUILD file says only what is particular
   unless the target names a GoogleTest library itself or says `gtest_main = False`.
   `rdma = True`: a real-device test (tag "rdma": scripts/rdma-lane runs it in the Soft-RoCE
   guest) with //tests/support:rdma_device, whose RequireRdmaDevice() it calls first.
+- forkguard_sh_test: sh_test whose script is name + ".sh" unless `srcs` says otherwise.
 - forkguard_test_library: a testonly library of name + ".cc" and name + ".h" (tests' support
   code), unless `srcs` or `hdrs` say otherwise.
+
+forkguard_table(rule, rows, **shared): one target of `rule` per row, for the targets of a
+package that share a shape (the same rule, deps, data, tags), so that the shared part is
+written once and each row says only what is its own:
+
+    forkguard_table(
+        forkguard_cc_test,
+        deps = ["//tests/support:runfiles"],          # every row's
+        rows = {
+            "a_test": dict(data = [":a"]),
+            "b_test": dict(deps = [":b"], size = "small"),
+        },
+    )
+
+A row's list attribute (deps, data, tags, srcs, copts, local_defines, linkopts, args, ...)
+comes after the shared one of the same name; a row's other attributes (size, rdma, linkstatic,
+...) replace the shared value. Each target keeps its rule's defaults.
 
 The flags are on the targets, not only in the project's .bazelrc, so that a workspace that
 adds forkguard as an external repository (docs/bazel.md) builds it the same way."""
@@ -49,3 +67,20 @@ def forkguard_cc_test(name, srcs = None, copts = [], deps = [], gtest_main = Tru
     if gtest_main and not names_gtest:
         deps = deps + ["@googletest//:gtest_main"]
     cc_test(name = name, srcs = srcs, copts = _copts(srcs, copts), deps = deps, tags = tags, **kwargs)
+
+def _row_attrs(shared, own):
+    attrs = dict(shared)
+    for key, value in own.items():
+        if type(value) == "list" and type(attrs.get(key)) == "list":
+            attrs[key] = attrs[key] + value
+        else:
+            attrs[key] = value
+    return attrs
+
+def forkguard_table(rule, rows, **shared):
+    for name, own in rows.items():
+        rule(name = name, **_row_attrs(shared, own))
+
+def forkguard_sh_test(name, srcs = None, **kwargs):
+    """sh_test whose script is name + ".sh" unless srcs says otherwise."""
+    native.sh_test(name = name, srcs = srcs if srcs != None else [name + ".sh"], **kwargs)
