@@ -3,13 +3,13 @@ every forkguard target shares, so that a BUILD file says only what is particular
 
 - copts: the project's flags (copts.bzl) come first; a target's own `copts` are appended.
   A target whose source files are all C (`.c`, `.h`) gets FORKGUARD_C_COPTS (no -std=c++20).
-- forkguard_cc_test: `srcs` defaults to [name + ".cc"]; GoogleTest's main is a dependency
+- Sources by name: forkguard_cc_library with neither `srcs` nor `hdrs` is name + ".cc" and
+  name + ".h"; forkguard_cc_binary's and forkguard_cc_test's `srcs` default to [name + ".cc"].
+- forkguard_cc_test: GoogleTest's main is a dependency
   unless the target names a GoogleTest library itself or says `gtest_main = False`.
   `rdma = True`: a real-device test (tag "rdma": scripts/rdma-lane runs it in the Soft-RoCE
   guest) with //tests/support:rdma_device, whose RequireRdmaDevice() it calls first.
 - forkguard_sh_test: sh_test whose script is name + ".sh" unless `srcs` says otherwise.
-- forkguard_test_library: a testonly library of name + ".cc" and name + ".h" (tests' support
-  code), unless `srcs` or `hdrs` say otherwise.
 
 forkguard_table(rule, rows, **shared): one target of `rule` per row, for the targets of a
 package that share a shape (the same rule, deps, data, tags), so that the shared part is
@@ -42,20 +42,19 @@ def _copts(srcs, copts):
         return FORKGUARD_C_COPTS + copts
     return FORKGUARD_COPTS + copts
 
-def forkguard_cc_library(name, srcs = [], copts = [], **kwargs):
+def forkguard_cc_library(name, srcs = None, hdrs = None, copts = [], **kwargs):
+    if srcs == None and hdrs == None:
+        srcs = [name + ".cc"]
+        hdrs = [name + ".h"]
+    if hdrs != None:
+        kwargs["hdrs"] = hdrs
+    srcs = srcs or []
     cc_library(name = name, srcs = srcs, copts = _copts(srcs, copts), **kwargs)
 
-def forkguard_cc_binary(name, srcs = [], copts = [], **kwargs):
+def forkguard_cc_binary(name, srcs = None, copts = [], **kwargs):
+    if srcs == None:
+        srcs = [name + ".cc"]
     cc_binary(name = name, srcs = srcs, copts = _copts(srcs, copts), **kwargs)
-
-def forkguard_test_library(name, srcs = None, hdrs = None, **kwargs):
-    forkguard_cc_library(
-        name = name,
-        testonly = True,
-        srcs = srcs if srcs != None else [name + ".cc"],
-        hdrs = hdrs if hdrs != None else [name + ".h"],
-        **kwargs
-    )
 
 def forkguard_cc_test(name, srcs = None, copts = [], deps = [], gtest_main = True, rdma = False, tags = [], **kwargs):
     if srcs == None:
