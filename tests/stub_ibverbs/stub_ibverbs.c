@@ -35,6 +35,13 @@
 #define EXPORT __attribute__((visibility("default")))
 #define SYMVER(internal, versioned) __asm__(".symver " #internal "," versioned)
 
+// stub_NAME_1_1, exported as the default version ibv_NAME@@IBVERBS_1.1 with the given
+// parameters; the function's body follows the macro.
+#define DEFAULT_1_1(ret, name, ...)                        \
+  ret stub_##name##_1_1(__VA_ARGS__);                      \
+  SYMVER(stub_##name##_1_1, "ibv_" #name "@@IBVERBS_1.1"); \
+  EXPORT ret stub_##name##_1_1(__VA_ARGS__)
+
 enum { kStubDevices = 2 };
 
 struct StubMr {
@@ -104,9 +111,7 @@ static void* NewObject(int valid, size_t size) {
 
 // ---- devices -------------------------------------------------------------
 
-struct ibv_device** stub_get_device_list_1_1(int* num_devices);
-SYMVER(stub_get_device_list_1_1, "ibv_get_device_list@@IBVERBS_1.1");
-EXPORT struct ibv_device** stub_get_device_list_1_1(int* num_devices) {
+DEFAULT_1_1(struct ibv_device**, get_device_list, int* num_devices) {
   pthread_once(&g_init_once, LibraryInit);
   struct ibv_device** list = calloc(kStubDevices + 1, sizeof(*list));
   if (!list) {
@@ -118,17 +123,11 @@ EXPORT struct ibv_device** stub_get_device_list_1_1(int* num_devices) {
   return list;
 }
 
-void stub_free_device_list_1_1(struct ibv_device** list);
-SYMVER(stub_free_device_list_1_1, "ibv_free_device_list@@IBVERBS_1.1");
-EXPORT void stub_free_device_list_1_1(struct ibv_device** list) { free(list); }
+DEFAULT_1_1(void, free_device_list, struct ibv_device** list) { free(list); }
 
-const char* stub_get_device_name_1_1(struct ibv_device* device);
-SYMVER(stub_get_device_name_1_1, "ibv_get_device_name@@IBVERBS_1.1");
-EXPORT const char* stub_get_device_name_1_1(struct ibv_device* device) { return device->name; }
+DEFAULT_1_1(const char*, get_device_name, struct ibv_device* device) { return device->name; }
 
-struct ibv_context* stub_open_device_1_1(struct ibv_device* device);
-SYMVER(stub_open_device_1_1, "ibv_open_device@@IBVERBS_1.1");
-EXPORT struct ibv_context* stub_open_device_1_1(struct ibv_device* device) {
+DEFAULT_1_1(struct ibv_context*, open_device, struct ibv_device* device) {
   struct ibv_context* ctx = NewObject(device != NULL, sizeof(*ctx));
   if (!ctx) return NULL;
   ctx->device = device;
@@ -144,9 +143,7 @@ EXPORT struct ibv_context* stub_open_device_1_1(struct ibv_device* device) {
   return ctx;
 }
 
-int stub_close_device_1_1(struct ibv_context* context);
-SYMVER(stub_close_device_1_1, "ibv_close_device@@IBVERBS_1.1");
-EXPORT int stub_close_device_1_1(struct ibv_context* context) {
+DEFAULT_1_1(int, close_device, struct ibv_context* context) {
   if (!context) return EINVAL;
   close(context->cmd_fd);
   pthread_mutex_destroy(&context->mutex);
@@ -156,9 +153,7 @@ EXPORT int stub_close_device_1_1(struct ibv_context* context) {
 
 // ---- protection domains --------------------------------------------------
 
-struct ibv_pd* stub_alloc_pd_1_1(struct ibv_context* context);
-SYMVER(stub_alloc_pd_1_1, "ibv_alloc_pd@@IBVERBS_1.1");
-EXPORT struct ibv_pd* stub_alloc_pd_1_1(struct ibv_context* context) {
+DEFAULT_1_1(struct ibv_pd*, alloc_pd, struct ibv_context* context) {
   struct ibv_pd* pd = NewObject(context != NULL, sizeof(*pd));
   if (!pd) return NULL;
   pd->context = context;
@@ -168,9 +163,7 @@ EXPORT struct ibv_pd* stub_alloc_pd_1_1(struct ibv_context* context) {
   return pd;
 }
 
-int stub_dealloc_pd_1_1(struct ibv_pd* pd);
-SYMVER(stub_dealloc_pd_1_1, "ibv_dealloc_pd@@IBVERBS_1.1");
-EXPORT int stub_dealloc_pd_1_1(struct ibv_pd* pd) {
+DEFAULT_1_1(int, dealloc_pd, struct ibv_pd* pd) {
   if (!pd) return EINVAL;
   free(pd);
   return 0;
@@ -274,9 +267,7 @@ EXPORT struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t len
   return &m->mr;
 }
 
-struct ibv_mr* stub_reg_mr_1_1(struct ibv_pd* pd, void* addr, size_t length, int access);
-SYMVER(stub_reg_mr_1_1, "ibv_reg_mr@@IBVERBS_1.1");
-EXPORT struct ibv_mr* stub_reg_mr_1_1(struct ibv_pd* pd, void* addr, size_t length, int access) {
+DEFAULT_1_1(struct ibv_mr*, reg_mr, struct ibv_pd* pd, void* addr, size_t length, int access) {
   return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr, (unsigned int)access);
 }
 
@@ -298,9 +289,7 @@ EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size
   return &m->mr;
 }
 
-int stub_dereg_mr_1_1(struct ibv_mr* mr);
-SYMVER(stub_dereg_mr_1_1, "ibv_dereg_mr@@IBVERBS_1.1");
-EXPORT int stub_dereg_mr_1_1(struct ibv_mr* mr) {
+DEFAULT_1_1(int, dereg_mr, struct ibv_mr* mr) {
   if (!mr) return EINVAL;
   struct StubMr* m = (struct StubMr*)mr;  // mr is the first member
   pthread_mutex_lock(&g_lock);
