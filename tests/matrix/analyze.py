@@ -29,7 +29,6 @@ import os
 import sys
 import xml.sax.saxutils as su
 
-KINDS = ["anon", "thp", "hugetlb", "file", "shared"]
 KIND_TEXT = {
     "anon": "anonymous, small pages (64 KiB)",
     "thp": "anonymous THP (2 MiB, MADV_HUGEPAGE)",
@@ -37,7 +36,6 @@ KIND_TEXT = {
     "file": "MAP_PRIVATE file, read-only MR (64 KiB)",
     "shared": "MAP_SHARED anonymous (64 KiB)",
 }
-FORK_SUPPORT = ["off", "env", "init", "env+hp", "init+hp"]
 FS_TEXT = {
     "off": "off",
     "env": "RDMAV_FORK_SAFE=1",
@@ -45,6 +43,8 @@ FS_TEXT = {
     "env+hp": "RDMAV_FORK_SAFE=1 RDMAV_HUGEPAGES_SAFE=1",
     "init+hp": "ibv_fork_init() RDMAV_HUGEPAGES_SAFE=1",
 }
+KINDS = list(KIND_TEXT)
+FORK_SUPPORT = list(FS_TEXT)
 TRUTHS = ["child-segv", "stale", "nothing", "refused"]
 
 
