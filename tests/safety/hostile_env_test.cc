@@ -80,6 +80,15 @@ void MakeNobodysDir(const std::string& path, mode_t mode) {
   ASSERT_EQ(chmod(path.c_str(), mode), 0) << path;
 }
 
+// For a run as uid 65534 (needs root): a new world-readable directory (*base, for the caller
+// to remove) holding *ro, a directory of uid 65534 that it cannot write (0555).
+void MakeNobodysReadOnlyDir(const std::string& prefix, std::string* base, std::string* ro) {
+  ASSERT_EQ(geteuid(), 0u) << "this test switches to uid 65534 and needs root";
+  *base = MakeDir(prefix, /*world_readable=*/true);
+  *ro = *base + "/ro";
+  MakeNobodysDir(*ro, 0555);
+}
+
 bool Empty(const std::string& dir) {
   LogDir d = ReadLogDir(dir);
   return d.files.empty() && d.other_files.empty();
@@ -115,10 +124,8 @@ TEST(HostileLog, DirectoryOwnedByAnotherUidOneWarningNothingWritten) {
 }
 
 TEST(HostileLog, UnwritableDirectoryAsUnprivilegedUserOneWarningNothingWritten) {
-  ASSERT_EQ(geteuid(), 0u) << "this test switches to uid 65534 and needs root";
-  std::string base = MakeDir("hostile-nobody", /*world_readable=*/true);
-  std::string dir = base + "/ro";
-  ASSERT_NO_FATAL_FAILURE(MakeNobodysDir(dir, 0555));
+  std::string base, dir;
+  ASSERT_NO_FATAL_FAILURE(MakeNobodysReadOnlyDir("hostile-nobody", &base, &dir));
   RunHazardWarned(1, dir, /*as_nobody=*/true);
   EXPECT_TRUE(Empty(dir));
   RemoveTree(base);
@@ -198,10 +205,8 @@ TEST(HostileLog, SymlinkedComponentOwnedByAnotherUserOneWarningNothingCreated) {
 }
 
 TEST(HostileLog, UnwritableParentAsUnprivilegedUserOneWarningNothingCreated) {
-  ASSERT_EQ(geteuid(), 0u) << "this test switches to uid 65534 and needs root";
-  std::string base = MakeDir("hostile-ro-parent", /*world_readable=*/true);
-  std::string ro = base + "/ro";
-  ASSERT_NO_FATAL_FAILURE(MakeNobodysDir(ro, 0555));
+  std::string base, ro;
+  ASSERT_NO_FATAL_FAILURE(MakeNobodysReadOnlyDir("hostile-ro-parent", &base, &ro));
   Pair p = RunHazardWarned(1, ro + "/job/host", /*as_nobody=*/true);
   EXPECT_NE(p.shim.err.find("cannot create " + ro + "/job: Permission denied"), std::string::npos)
       << p.shim.err;
