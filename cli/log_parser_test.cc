@@ -279,23 +279,27 @@ TEST(LogParser, BlankAndCrlfLines) {
   EXPECT_EQ(CountEvents(l, "process_start"), 1);
 }
 
+// A forkguard.event/2 process: the header, a module, a stack, an init and a registration.
+constexpr char kV2Process[] =
+    R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":5,"ppid":1,"prog":"p","rank":2,"local_rank":0,"job":"j","start_ns":1000000})"
+    "\n"
+    R"({"event":"module","id":0,"path":"/lib/x.so","base":"0x7f0000000000","build_id":"abcd"})"
+    "\n"
+    R"({"event":"stack","id":0,"frames":[[0,4660],[-1,99],{"py":{"file":"t.py","line":3,"func":"main"}}]})"
+    "\n"
+    R"({"event":"rdma_init","ts":5,"seq":0,"call":"ibv_open_device","device":"d","stack":0})"
+    "\n"
+    R"({"event":"mr_register","ts":6,"seq":1,"mr":[4096,8192,1,77],"stack":0})"
+    "\n";
+
 // forkguard.event/2: the header names the process, stack and module records come first.
 TEST(LogParserV2, HeaderModulesStacksAndShortEvents) {
   LogSet l;
   ParseLogText(
       "forkguard.h.5.1.jsonl",
-      R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":5,"ppid":1,"prog":"p","rank":2,"local_rank":0,"job":"j","start_ns":1000000})"
-      "\n"
-      R"({"event":"module","id":0,"path":"/lib/x.so","base":"0x7f0000000000","build_id":"abcd"})"
-      "\n"
-      R"({"event":"stack","id":0,"frames":[[0,4660],[-1,99],{"py":{"file":"t.py","line":3,"func":"main"}}]})"
-      "\n"
-      R"({"event":"rdma_init","ts":5,"seq":0,"call":"ibv_open_device","device":"d","stack":0})"
-      "\n"
-      R"({"event":"mr_register","ts":6,"seq":1,"mr":[4096,8192,1,77],"stack":0})"
-      "\n"
-      R"({"event":"mr_register","ts":7,"seq":2,"tid":9,"mr":[4096,100,1,78],"stack":0,"call":"ibv_reg_mr_iova2"})"
-      "\n",
+      std::string(kV2Process) +
+          R"({"event":"mr_register","ts":7,"seq":2,"tid":9,"mr":[4096,100,1,78],"stack":0,"call":"ibv_reg_mr_iova2"})"
+          "\n",
       &l);
   for (const auto& n : l.notes) ADD_FAILURE() << n.where << ": " << n.text;
   ASSERT_EQ(l.processes.size(), 1u);
@@ -327,16 +331,7 @@ TEST(LogParserV2, HeaderModulesStacksAndShortEvents) {
 // absolute time, the short forms written out, and every stack by value, named by `symbolize`.
 TEST(LogParserV2, EventRecordsCarryTheirHeaderAndStacks) {
   const std::string text =
-      R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":5,"ppid":1,"prog":"p","rank":2,"local_rank":0,"job":"j","start_ns":1000000})"
-      "\n"
-      R"({"event":"module","id":0,"path":"/lib/x.so","base":"0x7f0000000000","build_id":"abcd"})"
-      "\n"
-      R"({"event":"stack","id":0,"frames":[[0,4660],[-1,99],{"py":{"file":"t.py","line":3,"func":"main"}}]})"
-      "\n"
-      R"({"event":"rdma_init","ts":5,"seq":0,"call":"ibv_open_device","device":"d","stack":0})"
-      "\n"
-      R"({"event":"mr_register","ts":6,"seq":1,"mr":[4096,8192,1,77],"stack":0})"
-      "\n"
+      std::string(kV2Process) +
       R"({"event":"fork","ts":7,"seq":2,"tid":9,"verdict":"hazard","init":{"call":"ibv_open_device","stack":0},"stack":[{"ip":"0x10"}]})"
       "\n"
       R"({"event":"mr_counts","ts":8,"seq":3,"sites":[{"stack":0,"n":2,"bytes":8}],"deregs":1})"
