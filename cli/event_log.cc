@@ -182,7 +182,7 @@ struct Fields {
   }
 };
 
-// Tolerant typed lookups, as JsonValue::Get* (first member of that name), in an object or
+// Tolerant typed lookups, as json.h's Get* (first member of that name), in an object or
 // in the Fields of one.
 bool Member(object o, Key key, element* out) {
   return o.at_key(schema::KeyName(key)).get(*out) == simdjson::SUCCESS;
@@ -1314,11 +1314,12 @@ const Stack& ProcessLog::StackAt(int id) const {
   return stacks[static_cast<size_t>(id)];
 }
 
-std::optional<uint64_t> ParseAddress(const JsonValue* v) {
+std::optional<uint64_t> ParseAddress(const Json* v) {
   if (!v) return std::nullopt;
-  if (v->is_int() && v->int_value() >= 0) return static_cast<uint64_t>(v->int_value());
+  if (v->is_number_integer() && v->get<int64_t>() >= 0)
+    return static_cast<uint64_t>(v->get<int64_t>());
   if (!v->is_string()) return std::nullopt;
-  return ParseAddressText(v->string_value());
+  return ParseAddressText(v->get_ref<const std::string&>());
 }
 
 std::optional<uint64_t> ParseAddressText(std::string_view s) {

@@ -278,7 +278,7 @@ void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads = 
 void JoinExecs(LogSet* logs);
 
 // "0x1a2b" or an integer -> value.
-std::optional<uint64_t> ParseAddress(const JsonValue* v);
+std::optional<uint64_t> ParseAddress(const Json* v);
 std::optional<uint64_t> ParseAddressText(std::string_view s);
 
 }  // namespace forkguard::cli
