@@ -5,7 +5,8 @@ its sources with clang++ in one action, with the project's flags (copts.bzl) and
 ones below. `srcs` are the sources compiled into the fuzzer (the target's own and those of
 the code under test), `hdrs` what they include (generated headers too: the output tree is on
 the include path), `linkopts` the system libraries they need. The result is executable:
-sh_tests run it (tests/support/run_fuzzer.sh), scripts/fuzz runs it longer."""
+forkguard_fuzz_test runs it for a while over its corpus (tests/support/run_fuzzer.sh, tag
+"fuzz"), scripts/fuzz runs it longer."""
 
 load(":copts.bzl", "FORKGUARD_COPTS")
 
@@ -45,3 +46,18 @@ forkguard_fuzzer = rule(
     },
     executable = True,
 )
+
+def forkguard_fuzz_test(name, fuzzer, seed, seconds, corpus):
+    """Runs `fuzzer` for `seconds` over `corpus` (files, `seed` one of them): medium, tag "fuzz"."""
+    native.sh_test(
+        name = name,
+        size = "medium",
+        srcs = ["//tests/support:run_fuzzer.sh"],
+        args = [
+            "$(location %s)" % fuzzer,
+            "$(location %s)" % seed,
+            str(seconds),
+        ],
+        data = [fuzzer] + corpus,
+        tags = ["fuzz"],
+    )

@@ -120,6 +120,7 @@ start_case() {
 	local name=$1; shift
 	local reps=$((REPS + 2)) i k v
 	local -a t_none=() t_empty=() t_shim=() t_audit=() order=(none empty shim audit)
+	local -a c_none=() c_empty=() c_shim=() c_audit=()
 	for ((i = 0; i < reps; i++)); do
 		for ((k = 0; k < 4; k++)); do
 			v=${order[(i + k) % 4]}
@@ -130,9 +131,12 @@ start_case() {
 				shim) pre=("LD_PRELOAD=$SHIM") ;;
 				audit) pre=("LD_PRELOAD=$SHIM" "LD_AUDIT=$AUDIT") ;;
 			esac
-			local ns
-			ns=$(env "${pre[@]}" "$B" start 1 "$@" | sed -n 's/.*median_ns=\([0-9]*\).*/\1/p')
+			local out ns cpu
+			out=$(env "${pre[@]}" "$B" start 1 "$@")
+			ns=$(sed -n 's/.*median_ns=\([0-9]*\).*/\1/p' <<<"$out")
+			cpu=$(sed -n 's/.*cpu_ns=\([0-9]*\).*/\1/p' <<<"$out")
 			eval "t_$v+=($ns)"
+			eval "c_$v+=($cpu)"
 		done
 	done
 	printf '%-36s none %8.1f ms   empty %8.1f ms   shim %8.1f ms   shim+audit %8.1f ms  (medians of %d rounds, 300 processes each)\n' \
@@ -146,6 +150,11 @@ start_case() {
 	start_ratio "empty preload / no preload" t_empty t_none -
 	start_ratio "shim+audit / no preload" t_audit t_none -
 	start_ratio "shim+audit / shim" t_audit t_shim -
+	# The CPU time (user + system) of the 301 processes, from wait4: what the preload costs
+	# without the time spent waiting for a CPU, so it moves less with the host's load.
+	echo "    CPU time of the 301 processes: none $(printf '%s\n' "${c_none[@]}" | median | awk '{printf "%.1f", $1 / 1e6}') ms   empty $(printf '%s\n' "${c_empty[@]}" | median | awk '{printf "%.1f", $1 / 1e6}') ms   shim $(printf '%s\n' "${c_shim[@]}" | median | awk '{printf "%.1f", $1 / 1e6}') ms"
+	start_ratio "CPU: shim / empty preload" c_shim c_empty -
+	start_ratio "CPU: shim / no preload" c_shim c_none -
 }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # label numerator[] denominator[] target (- for none): the median of the per-round ratios
