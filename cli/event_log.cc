@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -301,6 +302,152 @@ std::string StackIdentity(const Stack& s) {
   return k;
 }
 
+// A forkguard.event/2 file as its lines are read: the header's process, its module map and
+// its stack records (from one header to the next: a file may hold concatenated logs). The
+// one decoder of /2: the report folds what it yields into processes (ParseLogText,
+// ReadLogs), DecodeEventRecords writes it out as self-contained events.
+struct V2Decoder {
+  struct Module {
+    std::string path;
+    std::string build_id;
+    uint64_t base = 0;
+  };
+  bool on = false;  // a header was read: lines without "schema" are its process's
+  int64_t pid = -1;
+  int64_t start_ns = 0;
+  std::unordered_map<int64_t, Module> modules;
+  // Stack records as their frames' JSON, decoded when an event names them (most are
+  // registration stacks, which no event the report keeps uses).
+  std::unordered_map<int64_t, std::string> raw_stacks;
+  // Stack records that named a module not met (yet): decoded at their line, as the note
+  // about it is about that line.
+  std::unordered_map<int64_t, Stack> early_stacks;
+
+  bool HasStack(int64_t id) const { return raw_stacks.count(id) || early_stacks.count(id); }
+
+  // A header of process `header_pid`: the tables start empty.
+  void Start(int64_t header_pid, int64_t header_start_ns) {
+    on = true;
+    pid = header_pid;
+    start_ns = header_start_ns;
+    modules.clear();
+    raw_stacks.clear();
+    early_stacks.clear();
+  }
+
+  // A module or stack record (`kind`): kept (true, *id set), or skipped with a note.
+  bool Record(const Fields& v, EventType kind, std::string_view type, int lineno, FileNotes* notes,
+              int64_t* id_out) {
+    element ie;
+    std::optional<int64_t> id;
+    if (Member(v, Key::kId, &ie)) id = IntOf(ie);
+    if (!id || *id < 0) {
+      notes->Add(lineno, "a " + std::string(type) + " record without a valid id, skipped", "");
+      return false;
+    }
+    *id_out = *id;
+    if (kind == EventType::kModule) {
+      if (modules.count(*id)) {
+        notes->Add(lineno, "duplicate module id", std::to_string(*id) + " (the first kept)");
+        return false;
+      }
+      modules[*id] = {Str(v, Key::kPath), Str(v, Key::kBuildId),
+                      AddressAt(v, Key::kBase).value_or(0)};
+      return true;
+    }
+    if (HasStack(*id)) {
+      notes->Add(lineno, "duplicate stack id", std::to_string(*id) + " (the first kept)");
+      return false;
+    }
+    element fe;
+    if (!Member(v, Key::kFrames, &fe)) {
+      notes->Add(lineno, "a stack record without frames, skipped", std::to_string(*id));
+      return false;
+    }
+    bool modules_known = true;
+    simdjson::dom::array frames;
+    if (fe.get_array().get(frames) == simdjson::SUCCESS) {
+      for (element f : frames) {
+        simdjson::dom::array pair;
+        element me;
+        if (f.get_array().get(pair) == simdjson::SUCCESS &&
+            pair.at(0).get(me) == simdjson::SUCCESS) {
+          int64_t m = IntOf(me).value_or(-1);
+          if (m >= 0 && !modules.count(m)) modules_known = false;
+        }
+      }
+    }
+    if (modules_known)
+      raw_stacks[*id] = simdjson::minify(fe);
+    else
+      early_stacks[*id] = DecodeFrames(fe, *id, lineno, notes);
+    return true;
+  }
+
+  // The frames of stack record `id`; nullopt when there is none of that id (or its frames
+  // are not JSON).
+  std::optional<Stack> Frames(int64_t id, int lineno, FileNotes* notes) const {
+    if (auto early = early_stacks.find(id); early != early_stacks.end()) return early->second;
+    auto raw = raw_stacks.find(id);
+    if (raw == raw_stacks.end()) return std::nullopt;
+    // A parser of its own: the line being decoded lives in LineParser()'s document.
+    thread_local simdjson::dom::parser parser;
+    element fe;
+    if (parser.parse(raw->second).get(fe) != simdjson::SUCCESS) return std::nullopt;
+    return DecodeFrames(fe, id, lineno, notes);
+  }
+
+  // A stack record's frames: [module, off] pairs (module -1: off is a raw address) and
+  // Python frames; a module id not (yet) met gets a note and raw offsets.
+  Stack DecodeFrames(element v, int64_t id, int lineno, FileNotes* notes) const {
+    Stack out;
+    simdjson::dom::array arr;
+    if (v.get_array().get(arr) != simdjson::SUCCESS) return out;
+    bool noted = false;
+    for (element f : arr) {
+      Frame fr;
+      simdjson::dom::array pair;
+      object fo;
+      if (f.get_array().get(pair) == simdjson::SUCCESS) {
+        element me, oe;
+        if (pair.at(0).get(me) != simdjson::SUCCESS || pair.at(1).get(oe) != simdjson::SUCCESS)
+          continue;
+        int64_t m = IntOf(me).value_or(-1);
+        std::optional<uint64_t> off = Address(oe);
+        if (!off) continue;
+        if (m < 0) {
+          fr.ip = *off;
+        } else if (auto it = modules.find(m); it != modules.end()) {
+          fr.obj = it->second.path;
+          fr.build_id = it->second.build_id;
+          fr.base = it->second.base;
+          fr.off = off;
+        } else {
+          if (!noted)
+            notes->Add(lineno, "module used before or without its record",
+                       "stack " + std::to_string(id) + " uses module " + std::to_string(m) +
+                           " (its offsets stay raw)");
+          noted = true;
+          fr.ip = *off;
+        }
+      } else if (f.get_object().get(fo) == simdjson::SUCCESS) {
+        element py;
+        object po;
+        if (!Member(fo, Key::kPy, &py) || py.get_object().get(po) != simdjson::SUCCESS) continue;
+        fr.python = true;
+        fr.py_file = Str(po, Key::kFile);
+        fr.py_line = Int(po, Key::kLine, 0);
+        fr.py_func = Str(po, Key::kFunc);
+      } else {
+        continue;
+      }
+      out.push_back(std::move(fr));
+      if (out.size() >= 256) break;
+    }
+    return out;
+  }
+};
+
 // The per-file state: processes met in this file and their stack tables.
 struct FileState {
   struct Proc {
@@ -320,20 +467,12 @@ struct FileState {
   };
   std::map<std::pair<std::string, int64_t>, Proc> by_proc;
   std::map<std::pair<std::string, int64_t>, Proc>::iterator last = by_proc.end();
-  // forkguard.event/2: the file's header (its process), module map and stack table.
-  struct Module {
-    std::string path;
-    std::string build_id;
-  };
-  bool v2 = false;
-  int64_t v2_start_ns = 0;
+  // forkguard.event/2: the file's decoder (header, modules, stack records), the header's
+  // process, and the index in ProcessLog::stacks of each stack record an event used (-1:
+  // its frames did not decode).
+  V2Decoder v2;
   std::map<std::pair<std::string, int64_t>, Proc>::iterator v2_proc = by_proc.end();
-  std::unordered_map<int64_t, Module> modules;
-  std::unordered_map<int64_t, int> stacks;  // /2 id -> index in ProcessLog::stacks
-  // /2 stack records not decoded yet (their frames' JSON): most are registration stacks,
-  // which no kept event uses; a record is decoded when a kept event first names it.
-  std::unordered_map<int64_t, std::string> raw_stacks;
-  bool HasStack(int64_t id) const { return stacks.count(id) || raw_stacks.count(id); }
+  std::unordered_map<int64_t, int> v2_stack_index;
   // Where the line being decoded is (for the notes of stack references).
   FileNotes* notes = nullptr;
   int lineno = 0;
@@ -473,22 +612,14 @@ int InternStack(element v, FileState::Proc* proc, ProcessLog* p) {
   return InternDecoded(DecodeStack(v), proc, p);
 }
 
-Stack DecodeV2Frames(element v, FileState* state, int64_t id);
-
 // The index of /2 stack record `id` in p->stacks, decoding it on first use; -1 when unknown.
 int V2Stack(int64_t id, FileState* state, FileState::Proc* proc, ProcessLog* p) {
-  auto it = state->stacks.find(id);
-  if (it != state->stacks.end()) return it->second;
-  auto raw = state->raw_stacks.find(id);
-  if (raw == state->raw_stacks.end()) return -1;
-  // A parser of its own: the line being decoded lives in LineParser()'s document.
-  thread_local simdjson::dom::parser parser;
-  element fe;
-  int index = -1;
-  if (parser.parse(raw->second).get(fe) == simdjson::SUCCESS)
-    index = InternDecoded(DecodeV2Frames(fe, state, id), proc, p);
-  state->raw_stacks.erase(raw);
-  state->stacks[id] = index;
+  auto it = state->v2_stack_index.find(id);
+  if (it != state->v2_stack_index.end()) return it->second;
+  if (!state->v2.HasStack(id)) return -1;
+  std::optional<Stack> frames = state->v2.Frames(id, state->lineno, state->notes);
+  int index = frames ? InternDecoded(std::move(*frames), proc, p) : -1;
+  state->v2_stack_index[id] = index;
   return index;
 }
 
@@ -497,64 +628,15 @@ template <typename O>
 int StackAt(const O& o, Key key, FileState::Proc* proc, ProcessLog* p, FileState* state = nullptr) {
   element e;
   if (!Member(o, key, &e)) return -1;
-  if (state != nullptr && state->v2 &&
+  if (state != nullptr && state->v2.on &&
       (e.type() == element_type::INT64 || e.type() == element_type::UINT64)) {
     int64_t id = IntOf(e).value_or(-1);
-    if (state->HasStack(id)) return V2Stack(id, state, proc, p);
+    if (state->v2.HasStack(id)) return V2Stack(id, state, proc, p);
     state->notes->Add(state->lineno, "stack id used before or without its record",
                       "stack " + std::to_string(id) + " (the event is kept without it)");
     return -1;
   }
   return InternStack(e, proc, p);
-}
-
-// A /2 stack record's frames: [module, off] pairs (module -1: off is a raw address) and
-// Python frames; a module id not (yet) met gets a note and raw offsets.
-Stack DecodeV2Frames(element v, FileState* state, int64_t id) {
-  Stack out;
-  simdjson::dom::array arr;
-  if (v.get_array().get(arr) != simdjson::SUCCESS) return out;
-  bool noted = false;
-  for (element f : arr) {
-    Frame fr;
-    simdjson::dom::array pair;
-    object fo;
-    if (f.get_array().get(pair) == simdjson::SUCCESS) {
-      element me, oe;
-      if (pair.at(0).get(me) != simdjson::SUCCESS || pair.at(1).get(oe) != simdjson::SUCCESS)
-        continue;
-      int64_t m = IntOf(me).value_or(-1);
-      std::optional<uint64_t> off = Address(oe);
-      if (!off) continue;
-      if (m < 0) {
-        fr.ip = *off;
-      } else if (auto it = state->modules.find(m); it != state->modules.end()) {
-        fr.obj = it->second.path;
-        fr.build_id = it->second.build_id;
-        fr.off = off;
-      } else {
-        if (!noted)
-          state->notes->Add(state->lineno, "module used before or without its record",
-                            "stack " + std::to_string(id) + " uses module " + std::to_string(m) +
-                                " (its offsets stay raw)");
-        noted = true;
-        fr.ip = *off;
-      }
-    } else if (f.get_object().get(fo) == simdjson::SUCCESS) {
-      element py;
-      object po;
-      if (!Member(fo, Key::kPy, &py) || py.get_object().get(po) != simdjson::SUCCESS) continue;
-      fr.python = true;
-      fr.py_file = Str(po, Key::kFile);
-      fr.py_line = Int(po, Key::kLine, 0);
-      fr.py_func = Str(po, Key::kFunc);
-    } else {
-      continue;
-    }
-    out.push_back(std::move(fr));
-    if (out.size() >= 256) break;
-  }
-  return out;
 }
 
 // Events that only count: one per registration or verbs call, millions in a
@@ -777,16 +859,16 @@ void UseEvent(const Fields& v, std::string_view type, EventType kind, int64_t ts
       sum.registered_bytes += std::max<int64_t>(0, len);
       if (sum.first_registrations.size() < ProcessSummary::kMaxRegistrationSamples)
         sum.first_registrations.push_back(
-            {ts, Int(v, Key::kTid, state->v2 ? p.pid : 0), std::max<int64_t>(0, len),
+            {ts, Int(v, Key::kTid, state->v2.on ? p.pid : 0), std::max<int64_t>(0, len),
              Bool(v, Key::kDontfork, false),
-             Str(v, Key::kCall, state->v2 ? schema::kDefaultRegCall : "")});
+             Str(v, Key::kCall, state->v2.on ? schema::kDefaultRegCall : "")});
     }
     if (kind == EventType::kMrDeregister) ++sum.deregistrations;
     // /2: a registration's stack id must name a record already read (cheap: one lookup).
     auto check_stack = [&](const auto& o) {
       element se;
-      if (state->v2 && Member(o, Key::kStack, &se) && se.type() == element_type::INT64 &&
-          !state->HasStack(se.get_int64().value_unsafe()))
+      if (state->v2.on && Member(o, Key::kStack, &se) && se.type() == element_type::INT64 &&
+          !state->v2.HasStack(se.get_int64().value_unsafe()))
         notes->Add(lineno, "stack id used before or without its record",
                    "stack " + std::to_string(se.get_int64().value_unsafe()) +
                        " (the event is counted without it)");
@@ -834,7 +916,7 @@ void UseEvent(const Fields& v, std::string_view type, EventType kind, int64_t ts
   e.kind = kind;
   e.ts_ns = ts;
   e.seq = Int(v, Key::kSeq, -1);
-  e.tid = Int(v, Key::kTid, state->v2 ? p.pid : 0);
+  e.tid = Int(v, Key::kTid, state->v2.on ? p.pid : 0);
   e.line = lineno;
   state->notes = notes;
   state->lineno = lineno;
@@ -846,10 +928,60 @@ void UseEvent(const Fields& v, std::string_view type, EventType kind, int64_t ts
   p.events.push_back(std::move(e));
 }
 
+// Folds the lines V2Decoder and ParseLine yield into processes (ParseLogText, ReadLogs).
+struct ReportSink {
+  FileState* state;
+  std::string_view file_name;
+  LogSet* out;
+
+  V2Decoder* decoder() { return &state->v2; }
+
+  // A /2 header (`pid` valid): the process every later line of the file belongs to.
+  void Header(const Fields& v, std::string_view /*line*/, int64_t pid, int /*lineno*/) {
+    auto it = FindProcess(v, pid, state, file_name, out);
+    state->last = it;
+    FillIdentity(v, &out->processes[it->second.index]);
+    state->v2_proc = it;
+    state->v2_stack_index.clear();
+    ++out->lines_used;
+    ++out->processes[it->second.index].summary.lines;
+  }
+
+  // A /2 module or stack record the decoder kept.
+  void Record(EventType kind, int64_t id) {
+    ProcIt it = state->v2_proc;
+    ProcessLog& p = out->processes[it->second.index];
+    if (kind == EventType::kStackRecord) {
+      auto early = state->v2.early_stacks.find(id);
+      if (early != state->v2.early_stacks.end())
+        state->v2_stack_index[id] = InternDecoded(early->second, &it->second, &p);
+    }
+    ++out->lines_used;
+    ++p.summary.lines;
+  }
+
+  // A /1 line of process `pid`.
+  void EventV1(const Fields& v, std::string_view /*line*/, std::string_view type, int64_t pid,
+               int lineno, FileNotes* notes) {
+    auto it = FindProcess(v, pid, state, file_name, out);
+    state->last = it;
+    FillIdentity(v, &out->processes[it->second.index]);
+    UseEvent(v, type, EventTypeOf(type), Int(v, Key::kTsNs, 0), lineno, notes, state, it, out);
+  }
+
+  // A /2 event (`ts`: absolute).
+  void EventV2(const Fields& v, std::string_view /*line*/, std::string_view type, EventType kind,
+               int64_t ts, int lineno, FileNotes* notes) {
+    UseEvent(v, type, kind, ts, lineno, notes, state, state->v2_proc, out);
+  }
+};
+
 // A /2 file's header: the process every later line of the file belongs to (until another
 // header: a file of concatenated logs). Its module and stack tables start empty.
-void ParseV2Header(const Fields& v, int lineno, FileNotes* notes, FileState* state,
-                   std::string_view file_name, LogSet* out) {
+template <typename Sink>
+void ParseV2Header(const Fields& v, std::string_view line, int lineno, FileNotes* notes,
+                   Sink* sink) {
+  V2Decoder* dec = sink->decoder();
   if (EventTypeOf(StrView(v, Key::kEvent)) != EventType::kHeader) {
     notes->Add(lineno, "a forkguard.event/2 line with \"schema\" that is not a header, skipped",
                "");
@@ -858,89 +990,35 @@ void ParseV2Header(const Fields& v, int lineno, FileNotes* notes, FileState* sta
   int64_t pid = Int(v, Key::kPid, -1);
   if (pid <= 0) {
     notes->Add(lineno, "no valid \"pid\" in the header, its lines are skipped", "");
-    state->v2 = false;
+    dec->on = false;
     return;
   }
-  auto it = FindProcess(v, pid, state, file_name, out);
-  state->last = it;
-  FillIdentity(v, &out->processes[it->second.index]);
-  state->v2 = true;
-  state->v2_start_ns = Int(v, Key::kStartNs, 0);
-  state->v2_proc = it;
-  state->modules.clear();
-  state->stacks.clear();
-  state->raw_stacks.clear();
-  ++out->lines_used;
-  ++out->processes[it->second.index].summary.lines;
+  dec->Start(pid, Int(v, Key::kStartNs, 0));
+  sink->Header(v, line, pid, lineno);
 }
 
 // A /2 line after the header: a module or stack record, or an event.
-void ParseV2Line(const Fields& v, int lineno, FileNotes* notes, FileState* state, LogSet* out) {
+template <typename Sink>
+void ParseV2Line(const Fields& v, std::string_view line, int lineno, FileNotes* notes, Sink* sink) {
   std::string_view type = StrView(v, Key::kEvent);
   if (type.empty()) {
     notes->Add(lineno, "no \"event\" field, skipped", "");
     return;
   }
-  ProcIt it = state->v2_proc;
-  ProcessLog& p = out->processes[it->second.index];
-  state->notes = notes;
-  state->lineno = lineno;
+  V2Decoder* dec = sink->decoder();
   EventType kind = EventTypeOf(type);
   if (kind == EventType::kModule || kind == EventType::kStackRecord) {
-    element ie;
-    std::optional<int64_t> id;
-    if (Member(v, Key::kId, &ie)) id = IntOf(ie);
-    if (!id || *id < 0) {
-      notes->Add(lineno, "a " + std::string(type) + " record without a valid id, skipped", "");
-      return;
-    }
-    if (kind == EventType::kModule) {
-      if (state->modules.count(*id)) {
-        notes->Add(lineno, "duplicate module id", std::to_string(*id) + " (the first kept)");
-        return;
-      }
-      state->modules[*id] = {Str(v, Key::kPath), Str(v, Key::kBuildId)};
-    } else {
-      if (state->HasStack(*id)) {
-        notes->Add(lineno, "duplicate stack id", std::to_string(*id) + " (the first kept)");
-        return;
-      }
-      element fe;
-      if (!Member(v, Key::kFrames, &fe)) {
-        notes->Add(lineno, "a stack record without frames, skipped", std::to_string(*id));
-        return;
-      }
-      // Kept as text until an event uses it, unless it names a module not met (yet): then
-      // decoded now, as the note about it is about this line.
-      bool modules_known = true;
-      simdjson::dom::array frames;
-      if (fe.get_array().get(frames) == simdjson::SUCCESS) {
-        for (element f : frames) {
-          simdjson::dom::array pair;
-          element me;
-          if (f.get_array().get(pair) == simdjson::SUCCESS &&
-              pair.at(0).get(me) == simdjson::SUCCESS) {
-            int64_t m = IntOf(me).value_or(-1);
-            if (m >= 0 && !state->modules.count(m)) modules_known = false;
-          }
-        }
-      }
-      if (modules_known)
-        state->raw_stacks[*id] = simdjson::minify(fe);
-      else
-        state->stacks[*id] = InternDecoded(DecodeV2Frames(fe, state, *id), &it->second, &p);
-    }
-    ++out->lines_used;
-    ++p.summary.lines;
+    int64_t id = -1;
+    if (dec->Record(v, kind, type, lineno, notes, &id)) sink->Record(kind, id);
     return;
   }
-  int64_t ts = state->v2_start_ns + Int(v, Key::kTs, 0);
-  UseEvent(v, type, kind, ts, lineno, notes, state, it, out);
+  sink->EventV2(v, line, type, kind, dec->start_ns + Int(v, Key::kTs, 0), lineno, notes);
 }
 
 // `line` is followed by at least simdjson::SIMDJSON_PADDING readable bytes.
+template <typename Sink>
 void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNotes* notes,
-               FileState* state, std::string_view file_name, LogSet* out) {
+               Sink* sink) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   if (line.find_first_not_of(" \t") == std::string_view::npos) return;  // blank
   if (line.size() > kMaxLineBytes) {
@@ -972,8 +1050,8 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
   bool has_schema =
       Member(v, Key::kSchema, &se) && se.get_string().get(schema) == simdjson::SUCCESS;
   if (!has_schema) {
-    if (state->v2) {  // a /2 line: its process is the file's header's
-      ParseV2Line(v, lineno, notes, state, out);
+    if (sink->decoder()->on) {  // a /2 line: its process is the file's header's
+      ParseV2Line(v, line, lineno, notes, sink);
       return;
     }
     notes->Add(lineno, "no \"schema\" field, not a forkguard event", "");
@@ -983,7 +1061,7 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
               : schema == kEventSchemaV2 ? 2
                                          : SchemaMajor(std::string(schema));
   if (major == 2) {
-    ParseV2Header(v, lineno, notes, state, file_name, out);
+    ParseV2Header(v, line, lineno, notes, sink);
     return;
   }
   if (major != 1) {
@@ -1008,28 +1086,146 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
     notes->Add(lineno, "no valid \"pid\", skipped", "");
     return;
   }
-  auto it = FindProcess(v, pid, state, file_name, out);
-  state->last = it;
-  ProcessLog& p = out->processes[it->second.index];
-  FillIdentity(v, &p);
-  UseEvent(v, type, EventTypeOf(type), Int(v, Key::kTsNs, 0), lineno, notes, state, it, out);
+  sink->EventV1(v, line, type, pid, lineno, notes);
 }
 
 // Splits `buf[0, size)` into lines and parses the complete ones; returns
 // where the unfinished tail starts. `buf` has SIMDJSON_PADDING bytes after size.
+template <typename Sink>
 size_t ParseLines(const char* buf, size_t size, bool at_eof, int* lineno, FileNotes* notes,
-                  FileState* state, std::string_view file_name, LogSet* out) {
+                  Sink* sink) {
   size_t pos = 0;
   while (pos < size) {
     const void* nl = memchr(buf + pos, '\n', size - pos);
     if (!nl && !at_eof) break;
     size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - buf) : size;
     ++*lineno;
-    ParseLine(std::string_view(buf + pos, end - pos), *lineno, !nl, notes, state, file_name, out);
+    ParseLine(std::string_view(buf + pos, end - pos), *lineno, !nl, notes, sink);
     pos = nl ? end + 1 : size;
   }
   return pos;
 }
+
+// "0x1a2b".
+std::string HexText(uint64_t v) {
+  char b[24];
+  snprintf(b, sizeof(b), "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+JsonValue FrameJson(const Frame& f) {
+  JsonValue o = JsonValue::Object();
+  if (f.python) {
+    JsonValue py = JsonValue::Object();
+    py.Append(schema::kKeyFile, JsonValue::String(f.py_file));
+    py.Append(schema::kKeyLine, JsonValue::Int(f.py_line));
+    py.Append(schema::kKeyFunc, JsonValue::String(f.py_func));
+    o.Append(schema::kKeyPy, std::move(py));
+    return o;
+  }
+  if (!f.off) {  // a raw address
+    o.Append(schema::kKeyIp, JsonValue::String(HexText(f.ip)));
+    return o;
+  }
+  o.Append(schema::kKeyIp, JsonValue::String(HexText(f.base + *f.off)));
+  o.Append(schema::kKeyObj, JsonValue::String(f.obj));
+  o.Append(schema::kKeyOff, JsonValue::String(HexText(*f.off)));
+  const std::string& name = f.func.empty() ? f.sym : f.func;
+  if (!name.empty()) o.Append(schema::kKeySym, JsonValue::String(name));
+  return o;
+}
+
+// Writes the events V2Decoder and ParseLine yield as self-contained objects
+// (DecodeEventRecords).
+struct RecordSink {
+  V2Decoder v2;
+  const std::function<void(Stack*)>* symbolize;
+  std::vector<EventRecord>* out;
+  JsonValue header;  // the members of the /2 header every event carries
+
+  V2Decoder* decoder() { return &v2; }
+
+  void Header(const Fields& /*v*/, std::string_view line, int64_t /*pid*/, int /*lineno*/) {
+    JsonValue h;
+    ParseJson(line, &h, nullptr);  // simdjson read it already
+    header = JsonValue::Object();
+    for (const auto& [key, value] : h.members())
+      if (key != schema::kKeySchema && key != schema::kKeyEvent && key != schema::kKeyStartNs)
+        header.Append(key, value);
+  }
+  void Record(EventType /*kind*/, int64_t /*id*/) {}
+  void EventV1(const Fields& /*v*/, std::string_view line, std::string_view /*type*/,
+               int64_t /*pid*/, int lineno, FileNotes* /*notes*/) {
+    EventRecord& r = out->emplace_back();
+    r.line = lineno;
+    ParseJson(line, &r.json, nullptr);
+  }
+
+  // A stack member: the frames of the record its id names (inline frames as they are).
+  JsonValue StackValue(const JsonValue& v, int lineno, FileNotes* notes) const {
+    if (!v.is_int()) return v;
+    std::optional<Stack> frames = v2.Frames(v.int_value(), lineno, notes);
+    if (!frames) {
+      notes->Add(lineno, "stack id used before or without its record",
+                 "stack " + std::to_string(v.int_value()));
+      return JsonValue::Array();
+    }
+    if (*symbolize) (*symbolize)(&*frames);
+    JsonValue a = JsonValue::Array();
+    for (const Frame& f : *frames) a.Push(FrameJson(f));
+    return a;
+  }
+  // An object whose "stack" member is resolved.
+  JsonValue WithStack(const JsonValue& o, int lineno, FileNotes* notes) const {
+    if (!o.is_object()) return o;
+    JsonValue r = JsonValue::Object();
+    for (const auto& [key, value] : o.members())
+      r.Append(key, key == schema::kKeyStack ? StackValue(value, lineno, notes) : value);
+    return r;
+  }
+
+  void EventV2(const Fields& /*v*/, std::string_view line, std::string_view type, EventType kind,
+               int64_t ts, int lineno, FileNotes* notes) {
+    JsonValue in;
+    ParseJson(line, &in, nullptr);  // simdjson read it already
+    EventRecord& r = out->emplace_back();
+    r.line = lineno;
+    JsonValue& e = r.json;
+    e = JsonValue::Object();
+    e.Append(schema::kKeySchema, JsonValue::String(std::string(kEventSchemaV2)));
+    e.Append(schema::kKeyEvent, JsonValue::String(std::string(type)));
+    for (const auto& [key, value] : header.members()) e.Append(key, value);
+    e.Append(schema::kKeyTsNs, JsonValue::Int(ts));
+    for (const auto& [key, value] : in.members()) {
+      if (key == schema::kKeyEvent || key == schema::kKeyTs) continue;
+      if (key == schema::kKeyStack || key == schema::kKeyRegStack) {
+        e.Append(key, StackValue(value, lineno, notes));
+      } else if (key == schema::kKeyInit) {
+        e.Append(key, WithStack(value, lineno, notes));
+      } else if (key == schema::kKeySites && kind == EventType::kMrCounts && value.is_array()) {
+        JsonValue sites = JsonValue::Array();
+        for (const JsonValue& site : value.array()) sites.Push(WithStack(site, lineno, notes));
+        e.Append(key, std::move(sites));
+      } else if (key == schema::kKeyMr && value.is_array()) {  // [addr, len, access, handle]
+        int64_t f[4] = {0, 0, 0, 0};
+        for (size_t i = 0; i < 4 && i < value.array().size(); ++i)
+          f[i] = value.array()[i].is_int() ? value.array()[i].int_value() : 0;
+        e.Append(schema::kKeyAddr, JsonValue::Int(f[0]));
+        e.Append(schema::kKeyLen, JsonValue::Int(f[1]));
+        e.Append(schema::kKeyAccess, JsonValue::Int(f[2]));
+        e.Append(schema::kKeyHandle, JsonValue::String(HexText(static_cast<uint64_t>(f[3]))));
+      } else {
+        e.Append(key, value);
+      }
+    }
+    if (!e.Find(schema::kKeyTid)) e.Append(schema::kKeyTid, JsonValue::Int(v2.pid));
+    if (kind == EventType::kMrRegister) {
+      if (!e.Find(schema::kKeyCall))
+        e.Append(schema::kKeyCall, JsonValue::String(schema::kDefaultRegCall));
+      if (!e.Find(schema::kKeyDontfork)) e.Append(schema::kKeyDontfork, JsonValue());
+    }
+  }
+};
 
 // Streams `fd` through a fixed buffer: memory is one chunk plus the longest
 // line, whatever the file's size.
@@ -1037,6 +1233,7 @@ void ReadStream(int fd, const std::string& path, const WithLogs* with_logs, LogS
   FileNotes notes(path, out);
   FileState state;
   state.with_logs = with_logs;
+  ReportSink sink{&state, path, out};
   // One buffer per reading thread, reused for every file (not zeroed: only
   // bytes read are parsed, simdjson only needs the padding to be readable).
   constexpr size_t kBufBytes = kChunkBytes + kMaxLineBytes + simdjson::SIMDJSON_PADDING;
@@ -1073,8 +1270,7 @@ void ReadStream(int fd, const std::string& path, const WithLogs* with_logs, LogS
         continue;
       }
     }
-    size_t done =
-        start + ParseLines(buf + start, have - start, eof, &lineno, &notes, &state, path, out);
+    size_t done = start + ParseLines(buf + start, have - start, eof, &lineno, &notes, &sink);
     if (eof) break;
     memmove(buf, buf + done, have - done);
     have -= done;
@@ -1355,8 +1551,26 @@ void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out
   std::string buf(text);  // simdjson reads a few bytes past each line
   buf.append(simdjson::SIMDJSON_PADDING, '\0');
   int lineno = 0;
-  ParseLines(buf.data(), text.size(), true, &lineno, &notes, &state, file_name, out);
+  ReportSink sink{&state, file_name, out};
+  ParseLines(buf.data(), text.size(), true, &lineno, &notes, &sink);
   FinishFile(&state, out);
+}
+
+std::vector<EventRecord> DecodeEventRecords(std::string_view file_name, std::string_view text,
+                                            const std::function<void(Stack*)>& symbolize,
+                                            std::vector<Note>* notes) {
+  std::vector<EventRecord> records;
+  LogSet skipped;
+  {
+    FileNotes file_notes(file_name, &skipped);
+    RecordSink sink{{}, &symbolize, &records, JsonValue::Object()};
+    std::string buf(text);  // simdjson reads a few bytes past each line
+    buf.append(simdjson::SIMDJSON_PADDING, '\0');
+    int lineno = 0;
+    ParseLines(buf.data(), text.size(), true, &lineno, &file_notes, &sink);
+  }
+  for (Note& n : skipped.notes) notes->push_back(std::move(n));
+  return records;
 }
 
 void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -33,6 +34,7 @@ struct Frame {
   std::string sym;
   std::string symoff;
   std::string build_id;  // /2: of obj, as the process had it loaded ("" when unknown)
+  uint64_t base = 0;     // /2: where obj was loaded in the process (0 when unknown)
   bool python = false;
   std::string py_file;
   int64_t py_line = 0;
@@ -261,6 +263,25 @@ struct LogSet {
 
 // Parses the text of one log file named `file_name` into `out`.
 void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out);
+
+// One event of a log as one self-contained object (DecodeEventRecords).
+struct EventRecord {
+  int line = 0;  // 1-based line in its file
+  JsonValue json;
+};
+
+// Decodes the text of the log file `file_name` line by line as ParseLogText does (the same
+// lines skipped, with notes in *notes), and yields each event of either schema with every
+// field its line has: a /1 line as it is; a /2 event with its header's fields (but
+// start_ns), "ts_ns" (absolute), "tid" (the header's pid when absent), "mr" as "addr",
+// "len", "access", "handle", mr_register's "call" and "dontfork" when absent (as the report
+// reads them), and each stack its record holds as an array of frames ({"ip","obj","off",
+// "sym"}, {"ip"} for a raw address, {"py":{"file","line","func"}}). `symbolize` (may be
+// empty) names those stacks' native frames first (Frame::func, written as "sym"). For tools
+// and tests that read every field; the report folds the same decoding into processes.
+std::vector<EventRecord> DecodeEventRecords(std::string_view file_name, std::string_view text,
+                                            const std::function<void(Stack*)>& symbolize,
+                                            std::vector<Note>* notes);
 
 // Reads files and directories (recursively, `*.jsonl` files) into `out`;
 // "-" is standard input. Files are read `threads` at a time (0: one per core,

@@ -1,15 +1,14 @@
 #include "tests/audit/log_lines.h"
 
-#include <optional>
-
-#include "tests/support/event_v2.h"
-
 #include <dirent.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
+#include "cli/event_log.h"
+#include "cli/json.h"
 #include "gtest/gtest.h"
 
 namespace forkguard::test_support {
@@ -33,18 +32,14 @@ std::vector<std::string> ReadLogLines(const std::string& dir) {
   }
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
-    std::ifstream in(dir + "/" + e->d_name);
-    // forkguard.event/2: each event with its header's fields and its stacks by value.
-    testing_support::EventV2Expander v2;
-    for (std::string line; std::getline(in, line);) {
-      std::string problem;
-      std::optional<std::string> expanded = v2.Expand(line, &problem);
-      if (expanded) {
-        lines.push_back(*expanded);
-      } else if (problem == "not JSON") {
-        lines.push_back(line);  // as it is (a truncated last line)
-      }
-    }
+    std::ifstream in(dir + "/" + e->d_name, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    // Through the product's reader: each event with its header's fields and its stacks as
+    // frames, as one line of JSON.
+    std::vector<cli::Note> notes;
+    for (const cli::EventRecord& r : cli::DecodeEventRecords(e->d_name, text.str(), {}, &notes))
+      lines.push_back(cli::WriteJson(r.json, -1));
   }
   closedir(d);
   return lines;

@@ -11,7 +11,9 @@ namespace forkguard::test_support {
 // (returns 0) when absent. Lets tests check reported line numbers without hard-coding.
 int LineOf(const std::string& path, const std::string& marker);
 
-// Every line of every file in directory `dir` (the shim's event log, FORKGUARD_LOG).
+// Every event of every file in directory `dir` (the shim's event log, FORKGUARD_LOG) as one
+// line of JSON, read by the product's reader (cli::DecodeEventRecords): each with its
+// header's fields and its stacks by value.
 std::vector<std::string> ReadLogLines(const std::string& dir);
 
 // The lines containing all of `needles`.

@@ -36,17 +36,28 @@ ShimRun RunNcclLike(const RdmaDevice& dev, bool audit, const std::string& mode) 
   return run;
 }
 
+// nccl_like exited 0 having printed `bound` (how it bound ibv_open_device) and "child
+// exited 0"; the shim warned about its one hazardous fork, inherited-rdma among the reasons.
+// Returns that fork's log line ("" when there is not exactly one).
+std::string ExpectHazardCaught(const ShimRun& run, const std::string& bound) {
+  const ProgramResult& r = run.result;
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(bound), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("child exited 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("forkguard: fork after RDMA init"), std::string::npos) << r.err;
+  auto forks = LinesWith(run.log, {"\"event\":\"fork\"", "\"verdict\":\"hazard\""});
+  EXPECT_EQ(forks.size(), 1u) << ::testing::PrintToString(run.log);
+  if (forks.size() != 1) return "";
+  EXPECT_NE(forks[0].find("\"inherited-rdma\""), std::string::npos) << forks[0];
+  return forks[0];
+}
+
 TEST(NcclLikeRdma, AuditModuleGivesFullVerdictAndInitStack) {
   RdmaDevice dev = RequireRdmaDevice();
   ShimRun run = RunNcclLike(dev, /*audit=*/true, "warn");
+  std::string fork = ExpectHazardCaught(run, "bind ibv_open_device@IBVERBS_1.1 -> libforkguard.so");
   const ProgramResult& r = run.result;
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("bind ibv_open_device@IBVERBS_1.1 -> libforkguard.so"), std::string::npos)
-      << r.out;
   EXPECT_NE(r.out.find("ibv_fork_init = 0"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("child exited 0"), std::string::npos) << r.out;
-
-  EXPECT_NE(r.err.find("forkguard: fork after RDMA init"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("verdict: hazard (child-segv"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("ibv_open_device(" + dev.name + ") at:"), std::string::npos) << r.err;
   // The init stack reaches the program's own main (nccl_like is not in the RDMA libs).
@@ -56,14 +67,11 @@ TEST(NcclLikeRdma, AuditModuleGivesFullVerdictAndInitStack) {
   ASSERT_NE(fork_at, std::string::npos) << r.err;
   EXPECT_NE(r.err.substr(init_at, fork_at - init_at).find("main"), std::string::npos) << r.err;
 
-  auto forks = LinesWith(run.log, {"\"event\":\"fork\"", "\"verdict\":\"hazard\""});
-  ASSERT_EQ(forks.size(), 1u) << ::testing::PrintToString(run.log);
-  EXPECT_NE(forks[0].find("\"child-segv\""), std::string::npos) << forks[0];
-  EXPECT_NE(forks[0].find("\"inherited-rdma\""), std::string::npos) << forks[0];
-  EXPECT_NE(forks[0].find("\"init\":{\"call\":\"ibv_open_device\",\"device\":\"" + dev.name),
+  EXPECT_NE(fork.find("\"child-segv\""), std::string::npos) << fork;
+  EXPECT_NE(fork.find("\"init\":{\"call\":\"ibv_open_device\",\"device\":\"" + dev.name),
             std::string::npos)
-      << forks[0];
-  EXPECT_NE(forks[0].find("\"action\":\"proceeded\""), std::string::npos) << forks[0];
+      << fork;
+  EXPECT_NE(fork.find("\"action\":\"proceeded\""), std::string::npos) << fork;
   EXPECT_EQ(LinesWith(run.log, {"\"event\":\"mr_register\""}).size(), 1u);
 }
 
@@ -78,23 +86,16 @@ TEST(NcclLikeRdma, AuditModuleErrorModeFailsTheFork) {
 
 TEST(NcclLikeRdma, PreloadAloneIsCaughtByTheDescriptorBackstop) {
   RdmaDevice dev = RequireRdmaDevice();
+  // The handle lookups went straight to libibverbs, yet the fork is caught: the open uverbs
+  // descriptor gives it away.
   ShimRun run = RunNcclLike(dev, /*audit=*/false, "warn");
-  const ProgramResult& r = run.result;
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
-  // The handle lookups went straight to libibverbs...
-  EXPECT_NE(r.out.find("bind ibv_open_device@IBVERBS_1.1 -> libibverbs.so.1"), std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("child exited 0"), std::string::npos) << r.out;
-  // ...yet the fork is caught: the open uverbs descriptor gives it away.
-  EXPECT_NE(r.err.find("forkguard: fork after RDMA init"), std::string::npos) << r.err;
-  auto forks = LinesWith(run.log, {"\"event\":\"fork\"", "\"verdict\":\"hazard\""});
-  ASSERT_EQ(forks.size(), 1u) << ::testing::PrintToString(run.log);
-  EXPECT_NE(forks[0].find("\"inherited-rdma\""), std::string::npos) << forks[0];
+  std::string fork = ExpectHazardCaught(run, "bind ibv_open_device@IBVERBS_1.1 -> libibverbs.so.1");
+  ASSERT_FALSE(fork.empty());
   // The device open was invisible (libibverbs may still call its own exported
   // ibv_reg_mr_iova2 through its PLT, which the preload does see).
-  EXPECT_EQ(forks[0].find("\"init\":{\"call\":\"ibv_open_device\""), std::string::npos) << forks[0];
-  EXPECT_NE(forks[0].find("\"contexts\":0,"), std::string::npos) << forks[0];
-  EXPECT_EQ(forks[0].find("\"uverbs_fds\":0"), std::string::npos) << forks[0];
+  EXPECT_EQ(fork.find("\"init\":{\"call\":\"ibv_open_device\""), std::string::npos) << fork;
+  EXPECT_NE(fork.find("\"contexts\":0,"), std::string::npos) << fork;
+  EXPECT_EQ(fork.find("\"uverbs_fds\":0"), std::string::npos) << fork;
 }
 
 }  // namespace

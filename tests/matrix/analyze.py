@@ -29,7 +29,6 @@ import os
 import sys
 import xml.sax.saxutils as su
 
-KINDS = ["anon", "thp", "hugetlb", "file", "shared"]
 KIND_TEXT = {
     "anon": "anonymous, small pages (64 KiB)",
     "thp": "anonymous THP (2 MiB, MADV_HUGEPAGE)",
@@ -37,7 +36,6 @@ KIND_TEXT = {
     "file": "MAP_PRIVATE file, read-only MR (64 KiB)",
     "shared": "MAP_SHARED anonymous (64 KiB)",
 }
-FORK_SUPPORT = ["off", "env", "init", "env+hp", "init+hp"]
 FS_TEXT = {
     "off": "off",
     "env": "RDMAV_FORK_SAFE=1",
@@ -45,6 +43,8 @@ FS_TEXT = {
     "env+hp": "RDMAV_FORK_SAFE=1 RDMAV_HUGEPAGES_SAFE=1",
     "init+hp": "ibv_fork_init() RDMAV_HUGEPAGES_SAFE=1",
 }
+KINDS = list(KIND_TEXT)
+FORK_SUPPORT = list(FS_TEXT)
 TRUTHS = ["child-segv", "stale", "nothing", "refused"]
 
 
@@ -90,18 +90,27 @@ def truth_of(m):
     return t, ""
 
 
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def json_lines(text):
+    """The JSON objects among the lines of text (other lines skipped)."""
+    out = []
+    for line in text.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(e, dict):
+            out.append(e)
+    return out
+
+
 def log_events(path):
     """The events of one event log (JSON lines; unreadable lines skipped)."""
-    out = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(e, dict):
-                out.append(e)
-    return out
+    return json_lines(read(path))
 
 
 def explode(rcdir):
@@ -121,12 +130,7 @@ def explode(rcdir):
             if rcv == "" or not kinds:
                 continue
             err = read(os.path.join(g, run + ".err"))
-            lines = []
-            for line in read(os.path.join(g, run + ".json")).splitlines():
-                try:
-                    lines.append(json.loads(line))
-                except ValueError:
-                    pass
+            lines = json_lines(read(os.path.join(g, run + ".json")))
             forks = []
             if run != "bare" and lines:
                 pid = lines[0].get("pid")
@@ -142,29 +146,22 @@ def explode(rcdir):
                 if line is None:
                     if failed_at is None and rcv != "0":
                         failed_at = kind
-                        with open(os.path.join(d, run + ".rc"), "w") as f:
-                            f.write(rcv + "\n")
-                        with open(os.path.join(d, run + ".err"), "w") as f:
-                            f.write(err)
+                        write(os.path.join(d, run + ".rc"), rcv + "\n")
+                        write(os.path.join(d, run + ".err"), err)
                     elif failed_at is None:
-                        with open(os.path.join(d, run + ".rc"), "w") as f:
-                            f.write("2\n")
-                        with open(os.path.join(d, run + ".err"), "w") as f:
-                            f.write(f"fork_truth: error: no result for {kind} (exit {rcv})\n" + err)
+                        write(os.path.join(d, run + ".rc"), "2\n")
+                        write(os.path.join(d, run + ".err"),
+                              f"fork_truth: error: no result for {kind} (exit {rcv})\n" + err)
                     continue
-                with open(os.path.join(d, run + ".json"), "w") as f:
-                    f.write(json.dumps(line) + "\n")
-                with open(os.path.join(d, run + ".rc"), "w") as f:
-                    f.write("0\n")
-                with open(os.path.join(d, run + ".err"), "w") as f:
-                    f.write(err)
+                write(os.path.join(d, run + ".json"), json.dumps(line) + "\n")
+                write(os.path.join(d, run + ".rc"), "0\n")
+                write(os.path.join(d, run + ".err"), err)
                 if run != "bare":
                     ld = os.path.join(d, run + "-log")
                     os.makedirs(ld, exist_ok=True)
                     j = lines.index(line)
                     if j < len(forks):
-                        with open(os.path.join(ld, "forkguard.jsonl"), "w") as f:
-                            f.write(json.dumps(forks[j]) + "\n")
+                        write(os.path.join(ld, "forkguard.jsonl"), json.dumps(forks[j]) + "\n")
 
 
 DOCTOR_KIND = {"anon": "anonymous", "thp": "thp", "hugetlb": "hugetlb", "file": "private-file",
@@ -272,14 +269,9 @@ def doctor_checks(kd, rc, cells):
 def fork_event(logdir):
     """The parent's fork event (the shim's event log, JSON lines), or None."""
     for path in sorted(glob.glob(os.path.join(logdir, "*.jsonl"))):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    e = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(e, dict) and e.get("event") == "fork":
-                    return e
+        for e in log_events(path):
+            if e.get("event") == "fork":
+                return e
     return None
 
 

@@ -144,69 +144,6 @@ TEST(DataLoaderRdma, SubprocessAfterRdmaIsNotAHazard) {
       << ::testing::PrintToString(run.log);
 }
 
-// subprocess.run(..., preexec_fn=os.setsid) forks for real in
-// _posixsubprocess.fork_exec; its child execs right away. Error mode must not raise.
-TEST(ForkKindsRdma, PreexecFnSubprocessIsNotFailedInErrorMode) {
-  RdmaDevice dev = RequireRdmaDevice();
-  ShimRun run = RunPython(dev, "fork_kinds.py", "error", {"preexec"});
-  const ProgramResult& r = run.result;
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("true exited 0"), std::string::npos) << r.out << r.err;
-  EXPECT_EQ(r.out.find("fork raised"), std::string::npos) << r.out << r.err;
-  EXPECT_EQ(r.err.find("forkguard"), std::string::npos) << r.err;
-  // It went through our fork() and was judged clean because the child execs.
-  auto execs = LinesWith(run.log, {"\"event\":\"fork\"", "\"child_execs\":true"});
-  ASSERT_EQ(execs.size(), 1u) << ::testing::PrintToString(run.log);
-  EXPECT_NE(execs[0].find("\"verdict\":\"clean\""), std::string::npos) << execs[0];
-}
-
-// With fork support on the ranges are DONTFORK and preexec_fn could touch them: a warning,
-// still never a failed fork.
-TEST(ForkKindsRdma, PreexecFnWithDontforkRangesWarnsButProceeds) {
-  RdmaDevice dev = RequireRdmaDevice();
-  ShimRun run = RunPython(dev, "fork_kinds.py", "error", {"preexec"}, {"RDMAV_FORK_SAFE=1"});
-  const ProgramResult& r = run.result;
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("true exited 0"), std::string::npos) << r.out << r.err;
-  EXPECT_NE(r.err.find("verdict: hazard (child-segv)"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("child-execs: the child execs right away (subprocess: "
-                       "_posixsubprocess.fork_exec)"),
-            std::string::npos)
-      << r.err;
-  EXPECT_NE(r.err.find("fix: preexec_fn makes CPython fork for real"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("mode: error - not applied to this fork (the child execs right away)"),
-            std::string::npos)
-      << r.err;
-  auto forks = LinesWith(run.log, {"\"event\":\"fork\"", "\"verdict\":\"hazard\""});
-  ASSERT_EQ(forks.size(), 1u) << ::testing::PrintToString(run.log);
-  EXPECT_NE(forks[0].find("\"action\":\"proceeded\""), std::string::npos) << forks[0];
-}
-
-// The fix line in Python terms: os.fork in user code, and the multiprocessing fork context.
-TEST(ForkKindsRdma, OsForkGetsTheOsForkFixAndFailsInErrorMode) {
-  RdmaDevice dev = RequireRdmaDevice();
-  ShimRun run = RunPython(dev, "fork_kinds.py", "error", {"osfork"});
-  const ProgramResult& r = run.result;
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("fork raised PermissionError"), std::string::npos) << r.out << r.err;
-  EXPECT_NE(r.err.find("  fix: call os.fork() before RDMA init"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(PyFrame("fork_kinds.py", "MARK:osfork", "main")), std::string::npos)
-      << r.err;
-  EXPECT_FALSE(LinesWith(run.log, {"\"fix\":\"python-fork\""}).empty());
-}
-
-TEST(ForkKindsRdma, MultiprocessingForkContextGetsTheForkserverFix) {
-  RdmaDevice dev = RequireRdmaDevice();
-  ShimRun run = RunPython(dev, "fork_kinds.py", "warn", {"mpfork"});
-  const ProgramResult& r = run.result;
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("child exited 0"), std::string::npos) << r.out << r.err;
-  EXPECT_NE(r.err.find("  fix: use the 'forkserver' start method"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(PyFrame("fork_kinds.py", "MARK:mpfork", "main")), std::string::npos)
-      << r.err;
-  EXPECT_FALSE(LinesWith(run.log, {"\"fix\":\"multiprocessing-fork\""}).empty());
-}
-
 #endif  // FORKGUARD_TEST_WITH_AUDIT
 
 }  // namespace

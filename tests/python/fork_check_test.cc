@@ -61,60 +61,75 @@ std::string ShimVerdict(const ProgramResult& r) {
   return After(r.err, "  verdict: ");
 }
 
-void ExpectSameVerdict(const std::string& scenario, const std::string& fork_safe,
-                       const std::string& expected) {
-  ProgramResult r = RunScenario(scenario, /*shim=*/true, fork_safe);
+// The verdict `expected` for `scenario` from the Python check and the C API (and the
+// shim's own message for the fork); without the shim the library answers from /proc and
+// RDMA netlink with the same verdict, and says it has less detail.
+void ExpectVerdict(bool shim, const std::string& scenario, const std::string& fork_safe,
+                   const std::string& expected) {
+  ProgramResult r = RunScenario(scenario, shim, fork_safe);
+  const std::string source = shim ? " (shim)" : " (proc)";
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_EQ(After(r.out, "check: "), expected + " (shim)") << r.out << r.err;
+  EXPECT_EQ(After(r.out, "check: "), expected + source) << r.out << r.err;
   EXPECT_EQ(After(r.out, "c_api: "),
-            expected + " (shim) hazard=" + (expected == "clean" ? "0" : "1"))
+            expected + source + " hazard=" + (expected == "clean" ? "0" : "1"))
       << r.out;
-  EXPECT_EQ(ShimVerdict(r), expected) << r.out << r.err;
   EXPECT_EQ(After(r.out, "child: "), "0") << r.out;
-  if (expected == "clean") {
-    EXPECT_EQ(After(r.out, "raises: "), "no") << r.out;
-  } else {
-    // The error carries the shim's message, whose first line names the process.
-    EXPECT_NE(After(r.out, "raises: ").find("ForkAfterRdmaError: forkguard: fork after RDMA init"),
-              std::string::npos)
-        << r.out;
-    // Where RDMA was first initialized, as the shim names it, in Python terms too.
-    EXPECT_NE(After(r.out, "init_site: ").find("ibv_open_device"), std::string::npos) << r.out;
-#ifdef FORKGUARD_TEST_RDMA
-    int line = LineOf(Runfile("tests/python/fork_check_scenarios.py"), "MARK:init-pyverbs");
-    // (ctypes drops the GIL around a call: on the host the shim sees no Python stack at init)
-    EXPECT_NE(After(r.out, "init_site: ")
-                  .find("fork_check_scenarios.py\", line " + std::to_string(line) + ", in"),
-              std::string::npos)
-        << r.out;
-#endif
-    // The check's caller, past the forkguard module's own frames.
-    int check_line = LineOf(Runfile("tests/python/fork_check_scenarios.py"), "MARK:check");
-    EXPECT_NE(
-        After(r.out, "fork_site: ")
-            .find("fork_check_scenarios.py\", line " + std::to_string(check_line) + ", in main"),
-        std::string::npos)
-        << r.out;
-  }
 #ifdef FORKGUARD_TEST_RDMA
   // What the kernel shows, put through the same rule, says the same.
   EXPECT_EQ(After(r.out, "proc: "), expected + " (proc)") << r.out << r.err;
 #endif
+  if (expected == "clean") {
+    EXPECT_EQ(After(r.out, "raises: "), "no") << r.out;
+  } else {
+    // The error carries the message, whose first line names the process.
+    EXPECT_NE(After(r.out, "raises: ")
+                  .find(std::string("ForkAfterRdmaError: forkguard: ") +
+                        (shim ? "fork after RDMA init" : "fork check in pid")),
+              std::string::npos)
+        << r.out;
+  }
+  if (!shim) {
+    EXPECT_NE(After(r.out, "proc detail: ").find("no shim: from /proc and RDMA netlink"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(After(r.out, "init_site: "), "") << r.out;  // no sites without the shim
+    EXPECT_EQ(r.err.find("forkguard:"), std::string::npos) << r.err;
+    return;
+  }
+  EXPECT_EQ(ShimVerdict(r), expected) << r.out << r.err;
+  if (expected == "clean") return;
+  // Where RDMA was first initialized, as the shim names it, in Python terms too.
+  EXPECT_NE(After(r.out, "init_site: ").find("ibv_open_device"), std::string::npos) << r.out;
+#ifdef FORKGUARD_TEST_RDMA
+  int line = LineOf(Runfile("tests/python/fork_check_scenarios.py"), "MARK:init-pyverbs");
+  // (ctypes drops the GIL around a call: on the host the shim sees no Python stack at init)
+  EXPECT_NE(After(r.out, "init_site: ")
+                .find("fork_check_scenarios.py\", line " + std::to_string(line) + ", in"),
+            std::string::npos)
+      << r.out;
+#endif
+  // The check's caller, past the forkguard module's own frames.
+  int check_line = LineOf(Runfile("tests/python/fork_check_scenarios.py"), "MARK:check");
+  EXPECT_NE(
+      After(r.out, "fork_site: ")
+          .find("fork_check_scenarios.py\", line " + std::to_string(check_line) + ", in main"),
+      std::string::npos)
+      << r.out;
 }
 
 TEST(ForkCheck, ContextAndPdInheritedRdma) {
-  ExpectSameVerdict("pd", "", "hazard (inherited-rdma)");
+  ExpectVerdict(/*shim=*/true, "pd", "", "hazard (inherited-rdma)");
 }
 
 TEST(ForkCheck, RegisteredWithForkSupportChildSegv) {
-  ExpectSameVerdict("mr", "1", "hazard (child-segv, inherited-rdma)");
+  ExpectVerdict(/*shim=*/true, "mr", "1", "hazard (child-segv, inherited-rdma)");
 }
 
-TEST(ForkCheck, ReleasedIsClean) { ExpectSameVerdict("closed", "", "clean"); }
+TEST(ForkCheck, ReleasedIsClean) { ExpectVerdict(/*shim=*/true, "closed", "", "clean"); }
 
 #ifdef FORKGUARD_TEST_RDMA
 TEST(ForkCheck, RegisteredWithoutForkSupportInheritedRdma) {
-  ExpectSameVerdict("mr", "", "hazard (inherited-rdma)");
+  ExpectVerdict(/*shim=*/true, "mr", "", "hazard (inherited-rdma)");
 }
 #endif
 
@@ -137,41 +152,18 @@ TEST(ForkCheck, WithoutTheShimTheFallbackSaysSo) {
 }
 
 #ifdef FORKGUARD_TEST_RDMA
-// The same three scenarios in a process without the shim: the library answers from /proc
-// and RDMA netlink with the verdict the shim gave, and says it has less detail.
-void ExpectFallbackVerdict(const std::string& scenario, const std::string& fork_safe,
-                           const std::string& expected) {
-  ProgramResult r = RunScenario(scenario, /*shim=*/false, fork_safe);
-  ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_EQ(After(r.out, "check: "), expected + " (proc)") << r.out << r.err;
-  EXPECT_EQ(After(r.out, "c_api: "),
-            expected + " (proc) hazard=" + (expected == "clean" ? "0" : "1"))
-      << r.out;
-  EXPECT_EQ(After(r.out, "proc: "), expected + " (proc)") << r.out;
-  EXPECT_NE(After(r.out, "proc detail: ").find("no shim: from /proc and RDMA netlink"),
-            std::string::npos)
-      << r.out;
-  EXPECT_EQ(After(r.out, "init_site: "), "") << r.out;  // no sites without the shim
-  if (expected == "clean") {
-    EXPECT_EQ(After(r.out, "raises: "), "no") << r.out;
-  } else {
-    EXPECT_NE(After(r.out, "raises: ").find("ForkAfterRdmaError: forkguard: fork check in pid"),
-              std::string::npos)
-        << r.out;
-  }
-  EXPECT_EQ(After(r.out, "child: "), "0") << r.out;
-  EXPECT_EQ(r.err.find("forkguard:"), std::string::npos) << r.err;
-}
-
+// The same three scenarios in a process without the shim.
 TEST(ForkCheckWithoutShim, RegisteredWithoutForkSupportInheritedRdma) {
-  ExpectFallbackVerdict("mr", "", "hazard (inherited-rdma)");
+  ExpectVerdict(/*shim=*/false, "mr", "", "hazard (inherited-rdma)");
 }
 
 TEST(ForkCheckWithoutShim, RegisteredWithForkSupportChildSegv) {
-  ExpectFallbackVerdict("mr", "1", "hazard (child-segv, inherited-rdma)");
+  ExpectVerdict(/*shim=*/false, "mr", "1", "hazard (child-segv, inherited-rdma)");
 }
 
-TEST(ForkCheckWithoutShim, ReleasedIsClean) { ExpectFallbackVerdict("closed", "", "clean"); }
+TEST(ForkCheckWithoutShim, ReleasedIsClean) {
+  ExpectVerdict(/*shim=*/false, "closed", "", "clean");
+}
 #endif
 
 TEST(ForkCheck, SafeContextWorkersRunWithoutHazard) {

@@ -55,6 +55,40 @@ int LogWarnings(const ProgramResult& r) {
   return CountLines(r.err, "forkguard: ignoring FORKGUARD_LOG=");
 }
 
+// RunHazard, and the program unchanged by the shim, which printed `warnings` lines about
+// FORKGUARD_LOG.
+Pair RunHazardWarned(int warnings, const std::string& log, bool as_nobody = false,
+                     const std::vector<std::string>& extra_env = {}) {
+  Pair p = RunHazard(log, as_nobody, extra_env);
+  ExpectUnchanged(p);
+  EXPECT_EQ(LogWarnings(p.shim), warnings) << p.shim.err;
+  return p;
+}
+
+// A new file at `path` holding `text`.
+void WriteNewFile(const std::string& path, const std::string& text) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT, 0600);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size())) << path;
+  close(fd);
+}
+
+// A new directory owned by uid and gid 65534 with `mode`.
+void MakeNobodysDir(const std::string& path, mode_t mode) {
+  ASSERT_EQ(mkdir(path.c_str(), mode), 0) << path;
+  ASSERT_EQ(chown(path.c_str(), kNobody, kNobody), 0) << "needs root";
+  ASSERT_EQ(chmod(path.c_str(), mode), 0) << path;
+}
+
+// For a run as uid 65534 (needs root): a new world-readable directory (*base, for the caller
+// to remove) holding *ro, a directory of uid 65534 that it cannot write (0555).
+void MakeNobodysReadOnlyDir(const std::string& prefix, std::string* base, std::string* ro) {
+  ASSERT_EQ(geteuid(), 0u) << "this test switches to uid 65534 and needs root";
+  *base = MakeDir(prefix, /*world_readable=*/true);
+  *ro = *base + "/ro";
+  MakeNobodysDir(*ro, 0555);
+}
+
 bool Empty(const std::string& dir) {
   LogDir d = ReadLogDir(dir);
   return d.files.empty() && d.other_files.empty();
@@ -66,9 +100,7 @@ TEST(HostileLog, SymlinkOneWarningNothingWrittenThroughIt) {
   ASSERT_EQ(mkdir(target.c_str(), 0700), 0);
   std::string link = base + "/link";
   ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
-  Pair p = RunHazard(link);
-  ExpectUnchanged(p);
-  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  RunHazardWarned(1, link);
   EXPECT_TRUE(Empty(target)) << "written through the symlink";
   RemoveTree(base);
 }
@@ -76,13 +108,8 @@ TEST(HostileLog, SymlinkOneWarningNothingWrittenThroughIt) {
 TEST(HostileLog, RegularFileOneWarningFileUnchanged) {
   std::string base = MakeDir("hostile", false);
   std::string file = base + "/file";
-  int fd = open(file.c_str(), O_WRONLY | O_CREAT, 0600);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(fd, "keep\n", 5), 5);
-  close(fd);
-  Pair p = RunHazard(file);
-  ExpectUnchanged(p);
-  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  ASSERT_NO_FATAL_FAILURE(WriteNewFile(file, "keep\n"));
+  RunHazardWarned(1, file);
   EXPECT_EQ(ReadFileOrEmpty(file), "keep\n");
   RemoveTree(base);
 }
@@ -90,26 +117,16 @@ TEST(HostileLog, RegularFileOneWarningFileUnchanged) {
 TEST(HostileLog, DirectoryOwnedByAnotherUidOneWarningNothingWritten) {
   std::string base = MakeDir("hostile", false);
   std::string dir = base + "/theirs";
-  ASSERT_EQ(mkdir(dir.c_str(), 0777), 0);
-  ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
-  ASSERT_EQ(chown(dir.c_str(), kNobody, kNobody), 0) << "needs root";
-  Pair p = RunHazard(dir);
-  ExpectUnchanged(p);
-  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  ASSERT_NO_FATAL_FAILURE(MakeNobodysDir(dir, 0777));
+  RunHazardWarned(1, dir);
   EXPECT_TRUE(Empty(dir));
   RemoveTree(base);
 }
 
 TEST(HostileLog, UnwritableDirectoryAsUnprivilegedUserOneWarningNothingWritten) {
-  ASSERT_EQ(geteuid(), 0u) << "this test switches to uid 65534 and needs root";
-  std::string base = MakeDir("hostile-nobody", /*world_readable=*/true);
-  std::string dir = base + "/ro";
-  ASSERT_EQ(mkdir(dir.c_str(), 0555), 0);
-  ASSERT_EQ(chown(dir.c_str(), kNobody, kNobody), 0);
-  ASSERT_EQ(chmod(dir.c_str(), 0555), 0);
-  Pair p = RunHazard(dir, /*as_nobody=*/true);
-  ExpectUnchanged(p);
-  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  std::string base, dir;
+  ASSERT_NO_FATAL_FAILURE(MakeNobodysReadOnlyDir("hostile-nobody", &base, &dir));
+  RunHazardWarned(1, dir, /*as_nobody=*/true);
   EXPECT_TRUE(Empty(dir));
   RemoveTree(base);
 }
@@ -117,10 +134,8 @@ TEST(HostileLog, UnwritableDirectoryAsUnprivilegedUserOneWarningNothingWritten) 
 TEST(HostileLog, ValidDirectoryFilesAre0600EvenWithUmaskZero) {
   std::string dir = MakeDir("hostile-ok", false);
   mode_t old = umask(0);
-  Pair p = RunHazard(dir);
+  RunHazardWarned(0, dir);
   umask(old);
-  ExpectUnchanged(p);
-  EXPECT_EQ(LogWarnings(p.shim), 0) << p.shim.err;
   LogDir d = ReadLogDir(dir);
   EXPECT_TRUE(d.problems.empty()) << ::testing::PrintToString(d.problems);
   ASSERT_FALSE(d.files.empty());
@@ -137,9 +152,7 @@ mode_t ModeOf(const std::string& path) {
 
 TEST(HostileLog, MissingNestedDirectoryCreated0700AndUsed) {
   std::string base = MakeDir("hostile-create", false);
-  Pair p = RunHazard(base + "/job/host/run");
-  ExpectUnchanged(p);
-  EXPECT_EQ(LogWarnings(p.shim), 0) << p.shim.err;
+  RunHazardWarned(0, base + "/job/host/run");
   for (const char* d : {"/job", "/job/host", "/job/host/run"}) {
     EXPECT_TRUE(S_ISDIR(ModeOf(base + d))) << d;
     EXPECT_EQ(ModeOf(base + d) & 07777, 0700u) << d;
@@ -154,9 +167,7 @@ TEST(HostileLog, EachTemplateExpanded) {
   std::string base = MakeDir("hostile-template", false);
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
-  Pair p = RunHazard(base + "/%j/%h/r%r/p%p/100%%", false, {"SLURM_JOB_ID=77", "RANK=3"});
-  ExpectUnchanged(p);
-  EXPECT_EQ(LogWarnings(p.shim), 0) << p.shim.err;
+  RunHazardWarned(0, base + "/%j/%h/r%r/p%p/100%%", false, {"SLURM_JOB_ID=77", "RANK=3"});
   std::string rank_dir = base + "/77/" + host + "/r3";
   ASSERT_TRUE(S_ISDIR(ModeOf(rank_dir))) << rank_dir;
   // One p<pid> directory: the process that started the shim; its forked child logs there too.
@@ -187,24 +198,16 @@ TEST(HostileLog, SymlinkedComponentOwnedByAnotherUserOneWarningNothingCreated) {
   ASSERT_EQ(mkdir(target.c_str(), 0777), 0);
   ASSERT_EQ(symlink(target.c_str(), (base + "/theirs").c_str()), 0);
   ASSERT_EQ(lchown((base + "/theirs").c_str(), kNobody, kNobody), 0) << "needs root";
-  Pair p = RunHazard(base + "/theirs/job");
-  ExpectUnchanged(p);
-  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  Pair p = RunHazardWarned(1, base + "/theirs/job");
   EXPECT_NE(p.shim.err.find("is a symlink owned by uid 65534"), std::string::npos) << p.shim.err;
   EXPECT_EQ(ModeOf(target + "/job"), 0u) << "created through another user's symlink";
   RemoveTree(base);
 }
 
 TEST(HostileLog, UnwritableParentAsUnprivilegedUserOneWarningNothingCreated) {
-  ASSERT_EQ(geteuid(), 0u) << "this test switches to uid 65534 and needs root";
-  std::string base = MakeDir("hostile-ro-parent", /*world_readable=*/true);
-  std::string ro = base + "/ro";
-  ASSERT_EQ(mkdir(ro.c_str(), 0555), 0);
-  ASSERT_EQ(chown(ro.c_str(), kNobody, kNobody), 0);
-  ASSERT_EQ(chmod(ro.c_str(), 0555), 0);
-  Pair p = RunHazard(ro + "/job/host", /*as_nobody=*/true);
-  ExpectUnchanged(p);
-  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  std::string base, ro;
+  ASSERT_NO_FATAL_FAILURE(MakeNobodysReadOnlyDir("hostile-ro-parent", &base, &ro));
+  Pair p = RunHazardWarned(1, ro + "/job/host", /*as_nobody=*/true);
   EXPECT_NE(p.shim.err.find("cannot create " + ro + "/job: Permission denied"), std::string::npos)
       << p.shim.err;
   EXPECT_EQ(ModeOf(ro + "/job"), 0u);
@@ -214,13 +217,8 @@ TEST(HostileLog, UnwritableParentAsUnprivilegedUserOneWarningNothingCreated) {
 TEST(HostileLog, RegularFileInThePathOneWarningFileUnchanged) {
   std::string base = MakeDir("hostile-file-on-way", false);
   std::string file = base + "/file";
-  int fd = open(file.c_str(), O_WRONLY | O_CREAT, 0600);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(fd, "keep\n", 5), 5);
-  close(fd);
-  Pair p = RunHazard(file + "/job/host");
-  ExpectUnchanged(p);
-  EXPECT_EQ(LogWarnings(p.shim), 1) << p.shim.err;
+  ASSERT_NO_FATAL_FAILURE(WriteNewFile(file, "keep\n"));
+  Pair p = RunHazardWarned(1, file + "/job/host");
   EXPECT_NE(p.shim.err.find(file + " is not a directory"), std::string::npos) << p.shim.err;
   EXPECT_EQ(ReadFileOrEmpty(file), "keep\n");
   RemoveTree(base);
@@ -236,12 +234,7 @@ TEST(HostileLog, FullDiskOneWarningProgramUnchangedNoTornLines) {
   // No free page left: a forkguard.event/2 log of this program (header, module and stack
   // records, short events) fits in less than the one page /1 needed, so the disk is full
   // from the first line: the first write fails, the rest are not tried.
-  {
-    int fd = open((dir + "/filler").c_str(), O_WRONLY | O_CREAT, 0600);
-    std::string almost(32 * 1024, 'x');
-    ASSERT_EQ(write(fd, almost.data(), almost.size()), static_cast<ssize_t>(almost.size()));
-    close(fd);
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteNewFile(dir + "/filler", std::string(32 * 1024, 'x')));
   Pair p = RunHazard(dir);
   ExpectUnchanged(p);
   EXPECT_EQ(LogWarnings(p.shim) + CountLines(p.shim.err, "forkguard: event log"), 1)

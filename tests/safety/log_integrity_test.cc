@@ -39,6 +39,15 @@ constexpr int kEventsPerProcess = 1 + 1 + 2 + 2 + 3 * kThreads * kIters + 1 + 1;
 static_assert(kEventsPerProcess == 1004);
 constexpr int kRegistrations = kThreads * kIters;
 
+// stress_prog's run options: under the shim with the stub libibverbs, logging into log_dir.
+RunOptions StressOptions(const std::string& log_dir, int timeout_s) {
+  RunOptions opt = SafetyRunOptions();
+  opt.env = {"LD_PRELOAD=" + Preload(), "FORKGUARD_LOG=" + log_dir,
+             "LD_LIBRARY_PATH=" + StubLibDir()};
+  opt.timeout_s = timeout_s;
+  return opt;
+}
+
 struct Counted {
   int64_t n = 0;
   int64_t bytes = 0;
@@ -64,10 +73,7 @@ Counted SumCounts(const std::vector<const LogLine*>& lines) {
 TEST(LogIntegrity, SixtyFourProcessesThousandEventsEachNothingTornOrLost) {
   std::string log_dir = MakeDir("integrity-log", false);
   std::string out_dir = MakeDir("integrity-out", false);
-  RunOptions opt = SafetyRunOptions();
-  opt.env = {"LD_PRELOAD=" + Preload(), "FORKGUARD_LOG=" + log_dir,
-             "LD_LIBRARY_PATH=" + StubLibDir()};
-  opt.timeout_s = 300;
+  RunOptions opt = StressOptions(log_dir, 300);
   std::string prog = Program("tests/safety/stress_prog");
   std::vector<StartedProgram> started;
   for (int i = 0; i < kProcesses; ++i) {
@@ -146,10 +152,7 @@ TEST(LogIntegrity, SixtyFourProcessesThousandEventsEachNothingTornOrLost) {
 TEST(LogIntegrity, KilledAtAnyInstantLosesOnlyTheLinesInFlight) {
   std::string log_dir = MakeDir("integrity-kill-log", false);
   std::string out_dir = MakeDir("integrity-kill-out", false);
-  RunOptions opt = SafetyRunOptions();
-  opt.env = {"LD_PRELOAD=" + Preload(), "FORKGUARD_LOG=" + log_dir,
-             "LD_LIBRARY_PATH=" + StubLibDir()};
-  opt.timeout_s = 120;
+  RunOptions opt = StressOptions(log_dir, 120);
   std::string prog = Program("tests/safety/stress_prog");
   std::mt19937 rng(12345);
   constexpr int kKilled = 16;

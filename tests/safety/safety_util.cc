@@ -1,7 +1,5 @@
 #include "tests/safety/safety_util.h"
 
-#include "tests/support/event_v2.h"
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/event_log.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::safety {
@@ -60,40 +59,19 @@ LogDir ReadLogDir(const std::string& dir, bool allow_truncated_last) {
     }
     d.files.push_back(n);
     std::string text = ReadFileOrEmpty(dir + "/" + n);
-    size_t pos = 0;
-    int line_no = 0;
-    testing_support::EventV2Expander v2;  // /2: header, modules and stacks folded in
-    while (pos < text.size()) {
-      size_t nl = text.find('\n', pos);
-      ++line_no;
-      bool last = nl == std::string::npos;
-      std::string line = text.substr(pos, last ? std::string::npos : nl - pos);
-      pos = last ? text.size() : nl + 1;
-      if (last) {
-        if (!allow_truncated_last) {
-          d.problems.push_back(n + ":" + std::to_string(line_no) +
-                               ": unterminated last line: " + line.substr(0, 200));
-        }
-        break;
-      }
-      std::string v2_problem;
-      std::optional<std::string> expanded = v2.Expand(line, &v2_problem);
-      if (!v2_problem.empty()) {
-        d.problems.push_back(n + ":" + std::to_string(line_no) + ": " + v2_problem);
-      }
-      if (!expanded) continue;
-      line = *expanded;
-      LogLine l;
-      l.file = n;
-      l.line_no = line_no;
-      std::string error;
-      if (!cli::ParseJson(line, &l.json, &error) || !l.json.is_object()) {
-        d.problems.push_back(n + ":" + std::to_string(line_no) + ": " + error + ": " +
-                             line.substr(0, 200));
-        continue;
-      }
-      d.lines.push_back(std::move(l));
+    size_t end = text.rfind('\n') + 1;  // 0 when there is no newline at all
+    if (end < text.size() && !allow_truncated_last) {
+      int line_no = static_cast<int>(std::count(text.begin(), text.end(), '\n')) + 1;
+      d.problems.push_back(n + ":" + std::to_string(line_no) +
+                           ": unterminated last line: " + text.substr(end, 200));
     }
+    // Every complete line, through the product's reader: each event with its header's
+    // fields and its stacks as frames.
+    std::vector<cli::Note> notes;
+    for (cli::EventRecord& r :
+         cli::DecodeEventRecords(n, std::string_view(text).substr(0, end), {}, &notes))
+      d.lines.push_back({n, r.line, std::move(r.json)});
+    for (const cli::Note& note : notes) d.problems.push_back(note.where + ": " + note.text);
   }
   return d;
 }

@@ -27,7 +27,8 @@ using test_support::WaitForFiles;
 // variables, killed with its process group after 120 s (a hang fails).
 RunOptions SafetyRunOptions();
 
-// One event-log line.
+// One event-log line, read by the product's reader (cli::DecodeEventRecords): the event
+// with its header's fields and its stacks by value.
 struct LogLine {
   std::string file;  // base name
   int line_no = 0;
@@ -38,8 +39,8 @@ struct LogLine {
 
 struct LogDir {
   std::vector<std::string> files;              // base names of *.jsonl
-  std::vector<LogLine> lines;                  // every line that parsed
-  std::vector<std::string> problems;           // torn / unparsable / unterminated lines
+  std::vector<LogLine> lines;                  // every event
+  std::vector<std::string> problems;           // the reader's notes, unterminated lines
   std::vector<std::string> other_files;        // anything else in the directory
   std::map<std::string, unsigned> file_modes;  // base name -> st_mode & 07777
   std::vector<LogLine> Of(const std::string& event) const;

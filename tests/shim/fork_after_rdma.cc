@@ -34,8 +34,10 @@
 #include <rdma/rdma_cma.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,41 +105,47 @@ void Usage(FILE* out) {
       out);
 }
 
+// The options that only turn a field on: field NAME is the flag --NAME (with - for _).
+#define FG_SWITCHES(X)    \
+  X(heap)                 \
+  X(fork_safe)            \
+  X(fork_init_after)      \
+  X(touch_buffer)         \
+  X(touch_heap_neighbor)  \
+  X(dereg_before_fork)    \
+  X(spawn)                \
+  X(fork_exec)            \
+  X(rdmacm_release_first) \
+  X(rdmacm_only)          \
+  X(rdmacm_ep)            \
+  X(child_uses_parent_pd) \
+  X(system)               \
+  X(only_fork)            \
+  X(raw_dontfork)         \
+  X(atfork_handlers)      \
+  X(segv_handler)         \
+  X(child_null_deref)     \
+  X(churn)                \
+  X(exec_at_end)          \
+  X(vfork)                \
+  X(reg_invalid)          \
+  X(dlopen_local)
+
 struct Options {
+#define FG_SWITCH_FIELD(name) bool name = false;
+  FG_SWITCHES(FG_SWITCH_FIELD)
+#undef FG_SWITCH_FIELD
   bool fork_first = false;
   std::string reg = "mr";
   std::string memory = "anonymous";
-  bool heap = false;
-  bool fork_safe = false;
-  bool fork_init_after = false;
-  bool touch_buffer = false;
-  bool touch_heap_neighbor = false;
-  bool dereg_before_fork = false;
-  bool spawn = false;
-  bool fork_exec = false;
   int forks = 1;
-  bool rdmacm_only = false;
-  bool dlopen_local = false;
-  bool reg_invalid = false;
-  bool vfork = false;
   int threads = 0;
-  bool rdmacm_ep = false;
-  bool child_uses_parent_pd = false;
-  bool churn = false;
-  bool exec_at_end = false;
   std::string exec_fn = "execv";
   std::string spawn_fn = "posix_spawn";
-  bool system_call = false;
   std::string open_uverbs;
-  bool raw_dontfork = false;
   bool open_via_syscall = false;
   std::string exec_keep_fd;
-  bool only_fork = false;
-  bool atfork_handlers = false;
-  bool segv_handler = false;
-  bool child_null_deref = false;
   std::string fork_fn = "fork";
-  bool rdmacm_release_first = false;
 };
 
 [[noreturn]] void Die(const char* what) {
@@ -151,21 +159,27 @@ struct Options {
 }
 
 // The verbs entry points, either linked directly or looked up by handle in an
-// RTLD_LOCAL libibverbs (which LD_PRELOAD cannot see).
+// RTLD_LOCAL libibverbs (which LD_PRELOAD cannot see): member NAME holds ibv_NAME.
+// (`&ibv_reg_mr` names the function, not verbs.h's function-like macro.)
+#define FG_VERBS_API(X) \
+  X(get_device_list)    \
+  X(free_device_list)   \
+  X(get_device_name)    \
+  X(open_device)        \
+  X(close_device)       \
+  X(alloc_pd)           \
+  X(dealloc_pd)         \
+  X(reg_mr)             \
+  X(reg_mr_iova)        \
+  X(reg_mr_iova2)       \
+  X(reg_dmabuf_mr)      \
+  X(dereg_mr)           \
+  X(fork_init)
+
 struct VerbsApi {
-  ibv_device** (*get_device_list)(int*);
-  void (*free_device_list)(ibv_device**);
-  const char* (*get_device_name)(ibv_device*);
-  ibv_context* (*open_device)(ibv_device*);
-  int (*close_device)(ibv_context*);
-  ibv_pd* (*alloc_pd)(ibv_context*);
-  int (*dealloc_pd)(ibv_pd*);
-  ibv_mr* (*reg_mr)(ibv_pd*, void*, size_t, int);
-  ibv_mr* (*reg_mr_iova)(ibv_pd*, void*, size_t, uint64_t, int);
-  ibv_mr* (*reg_mr_iova2)(ibv_pd*, void*, size_t, uint64_t, unsigned int);
-  ibv_mr* (*reg_dmabuf_mr)(ibv_pd*, uint64_t, size_t, uint64_t, int, int);
-  int (*dereg_mr)(ibv_mr*);
-  int (*fork_init)();
+#define FG_MEMBER(name) decltype(&ibv_##name) name;
+  FG_VERBS_API(FG_MEMBER)
+#undef FG_MEMBER
 };
 
 template <typename F>
@@ -186,39 +200,18 @@ VerbsApi LoadVerbs(bool dlopen_local) {
       exit(2);
     }
     printf("dlopen: libibverbs.so.1 RTLD_LOCAL\n");
-    Lookup(h, "ibv_get_device_list", &api.get_device_list);
-    Lookup(h, "ibv_free_device_list", &api.free_device_list);
-    Lookup(h, "ibv_get_device_name", &api.get_device_name);
-    Lookup(h, "ibv_open_device", &api.open_device);
-    Lookup(h, "ibv_close_device", &api.close_device);
-    Lookup(h, "ibv_alloc_pd", &api.alloc_pd);
-    Lookup(h, "ibv_dealloc_pd", &api.dealloc_pd);
-    Lookup(h, "ibv_reg_mr", &api.reg_mr);
-    Lookup(h, "ibv_reg_mr_iova", &api.reg_mr_iova);
-    Lookup(h, "ibv_reg_mr_iova2", &api.reg_mr_iova2);
-    Lookup(h, "ibv_reg_dmabuf_mr", &api.reg_dmabuf_mr);
-    Lookup(h, "ibv_dereg_mr", &api.dereg_mr);
-    Lookup(h, "ibv_fork_init", &api.fork_init);
+#define FG_LOOKUP(name) Lookup(h, "ibv_" #name, &api.name);
+    FG_VERBS_API(FG_LOOKUP)
+#undef FG_LOOKUP
     return api;
   }
 #ifdef FG_TEST_DLOPEN_ONLY
   fprintf(stderr, "fork_after_rdma: error: this build needs --dlopen-local\n");
   exit(2);
 #else
-  // `&ibv_reg_mr` names the function, not verbs.h's function-like macro.
-  api.get_device_list = &ibv_get_device_list;
-  api.free_device_list = &ibv_free_device_list;
-  api.get_device_name = &ibv_get_device_name;
-  api.open_device = &ibv_open_device;
-  api.close_device = &ibv_close_device;
-  api.alloc_pd = &ibv_alloc_pd;
-  api.dealloc_pd = &ibv_dealloc_pd;
-  api.reg_mr = &ibv_reg_mr;
-  api.reg_mr_iova = &ibv_reg_mr_iova;
-  api.reg_mr_iova2 = &ibv_reg_mr_iova2;
-  api.reg_dmabuf_mr = &ibv_reg_dmabuf_mr;
-  api.dereg_mr = &ibv_dereg_mr;
-  api.fork_init = &ibv_fork_init;
+#define FG_LINKED(name) api.name = &ibv_##name;
+  FG_VERBS_API(FG_LINKED)
+#undef FG_LINKED
   return api;
 #endif
 }
@@ -494,7 +487,7 @@ void ForkWorkers(const Options& o, const Rdma& r) {
       PrintChildFate(pid);
       continue;
     }
-    if (o.system_call) {
+    if (o.system) {
       fflush(stdout);
       int st = system("true");
       printf("system: status=%d\n", st);
@@ -584,6 +577,19 @@ int RunRdmacmOnly(const Options& o) {
 }
 #endif
 
+const std::pair<const char*, bool Options::*> kSwitches[] = {
+#define FG_SWITCH_ROW(name) {#name, &Options::name},
+    FG_SWITCHES(FG_SWITCH_ROW)
+#undef FG_SWITCH_ROW
+};
+
+// --NAME for the switch field NAME.
+bool IsSwitch(const std::string& arg, const char* field) {
+  std::string flag = std::string("--") + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return arg == flag;
+}
+
 bool ParseArgs(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -593,6 +599,12 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       *out = a.substr(n);
       return true;
     };
+    auto sw = std::find_if(std::begin(kSwitches), std::end(kSwitches),
+                           [&a](const auto& s) { return IsSwitch(a, s.first); });
+    if (sw != std::end(kSwitches)) {
+      o->*sw->second = true;
+      continue;
+    }
     std::string v;
     if (value("--order=", &v)) {
       if (v != "rdma-first" && v != "fork-first") return false;
@@ -604,46 +616,20 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     } else if (value("--forks=", &v)) {
       o->forks = atoi(v.c_str());
       if (o->forks < 1) return false;
-    } else if (a == "--heap") {
-      o->heap = true;
-    } else if (a == "--fork-safe") {
-      o->fork_safe = true;
-    } else if (a == "--fork-init-after") {
-      o->fork_init_after = true;
-    } else if (a == "--touch-buffer") {
-      o->touch_buffer = true;
-    } else if (a == "--touch-heap-neighbor") {
-      o->touch_heap_neighbor = o->heap = true;
-    } else if (a == "--dereg-before-fork") {
-      o->dereg_before_fork = true;
-    } else if (a == "--spawn") {
-      o->spawn = true;
-    } else if (a == "--fork-exec") {
-      o->fork_exec = true;
     } else if (value("--fork-fn=", &v)) {
       if (v != "fork" && v != "_Fork" && v != "daemon" && v != "forkpty") return false;
       o->fork_fn = v;
     } else if (a == "--raw-clone") {
       o->fork_fn = "raw-clone";
-    } else if (a == "--rdmacm-release-first") {
-      o->rdmacm_release_first = o->rdmacm_only = true;
-    } else if (a == "--rdmacm-only") {
-      o->rdmacm_only = true;
     } else if (value("--threads=", &v)) {
       o->threads = atoi(v.c_str());
       if (o->threads < 1) return false;
-    } else if (a == "--rdmacm-ep") {
-      o->rdmacm_ep = o->rdmacm_only = true;
-    } else if (a == "--child-uses-parent-pd") {
-      o->child_uses_parent_pd = true;
     } else if (value("--exec-fn=", &v)) {
       o->exec_fn = v;
       o->fork_exec = true;
     } else if (value("--spawn-fn=", &v)) {
       o->spawn_fn = v;
       o->spawn = true;
-    } else if (a == "--system") {
-      o->system_call = true;
     } else if (value("--open-uverbs=", &v)) {
       o->open_uverbs = v;
     } else if (value("--open-uverbs-syscall=", &v)) {
@@ -651,30 +637,13 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->open_via_syscall = true;
     } else if (value("--exec-keep-fd=", &v)) {
       o->exec_keep_fd = v;
-    } else if (a == "--only-fork") {
-      o->only_fork = true;
-    } else if (a == "--raw-dontfork") {
-      o->raw_dontfork = true;
-    } else if (a == "--atfork-handlers") {
-      o->atfork_handlers = true;
-    } else if (a == "--segv-handler") {
-      o->segv_handler = true;
-    } else if (a == "--child-null-deref") {
-      o->child_null_deref = true;
-    } else if (a == "--churn") {
-      o->churn = true;
-    } else if (a == "--exec-at-end") {
-      o->exec_at_end = true;
-    } else if (a == "--vfork") {
-      o->vfork = true;
-    } else if (a == "--reg-invalid") {
-      o->reg_invalid = true;
-    } else if (a == "--dlopen-local") {
-      o->dlopen_local = true;
     } else {
       return false;
     }
   }
+  // Switches that imply another.
+  o->heap |= o->touch_heap_neighbor;
+  o->rdmacm_only |= o->rdmacm_ep || o->rdmacm_release_first;
   return true;
 }
 

@@ -15,55 +15,48 @@
 #include <optional>
 #include <sstream>
 
-#include <simdjson.h>
-
-#include "tests/support/event_v2.h"
+#include "cli/event_log.h"
+#include "cli/json.h"
+#include "cli/symbolizer.h"
 
 namespace forkguard::test_support {
 namespace {
 
 // ---- JSON ----------------------------------------------------------------
 
-// A value of simdjson's DOM (the reader the product uses) as a Json.
-Json FromElement(simdjson::dom::element e) {
-  using simdjson::dom::element_type;
+// A value of the product's reader (cli/json.h) as a Json.
+Json FromJsonValue(const cli::JsonValue& v) {
+  using Kind = cli::JsonValue::Kind;
   Json out;
-  switch (e.type()) {
-    case element_type::NULL_VALUE:
+  switch (v.kind()) {
+    case Kind::kNull:
       break;
-    case element_type::BOOL:
+    case Kind::kBool:
       out.type = Json::Type::kBool;
-      out.boolean = e.get_bool().value_unsafe();
+      out.boolean = v.bool_value();
       break;
-    case element_type::INT64:
+    case Kind::kInt:
       out.type = Json::Type::kNumber;
       out.is_int = true;
-      out.integer = e.get_int64().value_unsafe();
+      out.integer = v.int_value();
       out.number = static_cast<double>(out.integer);
       break;
-    case element_type::UINT64:  // addresses above INT64_MAX: keep the bits
+    case Kind::kDouble:
       out.type = Json::Type::kNumber;
-      out.is_int = true;
-      out.integer = static_cast<int64_t>(e.get_uint64().value_unsafe());
-      out.number = static_cast<double>(e.get_uint64().value_unsafe());
+      out.number = v.double_value();
       break;
-    case element_type::DOUBLE:
-      out.type = Json::Type::kNumber;
-      out.number = e.get_double().value_unsafe();
-      break;
-    case element_type::STRING:
+    case Kind::kString:
       out.type = Json::Type::kString;
-      out.str = std::string(e.get_string().value_unsafe());
+      out.str = v.string_value();
       break;
-    case element_type::ARRAY:
+    case Kind::kArray:
       out.type = Json::Type::kArray;
-      for (simdjson::dom::element x : e.get_array().value_unsafe())
-        out.array.push_back(FromElement(x));
+      for (const cli::JsonValue& x : v.array()) out.array.push_back(FromJsonValue(x));
       break;
-    case element_type::OBJECT:
+    case Kind::kObject:
       out.type = Json::Type::kObject;
-      for (auto field : e.get_object().value_unsafe())
-        out.object[std::string(field.key)] = FromElement(field.value);  // the last one wins
+      for (const auto& [key, value] : v.members())
+        out.object[key] = FromJsonValue(value);  // the last one wins
       break;
   }
   return out;
@@ -114,13 +107,9 @@ int64_t Json::Int(const std::string& key) const {
 
 bool ParseJson(const std::string& text, Json* out, std::string* error) {
   *out = Json();
-  thread_local simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  if (auto err = parser.parse(text).get(root); err != simdjson::SUCCESS) {
-    *error = simdjson::error_message(err);
-    return false;
-  }
-  *out = FromElement(root);
+  cli::JsonValue v;
+  if (!cli::ParseJson(text, &v, error)) return false;
+  *out = FromJsonValue(v);
   return true;
 }
 
@@ -185,42 +174,29 @@ LoggedEvents ReadEventLog(const std::string& dir) {
     }
   }
   closedir(d);
+  // Stacks are named as `forkguard report` names them (the product's reader and symbolizer).
+  cli::Symbolizer symbolizer;
+  auto symbolize = [&symbolizer](cli::Stack* stack) { symbolizer.Symbolize(stack); };
   for (const std::string& name : log.files) {
     std::ifstream f(dir + "/" + name, std::ios::binary);
     std::stringstream ss;
     ss << f.rdbuf();
     std::string content = ss.str();
-    size_t pos = 0;
-    int line_no = 0;
-    testing_support::EventV2Expander v2;  // /2: header, modules and stacks folded in
-    while (pos < content.size()) {
-      size_t nl = content.find('\n', pos);
-      bool last_unterminated = nl == std::string::npos;
-      std::string line = content.substr(pos, last_unterminated ? std::string::npos : nl - pos);
-      pos = last_unterminated ? content.size() : nl + 1;
-      ++line_no;
-      if (!last_unterminated) {
-        std::string v2_problem;
-        std::optional<std::string> expanded = v2.Expand(line, &v2_problem);
-        if (!v2_problem.empty()) {
-          log.problems.push_back(name + ":" + std::to_string(line_no) + ": " + v2_problem);
-        }
-        if (!expanded) continue;
-        line = *expanded;
+    // The line number of an unterminated last line (a process killed mid-write), 0 when none.
+    int unterminated = 0;
+    if (!content.empty() && content.back() != '\n')
+      unterminated = static_cast<int>(std::count(content.begin(), content.end(), '\n')) + 1;
+    std::vector<cli::Note> notes;
+    for (cli::EventRecord& r : cli::DecodeEventRecords(name, content, symbolize, &notes)) {
+      if (r.line == unterminated) {
+        log.problems.push_back(name + ":" + std::to_string(r.line) +
+                               ": complete object without a final newline");
       }
-      Event ev;
-      ev.file = name;
-      std::string error;
-      if (ParseJson(line, &ev.json, &error) && ev.json.type == Json::Type::kObject) {
-        if (last_unterminated) {
-          log.problems.push_back(name + ":" + std::to_string(line_no) +
-                                 ": complete object without a final newline");
-        }
-        log.events.push_back(std::move(ev));
-      } else if (!last_unterminated) {
-        log.problems.push_back(name + ":" + std::to_string(line_no) + ": " + error + ": " +
-                               line.substr(0, 200));
-      }
+      log.events.push_back({FromJsonValue(r.json), name});
+    }
+    for (const cli::Note& n : notes) {
+      if (unterminated != 0 && n.text.rfind("truncated last line", 0) == 0) continue;
+      log.problems.push_back(n.where + ": " + n.text);
     }
   }
   return log;

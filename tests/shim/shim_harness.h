@@ -1,5 +1,6 @@
-// Test-only helpers for the shim tests: read the shim's JSON-lines event log
-// (shim/EVENT_LOG.md) into plain values, and what tests/shim/fork_after_rdma printed.
+// Test-only helpers for the shim tests: the shim's event log (shim/EVENT_LOG.md) as plain
+// values, read by the product's reader (cli::DecodeEventRecords) and its symbolizer, and what
+// tests/shim/fork_after_rdma printed.
 // Programs run through tests/support/run_program.h.
 #pragma once
 
@@ -15,8 +16,8 @@
 
 namespace forkguard::test_support {
 
-// A parsed JSON value (just what the tests need; numbers keep their integer
-// value when they are integers).
+// A JSON value (just what the tests need; numbers keep their integer value when they are
+// integers), converted from the product's cli::JsonValue.
 struct Json {
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
   Type type = Type::kNull;
@@ -36,7 +37,7 @@ struct Json {
   bool IsNull() const { return type == Type::kNull; }
 };
 
-// Parses one JSON text; false (with *error set) on any syntax error.
+// Parses one JSON text (cli::ParseJson); false (with *error set) on any syntax error.
 bool ParseJson(const std::string& text, Json* out, std::string* error);
 
 // One event-log line with the file it came from.
@@ -60,8 +61,10 @@ struct LoggedEvents {
   int64_t Deregs(pid_t pid) const;
 };
 
-// Reads every *.jsonl file in dir. A truncated last line of a file is
-// tolerated (as the schema allows); any other bad line is a problem.
+// Reads every *.jsonl file in dir: each event with its header's fields and its stacks by
+// value, native frames named ("sym") as `forkguard report` names them. A truncated last line
+// of a file is tolerated (as the schema allows); any other line the reader notes is a
+// problem.
 LoggedEvents ReadEventLog(const std::string& dir);
 
 // All "0x..." strings in a stack value: frames as objects with "ip", or raw

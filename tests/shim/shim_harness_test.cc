@@ -54,7 +54,9 @@ TEST(EventLogReader, ToleratesOnlyATruncatedLastLine) {
   std::string dir = MakeTempDir("harness");
   {
     std::ofstream f(dir + "/forkguard.h.1.2.jsonl");
-    f << R"({"event":"a","seq":0})"
+    f << R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":1,"start_ns":2})"
+         "\n"
+         R"({"event":"a","seq":0})"
          "\n"
          R"({"event":"b","seq":1})"
          "\n"
@@ -66,7 +68,9 @@ TEST(EventLogReader, ToleratesOnlyATruncatedLastLine) {
   EXPECT_EQ("b", ok.events[1].name());
   {
     std::ofstream f(dir + "/forkguard.h.3.4.jsonl");
-    f << R"({"event":"a"})"
+    f << R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":3,"start_ns":4})"
+         "\n"
+         R"({"event":"a"})"
          "\n"
          "garbage\n"
          R"({"event":"z"})"

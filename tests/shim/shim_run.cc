@@ -186,6 +186,12 @@ ChildSegvMessage FindChildLine(const std::string& err, long pid, const std::rege
   return c;
 }
 
+// A child_segv line's address: a "0x.." string or an integer.
+uint64_t SegvAddr(const Json& segv) {
+  return segv.String("addr").empty() ? static_cast<uint64_t>(segv.Int("addr"))
+                                     : FromHex(segv.String("addr"));
+}
+
 }  // namespace
 
 ChildSegvMessage FindChildSegvMessage(const std::string& err, long pid) {
@@ -316,9 +322,7 @@ void ExpectChildSegvExplained(const ShimRun& run, pid_t child, uint64_t addr) {
   ASSERT_EQ(1u, segv.size()) << "want one child_segv event from pid " << child << "\n" << ctx;
   const Json& s = segv.front().json;
   EXPECT_EQ(SIGSEGV, s.Int("signal")) << ctx;
-  EXPECT_EQ(ToHex(addr),
-            ToHex(FromHex(s.String("addr").empty() ? ToHex(s.Int("addr")) : s.String("addr"))))
-      << ctx;
+  EXPECT_EQ(ToHex(addr), ToHex(SegvAddr(s))) << ctx;
   EXPECT_EQ(run.proc.pid, s.Int("ppid")) << ctx;
   // The registering stack in the child is the parent's mr_register stack
   // (same address space layout after fork): they must share return addresses.
@@ -331,6 +335,135 @@ void ExpectChildSegvExplained(const ShimRun& run, pid_t child, uint64_t addr) {
     }
   }
   EXPECT_TRUE(shared) << "child_segv.reg_stack shares no frame with any mr_register stack\n" << ctx;
+}
+
+Json OneEvent(const ShimRun& run, const std::string& event) {
+  std::vector<Event> events = run.log.OfPid(event, run.proc.pid);
+  EXPECT_EQ(1u, events.size()) << "want one " << event << " line from the parent\n"
+                               << Describe(run);
+  return events.size() == 1 ? events[0].json : Json();
+}
+
+Json ExpectInheritedRdma(const ShimRun& run) {
+  const std::string ctx = Describe(run);
+  EXPECT_TRUE(run.proc.Exited(0)) << ctx;
+  HazardMessage m = ParseHazardMessage(run.proc.err);
+  EXPECT_TRUE(m.found) << "no 'forkguard: fork after RDMA init in pid' message\n" << ctx;
+  EXPECT_TRUE(m.HasReason("inherited-rdma")) << ctx;
+  Json fork = OneEvent(run, "fork");
+  EXPECT_EQ("hazard", fork.String("verdict")) << ctx;
+  return fork;
+}
+
+Json ExpectRdmacmCaught(const ShimRun& run, const std::string& printed) {
+  const std::string ctx = Describe(run);
+  EXPECT_NE(std::string::npos, run.proc.out.find(printed)) << ctx;
+  Json fork = ExpectInheritedRdma(run);
+  EXPECT_EQ(1, fork["live"].Int("cm_ids")) << ctx;
+  OneEvent(run, "rdma_init");
+  ExpectWellFormedLog(run);
+  return fork;
+}
+
+void ExpectSpawnIsNotAHazard(const ShimRun& run, const std::string& call) {
+  const std::string ctx = Describe(run);
+  EXPECT_TRUE(run.proc.Exited(0)) << ctx;
+  EXPECT_EQ("", run.proc.err) << ctx;
+  ASSERT_EQ(1u, run.report.children.size()) << ctx;
+  Json spawn = OneEvent(run, "spawn");
+  EXPECT_EQ(call, spawn.String("call")) << ctx;
+  EXPECT_EQ(run.report.children[0], spawn.Int("child_pid")) << ctx;
+  for (const Event& e : run.log.Of("fork")) EXPECT_NE("hazard", e.json.String("verdict")) << ctx;
+  ExpectWellFormedLog(run);
+}
+
+void ExpectForkExecLogged(const ShimRun& run) {
+  const std::string ctx = Describe(run);
+  EXPECT_TRUE(run.proc.Exited(0)) << ctx;
+  ASSERT_EQ(1u, run.report.children.size()) << ctx;
+  EXPECT_NE(std::string::npos, run.proc.out.find("child exited 0")) << ctx;
+  std::vector<Event> ex = run.log.OfPid("child_exec", run.report.children[0]);
+  ASSERT_EQ(1u, ex.size()) << ctx;
+  EXPECT_EQ("/bin/true", ex[0].json.String("path")) << ctx;
+  EXPECT_EQ(run.proc.pid, ex[0].json.Int("ppid")) << ctx;
+  ExpectWellFormedLog(run);
+}
+
+void ExpectForkFailedWithEperm(const ShimRun& run) {
+  const std::string ctx = Describe(run);
+  EXPECT_TRUE(run.proc.Exited(0)) << "the program must be able to carry on\n" << ctx;
+  EXPECT_NE(std::string::npos, run.proc.out.find("fork failed: errno=1 (Operation not permitted)"))
+      << ctx;
+  EXPECT_TRUE(run.report.children.empty()) << "a child was created\n" << ctx;
+  EXPECT_NE(std::string::npos, run.proc.out.find("parent continues: buffer intact")) << ctx;
+  EXPECT_TRUE(run.report.done) << ctx;
+  HazardMessage m = ParseHazardMessage(run.proc.err);
+  EXPECT_TRUE(m.found) << ctx;
+  EXPECT_TRUE(m.has_error_mode_line) << ctx;
+  Json fork = OneEvent(run, "fork");
+  EXPECT_EQ("failed", fork.String("action")) << ctx;
+  EXPECT_EQ(1, fork.Int("errno")) << ctx;
+  EXPECT_TRUE(run.log.Of("fork_child").empty()) << ctx;
+  EXPECT_EQ(1u, run.log.files.size()) << "only the parent may have written a log\n" << ctx;
+  ExpectWellFormedLog(run);
+}
+
+void ExpectOneRegisterLinePerCall(const ShimRun& run) {
+  std::vector<Event> regs = run.log.OfPid("mr_register", run.proc.pid);
+  EXPECT_EQ(run.report.registered.size(), regs.size())
+      << "want exactly one mr_register per user call\n"
+      << Describe(run);
+  std::multiset<std::string> want, got;
+  for (auto& [call, addr] : run.report.registered) want.insert(call + "@" + ToHex(addr));
+  for (const Event& e : regs) {
+    got.insert(e.json.String("call") + "@" + ToHex(static_cast<uint64_t>(e.json.Int("addr"))));
+  }
+  EXPECT_EQ(want, got) << Describe(run);
+}
+
+void ExpectChildSegvWarned(const ShimRun& run, const std::vector<std::string>& reasons) {
+  const std::string ctx = Describe(run);
+  ASSERT_TRUE(run.proc.Exited(0)) << ctx;
+  ExpectHazardWarning(run, reasons, {});
+  ASSERT_EQ(1u, run.report.children.size()) << ctx;
+  ASSERT_FALSE(run.report.registered.empty()) << ctx;
+  ExpectChildSegvExplained(run, run.report.children[0], run.report.registered[0].second);
+  EXPECT_NE(std::string::npos, run.proc.out.find("parent continues: buffer intact")) << ctx;
+  EXPECT_TRUE(run.report.done) << ctx;
+}
+
+void ExpectChildSegvChained(const ShimRun& run) {
+  const std::string ctx = Describe(run);
+  EXPECT_TRUE(run.proc.Exited(0)) << ctx;
+  ASSERT_EQ(1u, run.report.children.size()) << ctx;
+  EXPECT_NE(std::string::npos, run.proc.out.find("program segv handler ran")) << ctx;
+  EXPECT_NE(std::string::npos, run.proc.out.find("child exited 42")) << ctx;
+  EXPECT_TRUE(FindChildSegvMessage(run.proc.err, run.report.children[0]).found) << ctx;
+  EXPECT_EQ(1u, run.log.OfPid("child_segv", run.report.children[0]).size()) << ctx;
+}
+
+void ExpectHeapNeighborExplained(const ShimRun& run) {
+  const std::string ctx = Describe(run);
+  ASSERT_TRUE(run.proc.Exited(0)) << ctx;
+  ExpectHazardWarning(run, {"child-segv"}, {});
+  ASSERT_EQ(1u, run.report.children.size()) << ctx;
+  ASSERT_NE(0u, run.report.heap_neighbor) << ctx;
+  const pid_t child = run.report.children[0];
+  EXPECT_NE(std::string::npos, run.proc.out.find("child killed by signal 11")) << ctx;
+  EXPECT_NE(std::string::npos, run.proc.err.find("forkguard: child " + std::to_string(child) +
+                                                 " SIGSEGV at " + ToHex(run.report.heap_neighbor)))
+      << ctx;
+  std::vector<Event> segv = run.log.OfPid("child_segv", child);
+  ASSERT_EQ(1u, segv.size()) << ctx;
+  const Json& s = segv[0].json;
+  EXPECT_EQ(ToHex(run.report.heap_neighbor), ToHex(SegvAddr(s))) << ctx;
+  ChildSegvMessage c = FindChildSegvLine(run.proc.err, child);
+  ASSERT_TRUE(c.found) << ctx;
+  EXPECT_EQ(ToHex(run.report.heap_neighbor), ToHex(c.addr)) << ctx;
+  EXPECT_NE(std::string::npos, c.line.find("registered for RDMA by the parent")) << ctx;
+  EXPECT_NE(std::string::npos,
+            c.rest.substr(0, c.rest.find("forkguard:")).find("fg_test_register_buffers"))
+      << ctx;
 }
 
 }  // namespace forkguard::test_support

@@ -74,4 +74,34 @@ void ExpectHazardWarning(const ShimRun& run, const std::vector<std::string>& mus
 // log with the stack that registered the range.
 void ExpectChildSegvExplained(const ShimRun& run, pid_t child, uint64_t addr);
 
+// The one `event` line the parent wrote (fork, rdma_init, ...): a failure unless there is
+// exactly one, and a null value then.
+Json OneEvent(const ShimRun& run, const std::string& event);
+
+// Exit 0 and an inherited-rdma hazard, on stderr and in the parent's one fork event, which
+// is returned for the test's own checks.
+Json ExpectInheritedRdma(const ShimRun& run);
+// A librdmacm program that printed `printed` caught as above: one live cm id, one
+// initialization, a well-formed log. Returns the fork event.
+Json ExpectRdmacmCaught(const ShimRun& run, const std::string& printed);
+// One child made by the posix_spawn-family function `call`: silent, logged as a spawn of
+// that child, no hazardous fork.
+void ExpectSpawnIsNotAHazard(const ShimRun& run, const std::string& call);
+// A forked child that execs /bin/true: exits 0, its child_exec line names the path and
+// the parent.
+void ExpectForkExecLogged(const ShimRun& run);
+// Error mode: the fork failed with EPERM, no child, the program carried on; the message
+// says so, and the parent's one fork event is "failed" with errno 1.
+void ExpectForkFailedWithEperm(const ShimRun& run);
+// One mr_register line per registration the program reported (call and address).
+void ExpectOneRegisterLinePerCall(const ShimRun& run);
+// Fork support on and the child touched its registered buffer: exit 0, a warning with
+// `reasons`, the child's SIGSEGV explained with the registering stack, the parent carried on.
+void ExpectChildSegvWarned(const ShimRun& run, const std::vector<std::string>& reasons);
+// The child's SIGSEGV in a registered range explained, then the program's own handler ran.
+void ExpectChildSegvChained(const ShimRun& run);
+// The child touched heap data sharing a page with a registered buffer: SIGSEGV there,
+// explained on stderr and in the log with the registering stack.
+void ExpectHeapNeighborExplained(const ShimRun& run);
+
 }  // namespace forkguard::test_support

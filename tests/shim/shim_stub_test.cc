@@ -63,16 +63,11 @@ TEST(ShimStub, NestedRegistrationCountedOnce) {
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
   EXPECT_EQ(std::string::npos, r.proc.err.find(kCompatMarker)) << Ctx(r);
   ASSERT_EQ(4u, r.report.registered.size()) << Ctx(r);
-  std::vector<Event> regs = r.log.OfPid("mr_register", r.proc.pid);
-  ASSERT_EQ(4u, regs.size()) << "want exactly one mr_register per user call\n" << Ctx(r);
-  std::multiset<std::string> want, got;
-  for (auto& [call, addr] : r.report.registered) want.insert(call + "@" + ToHex(addr));
-  for (const Event& e : regs) {
-    got.insert(e.json.String("call") + "@" + ToHex(static_cast<uint64_t>(e.json.Int("addr"))));
+  ExpectOneRegisterLinePerCall(r);
+  for (const Event& e : r.log.OfPid("mr_register", r.proc.pid)) {
     EXPECT_EQ(4096, e.json.Int("len")) << Ctx(r);
     EXPECT_FALSE(e.json["stack"].array.empty()) << Ctx(r);
   }
-  EXPECT_EQ(want, got) << Ctx(r);
   // Deregistrations of tracked MRs are not logged (shim/EVENT_LOG.md, mr_deregister).
   EXPECT_EQ(0u, r.log.OfPid("mr_deregister", r.proc.pid).size()) << Ctx(r);
   ExpectCleanRun(r);  // all released before the fork
@@ -86,9 +81,7 @@ TEST(ShimStub, ReturnValuesAndErrnoUnchanged) {
   EXPECT_EQ(std::string::npos, r.proc.err.find(kCompatMarker)) << Ctx(r);
   EXPECT_NE(std::string::npos, r.proc.out.find("invalid reg: mr=null errno=22")) << Ctx(r);
   EXPECT_NE(std::string::npos, r.proc.out.find("fork_init_after: ret=22")) << Ctx(r);
-  std::vector<Event> fi = r.log.OfPid("fork_init", r.proc.pid);
-  ASSERT_EQ(1u, fi.size()) << Ctx(r);
-  EXPECT_EQ(22, fi[0].json.Int("result")) << Ctx(r);
+  EXPECT_EQ(22, OneEvent(r, "fork_init").Int("result")) << Ctx(r);
   // The failed registration is not a live MR.
   EXPECT_EQ(4u, r.log.OfPid("mr_register", r.proc.pid).size()) << Ctx(r);
 }
@@ -126,20 +119,16 @@ TEST(ShimStub, RdmaFirstWithoutForkSupportHasNoChildSegv) {
   ExpectHazardWarning(r, {"inherited-rdma"}, {"child-segv"});
   EXPECT_NE(std::string::npos, r.proc.out.find("child exited 0")) << Ctx(r);
   EXPECT_NE(std::string::npos, r.proc.out.find("parent continues")) << Ctx(r);
-  std::vector<Event> init = r.log.OfPid("rdma_init", r.proc.pid);
-  ASSERT_EQ(1u, init.size()) << Ctx(r);
-  EXPECT_EQ("ibv_open_device", init[0].json.String("call")) << Ctx(r);
-  EXPECT_EQ("stub0", init[0].json.String("device")) << Ctx(r);
-  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
-  ASSERT_EQ(1u, forks.size()) << Ctx(r);
-  EXPECT_EQ("proceeded", forks[0].json.String("action")) << Ctx(r);
-  EXPECT_EQ(1, forks[0].json["live"].Int("mrs")) << Ctx(r);
-  EXPECT_EQ(1, forks[0].json["live"].Int("contexts")) << Ctx(r);
-  EXPECT_EQ(1, forks[0].json["live"].Int("pds")) << Ctx(r);
+  Json init = OneEvent(r, "rdma_init");
+  EXPECT_EQ("ibv_open_device", init.String("call")) << Ctx(r);
+  EXPECT_EQ("stub0", init.String("device")) << Ctx(r);
+  Json fork = OneEvent(r, "fork");
+  EXPECT_EQ("proceeded", fork.String("action")) << Ctx(r);
+  for (const char* kind : {"mrs", "contexts", "pds"}) {
+    EXPECT_EQ(1, fork["live"].Int(kind)) << kind << "\n" << Ctx(r);
+  }
   ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
-  std::vector<Event> fc = r.log.OfPid("fork_child", r.proc.pid);
-  ASSERT_EQ(1u, fc.size()) << Ctx(r);
-  EXPECT_EQ(r.report.children[0], fc[0].json.Int("child_pid")) << Ctx(r);
+  EXPECT_EQ(r.report.children[0], OneEvent(r, "fork_child").Int("child_pid")) << Ctx(r);
 }
 
 // Fork support turned on three ways; the child touching the buffer dies of
@@ -151,18 +140,12 @@ TEST_P(ShimStubForkSafe, ChildSegvVerdictAndExplainedSigsegv) {
   std::vector<std::string> env;
   for (const std::string& p : GetParam()) (p.rfind("--", 0) == 0 ? args : env).push_back(p);
   ShimRun r = Stub(args, "warn", env);
-  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
-  ExpectHazardWarning(r, {"child-segv", "inherited-rdma"}, {});
-  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
+  ExpectChildSegvWarned(r, {"child-segv", "inherited-rdma"});
   ASSERT_FALSE(r.report.registered.empty()) << Ctx(r);
-  ExpectChildSegvExplained(r, r.report.children[0], r.report.registered[0].second);
-  EXPECT_NE(std::string::npos, r.proc.out.find("parent continues")) << Ctx(r);
-  EXPECT_TRUE(r.report.done) << Ctx(r);
   // The range is listed with its size in the log.
-  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
-  ASSERT_EQ(1u, forks.size()) << Ctx(r);
+  Json fork = OneEvent(r, "fork");
   bool listed = false;
-  for (const Json& range : forks[0].json["ranges"].array) {
+  for (const Json& range : fork["ranges"].array) {
     listed |= static_cast<uint64_t>(range.Int("addr")) == r.report.registered[0].second &&
               range.Int("len") == 4096 && range["dontfork"].boolean;
   }
@@ -180,25 +163,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Unrelated heap data sharing a page with a registered buffer.
 TEST(ShimStub, HeapNeighborOfRegisteredBufferExplained) {
-  ShimRun r = Stub({"--fork-safe", "--touch-heap-neighbor"});
-  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
-  ExpectHazardWarning(r, {"child-segv"}, {});
-  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
-  ASSERT_NE(0u, r.report.heap_neighbor) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.out.find("child killed by signal 11")) << Ctx(r);
-  std::vector<Event> segv = r.log.OfPid("child_segv", r.report.children[0]);
-  ASSERT_EQ(1u, segv.size()) << Ctx(r);
-  EXPECT_EQ(ToHex(r.report.heap_neighbor),
-            ToHex(FromHex(segv[0].json.String("addr").empty() ? ToHex(segv[0].json.Int("addr"))
-                                                              : segv[0].json.String("addr"))))
-      << Ctx(r);
-  ChildSegvMessage c = FindChildSegvLine(r.proc.err, r.report.children[0]);
-  ASSERT_TRUE(c.found) << Ctx(r);
-  EXPECT_EQ(ToHex(r.report.heap_neighbor), ToHex(c.addr)) << Ctx(r);
-  EXPECT_NE(std::string::npos, c.line.find("registered for RDMA by the parent")) << Ctx(r);
-  EXPECT_NE(std::string::npos,
-            c.rest.substr(0, c.rest.find("forkguard:")).find("fg_test_register_buffers"))
-      << Ctx(r);
+  ExpectHeapNeighborExplained(Stub({"--fork-safe", "--touch-heap-neighbor"}));
 }
 
 TEST(ShimStub, ForkFirstOrderIsCleanAndSilent) {
@@ -218,23 +183,8 @@ TEST(ShimStub, DeregAndCloseBeforeForkIsClean) {
 
 TEST(ShimStub, ErrorModeFailsTheForkWithEpermAndNothingElse) {
   ShimRun r = Stub({"--fork-safe", "--touch-buffer"}, "error");
-  ASSERT_TRUE(r.proc.Exited(0)) << "the program must be able to carry on\n" << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.out.find("fork failed: errno=1 (Operation not permitted)"))
-      << Ctx(r);
-  EXPECT_TRUE(r.report.children.empty()) << "a child was created\n" << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.out.find("parent continues: buffer intact")) << Ctx(r);
-  EXPECT_TRUE(r.report.done) << Ctx(r);
-  HazardMessage m = ParseHazardMessage(r.proc.err);
-  EXPECT_TRUE(m.found) << Ctx(r);
-  EXPECT_TRUE(m.has_error_mode_line) << Ctx(r);
-  EXPECT_TRUE(m.HasReason("child-segv")) << Ctx(r);
-  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
-  ASSERT_EQ(1u, forks.size()) << Ctx(r);
-  EXPECT_EQ("failed", forks[0].json.String("action")) << Ctx(r);
-  EXPECT_EQ(1, forks[0].json.Int("errno")) << Ctx(r);
-  EXPECT_TRUE(r.log.Of("fork_child").empty()) << Ctx(r);
-  EXPECT_EQ(1u, r.log.files.size()) << "only the parent may have written a log\n" << Ctx(r);
-  ExpectWellFormedLog(r);
+  ExpectForkFailedWithEperm(r);
+  EXPECT_TRUE(ParseHazardMessage(r.proc.err).HasReason("child-segv")) << Ctx(r);
 }
 
 TEST(ShimStub, ErrorModeLetsCleanForksThrough) {
@@ -256,11 +206,8 @@ TEST(ShimStub, AbortModePrintsThenAborts) {
   ShimRun r = Stub({}, "abort");
   EXPECT_TRUE(r.proc.KilledBy(SIGABRT)) << Ctx(r);
   EXPECT_TRUE(r.report.children.empty()) << Ctx(r);
-  HazardMessage m = ParseHazardMessage(r.proc.err);
-  EXPECT_TRUE(m.found) << Ctx(r);
-  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
-  ASSERT_EQ(1u, forks.size()) << Ctx(r);
-  EXPECT_EQ("aborted", forks[0].json.String("action")) << Ctx(r);
+  EXPECT_TRUE(ParseHazardMessage(r.proc.err).found) << Ctx(r);
+  EXPECT_EQ("aborted", OneEvent(r, "fork").String("action")) << Ctx(r);
 }
 
 TEST(ShimStub, BadModeValueWarnsOnceAndDoesNotFailTheFork) {
@@ -295,45 +242,17 @@ TEST(ShimStub, OnceReportPerCallSite) {
 }
 
 TEST(ShimStub, PosixSpawnAfterInitIsNotAHazard) {
-  ShimRun r = Stub({"--fork-safe", "--spawn"});
-  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
-  EXPECT_EQ("", r.proc.err) << Ctx(r);
-  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
-  std::vector<Event> spawns = r.log.OfPid("spawn", r.proc.pid);
-  ASSERT_EQ(1u, spawns.size()) << Ctx(r);
-  EXPECT_EQ("posix_spawn", spawns[0].json.String("call")) << Ctx(r);
-  EXPECT_EQ(r.report.children[0], spawns[0].json.Int("child_pid")) << Ctx(r);
-  for (const Event& e : r.log.Of("fork")) EXPECT_NE("hazard", e.json.String("verdict")) << Ctx(r);
-  ExpectWellFormedLog(r);
+  ExpectSpawnIsNotAHazard(Stub({"--fork-safe", "--spawn"}), "posix_spawn");
 }
 
 TEST(ShimStub, ForkThenExecChildLoggedAsExecd) {
-  ShimRun r = Stub({"--fork-safe", "--fork-exec"});
-  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
-  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 0")) << Ctx(r);
-  std::vector<Event> ex = r.log.OfPid("child_exec", r.report.children[0]);
-  ASSERT_EQ(1u, ex.size()) << Ctx(r);
-  EXPECT_EQ("/bin/true", ex[0].json.String("path")) << Ctx(r);
-  EXPECT_EQ(r.proc.pid, ex[0].json.Int("ppid")) << Ctx(r);
-  ExpectWellFormedLog(r);
+  ExpectForkExecLogged(Stub({"--fork-safe", "--fork-exec"}));
 }
 
 TEST(ShimStub, RdmacmOnlyProgramCaught) {
   ShimRun r = Stub({"--rdmacm-only"});
-  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
-  ASSERT_NE(std::string::npos, r.proc.out.find("rdmacm: addr resolved")) << Ctx(r);
-  HazardMessage m = ParseHazardMessage(r.proc.err);
-  ASSERT_TRUE(m.found) << Ctx(r);
-  EXPECT_TRUE(m.HasReason("inherited-rdma")) << Ctx(r);
-  std::vector<Event> init = r.log.OfPid("rdma_init", r.proc.pid);
-  ASSERT_EQ(1u, init.size()) << Ctx(r);
-  EXPECT_EQ("rdma_create_event_channel", init[0].json.String("call")) << Ctx(r);
-  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
-  ASSERT_EQ(1u, forks.size()) << Ctx(r);
-  EXPECT_EQ(1, forks[0].json["live"].Int("cm_channels")) << Ctx(r);
-  EXPECT_EQ(1, forks[0].json["live"].Int("cm_ids")) << Ctx(r);
-  ExpectWellFormedLog(r);
+  EXPECT_EQ(1, ExpectRdmacmCaught(r, "rdmacm: addr resolved")["live"].Int("cm_channels")) << Ctx(r);
+  EXPECT_EQ("rdma_create_event_channel", OneEvent(r, "rdma_init").String("call")) << Ctx(r);
 }
 
 TEST(ShimStub, VforkExecIsNotAHazard) {
@@ -419,21 +338,11 @@ TEST(ShimStub, NonRdmaProgramUntouched) {
 // of another kind: counted, and it is the first initialization, made inside the ep.
 TEST(ShimStub, RdmacmCreateEpCaughtAndCountedOnce) {
   ShimRun r = Stub({"--rdmacm-ep"});
-  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
-  ASSERT_NE(std::string::npos, r.proc.out.find("rdmacm: ep created")) << Ctx(r);
-  HazardMessage m = ParseHazardMessage(r.proc.err);
-  ASSERT_TRUE(m.found) << Ctx(r);
-  EXPECT_TRUE(m.HasReason("inherited-rdma")) << Ctx(r);
-  std::vector<Event> init = r.log.OfPid("rdma_init", r.proc.pid);
-  ASSERT_EQ(1u, init.size()) << Ctx(r);
-  EXPECT_EQ("ibv_open_device", init[0].json.String("call")) << Ctx(r);
-  std::vector<std::string> syms = StackSymbols(init[0].json["stack"]);
+  EXPECT_EQ(1, ExpectRdmacmCaught(r, "rdmacm: ep created")["live"].Int("contexts")) << Ctx(r);
+  Json init = OneEvent(r, "rdma_init");
+  EXPECT_EQ("ibv_open_device", init.String("call")) << Ctx(r);
+  std::vector<std::string> syms = StackSymbols(init["stack"]);
   EXPECT_NE(syms.end(), std::find(syms.begin(), syms.end(), "rdma_create_ep")) << Ctx(r);
-  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
-  ASSERT_EQ(1u, forks.size()) << Ctx(r);
-  EXPECT_EQ(1, forks[0].json["live"].Int("cm_ids")) << Ctx(r);
-  EXPECT_EQ(1, forks[0].json["live"].Int("contexts")) << Ctx(r);
-  ExpectWellFormedLog(r);
 }
 
 // "Use of a parent's RDMA object from a child pid is flagged."
@@ -491,63 +400,62 @@ TEST(ShimStubConfig, AllowListedCallSiteIsNeitherPrintedNorFailed) {
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
   EXPECT_EQ("", r.proc.err) << Ctx(r);
   EXPECT_EQ(1u, r.report.children.size()) << "an allowed fork must not fail\n" << Ctx(r);
-  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
-  ASSERT_EQ(1u, forks.size()) << Ctx(r);
-  EXPECT_EQ("hazard", forks[0].json.String("verdict")) << Ctx(r);
-  EXPECT_TRUE(forks[0].json["allowed"].boolean) << Ctx(r);
-  EXPECT_EQ("proceeded", forks[0].json.String("action")) << Ctx(r);
+  Json fork = OneEvent(r, "fork");
+  EXPECT_EQ("hazard", fork.String("verdict")) << Ctx(r);
+  EXPECT_TRUE(fork["allowed"].boolean) << Ctx(r);
+  EXPECT_EQ("proceeded", fork.String("action")) << Ctx(r);
 }
 
-std::string WriteSuppressionFile(const std::string& text) {
-  std::string path = MakeTempDir("forkguard-supp") + "/forkguard.supp";
-  FILE* f = fopen(path.c_str(), "w");
+// fork_after_rdma --fork-safe in error mode with FORKGUARD_SUPPRESSIONS naming a new file
+// that holds `text` (its path in *path).
+ShimRun StubSuppressed(const std::string& text, std::string* path = nullptr) {
+  std::string file = MakeTempDir("forkguard-supp") + "/forkguard.supp";
+  if (path != nullptr) *path = file;
+  FILE* f = fopen(file.c_str(), "w");
   EXPECT_NE(nullptr, f);
-  if (f == nullptr) return path;
-  fputs(text.c_str(), f);
-  fclose(f);
-  return path;
+  if (f != nullptr) {
+    fputs(text.c_str(), f);
+    fclose(f);
+  }
+  return Stub({"--fork-safe"}, "error", {"FORKGUARD_SUPPRESSIONS=" + file});
 }
 
 // FORKGUARD_SUPPRESSIONS: the fork proceeds in error mode, nothing is printed, and the event
 // names the entry (the report counts it).
 TEST(ShimStubConfig, SuppressedCallSiteIsNeitherWarnedNorFailedAndLogsItsEntry) {
-  std::string path = WriteSuppressionFile(
+  ShimRun r = StubSuppressed(
       "# the stub's worker\n"
       "kind=child-segv,inherited-rdma frame=func:fg_test_fork_*   # glob\n");
-  ShimRun r = Stub({"--fork-safe"}, "error", {"FORKGUARD_SUPPRESSIONS=" + path});
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
   EXPECT_EQ("", r.proc.err) << Ctx(r);
   EXPECT_EQ(1u, r.report.children.size()) << "a suppressed fork must not fail\n" << Ctx(r);
-  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
-  ASSERT_EQ(1u, forks.size()) << Ctx(r);
-  EXPECT_EQ("hazard", forks[0].json.String("verdict")) << Ctx(r);
-  EXPECT_EQ("proceeded", forks[0].json.String("action")) << Ctx(r);
-  EXPECT_FALSE(forks[0].json["allowed"].boolean) << Ctx(r);
-  EXPECT_EQ("kind=child-segv,inherited-rdma frame=func:fg_test_fork_*",
-            forks[0].json.String("suppressed"))
+  Json fork = OneEvent(r, "fork");
+  EXPECT_EQ("hazard", fork.String("verdict")) << Ctx(r);
+  EXPECT_EQ("proceeded", fork.String("action")) << Ctx(r);
+  EXPECT_FALSE(fork["allowed"].boolean) << Ctx(r);
+  EXPECT_EQ("kind=child-segv,inherited-rdma frame=func:fg_test_fork_*", fork.String("suppressed"))
       << Ctx(r);
 }
 
 // An entry silences a fork only when it names every reason of the verdict.
 TEST(ShimStubConfig, SuppressionWithoutEveryReasonChangesNothing) {
-  std::string path = WriteSuppressionFile("kind=inherited-rdma frame=func:fg_test_fork_worker\n");
-  ShimRun r = Stub({"--fork-safe"}, "error", {"FORKGUARD_SUPPRESSIONS=" + path});
+  ShimRun r = StubSuppressed("kind=inherited-rdma frame=func:fg_test_fork_worker\n");
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
   EXPECT_TRUE(r.report.children.empty()) << Ctx(r);
   EXPECT_NE(std::string::npos, r.proc.out.find("fork failed: errno=1")) << Ctx(r);
-  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
-  ASSERT_EQ(1u, forks.size()) << Ctx(r);
-  EXPECT_EQ("failed", forks[0].json.String("action")) << Ctx(r);
-  EXPECT_EQ("", forks[0].json.String("suppressed")) << Ctx(r);
+  Json fork = OneEvent(r, "fork");
+  EXPECT_EQ("failed", fork.String("action")) << Ctx(r);
+  EXPECT_EQ("", fork.String("suppressed")) << Ctx(r);
 }
 
 // A bad line: one warning naming the file, the line and the valid keys; the good entries
 // still apply (here by the program's object name).
 TEST(ShimStubConfig, BadSuppressionLineIsOneWarningAndTheRestApplies) {
-  std::string path = WriteSuppressionFile(
+  std::string path;
+  ShimRun r = StubSuppressed(
       "kind=child-segv frames=func:x\n"
-      "kind=* frame=lib:fork_after_rdma program=fork_after_rdma\n");
-  ShimRun r = Stub({"--fork-safe"}, "error", {"FORKGUARD_SUPPRESSIONS=" + path});
+      "kind=* frame=lib:fork_after_rdma program=fork_after_rdma\n",
+      &path);
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
   EXPECT_EQ(1u, r.report.children.size()) << Ctx(r);
   EXPECT_EQ(1, std::count(r.proc.err.begin(), r.proc.err.end(), '\n')) << Ctx(r);
@@ -555,10 +463,8 @@ TEST(ShimStubConfig, BadSuppressionLineIsOneWarningAndTheRestApplies) {
             r.proc.err.find("forkguard: ignoring line 1 of FORKGUARD_SUPPRESSIONS=" + path +
                             ":1: unknown key \"frames\" (valid keys: kind="))
       << Ctx(r);
-  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
-  ASSERT_EQ(1u, forks.size()) << Ctx(r);
   EXPECT_EQ("kind=* frame=lib:fork_after_rdma program=fork_after_rdma",
-            forks[0].json.String("suppressed"))
+            OneEvent(r, "fork").String("suppressed"))
       << Ctx(r);
 }
 
@@ -591,9 +497,7 @@ TEST(ShimStubConfig, QuietPrintsNothingButStillLogs) {
   EXPECT_EQ("", r.proc.err) << Ctx(r);
   ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
   EXPECT_NE(std::string::npos, r.proc.out.find("child killed by signal 11")) << Ctx(r);
-  std::vector<Event> forks = r.log.OfPid("fork", r.proc.pid);
-  ASSERT_EQ(1u, forks.size()) << Ctx(r);
-  EXPECT_EQ("hazard", forks[0].json.String("verdict")) << Ctx(r);
+  EXPECT_EQ("hazard", OneEvent(r, "fork").String("verdict")) << Ctx(r);
   EXPECT_EQ(1u, r.log.OfPid("child_segv", r.report.children[0]).size()) << Ctx(r);
 }
 
@@ -652,14 +556,7 @@ INSTANTIATE_TEST_SUITE_P(Functions, ShimStubExec,
                                            "execle", "execlp", "fexecve"));
 
 TEST(ShimStub, PosixSpawnpAfterInitIsNotAHazard) {
-  ShimRun r = Stub({"--fork-safe", "--spawn-fn=posix_spawnp"});
-  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
-  EXPECT_EQ("", r.proc.err) << Ctx(r);
-  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
-  std::vector<Event> spawns = r.log.OfPid("spawn", r.proc.pid);
-  ASSERT_EQ(1u, spawns.size()) << Ctx(r);
-  EXPECT_EQ("posix_spawnp", spawns[0].json.String("call")) << Ctx(r);
-  EXPECT_EQ(r.report.children[0], spawns[0].json.Int("child_pid")) << Ctx(r);
+  ExpectSpawnIsNotAHazard(Stub({"--fork-safe", "--spawn-fn=posix_spawnp"}), "posix_spawnp");
 }
 
 // glibc's system() and popen() create their child without fork().
@@ -715,13 +612,7 @@ TEST(ShimStub, WarnModeRunsAtforkHandlersAsUsual) {
 // The child's SIGSEGV in a registered range is explained, then the program's
 // own handler runs (chained), not the default action.
 TEST(ShimStub, ChildSegvChainsToTheProgramsHandler) {
-  ShimRun r = Stub({"--fork-safe", "--touch-buffer", "--segv-handler"});
-  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
-  ASSERT_EQ(1u, r.report.children.size()) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.out.find("program segv handler ran")) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 42")) << Ctx(r);
-  EXPECT_TRUE(FindChildSegvMessage(r.proc.err, r.report.children[0]).found) << Ctx(r);
-  EXPECT_EQ(1u, r.log.OfPid("child_segv", r.report.children[0]).size()) << Ctx(r);
+  ExpectChildSegvChained(Stub({"--fork-safe", "--touch-buffer", "--segv-handler"}));
 }
 
 // A SIGSEGV elsewhere in a child forked after RDMA init is not blamed on RDMA

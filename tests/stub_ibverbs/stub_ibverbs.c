@@ -35,6 +35,13 @@
 #define EXPORT __attribute__((visibility("default")))
 #define SYMVER(internal, versioned) __asm__(".symver " #internal "," versioned)
 
+// stub_NAME_1_1, exported as the default version ibv_NAME@@IBVERBS_1.1 with the given
+// parameters; the function's body follows the macro.
+#define DEFAULT_1_1(ret, name, ...)                        \
+  ret stub_##name##_1_1(__VA_ARGS__);                      \
+  SYMVER(stub_##name##_1_1, "ibv_" #name "@@IBVERBS_1.1"); \
+  EXPORT ret stub_##name##_1_1(__VA_ARGS__)
+
 enum { kStubDevices = 2 };
 
 struct StubMr {
@@ -90,11 +97,21 @@ static void LibraryInit(void) {
   }
 }
 
+// A zeroed object of `size` bytes for a call whose arguments are `valid`:
+// NULL with errno EINVAL when they are not, ENOMEM when memory runs out.
+static void* NewObject(int valid, size_t size) {
+  if (!valid) {
+    errno = EINVAL;
+    return NULL;
+  }
+  void* p = calloc(1, size);
+  if (!p) errno = ENOMEM;
+  return p;
+}
+
 // ---- devices -------------------------------------------------------------
 
-struct ibv_device** stub_get_device_list_1_1(int* num_devices);
-SYMVER(stub_get_device_list_1_1, "ibv_get_device_list@@IBVERBS_1.1");
-EXPORT struct ibv_device** stub_get_device_list_1_1(int* num_devices) {
+DEFAULT_1_1(struct ibv_device**, get_device_list, int* num_devices) {
   pthread_once(&g_init_once, LibraryInit);
   struct ibv_device** list = calloc(kStubDevices + 1, sizeof(*list));
   if (!list) {
@@ -106,26 +123,13 @@ EXPORT struct ibv_device** stub_get_device_list_1_1(int* num_devices) {
   return list;
 }
 
-void stub_free_device_list_1_1(struct ibv_device** list);
-SYMVER(stub_free_device_list_1_1, "ibv_free_device_list@@IBVERBS_1.1");
-EXPORT void stub_free_device_list_1_1(struct ibv_device** list) { free(list); }
+DEFAULT_1_1(void, free_device_list, struct ibv_device** list) { free(list); }
 
-const char* stub_get_device_name_1_1(struct ibv_device* device);
-SYMVER(stub_get_device_name_1_1, "ibv_get_device_name@@IBVERBS_1.1");
-EXPORT const char* stub_get_device_name_1_1(struct ibv_device* device) { return device->name; }
+DEFAULT_1_1(const char*, get_device_name, struct ibv_device* device) { return device->name; }
 
-struct ibv_context* stub_open_device_1_1(struct ibv_device* device);
-SYMVER(stub_open_device_1_1, "ibv_open_device@@IBVERBS_1.1");
-EXPORT struct ibv_context* stub_open_device_1_1(struct ibv_device* device) {
-  if (!device) {
-    errno = EINVAL;
-    return NULL;
-  }
-  struct ibv_context* ctx = calloc(1, sizeof(*ctx));
-  if (!ctx) {
-    errno = ENOMEM;
-    return NULL;
-  }
+DEFAULT_1_1(struct ibv_context*, open_device, struct ibv_device* device) {
+  struct ibv_context* ctx = NewObject(device != NULL, sizeof(*ctx));
+  if (!ctx) return NULL;
   ctx->device = device;
   ctx->cmd_fd = open(device->dev_path, O_RDWR | O_CLOEXEC);
   ctx->async_fd = -1;
@@ -139,9 +143,7 @@ EXPORT struct ibv_context* stub_open_device_1_1(struct ibv_device* device) {
   return ctx;
 }
 
-int stub_close_device_1_1(struct ibv_context* context);
-SYMVER(stub_close_device_1_1, "ibv_close_device@@IBVERBS_1.1");
-EXPORT int stub_close_device_1_1(struct ibv_context* context) {
+DEFAULT_1_1(int, close_device, struct ibv_context* context) {
   if (!context) return EINVAL;
   close(context->cmd_fd);
   pthread_mutex_destroy(&context->mutex);
@@ -151,18 +153,9 @@ EXPORT int stub_close_device_1_1(struct ibv_context* context) {
 
 // ---- protection domains --------------------------------------------------
 
-struct ibv_pd* stub_alloc_pd_1_1(struct ibv_context* context);
-SYMVER(stub_alloc_pd_1_1, "ibv_alloc_pd@@IBVERBS_1.1");
-EXPORT struct ibv_pd* stub_alloc_pd_1_1(struct ibv_context* context) {
-  if (!context) {
-    errno = EINVAL;
-    return NULL;
-  }
-  struct ibv_pd* pd = calloc(1, sizeof(*pd));
-  if (!pd) {
-    errno = ENOMEM;
-    return NULL;
-  }
+DEFAULT_1_1(struct ibv_pd*, alloc_pd, struct ibv_context* context) {
+  struct ibv_pd* pd = NewObject(context != NULL, sizeof(*pd));
+  if (!pd) return NULL;
   pd->context = context;
   pthread_mutex_lock(&g_lock);
   pd->handle = g_next_key++;
@@ -170,9 +163,7 @@ EXPORT struct ibv_pd* stub_alloc_pd_1_1(struct ibv_context* context) {
   return pd;
 }
 
-int stub_dealloc_pd_1_1(struct ibv_pd* pd);
-SYMVER(stub_dealloc_pd_1_1, "ibv_dealloc_pd@@IBVERBS_1.1");
-EXPORT int stub_dealloc_pd_1_1(struct ibv_pd* pd) {
+DEFAULT_1_1(int, dealloc_pd, struct ibv_pd* pd) {
   if (!pd) return EINVAL;
   free(pd);
   return 0;
@@ -213,40 +204,52 @@ static int PageRangeShared(const struct StubMr* self) {
   return 0;
 }
 
-EXPORT int ibv_dontfork_range(void* base, size_t size) {
-  if (!g_fork_enabled || size == 0) return 0;
+// [*start, *end): the pages that [base, base + size) touches.
+static void PageRange(const void* base, size_t size, uintptr_t* start, uintptr_t* end) {
   long page = sysconf(_SC_PAGESIZE);
-  uintptr_t start = (uintptr_t)base & ~(uintptr_t)(page - 1);
-  uintptr_t end = ((uintptr_t)base + size + page - 1) & ~(uintptr_t)(page - 1);
-  return madvise((void*)start, end - start, MADV_DONTFORK) == 0 ? 0 : errno;
+  *start = (uintptr_t)base & ~(uintptr_t)(page - 1);
+  *end = ((uintptr_t)base + size + page - 1) & ~(uintptr_t)(page - 1);
+}
+
+// ibv_dontfork_range / ibv_dofork_range: madvise the pages when fork support is on.
+static int AdviseRange(void* base, size_t size, int advice) {
+  if (!g_fork_enabled || size == 0) return 0;
+  uintptr_t start, end;
+  PageRange(base, size, &start, &end);
+  return madvise((void*)start, end - start, advice) == 0 ? 0 : errno;
+}
+
+EXPORT int ibv_dontfork_range(void* base, size_t size) {
+  return AdviseRange(base, size, MADV_DONTFORK);
 }
 
 EXPORT int ibv_dofork_range(void* base, size_t size) {
-  if (!g_fork_enabled || size == 0) return 0;
-  long page = sysconf(_SC_PAGESIZE);
-  uintptr_t start = (uintptr_t)base & ~(uintptr_t)(page - 1);
-  uintptr_t end = ((uintptr_t)base + size + page - 1) & ~(uintptr_t)(page - 1);
-  return madvise((void*)start, end - start, MADV_DOFORK) == 0 ? 0 : errno;
+  return AdviseRange(base, size, MADV_DOFORK);
 }
 
 // ---- memory regions --------------------------------------------------------
+
+// Fills in m's ibv_mr under a fresh key and puts m on the live list (g_lock held).
+static void LinkMr(struct StubMr* m, struct ibv_pd* pd, void* addr, size_t length) {
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = addr;
+  m->mr.length = length;
+  m->mr.handle = g_next_key;
+  m->mr.lkey = g_next_key;
+  m->mr.rkey = g_next_key;
+  ++g_next_key;
+  m->next = g_live_mrs;
+  g_live_mrs = m;
+}
 
 EXPORT struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t length, uint64_t iova,
                                        unsigned int access) {
   (void)iova;
   (void)access;
-  if (!pd || length == 0) {
-    errno = EINVAL;
-    return NULL;
-  }
-  struct StubMr* m = calloc(1, sizeof(*m));
-  if (!m) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  long page = sysconf(_SC_PAGESIZE);
-  m->page_start = (uintptr_t)addr & ~(uintptr_t)(page - 1);
-  m->page_end = ((uintptr_t)addr + length + page - 1) & ~(uintptr_t)(page - 1);
+  struct StubMr* m = NewObject(pd && length != 0, sizeof(*m));
+  if (!m) return NULL;
+  PageRange(addr, length, &m->page_start, &m->page_end);
 
   pthread_mutex_lock(&g_lock);
   g_registered_once = 1;
@@ -259,23 +262,12 @@ EXPORT struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t len
     return NULL;
   }
   m->dontfork = g_fork_enabled;
-  m->mr.context = pd->context;
-  m->mr.pd = pd;
-  m->mr.addr = addr;
-  m->mr.length = length;
-  m->mr.handle = g_next_key;
-  m->mr.lkey = g_next_key;
-  m->mr.rkey = g_next_key;
-  ++g_next_key;
-  m->next = g_live_mrs;
-  g_live_mrs = m;
+  LinkMr(m, pd, addr, length);
   pthread_mutex_unlock(&g_lock);
   return &m->mr;
 }
 
-struct ibv_mr* stub_reg_mr_1_1(struct ibv_pd* pd, void* addr, size_t length, int access);
-SYMVER(stub_reg_mr_1_1, "ibv_reg_mr@@IBVERBS_1.1");
-EXPORT struct ibv_mr* stub_reg_mr_1_1(struct ibv_pd* pd, void* addr, size_t length, int access) {
+DEFAULT_1_1(struct ibv_mr*, reg_mr, struct ibv_pd* pd, void* addr, size_t length, int access) {
   return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr, (unsigned int)access);
 }
 
@@ -288,34 +280,16 @@ EXPORT struct ibv_mr* ibv_reg_mr_iova(struct ibv_pd* pd, void* addr, size_t leng
 EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length,
                                         uint64_t iova, int fd, int access) {
   (void)access;
-  if (!pd || length == 0 || fd < 0) {
-    errno = EINVAL;
-    return NULL;
-  }
-  struct StubMr* m = calloc(1, sizeof(*m));
-  if (!m) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  struct StubMr* m = NewObject(pd && length != 0 && fd >= 0, sizeof(*m));
+  if (!m) return NULL;
   pthread_mutex_lock(&g_lock);
   g_registered_once = 1;
-  m->mr.context = pd->context;
-  m->mr.pd = pd;
-  m->mr.addr = (void*)(uintptr_t)(iova + offset);
-  m->mr.length = length;
-  m->mr.handle = g_next_key;
-  m->mr.lkey = g_next_key;
-  m->mr.rkey = g_next_key;
-  ++g_next_key;
-  m->next = g_live_mrs;
-  g_live_mrs = m;
+  LinkMr(m, pd, (void*)(uintptr_t)(iova + offset), length);
   pthread_mutex_unlock(&g_lock);
   return &m->mr;
 }
 
-int stub_dereg_mr_1_1(struct ibv_mr* mr);
-SYMVER(stub_dereg_mr_1_1, "ibv_dereg_mr@@IBVERBS_1.1");
-EXPORT int stub_dereg_mr_1_1(struct ibv_mr* mr) {
+DEFAULT_1_1(int, dereg_mr, struct ibv_mr* mr) {
   if (!mr) return EINVAL;
   struct StubMr* m = (struct StubMr*)mr;  // mr is the first member
   pthread_mutex_lock(&g_lock);
@@ -336,76 +310,24 @@ EXPORT int stub_dereg_mr_1_1(struct ibv_mr* mr) {
 
 // ---- IBVERBS_1.0 compat versions: reaching one is a forwarding bug --------
 
-struct ibv_device** stub_get_device_list_1_0(int* n);
-SYMVER(stub_get_device_list_1_0, "ibv_get_device_list@IBVERBS_1.0");
-EXPORT struct ibv_device** stub_get_device_list_1_0(int* n) {
-  (void)n;
-  StubCompatCalled("ibv_get_device_list");
-  return NULL;
-}
+// stub_NAME_1_0, exported as ibv_NAME@IBVERBS_1.0 with the given parameters
+// (unused): reports the call and returns `failed`.
+#define COMPAT_1_0(ret, name, failed, ...)                \
+  ret stub_##name##_1_0(__VA_ARGS__);                     \
+  SYMVER(stub_##name##_1_0, "ibv_" #name "@IBVERBS_1.0"); \
+  EXPORT ret stub_##name##_1_0(__VA_ARGS__) {             \
+    StubCompatCalled("ibv_" #name);                       \
+    return failed;                                        \
+  }
+#define UNUSED __attribute__((unused))
 
-void stub_free_device_list_1_0(void** list);
-SYMVER(stub_free_device_list_1_0, "ibv_free_device_list@IBVERBS_1.0");
-EXPORT void stub_free_device_list_1_0(void** list) {
-  (void)list;
-  StubCompatCalled("ibv_free_device_list");
-}
-
-const char* stub_get_device_name_1_0(void* device);
-SYMVER(stub_get_device_name_1_0, "ibv_get_device_name@IBVERBS_1.0");
-EXPORT const char* stub_get_device_name_1_0(void* device) {
-  (void)device;
-  StubCompatCalled("ibv_get_device_name");
-  return NULL;
-}
-
-void* stub_open_device_1_0(void* device);
-SYMVER(stub_open_device_1_0, "ibv_open_device@IBVERBS_1.0");
-EXPORT void* stub_open_device_1_0(void* device) {
-  (void)device;
-  StubCompatCalled("ibv_open_device");
-  return NULL;
-}
-
-int stub_close_device_1_0(void* context);
-SYMVER(stub_close_device_1_0, "ibv_close_device@IBVERBS_1.0");
-EXPORT int stub_close_device_1_0(void* context) {
-  (void)context;
-  StubCompatCalled("ibv_close_device");
-  return -1;
-}
-
-void* stub_alloc_pd_1_0(void* context);
-SYMVER(stub_alloc_pd_1_0, "ibv_alloc_pd@IBVERBS_1.0");
-EXPORT void* stub_alloc_pd_1_0(void* context) {
-  (void)context;
-  StubCompatCalled("ibv_alloc_pd");
-  return NULL;
-}
-
-int stub_dealloc_pd_1_0(void* pd);
-SYMVER(stub_dealloc_pd_1_0, "ibv_dealloc_pd@IBVERBS_1.0");
-EXPORT int stub_dealloc_pd_1_0(void* pd) {
-  (void)pd;
-  StubCompatCalled("ibv_dealloc_pd");
-  return -1;
-}
-
-void* stub_reg_mr_1_0(void* pd, void* addr, size_t length, int access);
-SYMVER(stub_reg_mr_1_0, "ibv_reg_mr@IBVERBS_1.0");
-EXPORT void* stub_reg_mr_1_0(void* pd, void* addr, size_t length, int access) {
-  (void)pd;
-  (void)addr;
-  (void)length;
-  (void)access;
-  StubCompatCalled("ibv_reg_mr");
-  return NULL;
-}
-
-int stub_dereg_mr_1_0(void* mr);
-SYMVER(stub_dereg_mr_1_0, "ibv_dereg_mr@IBVERBS_1.0");
-EXPORT int stub_dereg_mr_1_0(void* mr) {
-  (void)mr;
-  StubCompatCalled("ibv_dereg_mr");
-  return -1;
-}
+COMPAT_1_0(struct ibv_device**, get_device_list, NULL, UNUSED int* n)
+COMPAT_1_0(void, free_device_list, /* nothing */, UNUSED void** list)
+COMPAT_1_0(const char*, get_device_name, NULL, UNUSED void* device)
+COMPAT_1_0(void*, open_device, NULL, UNUSED void* device)
+COMPAT_1_0(int, close_device, -1, UNUSED void* context)
+COMPAT_1_0(void*, alloc_pd, NULL, UNUSED void* context)
+COMPAT_1_0(int, dealloc_pd, -1, UNUSED void* pd)
+COMPAT_1_0(void*, reg_mr, NULL, UNUSED void* pd, UNUSED void* addr, UNUSED size_t length,
+           UNUSED int access)
+COMPAT_1_0(int, dereg_mr, -1, UNUSED void* mr)
