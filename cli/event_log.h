@@ -267,7 +267,7 @@ void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out
 // One event of a log as one self-contained object (DecodeEventRecords).
 struct EventRecord {
   int line = 0;  // 1-based line in its file
-  JsonValue json;
+  Json json;
 };
 
 // Decodes the text of the log file `file_name` line by line as ParseLogText does (the same
