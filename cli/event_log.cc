@@ -183,7 +183,7 @@ struct Fields {
   }
 };
 
-// Tolerant typed lookups, as JsonValue::Get* (first member of that name), in an object or
+// Tolerant typed lookups, as json.h's Get* (first member of that name), in an object or
 // in the Fields of one.
 bool Member(object o, Key key, element* out) {
   return o.at_key(schema::KeyName(key)).get(*out) == simdjson::SUCCESS;
@@ -1106,25 +1106,25 @@ std::string HexText(uint64_t v) {
   return b;
 }
 
-JsonValue FrameJson(const Frame& f) {
-  JsonValue o = JsonValue::Object();
+Json FrameJson(const Frame& f) {
+  Json o = Json::object();
   if (f.python) {
-    JsonValue py = JsonValue::Object();
-    py.Append(schema::kKeyFile, JsonValue::String(f.py_file));
-    py.Append(schema::kKeyLine, JsonValue::Int(f.py_line));
-    py.Append(schema::kKeyFunc, JsonValue::String(f.py_func));
-    o.Append(schema::kKeyPy, std::move(py));
+    Json py = Json::object();
+    py.emplace(schema::kKeyFile, Json(f.py_file));
+    py.emplace(schema::kKeyLine, Json(f.py_line));
+    py.emplace(schema::kKeyFunc, Json(f.py_func));
+    o.emplace(schema::kKeyPy, std::move(py));
     return o;
   }
   if (!f.off) {  // a raw address
-    o.Append(schema::kKeyIp, JsonValue::String(HexText(f.ip)));
+    o.emplace(schema::kKeyIp, Json(HexText(f.ip)));
     return o;
   }
-  o.Append(schema::kKeyIp, JsonValue::String(HexText(f.base + *f.off)));
-  o.Append(schema::kKeyObj, JsonValue::String(f.obj));
-  o.Append(schema::kKeyOff, JsonValue::String(HexText(*f.off)));
+  o.emplace(schema::kKeyIp, Json(HexText(f.base + *f.off)));
+  o.emplace(schema::kKeyObj, Json(f.obj));
+  o.emplace(schema::kKeyOff, Json(HexText(*f.off)));
   const std::string& name = f.func.empty() ? f.sym : f.func;
-  if (!name.empty()) o.Append(schema::kKeySym, JsonValue::String(name));
+  if (!name.empty()) o.emplace(schema::kKeySym, Json(name));
   return o;
 }
 
@@ -1134,17 +1134,17 @@ struct RecordSink {
   V2Decoder v2;
   const std::function<void(Stack*)>* symbolize;
   std::vector<EventRecord>* out;
-  JsonValue header;  // the members of the /2 header every event carries
+  Json header;  // the members of the /2 header every event carries
 
   V2Decoder* decoder() { return &v2; }
 
   void Header(const Fields& /*v*/, std::string_view line, int64_t /*pid*/, int /*lineno*/) {
-    JsonValue h;
+    Json h;
     ParseJson(line, &h, nullptr);  // simdjson read it already
-    header = JsonValue::Object();
-    for (const auto& [key, value] : h.members())
+    header = Json::object();
+    for (const auto& [key, value] : h.items())
       if (key != schema::kKeySchema && key != schema::kKeyEvent && key != schema::kKeyStartNs)
-        header.Append(key, value);
+        header.emplace(key, Json(value));
   }
   void Record(EventType /*kind*/, int64_t /*id*/) {}
   void EventV1(const Fields& /*v*/, std::string_view line, std::string_view /*type*/,
@@ -1155,67 +1155,67 @@ struct RecordSink {
   }
 
   // A stack member: the frames of the record its id names (inline frames as they are).
-  JsonValue StackValue(const JsonValue& v, int lineno, FileNotes* notes) const {
-    if (!v.is_int()) return v;
-    std::optional<Stack> frames = v2.Frames(v.int_value(), lineno, notes);
+  Json StackValue(const Json& v, int lineno, FileNotes* notes) const {
+    if (!v.is_number_integer()) return v;
+    std::optional<Stack> frames = v2.Frames(v.get<int64_t>(), lineno, notes);
     if (!frames) {
       notes->Add(lineno, "stack id used before or without its record",
-                 "stack " + std::to_string(v.int_value()));
-      return JsonValue::Array();
+                 "stack " + std::to_string(v.get<int64_t>()));
+      return Json::array();
     }
     if (*symbolize) (*symbolize)(&*frames);
-    JsonValue a = JsonValue::Array();
-    for (const Frame& f : *frames) a.Push(FrameJson(f));
+    Json a = Json::array();
+    for (const Frame& f : *frames) a.push_back(FrameJson(f));
     return a;
   }
   // An object whose "stack" member is resolved.
-  JsonValue WithStack(const JsonValue& o, int lineno, FileNotes* notes) const {
+  Json WithStack(const Json& o, int lineno, FileNotes* notes) const {
     if (!o.is_object()) return o;
-    JsonValue r = JsonValue::Object();
-    for (const auto& [key, value] : o.members())
-      r.Append(key, key == schema::kKeyStack ? StackValue(value, lineno, notes) : value);
+    Json r = Json::object();
+    for (const auto& [key, value] : o.items())
+      r.emplace(key, key == schema::kKeyStack ? StackValue(value, lineno, notes) : Json(value));
     return r;
   }
 
   void EventV2(const Fields& /*v*/, std::string_view line, std::string_view type, EventType kind,
                int64_t ts, int lineno, FileNotes* notes) {
-    JsonValue in;
+    Json in;
     ParseJson(line, &in, nullptr);  // simdjson read it already
     EventRecord& r = out->emplace_back();
     r.line = lineno;
-    JsonValue& e = r.json;
-    e = JsonValue::Object();
-    e.Append(schema::kKeySchema, JsonValue::String(std::string(kEventSchemaV2)));
-    e.Append(schema::kKeyEvent, JsonValue::String(std::string(type)));
-    for (const auto& [key, value] : header.members()) e.Append(key, value);
-    e.Append(schema::kKeyTsNs, JsonValue::Int(ts));
-    for (const auto& [key, value] : in.members()) {
+    Json& e = r.json;
+    e = Json::object();
+    e.emplace(schema::kKeySchema, Json(std::string(kEventSchemaV2)));
+    e.emplace(schema::kKeyEvent, Json(std::string(type)));
+    for (const auto& [key, value] : header.items()) e.emplace(key, Json(value));
+    e.emplace(schema::kKeyTsNs, Json(ts));
+    for (const auto& [key, value] : in.items()) {
       if (key == schema::kKeyEvent || key == schema::kKeyTs) continue;
       if (key == schema::kKeyStack || key == schema::kKeyRegStack) {
-        e.Append(key, StackValue(value, lineno, notes));
+        e.emplace(key, StackValue(value, lineno, notes));
       } else if (key == schema::kKeyInit) {
-        e.Append(key, WithStack(value, lineno, notes));
+        e.emplace(key, WithStack(value, lineno, notes));
       } else if (key == schema::kKeySites && kind == EventType::kMrCounts && value.is_array()) {
-        JsonValue sites = JsonValue::Array();
-        for (const JsonValue& site : value.array()) sites.Push(WithStack(site, lineno, notes));
-        e.Append(key, std::move(sites));
+        Json sites = Json::array();
+        for (const Json& site : value) sites.push_back(WithStack(site, lineno, notes));
+        e.emplace(key, std::move(sites));
       } else if (key == schema::kKeyMr && value.is_array()) {  // [addr, len, access, handle]
         int64_t f[4] = {0, 0, 0, 0};
-        for (size_t i = 0; i < 4 && i < value.array().size(); ++i)
-          f[i] = value.array()[i].is_int() ? value.array()[i].int_value() : 0;
-        e.Append(schema::kKeyAddr, JsonValue::Int(f[0]));
-        e.Append(schema::kKeyLen, JsonValue::Int(f[1]));
-        e.Append(schema::kKeyAccess, JsonValue::Int(f[2]));
-        e.Append(schema::kKeyHandle, JsonValue::String(HexText(static_cast<uint64_t>(f[3]))));
+        for (size_t i = 0; i < 4 && i < value.size(); ++i)
+          f[i] = value[i].is_number_integer() ? value[i].get<int64_t>() : 0;
+        e.emplace(schema::kKeyAddr, Json(f[0]));
+        e.emplace(schema::kKeyLen, Json(f[1]));
+        e.emplace(schema::kKeyAccess, Json(f[2]));
+        e.emplace(schema::kKeyHandle, Json(HexText(static_cast<uint64_t>(f[3]))));
       } else {
-        e.Append(key, value);
+        e.emplace(key, Json(value));
       }
     }
-    if (!e.Find(schema::kKeyTid)) e.Append(schema::kKeyTid, JsonValue::Int(v2.pid));
+    if (!FindMember(e, schema::kKeyTid)) e.emplace(schema::kKeyTid, Json(v2.pid));
     if (kind == EventType::kMrRegister) {
-      if (!e.Find(schema::kKeyCall))
-        e.Append(schema::kKeyCall, JsonValue::String(schema::kDefaultRegCall));
-      if (!e.Find(schema::kKeyDontfork)) e.Append(schema::kKeyDontfork, JsonValue());
+      if (!FindMember(e, schema::kKeyCall))
+        e.emplace(schema::kKeyCall, Json(schema::kDefaultRegCall));
+      if (!FindMember(e, schema::kKeyDontfork)) e.emplace(schema::kKeyDontfork, Json());
     }
   }
 };
@@ -1514,11 +1514,12 @@ const Stack& ProcessLog::StackAt(int id) const {
   return stacks[static_cast<size_t>(id)];
 }
 
-std::optional<uint64_t> ParseAddress(const JsonValue* v) {
+std::optional<uint64_t> ParseAddress(const Json* v) {
   if (!v) return std::nullopt;
-  if (v->is_int() && v->int_value() >= 0) return static_cast<uint64_t>(v->int_value());
+  if (v->is_number_integer() && v->get<int64_t>() >= 0)
+    return static_cast<uint64_t>(v->get<int64_t>());
   if (!v->is_string()) return std::nullopt;
-  return ParseAddressText(v->string_value());
+  return ParseAddressText(v->get_ref<const std::string&>());
 }
 
 std::optional<uint64_t> ParseAddressText(std::string_view s) {
@@ -1566,7 +1567,7 @@ std::vector<EventRecord> DecodeEventRecords(std::string_view file_name, std::str
   LogSet skipped;
   {
     FileNotes file_notes(file_name, &skipped);
-    RecordSink sink{{}, &symbolize, &records, JsonValue::Object()};
+    RecordSink sink{{}, &symbolize, &records, Json::object()};
     std::string buf(text);  // simdjson reads a few bytes past each line
     buf.append(simdjson::SIMDJSON_PADDING, '\0');
     int lineno = 0;

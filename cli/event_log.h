@@ -275,7 +275,7 @@ void ParseLogText(std::string_view file_name, std::string_view text, LogSet* out
 // One event of a log as one self-contained object (DecodeEventRecords).
 struct EventRecord {
   int line = 0;  // 1-based line in its file
-  JsonValue json;
+  Json json;
 };
 
 // Decodes the text of the log file `file_name` line by line as ParseLogText does (the same
@@ -307,7 +307,7 @@ void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads = 
 void JoinExecs(LogSet* logs);
 
 // "0x1a2b" or an integer -> value.
-std::optional<uint64_t> ParseAddress(const JsonValue* v);
+std::optional<uint64_t> ParseAddress(const Json* v);
 std::optional<uint64_t> ParseAddressText(std::string_view s);
 
 }  // namespace forkguard::cli

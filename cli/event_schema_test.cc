@@ -17,7 +17,8 @@
 namespace forkguard {
 namespace {
 
-using cli::JsonValue;
+using cli::FindMember;
+using cli::Json;
 using Names = std::set<std::string>;
 
 // The header's lists, as names.
@@ -46,21 +47,21 @@ std::map<std::string, Names> HeaderObjectKeys() {
   return out;
 }
 
-const JsonValue& At(const JsonValue& v, std::initializer_list<const char*> path) {
-  static const JsonValue kNull;
-  const JsonValue* p = &v;
+const Json& At(const Json& v, std::initializer_list<const char*> path) {
+  static const Json kNull;
+  const Json* p = &v;
   for (const char* k : path) {
-    p = p->Find(k);
+    p = FindMember(*p, k);
     if (p == nullptr) return kNull;
   }
   return *p;
 }
 
-Names PropertyNames(const JsonValue& v) {
+Names PropertyNames(const Json& v) {
   Names out;
-  const JsonValue* props = v.Find("properties");
+  const Json* props = FindMember(v, "properties");
   if (props == nullptr) return out;
-  for (const auto& [name, value] : props->members()) out.insert(name);
+  for (const auto& [name, value] : props->items()) out.insert(name);
   return out;
 }
 
@@ -76,17 +77,18 @@ class EventSchemaTest : public ::testing::Test {
     ASSERT_TRUE(defs_->is_object());
   }
   // The `then` of each `event` case of a $defs line: event name -> its schema.
-  std::map<std::string, const JsonValue*> Cases(const char* def) const {
-    std::map<std::string, const JsonValue*> out;
-    for (const JsonValue& c : At(*defs_, {def, "allOf"}).array()) {
-      std::string name = At(c, {"if", "properties", "event", "const"}).string_value();
+  std::map<std::string, const Json*> Cases(const char* def) const {
+    std::map<std::string, const Json*> out;
+    for (const Json& c : At(*defs_, {def, "allOf"})) {
+      std::string name =
+          At(c, {"if", "properties", "event", "const"}).get_ref<const std::string&>();
       EXPECT_FALSE(name.empty()) << def;
-      out[name] = c.Find("then");
+      out[name] = FindMember(c, "then");
     }
     return out;
   }
-  JsonValue doc_;
-  const JsonValue* defs_ = nullptr;
+  Json doc_;
+  const Json* defs_ = nullptr;
 };
 
 TEST_F(EventSchemaTest, SameRecords) {
@@ -109,10 +111,10 @@ TEST_F(EventSchemaTest, SameKeysPerRecord) {
 
 TEST_F(EventSchemaTest, SameKeysInObjects) {
   std::map<std::string, Names> header = HeaderObjectKeys();
-  std::map<std::string, const JsonValue*> v2 = Cases("v2_line");
-  const JsonValue& fork = *v2.at(schema::kFork);
+  std::map<std::string, const Json*> v2 = Cases("v2_line");
+  const Json& fork = *v2.at(schema::kFork);
   EXPECT_EQ(header[schema::kKeyInit],
-            PropertyNames(At(fork, {"properties", "init", "anyOf"}).array().at(1)));
+            PropertyNames(At(fork, {"properties", "init", "anyOf"}).at(1)));
   EXPECT_EQ(header[schema::kKeyRanges], PropertyNames(At(fork, {"properties", "ranges", "items"})));
   EXPECT_EQ(header[schema::kKeyLive], PropertyNames(At(fork, {"properties", "live"})));
   EXPECT_EQ(header[schema::kKeyForkSupport],

@@ -156,19 +156,19 @@ TEST(JobReport, TextReadsLikeADiagnosticAndFits100Columns) {
 
 TEST(JobReport, JsonAndMarkdownCarryTheSameCounts) {
   Generated g = Generate(JobSpec{});
-  JsonValue j = ReportToJson(g.report);
-  EXPECT_EQ(j.GetString("schema"), "forkguard.report/1");
-  const JsonValue* findings = j.Find("findings");
+  Json j = ReportToJson(g.report);
+  EXPECT_EQ(GetString(j, "schema"), "forkguard.report/1");
+  const Json* findings = FindMember(j, "findings");
   ASSERT_TRUE(findings && findings->is_array());
-  ASSERT_EQ(findings->array().size(), 2u);
-  const JsonValue& f0 = findings->array()[0];
-  EXPECT_EQ(f0.GetInt("count", -1), 41);
-  EXPECT_EQ(f0.GetInt("process_count", -1), 6);
-  EXPECT_EQ(f0.GetString("location"), "train.py:42");
-  EXPECT_EQ(j.Find("summary")->GetInt("processes", -1), 64);
-  EXPECT_EQ(j.Find("child_deaths")->array().size(), 3u);
+  ASSERT_EQ(findings->size(), 2u);
+  const Json& f0 = (*findings)[0];
+  EXPECT_EQ(GetInt(f0, "count", -1), 41);
+  EXPECT_EQ(GetInt(f0, "process_count", -1), 6);
+  EXPECT_EQ(GetString(f0, "location"), "train.py:42");
+  EXPECT_EQ(GetInt(*FindMember(j, "summary"), "processes", -1), 64);
+  EXPECT_EQ(FindMember(j, "child_deaths")->size(), 3u);
   // Round trip through our own parser: the writer emits valid JSON.
-  JsonValue back;
+  Json back;
   std::string err;
   ASSERT_TRUE(ParseJson(RenderJson(g.report), &back, &err)) << err;
 
@@ -297,13 +297,13 @@ TEST(JobReport, TwoJobsInOneDirectoryStayApart) {
                                   " processes (4 ranks) on 2 hosts"),
             std::string::npos)
       << RenderText(only);
-  JsonValue j = ReportToJson(r);
-  const JsonValue* jobs = j.Find("summary")->Find("jobs");
+  Json j = ReportToJson(r);
+  const Json* jobs = FindMember(*FindMember(j, "summary"), "jobs");
   ASSERT_TRUE(jobs != nullptr && jobs->is_array());
-  ASSERT_EQ(jobs->array().size(), 2u);
-  EXPECT_EQ(jobs->array()[1].GetString("job"), "tr-1");
-  EXPECT_EQ(jobs->array()[1].GetString("ranks_text"), "ranks 0-3");
-  EXPECT_EQ(j.Find("findings")->array()[0].GetString("job"), "4242");
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ(GetString((*jobs)[1], "job"), "tr-1");
+  EXPECT_EQ(GetString((*jobs)[1], "ranks_text"), "ranks 0-3");
+  EXPECT_EQ(GetString((*FindMember(j, "findings"))[0], "job"), "4242");
 }
 
 // Ranks whose DataLoader forks every epoch: every count exact (the same findings as a job
@@ -340,17 +340,17 @@ TEST(JobReport, ForksEveryEpochAreCountedExactlyAndSampled) {
   EXPECT_NE(text.find("(every fork is counted per call site; 1008 of 6300 are listed one by one"),
             std::string::npos)
       << text;
-  JsonValue j;
+  Json j;
   std::string error;
   ASSERT_TRUE(ParseJson(RenderJson(r), &j, &error)) << error;
-  EXPECT_EQ(j.Find("forks")->array().size(), 63 * per);
-  const JsonValue* sampled = j.Find("summary")->Find("forks_sampled");
+  EXPECT_EQ(FindMember(j, "forks")->size(), 63 * per);
+  const Json* sampled = FindMember(*FindMember(j, "summary"), "forks_sampled");
   ASSERT_NE(sampled, nullptr);
-  EXPECT_EQ(sampled->GetInt("listed", -1), static_cast<int64_t>(63 * per));
+  EXPECT_EQ(GetInt(*sampled, "listed", -1), static_cast<int64_t>(63 * per));
   EXPECT_NE(text.find("train.py:120 in train_epoch: hazard: fork() after RDMA initialization"),
             std::string::npos)
       << text;
-  EXPECT_NE(j.Find("processes")->array()[0].Find("forks_sampled"), nullptr);
+  EXPECT_NE(FindMember((*FindMember(j, "processes"))[0], "forks_sampled"), nullptr);
   // RenderJson writes the forks array itself: the same text as the whole tree's.
   EXPECT_EQ(RenderJson(r), WriteJson(ReportToJson(r)) + "\n");
 }

@@ -1,6 +1,5 @@
 #include "cli/json.h"
 
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -9,163 +8,39 @@
 
 namespace forkguard::cli {
 
-JsonValue JsonValue::Bool(bool b) {
-  JsonValue v;
-  v.kind_ = Kind::kBool;
-  v.bool_ = b;
-  return v;
-}
-JsonValue JsonValue::Int(int64_t i) {
-  JsonValue v;
-  v.kind_ = Kind::kInt;
-  v.int_ = i;
-  return v;
-}
-JsonValue JsonValue::Double(double d) {
-  JsonValue v;
-  v.kind_ = Kind::kDouble;
-  v.double_ = d;
-  return v;
-}
-JsonValue JsonValue::String(std::string s) {
-  JsonValue v;
-  v.kind_ = Kind::kString;
-  v.string_ = std::move(s);
-  return v;
-}
-JsonValue JsonValue::Array() {
-  JsonValue v;
-  v.kind_ = Kind::kArray;
-  return v;
-}
-JsonValue JsonValue::Object() {
-  JsonValue v;
-  v.kind_ = Kind::kObject;
-  return v;
+const Json* FindMember(const Json& object, std::string_view key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
 }
 
-const JsonValue* JsonValue::Find(std::string_view key) const {
-  if (kind_ != Kind::kObject) return nullptr;
-  for (const auto& [k, v] : members_)
-    if (k == key) return &v;
-  return nullptr;
+std::string GetString(const Json& object, std::string_view key, std::string fallback) {
+  const Json* v = FindMember(object, key);
+  return v && v->is_string() ? v->get_ref<const std::string&>() : fallback;
 }
 
-std::string JsonValue::GetString(std::string_view key, std::string fallback) const {
-  const JsonValue* v = Find(key);
-  return v && v->is_string() ? v->string_value() : fallback;
-}
-
-int64_t JsonValue::GetInt(std::string_view key, int64_t fallback) const {
-  const JsonValue* v = Find(key);
+int64_t GetInt(const Json& object, std::string_view key, int64_t fallback) {
+  const Json* v = FindMember(object, key);
   if (!v) return fallback;
-  if (v->is_int()) return v->int_value();
-  if (v->kind_ == Kind::kDouble && std::isfinite(v->double_) && v->double_ > -9.2e18 &&
-      v->double_ < 9.2e18)
-    return static_cast<int64_t>(v->double_);
+  if (v->is_number_unsigned()) {
+    uint64_t u = v->get<uint64_t>();
+    return u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? static_cast<int64_t>(u)
+                                                                           : fallback;
+  }
+  if (v->is_number_integer()) return v->get<int64_t>();
+  if (v->is_number_float()) {
+    double d = v->get<double>();
+    if (std::isfinite(d) && d > -9.2e18 && d < 9.2e18) return static_cast<int64_t>(d);
+  }
   return fallback;
 }
 
-bool JsonValue::GetBool(std::string_view key, bool fallback) const {
-  const JsonValue* v = Find(key);
-  return v && v->is_bool() ? v->bool_value() : fallback;
-}
-
-void JsonValue::Push(JsonValue v) {
-  kind_ = Kind::kArray;
-  array_.push_back(std::move(v));
-}
-
-void JsonValue::Set(std::string key, JsonValue v) {
-  kind_ = Kind::kObject;
-  for (auto& [k, old] : members_) {
-    if (k == key) {
-      old = std::move(v);
-      return;
-    }
-  }
-  members_.emplace_back(std::move(key), std::move(v));
-}
-
-void JsonValue::Append(std::string key, JsonValue v) {
-  members_.emplace_back(std::move(key), std::move(v));
+bool GetBool(const Json& object, std::string_view key, bool fallback) {
+  const Json* v = FindMember(object, key);
+  return v && v->is_boolean() ? v->get<bool>() : fallback;
 }
 
 namespace {
-
-void AppendQuoted(std::string_view s, std::string* out);
-
-void Write(const JsonValue& v, int indent, int level, std::string* out) {
-  auto newline = [&](int lvl) {
-    if (indent < 0) return;
-    out->push_back('\n');
-    out->append(static_cast<size_t>(indent * lvl), ' ');
-  };
-  switch (v.kind()) {
-    case JsonValue::Kind::kNull:
-      out->append("null");
-      break;
-    case JsonValue::Kind::kBool:
-      out->append(v.bool_value() ? "true" : "false");
-      break;
-    case JsonValue::Kind::kInt: {
-      char buf[24];
-      out->append(buf, std::to_chars(buf, buf + sizeof buf, v.int_value()).ptr);
-      break;
-    }
-    case JsonValue::Kind::kDouble: {
-      if (!std::isfinite(v.double_value())) {
-        out->append("null");
-        break;
-      }
-      // As printf's %.17g.
-      char buf[64];
-      out->append(buf, std::to_chars(buf, buf + sizeof buf, v.double_value(),
-                                     std::chars_format::general, 17)
-                           .ptr);
-      break;
-    }
-    case JsonValue::Kind::kString:
-      AppendQuoted(v.string_value(), out);
-      break;
-    case JsonValue::Kind::kArray: {
-      if (v.array().empty()) {
-        out->append("[]");
-        break;
-      }
-      out->push_back('[');
-      bool first = true;
-      for (const auto& item : v.array()) {
-        if (!first) out->push_back(',');
-        first = false;
-        newline(level + 1);
-        Write(item, indent, level + 1, out);
-      }
-      newline(level);
-      out->push_back(']');
-      break;
-    }
-    case JsonValue::Kind::kObject: {
-      if (v.members().empty()) {
-        out->append("{}");
-        break;
-      }
-      out->push_back('{');
-      bool first = true;
-      for (const auto& [k, item] : v.members()) {
-        if (!first) out->push_back(',');
-        first = false;
-        newline(level + 1);
-        AppendQuoted(k, out);
-        out->append(indent < 0 ? ":" : ": ");
-        Write(item, indent, level + 1, out);
-      }
-      newline(level);
-      out->push_back('}');
-      break;
-    }
-  }
-}
 
 // Length of a valid UTF-8 sequence starting at s[i], or 0 if invalid.
 size_t Utf8Len(std::string_view s, size_t i) {
@@ -176,99 +51,6 @@ size_t Utf8Len(std::string_view s, size_t i) {
     if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
   return n;
 }
-
-}  // namespace
-
-namespace {
-
-JsonValue FromElement(simdjson::dom::element e) {
-  using simdjson::dom::element_type;
-  switch (e.type()) {
-    case element_type::ARRAY: {
-      JsonValue a = JsonValue::Array();
-      simdjson::dom::array arr = e.get_array().value_unsafe();
-      for (simdjson::dom::element x : arr) a.Push(FromElement(x));
-      return a;
-    }
-    case element_type::OBJECT: {
-      // Push order kept and duplicates kept: Find() returns the first, as before.
-      JsonValue o = JsonValue::Object();
-      simdjson::dom::object obj = e.get_object().value_unsafe();
-      for (auto field : obj) o.Append(std::string(field.key), FromElement(field.value));
-      return o;
-    }
-    case element_type::INT64:
-      return JsonValue::Int(e.get_int64().value_unsafe());
-    case element_type::UINT64:
-      return JsonValue::Double(static_cast<double>(e.get_uint64().value_unsafe()));
-    case element_type::DOUBLE:
-      return JsonValue::Double(e.get_double().value_unsafe());
-    case element_type::STRING:
-      return JsonValue::String(std::string(e.get_string().value_unsafe()));
-    case element_type::BOOL:
-      return JsonValue::Bool(e.get_bool().value_unsafe());
-    case element_type::NULL_VALUE:
-      break;
-  }
-  return JsonValue();
-}
-
-}  // namespace
-
-std::string JsonErrorText(simdjson::error_code code) {
-  switch (code) {
-    case simdjson::DEPTH_ERROR:
-      return "nesting too deep";
-    case simdjson::UTF8_ERROR:
-      return "invalid UTF-8";
-    case simdjson::UNCLOSED_STRING:
-      return "unterminated string";
-    case simdjson::EMPTY:
-      return "empty";
-    case simdjson::NUMBER_ERROR:
-      return "malformed number, or one out of 64-bit range";
-    case simdjson::STRING_ERROR:
-      return "bad string escape or lone UTF-16 surrogate";
-    default:
-      return simdjson::error_message(code);
-  }
-}
-
-simdjson::dom::parser& LineParser() {
-  thread_local simdjson::dom::parser parser = [] {
-    simdjson::dom::parser p;
-    // Lines are at most 1 MiB (the reader skips longer ones); 64 levels is
-    // deeper than anything the shim writes.
-    if (p.allocate(size_t{1} << 20, kMaxJsonDepth) != simdjson::SUCCESS) abort();
-    return p;
-  }();
-  return parser;
-}
-
-bool ParseJson(std::string_view text, JsonValue* out, std::string* error) {
-  simdjson::dom::parser local;
-  simdjson::dom::parser& p = text.size() <= (size_t{1} << 20) ? LineParser() : local;
-  if (&p == &local && local.allocate(text.size(), kMaxJsonDepth) != simdjson::SUCCESS) {
-    if (error) *error = "out of memory";
-    return false;
-  }
-  simdjson::dom::element root;
-  auto err = p.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root);
-  if (err != simdjson::SUCCESS) {
-    if (error) *error = JsonErrorText(err);
-    return false;
-  }
-  *out = FromElement(root);
-  return true;
-}
-
-std::string WriteJson(const JsonValue& v, int indent) {
-  std::string out;
-  Write(v, indent, 0, &out);
-  return out;
-}
-
-namespace {
 
 // Appends `s` quoted; runs of characters that need no escape are appended at once.
 void AppendQuoted(std::string_view s, std::string* out) {
@@ -303,7 +85,175 @@ void AppendQuoted(std::string_view s, std::string* out) {
   out->push_back('"');
 }
 
+template <typename T>
+void AppendNumber(T v, std::string* out) {
+  char buf[24];
+  out->append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+void Write(const Json& v, int indent, int level, std::string* out) {
+  auto newline = [&](int lvl) {
+    if (indent < 0) return;
+    out->push_back('\n');
+    out->append(static_cast<size_t>(indent * lvl), ' ');
+  };
+  switch (v.type()) {
+    case Json::value_t::null:
+    case Json::value_t::discarded:
+    case Json::value_t::binary:  // never built here; no JSON text for it
+      out->append("null");
+      break;
+    case Json::value_t::boolean:
+      out->append(v.get<bool>() ? "true" : "false");
+      break;
+    case Json::value_t::number_integer:
+      AppendNumber(v.get<int64_t>(), out);
+      break;
+    case Json::value_t::number_unsigned:
+      AppendNumber(v.get<uint64_t>(), out);
+      break;
+    case Json::value_t::number_float: {
+      double d = v.get<double>();
+      if (!std::isfinite(d)) {
+        out->append("null");
+        break;
+      }
+      // As printf's %.17g.
+      char buf[64];
+      out->append(buf, std::to_chars(buf, buf + sizeof buf, d, std::chars_format::general, 17).ptr);
+      break;
+    }
+    case Json::value_t::string:
+      AppendQuoted(v.get_ref<const std::string&>(), out);
+      break;
+    case Json::value_t::array: {
+      const auto& items = v.get_ref<const Json::array_t&>();
+      if (items.empty()) {
+        out->append("[]");
+        break;
+      }
+      out->push_back('[');
+      bool first = true;
+      for (const Json& item : items) {
+        if (!first) out->push_back(',');
+        first = false;
+        newline(level + 1);
+        Write(item, indent, level + 1, out);
+      }
+      newline(level);
+      out->push_back(']');
+      break;
+    }
+    case Json::value_t::object: {
+      const auto& members = v.get_ref<const Json::object_t&>();
+      if (members.empty()) {
+        out->append("{}");
+        break;
+      }
+      out->push_back('{');
+      bool first = true;
+      for (const auto& [k, item] : members) {
+        if (!first) out->push_back(',');
+        first = false;
+        newline(level + 1);
+        AppendQuoted(k, out);
+        out->append(indent < 0 ? ":" : ": ");
+        Write(item, indent, level + 1, out);
+      }
+      newline(level);
+      out->push_back('}');
+      break;
+    }
+  }
+}
+
+Json FromElement(simdjson::dom::element e) {
+  using simdjson::dom::element_type;
+  switch (e.type()) {
+    case element_type::ARRAY: {
+      Json a = Json::array();
+      // Named: value_unsafe() of a temporary result would dangle in the range-for.
+      simdjson::dom::array arr = e.get_array().value_unsafe();
+      for (simdjson::dom::element x : arr) a.push_back(FromElement(x));
+      return a;
+    }
+    case element_type::OBJECT: {
+      // Document order kept; of duplicate keys the first is kept (emplace keeps what is there).
+      Json o = Json::object();
+      simdjson::dom::object obj = e.get_object().value_unsafe();
+      for (auto field : obj) o.emplace(std::string(field.key), FromElement(field.value));
+      return o;
+    }
+    case element_type::INT64:
+      return e.get_int64().value_unsafe();
+    case element_type::UINT64:
+      return static_cast<double>(e.get_uint64().value_unsafe());
+    case element_type::DOUBLE:
+      return e.get_double().value_unsafe();
+    case element_type::STRING:
+      return std::string(e.get_string().value_unsafe());
+    case element_type::BOOL:
+      return e.get_bool().value_unsafe();
+    case element_type::NULL_VALUE:
+      break;
+  }
+  return Json();
+}
+
 }  // namespace
+
+std::string JsonErrorText(simdjson::error_code code) {
+  switch (code) {
+    case simdjson::DEPTH_ERROR:
+      return "nesting too deep";
+    case simdjson::UTF8_ERROR:
+      return "invalid UTF-8";
+    case simdjson::UNCLOSED_STRING:
+      return "unterminated string";
+    case simdjson::EMPTY:
+      return "empty";
+    case simdjson::NUMBER_ERROR:
+      return "malformed number, or one out of 64-bit range";
+    case simdjson::STRING_ERROR:
+      return "bad string escape or lone UTF-16 surrogate";
+    default:
+      return simdjson::error_message(code);
+  }
+}
+
+simdjson::dom::parser& LineParser() {
+  thread_local simdjson::dom::parser parser = [] {
+    simdjson::dom::parser p;
+    // Lines are at most 1 MiB (the reader skips longer ones); 64 levels is
+    // deeper than anything the shim writes.
+    if (p.allocate(size_t{1} << 20, kMaxJsonDepth) != simdjson::SUCCESS) abort();
+    return p;
+  }();
+  return parser;
+}
+
+bool ParseJson(std::string_view text, Json* out, std::string* error) {
+  simdjson::dom::parser local;
+  simdjson::dom::parser& p = text.size() <= (size_t{1} << 20) ? LineParser() : local;
+  if (&p == &local && local.allocate(text.size(), kMaxJsonDepth) != simdjson::SUCCESS) {
+    if (error) *error = "out of memory";
+    return false;
+  }
+  simdjson::dom::element root;
+  auto err = p.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root);
+  if (err != simdjson::SUCCESS) {
+    if (error) *error = JsonErrorText(err);
+    return false;
+  }
+  *out = FromElement(root);
+  return true;
+}
+
+std::string WriteJson(const Json& v, int indent) {
+  std::string out;
+  Write(v, indent, 0, &out);
+  return out;
+}
 
 std::string JsonQuote(std::string_view s) {
   std::string out;

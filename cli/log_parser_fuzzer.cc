@@ -26,16 +26,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Timeline t = BuildTimeline(logs, r);
   out += RenderHtml(r, t);
   // Our JSON report and the trace must always be valid JSON.
-  JsonValue report;
+  Json report;
   std::string err;
   if (!ParseJson(RenderJson(r), &report, &err)) abort();
   if (!ParseJson(RenderTrace(r, t), &report, &err)) abort();
 
   // Whatever parses, once re-written, re-parses to the same text.
-  JsonValue v;
+  Json v;
   if (ParseJson(text, &v, &err)) {
     std::string once = WriteJson(v, -1);
-    JsonValue v2, v3;
+    Json v2, v3;
     if (!ParseJson(once, &v2, &err)) abort();
     std::string twice = WriteJson(v2, -1);
     if (!ParseJson(twice, &v3, &err)) abort();

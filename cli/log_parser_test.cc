@@ -143,7 +143,7 @@ TEST(LogParser, WrongTypesAndHostileValuesNeverCrash) {
   EXPECT_EQ(CountEvents(l, "some_future_event"), 1);
   JobReport r = BuildJobReport(l, nullptr);
   EXPECT_FALSE(RenderText(r).empty());
-  JsonValue back;
+  Json back;
   std::string err;
   EXPECT_TRUE(ParseJson(RenderJson(r), &back, &err)) << err;
   EXPECT_FALSE(RenderMarkdown(r).empty());
@@ -645,11 +645,11 @@ TEST(LogParserV2, SymbolizesByPathCheckingTheBuildId) {
 }
 
 TEST(Json, ParsesAndRejects) {
-  JsonValue v;
+  Json v;
   std::string err;
   ASSERT_TRUE(ParseJson(R"({"a":[1,-2.5e3,"\u00e9\ud83d\ude00",true,null],"b":{}})", &v, &err));
-  EXPECT_EQ(v.Find("a")->array()[1].double_value(), -2500);
-  EXPECT_EQ(v.Find("a")->array()[2].string_value(), "\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ((*FindMember(v, "a"))[1].get<double>(), -2500);
+  EXPECT_EQ((*FindMember(v, "a"))[2].get_ref<const std::string&>(), "\xc3\xa9\xf0\x9f\x98\x80");
   for (const char* bad :
        {"", "{", "[1,]", "{\"a\" 1}", "01", "1.", "tru", "\"\x01\"", "{} x", "\"\\x\"", "-", "1e"})
     EXPECT_FALSE(ParseJson(bad, &v, &err)) << bad;
@@ -657,11 +657,11 @@ TEST(Json, ParsesAndRejects) {
 }
 
 TEST(Json, AddressesParse) {
-  JsonValue s = JsonValue::String("0x7f12");
+  Json s = Json("0x7f12");
   EXPECT_EQ(ParseAddress(&s), 0x7f12u);
-  JsonValue bad = JsonValue::String("0x");
+  Json bad = Json("0x");
   EXPECT_FALSE(ParseAddress(&bad));
-  JsonValue big = JsonValue::String("0x1ffffffffffffffff");
+  Json big = Json("0x1ffffffffffffffff");
   EXPECT_FALSE(ParseAddress(&big));
 }
 

@@ -74,7 +74,7 @@ namespace {
 
 std::string Opt(const std::optional<int>& v) { return v ? std::to_string(*v) : "-"; }
 
-JsonValue OptInt(const std::optional<int>& v) { return v ? JsonValue::Int(*v) : JsonValue(); }
+Json OptInt(const std::optional<int>& v) { return v ? Json(*v) : Json(); }
 
 // The /proc files of `p` this user could not read ("environ", "fd", "smaps", "maps").
 std::vector<std::string> Unreadable(const api::ProcessFacts& p) {
@@ -144,61 +144,59 @@ std::string FormatText(const api::Census& c) {
 }
 
 std::string FormatJson(const api::Census& c) {
-  JsonValue root = JsonValue::Object();
-  root.Set("schema", JsonValue::String("forkguard.ps/1"));
-  JsonValue devices = JsonValue::Array();
-  for (const std::string& d : c.devices) devices.Push(JsonValue::String(d));
-  root.Set("devices", std::move(devices));
-  root.Set("kernel_copy_on_fork", c.cof.value == KernelCof::kUnknown
-                                      ? JsonValue()
-                                      : JsonValue::Bool(c.cof.value == KernelCof::kYes));
-  JsonValue procs = JsonValue::Array();
+  Json root = Json::object();
+  root["schema"] = "forkguard.ps/1";
+  Json devices = Json::array();
+  for (const std::string& d : c.devices) devices.emplace_back(d);
+  root["devices"] = std::move(devices);
+  root["kernel_copy_on_fork"] =
+      c.cof.value == KernelCof::kUnknown ? Json() : Json(c.cof.value == KernelCof::kYes);
+  Json procs = Json::array();
   for (const api::ProcessFacts& p : c.processes) {
     ForkVerdict v = api::DecideForProcess(p, c.cof.value, nullptr);
-    JsonValue j = JsonValue::Object();
-    j.Set("pid", JsonValue::Int(p.pid));
-    j.Set("comm", JsonValue::String(p.comm));
-    j.Set("job", p.job ? JsonValue::String(*p.job) : JsonValue());
-    j.Set("rank", p.rank ? JsonValue::Int(*p.rank) : JsonValue());
-    j.Set("shim_loaded", p.shim_loaded ? JsonValue::Bool(*p.shim_loaded) : JsonValue());
-    JsonValue o = JsonValue::Object();
-    o.Set("contexts", JsonValue::Int(p.objects.contexts));
-    o.Set("pds", JsonValue::Int(p.objects.pds));
-    o.Set("mrs", JsonValue::Int(p.objects.mrs));
-    o.Set("mr_bytes", JsonValue::Int(static_cast<int64_t>(p.objects.mr_bytes)));
-    o.Set("cqs", JsonValue::Int(p.objects.cqs));
-    o.Set("qps", JsonValue::Int(p.objects.qps));
-    o.Set("cm_ids", JsonValue::Int(p.objects.cm_ids));
-    j.Set("objects", std::move(o));
-    j.Set("vm_pin_kb", p.vm_pin_kb >= 0 ? JsonValue::Int(p.vm_pin_kb) : JsonValue());
-    j.Set("uverbs_fds", OptInt(p.uverbs_fds));
-    j.Set("rdma_cm_fds", OptInt(p.rdma_cm_fds));
-    j.Set("dc_vmas", OptInt(p.dc_count));
-    j.Set("verdict", JsonValue::String(api::VerdictText(v.reasons)));
-    JsonValue reasons = JsonValue::Array();
+    Json j = Json::object();
+    j["pid"] = p.pid;
+    j["comm"] = p.comm;
+    j["job"] = p.job ? Json(*p.job) : Json();
+    j["rank"] = p.rank ? Json(*p.rank) : Json();
+    j["shim_loaded"] = p.shim_loaded ? Json(*p.shim_loaded) : Json();
+    Json o = Json::object();
+    o["contexts"] = p.objects.contexts;
+    o["pds"] = p.objects.pds;
+    o["mrs"] = p.objects.mrs;
+    o["mr_bytes"] = static_cast<int64_t>(p.objects.mr_bytes);
+    o["cqs"] = p.objects.cqs;
+    o["qps"] = p.objects.qps;
+    o["cm_ids"] = p.objects.cm_ids;
+    j["objects"] = std::move(o);
+    j["vm_pin_kb"] = p.vm_pin_kb >= 0 ? Json(p.vm_pin_kb) : Json();
+    j["uverbs_fds"] = OptInt(p.uverbs_fds);
+    j["rdma_cm_fds"] = OptInt(p.rdma_cm_fds);
+    j["dc_vmas"] = OptInt(p.dc_count);
+    j["verdict"] = api::VerdictText(v.reasons);
+    Json reasons = Json::array();
     for (Reason r : {kChildSegv, kParentCorruption, kInheritedRdma}) {
-      if ((v.reasons & r) != 0) reasons.Push(JsonValue::String(ReasonName(r)));
+      if ((v.reasons & r) != 0) reasons.emplace_back(ReasonName(r));
     }
-    j.Set("reasons", std::move(reasons));
+    j["reasons"] = std::move(reasons);
     std::string unknown = VerdictUnknown(p);
-    j.Set("verdict_unknown", unknown.empty() ? JsonValue() : JsonValue::String(unknown));
-    JsonValue unreadable = JsonValue::Array();
-    for (const std::string& f : Unreadable(p)) unreadable.Push(JsonValue::String(f));
-    j.Set("unreadable", std::move(unreadable));
-    procs.Push(std::move(j));
+    j["verdict_unknown"] = unknown.empty() ? Json() : Json(unknown);
+    Json unreadable = Json::array();
+    for (const std::string& f : Unreadable(p)) unreadable.emplace_back(f);
+    j["unreadable"] = std::move(unreadable);
+    procs.push_back(std::move(j));
   }
-  root.Set("processes", std::move(procs));
-  JsonValue orphans = JsonValue::Object();
-  orphans.Set("total", JsonValue::Int(c.orphan_objects));
-  orphans.Set("contexts", JsonValue::Int(c.orphans.contexts));
-  orphans.Set("pds", JsonValue::Int(c.orphans.pds));
-  orphans.Set("mrs", JsonValue::Int(c.orphans.mrs));
-  orphans.Set("cqs", JsonValue::Int(c.orphans.cqs));
-  orphans.Set("qps", JsonValue::Int(c.orphans.qps));
-  orphans.Set("cm_ids", JsonValue::Int(c.orphans.cm_ids));
-  root.Set("objects_without_pid", std::move(orphans));
-  root.Set("netlink_error",
-           c.netlink_error.empty() ? JsonValue() : JsonValue::String(c.netlink_error));
+  root["processes"] = std::move(procs);
+  Json orphans = Json::object();
+  orphans["total"] = c.orphan_objects;
+  orphans["contexts"] = c.orphans.contexts;
+  orphans["pds"] = c.orphans.pds;
+  orphans["mrs"] = c.orphans.mrs;
+  orphans["cqs"] = c.orphans.cqs;
+  orphans["qps"] = c.orphans.qps;
+  orphans["cm_ids"] = c.orphans.cm_ids;
+  root["objects_without_pid"] = std::move(orphans);
+  root["netlink_error"] = c.netlink_error.empty() ? Json() : Json(c.netlink_error);
   return WriteJson(root) + "\n";
 }
 

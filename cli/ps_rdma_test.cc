@@ -21,6 +21,11 @@
 namespace forkguard::test_support {
 namespace {
 
+using cli::FindMember;
+using cli::GetBool;
+using cli::GetInt;
+using cli::GetString;
+
 // A child started with posix_spawn whose stdin we hold (closing it ends the holder).
 struct Holder {
   pid_t pid = -1;
@@ -55,7 +60,7 @@ void Start(Holder* h, const std::vector<std::string>& argv, const std::vector<st
 }
 
 // `forkguard ps --format json`, optionally as nobody; returns the parsed document.
-cli::JsonValue Ps(const std::string& forkguard, bool as_nobody, std::string* text) {
+cli::Json Ps(const std::string& forkguard, bool as_nobody, std::string* text) {
   std::vector<std::string> args;
   if (as_nobody) {
     args = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
@@ -71,17 +76,17 @@ cli::JsonValue Ps(const std::string& forkguard, bool as_nobody, std::string* tex
   ProgramResult plain = RunProgram(args);
   EXPECT_EQ(plain.status, 0) << plain.Describe();
   *text = plain.out + plain.err;
-  cli::JsonValue doc;
+  cli::Json doc;
   std::string error;
   EXPECT_TRUE(cli::ParseJson(out, &doc, &error)) << error << "\n" << out;
   return doc;
 }
 
-const cli::JsonValue* FindPid(const cli::JsonValue& doc, pid_t pid) {
-  const cli::JsonValue* procs = doc.Find("processes");
+const cli::Json* FindPid(const cli::Json& doc, pid_t pid) {
+  const cli::Json* procs = FindMember(doc, "processes");
   if (procs == nullptr) return nullptr;
-  for (const cli::JsonValue& p : procs->array()) {
-    if (p.GetInt("pid", -1) == pid) return &p;
+  for (const cli::Json& p : *procs) {
+    if (GetInt(p, "pid", -1) == pid) return &p;
   }
   return nullptr;
 }
@@ -116,50 +121,50 @@ TEST(PsRdma, ListsTheRdmaProcessesAsRootAndAsNobody) {
   for (bool nobody : {false, true}) {
     SCOPED_TRACE(nobody ? "as nobody" : "as root");
     std::string text;
-    cli::JsonValue doc = Ps(fg, nobody, &text);
+    cli::Json doc = Ps(fg, nobody, &text);
     EXPECT_EQ(FindPid(doc, idle.pid), nullptr) << text;
     EXPECT_EQ(text.find("\n" + std::to_string(idle.pid) + " "), std::string::npos) << text;
 
-    const cli::JsonValue* p = FindPid(doc, plain.pid);
+    const cli::Json* p = FindPid(doc, plain.pid);
     ASSERT_NE(p, nullptr) << text;
-    const cli::JsonValue* o = p->Find("objects");
+    const cli::Json* o = FindMember(*p, "objects");
     ASSERT_NE(o, nullptr);
-    EXPECT_EQ(o->GetInt("contexts", -1), 1) << text;
-    EXPECT_EQ(o->GetInt("pds", -1), 1) << text;  // the second PD's thread has exited
-    EXPECT_EQ(o->GetInt("mrs", -1), 1) << text;
-    EXPECT_EQ(o->GetInt("mr_bytes", -1), 64 * 1024) << text;
-    EXPECT_EQ(o->GetInt("cqs", -1), 1) << text;
-    EXPECT_EQ(o->GetInt("qps", -1), 1) << text;
-    EXPECT_EQ(p->GetString("verdict"), "hazard (inherited-rdma)") << text;
-    EXPECT_GE(doc.Find("objects_without_pid")->GetInt("pds", -1), 1) << text;
+    EXPECT_EQ(GetInt(*o, "contexts", -1), 1) << text;
+    EXPECT_EQ(GetInt(*o, "pds", -1), 1) << text;  // the second PD's thread has exited
+    EXPECT_EQ(GetInt(*o, "mrs", -1), 1) << text;
+    EXPECT_EQ(GetInt(*o, "mr_bytes", -1), 64 * 1024) << text;
+    EXPECT_EQ(GetInt(*o, "cqs", -1), 1) << text;
+    EXPECT_EQ(GetInt(*o, "qps", -1), 1) << text;
+    EXPECT_EQ(GetString(*p, "verdict"), "hazard (inherited-rdma)") << text;
+    EXPECT_GE(GetInt(*FindMember(doc, "objects_without_pid"), "pds", -1), 1) << text;
 
-    const cli::JsonValue* s = FindPid(doc, shimmed.pid);
+    const cli::Json* s = FindPid(doc, shimmed.pid);
     ASSERT_NE(s, nullptr) << text;
     if (!nobody) {
-      EXPECT_EQ(p->GetString("job"), "777") << text;
-      EXPECT_EQ(p->GetInt("rank", -1), 3) << text;
-      EXPECT_EQ(p->GetInt("uverbs_fds", -1), 1) << text;
-      EXPECT_FALSE(p->GetBool("shim_loaded", true)) << text;
-      EXPECT_TRUE(s->GetBool("shim_loaded", false)) << text;
+      EXPECT_EQ(GetString(*p, "job"), "777") << text;
+      EXPECT_EQ(GetInt(*p, "rank", -1), 3) << text;
+      EXPECT_EQ(GetInt(*p, "uverbs_fds", -1), 1) << text;
+      EXPECT_FALSE(GetBool(*p, "shim_loaded", true)) << text;
+      EXPECT_TRUE(GetBool(*s, "shim_loaded", false)) << text;
       // Fork support on: the registered range is MADV_DONTFORK.
-      EXPECT_EQ(s->GetString("verdict"), "hazard (child-segv, inherited-rdma)") << text;
-      EXPECT_TRUE(s->Find("verdict_unknown")->is_null()) << text;
-      EXPECT_EQ(s->Find("unreadable")->array().size(), 0u) << text;
+      EXPECT_EQ(GetString(*s, "verdict"), "hazard (child-segv, inherited-rdma)") << text;
+      EXPECT_TRUE(FindMember(*s, "verdict_unknown")->is_null()) << text;
+      EXPECT_EQ(FindMember(*s, "unreadable")->size(), 0u) << text;
       EXPECT_EQ(text.find("not readable"), std::string::npos) << text;
     } else {
       // Another user's environment, descriptors and mappings are not readable: unknown.
-      EXPECT_TRUE(p->Find("job")->is_null()) << text;
-      EXPECT_TRUE(p->Find("uverbs_fds")->is_null()) << text;
-      EXPECT_TRUE(s->Find("shim_loaded")->is_null()) << text;
-      EXPECT_TRUE(s->Find("dc_vmas")->is_null()) << text;
-      EXPECT_EQ(s->GetString("verdict"), "hazard (inherited-rdma)") << text;
+      EXPECT_TRUE(FindMember(*p, "job")->is_null()) << text;
+      EXPECT_TRUE(FindMember(*p, "uverbs_fds")->is_null()) << text;
+      EXPECT_TRUE(FindMember(*s, "shim_loaded")->is_null()) << text;
+      EXPECT_TRUE(FindMember(*s, "dc_vmas")->is_null()) << text;
+      EXPECT_EQ(GetString(*s, "verdict"), "hazard (inherited-rdma)") << text;
       // ... and that is said, not guessed: what could not be read, and what the verdict
       // could not take into account (its registered range is MADV_DONTFORK).
-      EXPECT_EQ(s->GetString("verdict_unknown"), "child-segv not known (smaps not readable)")
+      EXPECT_EQ(GetString(*s, "verdict_unknown"), "child-segv not known (smaps not readable)")
           << text;
       std::string unreadable;
-      for (const cli::JsonValue& f : s->Find("unreadable")->array()) {
-        unreadable += f.string_value() + " ";
+      for (const cli::Json& f : *FindMember(*s, "unreadable")) {
+        unreadable += f.get_ref<const std::string&>() + " ";
       }
       EXPECT_EQ(unreadable, "environ fd smaps maps ") << text;
       EXPECT_NE(text.find("hazard (inherited-rdma); child-segv not known (smaps not readable)"),

@@ -12,33 +12,33 @@
 namespace forkguard::cli {
 namespace {
 
-Stack StackFromJson(const JsonValue* a) {
+Stack StackFromJson(const Json* a) {
   Stack st;
   if (a == nullptr || !a->is_array()) return st;
-  for (const JsonValue& x : a->array()) {
+  for (const Json& x : *a) {
     Frame f;
-    if (x.Find("py_func") != nullptr || x.Find("py_file") != nullptr) {
+    if (FindMember(x, "py_func") != nullptr || FindMember(x, "py_file") != nullptr) {
       f.python = true;
-      f.py_func = x.GetString("py_func");
-      f.py_file = x.GetString("py_file");
-      f.py_line = x.GetInt("py_line", 0);
+      f.py_func = GetString(x, "py_func");
+      f.py_file = GetString(x, "py_file");
+      f.py_line = GetInt(x, "py_line", 0);
     } else {
-      f.obj = x.GetString("obj");
-      f.sym = x.GetString("sym");
-      f.func = x.GetString("func");
+      f.obj = GetString(x, "obj");
+      f.sym = GetString(x, "sym");
+      f.func = GetString(x, "func");
     }
     st.push_back(std::move(f));
   }
   return st;
 }
 
-void AddKeys(const JsonValue* sites, std::set<std::string>* keys) {
+void AddKeys(const Json* sites, std::set<std::string>* keys) {
   if (sites == nullptr || !sites->is_array()) return;
-  for (const JsonValue& g : sites->array()) {
+  for (const Json& g : *sites) {
     std::vector<std::string> reasons;
-    if (const JsonValue* r = g.Find("reasons"); r != nullptr && r->is_object())
-      for (const auto& [name, n] : r->members()) reasons.push_back(name);
-    keys->insert(BaselineKey(reasons, StackFromJson(g.Find("stack"))));
+    if (const Json* r = FindMember(g, "reasons"); r != nullptr && r->is_object())
+      for (const auto& [name, n] : r->items()) reasons.push_back(name);
+    keys->insert(BaselineKey(reasons, StackFromJson(FindMember(g, "stack"))));
   }
 }
 
@@ -70,17 +70,17 @@ Baseline LoadBaseline(const std::string& path) {
   if (!in) throw flags::UsageError("cannot read the baseline " + path);
   std::ostringstream ss;
   ss << in.rdbuf();
-  JsonValue doc;
+  Json doc;
   std::string error;
   if (!ParseJson(ss.str(), &doc, &error))
     throw flags::UsageError("the baseline " + path + " is not JSON (" + error + ")");
-  if (doc.GetString("schema") != kReportSchema)
+  if (GetString(doc, "schema") != kReportSchema)
     throw flags::UsageError("the baseline " + path + " is not a forkguard report --format json (" +
                             "schema \"" + kReportSchema + "\")");
   Baseline b;
   b.path = path;
-  AddKeys(doc.Find("findings"), &b.keys);
-  AddKeys(doc.Find("suppressed_sites"), &b.keys);
+  AddKeys(FindMember(doc, "findings"), &b.keys);
+  AddKeys(FindMember(doc, "suppressed_sites"), &b.keys);
   return b;
 }
 
@@ -110,21 +110,21 @@ std::string BaselineText(const JobReport& r, size_t width) {
          "\n";
 }
 
-void AddBaselineJson(const JobReport& r, JsonValue* report) {
+void AddBaselineJson(const JobReport& r, Json* report) {
   if (r.baseline_file.empty()) return;
-  JsonValue o = JsonValue::Object();
-  o.Set("file", JsonValue::String(r.baseline_file));
-  JsonValue ids = JsonValue::Array();
+  Json o = Json::object();
+  o["file"] = r.baseline_file;
+  Json ids = Json::array();
   int64_t fresh = 0;
   for (size_t i = 0; i < r.hazard_new.size(); ++i) {
     if (!r.hazard_new[i]) continue;
     ++fresh;
-    ids.Push(JsonValue::Int(static_cast<int64_t>(i) + 1));
+    ids.emplace_back(static_cast<int64_t>(i) + 1);
   }
-  o.Set("new_sites", JsonValue::Int(fresh));
-  o.Set("known_sites", JsonValue::Int(static_cast<int64_t>(r.hazard_new.size()) - fresh));
-  o.Set("new_finding_ids", std::move(ids));
-  report->Set("baseline", std::move(o));
+  o["new_sites"] = fresh;
+  o["known_sites"] = static_cast<int64_t>(r.hazard_new.size()) - fresh;
+  o["new_finding_ids"] = std::move(ids);
+  (*report)["baseline"] = std::move(o);
 }
 
 }  // namespace forkguard::cli

@@ -33,6 +33,6 @@ int MarkNewSites(const Baseline& b, JobReport* r);
 
 // The report's baseline line (text) and "baseline" member (JSON); nothing without a baseline.
 std::string BaselineText(const JobReport& r, size_t width);
-void AddBaselineJson(const JobReport& r, JsonValue* report);
+void AddBaselineJson(const JobReport& r, Json* report);
 
 }  // namespace forkguard::cli

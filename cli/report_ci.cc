@@ -69,40 +69,40 @@ std::string PathUri(const std::string& path) {
   return out;
 }
 
-JsonValue Text(const std::string& s) {
-  JsonValue o = JsonValue::Object();
-  o.Set("text", JsonValue::String(s));
+Json Text(const std::string& s) {
+  Json o = Json::object();
+  o["text"] = s;
   return o;
 }
 
 // A SARIF location for a stack's site: physical (file:line) when symbolized, and a logical
 // location naming the function.
-JsonValue SarifLocation(const Stack& st, int id, const std::string& message) {
+Json SarifLocation(const Stack& st, int id, const std::string& message) {
   SourceSpot spot = SiteSpot(st);
-  JsonValue loc = JsonValue::Object();
-  if (id > 0) loc.Set("id", JsonValue::Int(id));
+  Json loc = Json::object();
+  if (id > 0) loc["id"] = id;
   if (!spot.file.empty()) {
-    JsonValue phys = JsonValue::Object();
-    JsonValue art = JsonValue::Object();
-    art.Set("uri", JsonValue::String(PathUri(RepoPath(spot.file))));
-    phys.Set("artifactLocation", std::move(art));
+    Json phys = Json::object();
+    Json art = Json::object();
+    art["uri"] = PathUri(RepoPath(spot.file));
+    phys["artifactLocation"] = std::move(art);
     if (spot.line > 0) {
-      JsonValue region = JsonValue::Object();
-      region.Set("startLine", JsonValue::Int(spot.line));
-      phys.Set("region", std::move(region));
+      Json region = Json::object();
+      region["startLine"] = spot.line;
+      phys["region"] = std::move(region);
     }
-    loc.Set("physicalLocation", std::move(phys));
+    loc["physicalLocation"] = std::move(phys);
   }
   std::string name = !spot.function.empty() ? spot.function : SiteHeading(st);
   if (!name.empty()) {
-    JsonValue ll = JsonValue::Object();
-    ll.Set("name", JsonValue::String(name));
-    ll.Set("kind", JsonValue::String("function"));
-    JsonValue lls = JsonValue::Array();
-    lls.Push(std::move(ll));
-    loc.Set("logicalLocations", std::move(lls));
+    Json ll = Json::object();
+    ll["name"] = name;
+    ll["kind"] = "function";
+    Json lls = Json::array();
+    lls.push_back(std::move(ll));
+    loc["logicalLocations"] = std::move(lls);
   }
-  if (!message.empty()) loc.Set("message", Text(message));
+  if (!message.empty()) loc["message"] = Text(message);
   return loc;
 }
 
@@ -207,80 +207,80 @@ SourceSpot SiteSpot(const Stack& s) {
 }
 
 std::string RenderSarif(const JobReport& r, const std::string& version) {
-  JsonValue rules = JsonValue::Array();
+  Json rules = Json::array();
   for (const char* k : kKinds) {
-    JsonValue rule = JsonValue::Object();
-    rule.Set("id", JsonValue::String(k));
-    rule.Set("name", JsonValue::String(k));
-    rule.Set("shortDescription", Text(KindTitle(k)));
-    rule.Set("fullDescription", Text(ExplainReason(k)));
-    JsonValue conf = JsonValue::Object();
-    conf.Set("level", JsonValue::String(IsError(k) ? "error" : "warning"));
-    rule.Set("defaultConfiguration", std::move(conf));
-    rule.Set("help", Text("Create the loader workers before RDMA initialization, or start them "
-                          "with spawn/forkserver (posix_spawn) instead of fork."));
-    rules.Push(std::move(rule));
+    Json rule = Json::object();
+    rule["id"] = k;
+    rule["name"] = k;
+    rule["shortDescription"] = Text(KindTitle(k));
+    rule["fullDescription"] = Text(ExplainReason(k));
+    Json conf = Json::object();
+    conf["level"] = IsError(k) ? "error" : "warning";
+    rule["defaultConfiguration"] = std::move(conf);
+    rule["help"] = Text(
+        "Create the loader workers before RDMA initialization, or start them "
+        "with spawn/forkserver (posix_spawn) instead of fork.");
+    rules.push_back(std::move(rule));
   }
-  JsonValue driver = JsonValue::Object();
-  driver.Set("name", JsonValue::String("forkguard"));
-  driver.Set("version", JsonValue::String(version));
-  driver.Set("semanticVersion", JsonValue::String(version));
-  driver.Set("rules", std::move(rules));
-  JsonValue tool = JsonValue::Object();
-  tool.Set("driver", std::move(driver));
+  Json driver = Json::object();
+  driver["name"] = "forkguard";
+  driver["version"] = version;
+  driver["semanticVersion"] = version;
+  driver["rules"] = std::move(rules);
+  Json tool = Json::object();
+  tool["driver"] = std::move(driver);
 
-  JsonValue results = JsonValue::Array();
+  Json results = Json::array();
   auto add = [&](const ForkGroup& g, int id, const char* suppression, bool baseline_known) {
     std::string kind = PrimaryKind(g);
-    JsonValue res = JsonValue::Object();
-    res.Set("ruleId", JsonValue::String(kind));
+    Json res = Json::object();
+    res["ruleId"] = kind;
     int index = 0;
     for (int i = 0; i < 3; ++i)
       if (kind == kKinds[i]) index = i;
-    res.Set("ruleIndex", JsonValue::Int(index));
-    res.Set("level", JsonValue::String(IsError(kind) ? "error" : "warning"));
-    res.Set("message", Text(Message(g)));
-    JsonValue locs = JsonValue::Array();
-    locs.Push(SarifLocation(g.stack, 0, ""));
-    res.Set("locations", std::move(locs));
+    res["ruleIndex"] = index;
+    res["level"] = IsError(kind) ? "error" : "warning";
+    res["message"] = Text(Message(g));
+    Json locs = Json::array();
+    locs.push_back(SarifLocation(g.stack, 0, ""));
+    res["locations"] = std::move(locs);
     if (!g.init_call.empty()) {
-      JsonValue rel = JsonValue::Array();
-      rel.Push(SarifLocation(g.init_stack, 1,
-                             "RDMA first initialized here (" + g.init_call +
-                                 (g.init_device.empty() ? "" : " on " + g.init_device) + ")"));
-      res.Set("relatedLocations", std::move(rel));
+      Json rel = Json::array();
+      rel.push_back(SarifLocation(g.init_stack, 1,
+                                  "RDMA first initialized here (" + g.init_call +
+                                      (g.init_device.empty() ? "" : " on " + g.init_device) + ")"));
+      res["relatedLocations"] = std::move(rel);
     }
-    if (baseline_known) res.Set("baselineState", JsonValue::String("unchanged"));
-    if (!r.baseline_file.empty() && !baseline_known)
-      res.Set("baselineState", JsonValue::String("new"));
+    if (baseline_known) res["baselineState"] = "unchanged";
+    if (!r.baseline_file.empty() && !baseline_known) res["baselineState"] = "new";
     if (suppression != nullptr) {
-      JsonValue sup = JsonValue::Object();
-      sup.Set("kind", JsonValue::String("external"));
-      sup.Set("status", JsonValue::String("accepted"));
-      sup.Set("justification", JsonValue::String(suppression));
-      JsonValue sups = JsonValue::Array();
-      sups.Push(std::move(sup));
-      res.Set("suppressions", std::move(sups));
+      Json sup = Json::object();
+      sup["kind"] = "external";
+      sup["status"] = "accepted";
+      sup["justification"] = suppression;
+      Json sups = Json::array();
+      sups.push_back(std::move(sup));
+      res["suppressions"] = std::move(sups);
     }
     // Stable across moved lines (the baseline's key): what code scanning tracks results by.
     std::vector<std::string> reasons;
     for (const auto& [name, n] : g.reasons) reasons.push_back(name);
-    JsonValue fp = JsonValue::Object();
-    fp.Set("forkguardSite/v1", JsonValue::String(BaselineKey(reasons, g.stack)));
-    res.Set("partialFingerprints", std::move(fp));
-    JsonValue props = JsonValue::Object();
-    props.Set("reportId", JsonValue::Int(id));
-    props.Set("forks", JsonValue::Int(g.count));
-    props.Set("processes", JsonValue::Int(static_cast<int64_t>(g.processes.size())));
-    JsonValue ranks = JsonValue::Array();
-    for (int64_t x : g.ranks) ranks.Push(JsonValue::Int(x));
-    props.Set("ranks", std::move(ranks));
-    JsonValue kinds = JsonValue::Array();
-    for (const auto& [name, n] : g.reasons) kinds.Push(JsonValue::String(name));
-    props.Set("reasons", std::move(kinds));
-    if (!g.job.empty()) props.Set("job", JsonValue::String(g.job));
-    res.Set("properties", std::move(props));
-    results.Push(std::move(res));
+    Json fp = Json::object();
+    fp["forkguardSite/v1"] = BaselineKey(reasons, g.stack);
+    res["partialFingerprints"] = std::move(fp);
+    Json props = Json::object();
+    props["reportId"] = id;
+    props["forks"] = g.count;
+    props["processes"] = static_cast<int64_t>(g.processes.size());
+    Json ranks = Json::array();
+    for (int64_t x : g.ranks) ranks.emplace_back(x);
+    props["ranks"] = std::move(ranks);
+    Json kinds = Json::array();
+    for (const auto& [name, n] : g.reasons) kinds.emplace_back(name);
+    props["reasons"] = std::move(kinds);
+    if (!g.job.empty()) props["job"] = g.job;
+    res["properties"] = std::move(props);
+    results.push_back(std::move(res));
   };
   int id = 0;
   for (size_t i = 0; i < r.hazard_groups.size(); ++i)
@@ -288,15 +288,15 @@ std::string RenderSarif(const JobReport& r, const std::string& version) {
   id += static_cast<int>(r.clean_groups.size());
   for (const ForkGroup& g : r.suppressed_groups) add(g, ++id, "forkguard suppression file", false);
 
-  JsonValue run = JsonValue::Object();
-  run.Set("tool", std::move(tool));
-  run.Set("results", std::move(results));
-  JsonValue runs = JsonValue::Array();
-  runs.Push(std::move(run));
-  JsonValue doc = JsonValue::Object();
-  doc.Set("$schema", JsonValue::String(kSarifSchemaUri));
-  doc.Set("version", JsonValue::String("2.1.0"));
-  doc.Set("runs", std::move(runs));
+  Json run = Json::object();
+  run["tool"] = std::move(tool);
+  run["results"] = std::move(results);
+  Json runs = Json::array();
+  runs.push_back(std::move(run));
+  Json doc = Json::object();
+  doc["$schema"] = kSarifSchemaUri;
+  doc["version"] = "2.1.0";
+  doc["runs"] = std::move(runs);
   return WriteJson(doc) + "\n";
 }
 

@@ -26,10 +26,10 @@ void RunUnderShim(const std::string& dir, const std::string& script, int rank) {
   ASSERT_EQ(r.status, 0) << r.err;
 }
 
-JsonValue Report(const std::string& dir) {
+Json Report(const std::string& dir) {
   ProgramResult rep = RunProgram({Forkguard(), "report", "--format", "json", dir});
   EXPECT_EQ(rep.status, 0) << rep.err;
-  JsonValue j;
+  Json j;
   std::string error;
   EXPECT_TRUE(ParseJson(rep.out, &j, &error)) << error;
   return j;
@@ -40,20 +40,20 @@ TEST(ReportExec, AWrapperThatExecsIsOneProcessWithTwoPrograms) {
   // Four ranks, each a wrapper shell that execs the program (here another shell that execs
   // `true`: three programs, one pid).
   for (int rank = 0; rank < 4; ++rank) RunUnderShim(dir, "exec /bin/sh -c 'exec /bin/true'", rank);
-  JsonValue j = Report(dir);
-  const JsonValue* s = j.Find("summary");
+  Json j = Report(dir);
+  const Json* s = FindMember(j, "summary");
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->GetInt("processes", -1), 4);
-  const JsonValue* procs = j.Find("processes");
+  EXPECT_EQ(GetInt(*s, "processes", -1), 4);
+  const Json* procs = FindMember(j, "processes");
   ASSERT_TRUE(procs != nullptr && procs->is_array());
-  ASSERT_EQ(procs->array().size(), 4u);
-  for (const JsonValue& p : procs->array()) {
-    EXPECT_EQ(p.GetString("prog"), "true");
-    const JsonValue* from = p.Find("exec_from");
+  ASSERT_EQ(procs->size(), 4u);
+  for (const Json& p : *procs) {
+    EXPECT_EQ(GetString(p, "prog"), "true");
+    const Json* from = FindMember(p, "exec_from");
     ASSERT_TRUE(from != nullptr && from->is_array()) << WriteJson(p);
-    ASSERT_EQ(from->array().size(), 2u);
-    EXPECT_EQ(from->array()[0].GetString("prog"), "sh");
-    EXPECT_EQ(from->array()[1].GetString("prog"), "sh");
+    ASSERT_EQ(from->size(), 2u);
+    EXPECT_EQ(GetString((*from)[0], "prog"), "sh");
+    EXPECT_EQ(GetString((*from)[1], "prog"), "sh");
   }
   ProgramResult text = RunProgram({Forkguard(), "report", dir});
   EXPECT_NE(text.out.find("job 77: 4 processes (4 ranks) on 1 host"), std::string::npos)
@@ -66,18 +66,18 @@ TEST(ReportExec, AForkedChildThatExecsIsItsOwnProcess) {
   std::string dir = forkguard::test_support::MakeTempDir("fork-exec-logs");
   // The shell forks a subshell that execs `true`; then the shell itself execs `true`.
   RunUnderShim(dir, "(exec /bin/true); exec /bin/true", 0);
-  JsonValue j = Report(dir);
-  const JsonValue* procs = j.Find("processes");
+  Json j = Report(dir);
+  const Json* procs = FindMember(j, "processes");
   ASSERT_TRUE(procs != nullptr && procs->is_array());
   // The shell (joined with the `true` it exec'd) and its child (which ran `true`).
-  ASSERT_EQ(procs->array().size(), 2u) << WriteJson(j);
+  ASSERT_EQ(procs->size(), 2u) << WriteJson(j);
   int joined = 0;
-  for (const JsonValue& p : procs->array()) {
-    EXPECT_EQ(p.GetString("prog"), "true");
-    if (p.Find("exec_from")) ++joined;
+  for (const Json& p : *procs) {
+    EXPECT_EQ(GetString(p, "prog"), "true");
+    if (FindMember(p, "exec_from")) ++joined;
   }
   EXPECT_EQ(joined, 1);
-  EXPECT_EQ(j.Find("summary")->GetInt("forks", -1), 1);
+  EXPECT_EQ(GetInt(*FindMember(j, "summary"), "forks", -1), 1);
 }
 
 }  // namespace

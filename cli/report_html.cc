@@ -18,12 +18,9 @@ constexpr char kPage[] =
 #include "cli/report_html_page.inc"
     ;
 
-JsonValue Str(const std::string& s) { return JsonValue::String(s); }
-JsonValue Int(int64_t i) { return JsonValue::Int(i); }
-
-JsonValue Lines(const std::vector<std::string>& lines) {
-  JsonValue a = JsonValue::Array();
-  for (const auto& l : lines) a.Push(Str(l));
+Json Lines(const std::vector<std::string>& lines) {
+  Json a = Json::array();
+  for (const auto& l : lines) a.emplace_back(l);
   return a;
 }
 
@@ -43,34 +40,34 @@ int64_t RelUs(const Timeline& t, int64_t ns) { return ns > 0 ? (ns - t.t0_ns) / 
 }  // namespace
 
 std::string RenderHtml(const JobReport& r, const Timeline& t) {
-  JsonValue d = JsonValue::Object();
+  Json d = Json::object();
   // The same numbers as the JSON report's summary (the browser test compares them).
-  JsonValue s = JsonValue::Object();
-  s.Set("processes", Int(static_cast<int64_t>(r.processes.size())));
-  s.Set("hosts", Int(static_cast<int64_t>(r.hosts.size())));
-  s.Set("ranks", Int(static_cast<int64_t>(r.ranks.size())));
-  s.Set("forks", Int(r.forks));
-  s.Set("hazard_forks", Int(r.hazard_forks));
-  s.Set("clean_forks", Int(r.forks - r.hazard_forks - r.suppressed_forks));
-  s.Set("hazard_sites", Int(static_cast<int64_t>(r.hazard_groups.size())));
-  s.Set("spawns", Int(r.spawns));
-  s.Set("children_segv", Int(static_cast<int64_t>(r.deaths.size())));
-  s.Set("notes", Int(static_cast<int64_t>(r.notes.size())));
-  d.Set("summary", std::move(s));
-  d.Set("summary_line", Str(SummaryLine(r)));
-  d.Set("span_us", Int((t.t1_ns - t.t0_ns) / 1000));
+  Json s = Json::object();
+  s["processes"] = static_cast<int64_t>(r.processes.size());
+  s["hosts"] = static_cast<int64_t>(r.hosts.size());
+  s["ranks"] = static_cast<int64_t>(r.ranks.size());
+  s["forks"] = r.forks;
+  s["hazard_forks"] = r.hazard_forks;
+  s["clean_forks"] = r.forks - r.hazard_forks - r.suppressed_forks;
+  s["hazard_sites"] = static_cast<int64_t>(r.hazard_groups.size());
+  s["spawns"] = r.spawns;
+  s["children_segv"] = static_cast<int64_t>(r.deaths.size());
+  s["notes"] = static_cast<int64_t>(r.notes.size());
+  d["summary"] = std::move(s);
+  d["summary_line"] = SummaryLine(r);
+  d["span_us"] = (t.t1_ns - t.t0_ns) / 1000;
 
   std::map<std::string, int> host_index;
-  JsonValue hosts = JsonValue::Array();
+  Json hosts = Json::array();
   for (const auto& h : r.hosts) {
     host_index.emplace(h, static_cast<int>(host_index.size()));
-    hosts.Push(Str(h));
+    hosts.emplace_back(h);
   }
-  d.Set("hosts", std::move(hosts));
+  d["hosts"] = std::move(hosts);
 
   // One compact row per process and its marks (see the page's script for the layout).
   // M is written process by process into `marks` (the largest part: never one tree).
-  JsonValue procs = JsonValue::Array();
+  Json procs = Json::array();
   std::string marks = "[";
   // B: for a process whose forks are not all listed, every fork counted in time bins:
   // "index": [t0_us, width_us, [forks per bin], [hazardous per bin]] (only the listed forks
@@ -79,70 +76,70 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
   for (size_t i = 0; i < r.processes.size(); ++i) {
     const ProcessNode& p = r.processes[i];
     const ProcessTimeline& pt = t.processes[i];
-    JsonValue row = JsonValue::Array();
-    row.Push(Int(host_index[p.host]));
-    row.Push(Int(p.pid));
-    row.Push(Int(p.ppid));
-    row.Push(Int(p.parent));
-    row.Push(Str(p.prog));
-    row.Push(p.rank ? Int(*p.rank) : JsonValue());
-    row.Push(Int(RelUs(t, pt.begin_ns)));
-    row.Push(Int(RelUs(t, pt.end_ns)));
-    row.Push(Str(pt.ending));
-    row.Push(Int(p.forks));
-    row.Push(Int(p.hazard_forks));
-    row.Push(Int(pt.registrations));
-    row.Push(Int(pt.registered_bytes));
-    row.Push(JsonValue::Bool(p.rdma_initialized));
-    procs.Push(std::move(row));
+    Json row = Json::array();
+    row.emplace_back(host_index[p.host]);
+    row.emplace_back(p.pid);
+    row.emplace_back(p.ppid);
+    row.emplace_back(p.parent);
+    row.emplace_back(p.prog);
+    row.push_back(p.rank ? Json(*p.rank) : Json());
+    row.emplace_back(RelUs(t, pt.begin_ns));
+    row.emplace_back(RelUs(t, pt.end_ns));
+    row.emplace_back(pt.ending);
+    row.emplace_back(p.forks);
+    row.emplace_back(p.hazard_forks);
+    row.emplace_back(pt.registrations);
+    row.emplace_back(pt.registered_bytes);
+    row.emplace_back(p.rdma_initialized);
+    procs.push_back(std::move(row));
 
-    JsonValue ms = JsonValue::Array();
+    Json ms = Json::array();
     for (const TimelineMark& m : pt.marks) {
-      JsonValue x = JsonValue::Array();
+      Json x = Json::array();
       int64_t us = RelUs(t, m.ts_ns);
       switch (m.kind) {
         case TimelineMark::Kind::kRdmaInit:
-          x.Push(Str("i"));
-          x.Push(Int(us));
-          x.Push(Str(m.call));
-          x.Push(Str(m.device));
+          x.emplace_back("i");
+          x.emplace_back(us);
+          x.emplace_back(m.call);
+          x.emplace_back(m.device);
           break;
         case TimelineMark::Kind::kRegister:
-          x.Push(Str("r"));
-          x.Push(Int(us));
-          x.Push(Int(m.bytes));
+          x.emplace_back("r");
+          x.emplace_back(us);
+          x.emplace_back(m.bytes);
           break;
         case TimelineMark::Kind::kFork: {
           bool hazard = m.verdict == "hazard";
           bool stopped = m.action == "failed" || m.action == "aborted";
-          x.Push(Str(!hazard ? "c" : stopped ? "x" : "h"));
-          x.Push(Int(us));
-          x.Push(Int(m.child));
-          x.Push(Int(m.site_id));
+          x.emplace_back(!hazard ? "c" : stopped ? "x" : "h");
+          x.emplace_back(us);
+          x.emplace_back(m.child);
+          x.emplace_back(m.site_id);
           std::string reasons;
           for (const auto& rs : m.reasons) reasons += (reasons.empty() ? "" : ", ") + rs;
-          x.Push(Str(reasons));
+          x.emplace_back(reasons);
           break;
         }
         case TimelineMark::Kind::kSpawn:
-          x.Push(Str("s"));
-          x.Push(Int(us));
-          x.Push(Str(m.call));
+          x.emplace_back("s");
+          x.emplace_back(us);
+          x.emplace_back(m.call);
           break;
         case TimelineMark::Kind::kExec:
-          x.Push(Str("e"));
-          x.Push(Int(us));
-          x.Push(Str(m.call));
+          x.emplace_back("e");
+          x.emplace_back(us);
+          x.emplace_back(m.call);
           break;
         case TimelineMark::Kind::kSegv:
-          x.Push(Str("v"));
-          x.Push(Int(us));
+          x.emplace_back("v");
+          x.emplace_back(us);
           break;
         case TimelineMark::Kind::kExit:
         case TimelineMark::Kind::kDeregister:
           continue;  // the lifetime line ends there
       }
-      ms.Push(std::move(x));
+      ms.push_back(std::move(x));
     }
     if (i) marks += ',';
     marks += WriteJson(ms, -1);
@@ -158,76 +155,74 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
       bins += "]";
     }
   }
-  d.Set("P", std::move(procs));
+  d["P"] = std::move(procs);
   const char kMarksMarker[] = "\x01forkguard: the marks\x02";
   marks += ']';
-  d.Set("M", Str(kMarksMarker));
+  d["M"] = kMarksMarker;
   const char kBinsMarker[] = "\x01forkguard: the bins\x02";
   if (!bins.empty()) {
     bins += "}";
-    d.Set("B", Str(kBinsMarker));
-    d.Set("forks_listed", Int(static_cast<int64_t>(r.fork_list.size())));
+    d["B"] = kBinsMarker;
+    d["forks_listed"] = static_cast<int64_t>(r.fork_list.size());
   }
 
-  JsonValue findings = JsonValue::Array();
+  Json findings = Json::array();
   int id = 0;
   for (const auto& g : r.hazard_groups) {
-    JsonValue f = JsonValue::Object();
-    f.Set("id", Int(++id));
-    f.Set("heading", Str(SiteHeading(g.stack)));
-    f.Set("count", Int(g.count));
-    f.Set("where", Str(Where(g.processes.size(), g.ranks, g.hosts)));
-    JsonValue reasons = JsonValue::Array();
+    Json f = Json::object();
+    f["id"] = ++id;
+    f["heading"] = SiteHeading(g.stack);
+    f["count"] = g.count;
+    f["where"] = Where(g.processes.size(), g.ranks, g.hosts);
+    Json reasons = Json::array();
     for (const auto& [reason, n] : g.reasons) {
-      JsonValue x = JsonValue::Array();
-      x.Push(Str(reason));
-      x.Push(Int(n));
-      x.Push(Str(ExplainReason(reason)));
-      reasons.Push(std::move(x));
+      Json x = Json::array();
+      x.emplace_back(reason);
+      x.emplace_back(n);
+      x.emplace_back(ExplainReason(reason));
+      reasons.push_back(std::move(x));
     }
-    f.Set("reasons", std::move(reasons));
-    f.Set("fork", Lines(StackLines(g.stack, false)));
-    f.Set("fork_native", Lines(StackLines(g.stack, true)));
+    f["reasons"] = std::move(reasons);
+    f["fork"] = Lines(StackLines(g.stack, false));
+    f["fork_native"] = Lines(StackLines(g.stack, true));
     if (!g.init_call.empty()) {
-      f.Set("init", Str(InitPhrase(g)));
-      f.Set("init_stack", Lines(StackLines(g.init_stack, false)));
-      f.Set("init_native", Lines(StackLines(g.init_stack, true)));
+      f["init"] = InitPhrase(g);
+      f["init_stack"] = Lines(StackLines(g.init_stack, false));
+      f["init_native"] = Lines(StackLines(g.init_stack, true));
     }
-    if (g.max_ranges > 0 || g.max_threads > 0 || g.kernel_cof)
-      f.Set("at_fork", Str(RangesPhrase(g)));
-    f.Set("actions", Str(ActionsPhrase(g)));
-    f.Set("children", Str(ChildrenPhrase(g)));
-    f.Set("fix", Str(FixFor(g)));
-    findings.Push(std::move(f));
+    if (g.max_ranges > 0 || g.max_threads > 0 || g.kernel_cof) f["at_fork"] = RangesPhrase(g);
+    f["actions"] = ActionsPhrase(g);
+    f["children"] = ChildrenPhrase(g);
+    f["fix"] = FixFor(g);
+    findings.push_back(std::move(f));
   }
-  d.Set("findings", std::move(findings));
+  d["findings"] = std::move(findings);
 
-  JsonValue clean = JsonValue::Array();
+  Json clean = Json::array();
   for (const auto& g : r.clean_groups) {
-    JsonValue c = JsonValue::Object();
-    c.Set("id", Int(++id));
-    c.Set("heading", Str(SiteHeading(g.stack)));
-    c.Set("count", Int(g.count));
-    c.Set("where", Str(Where(g.processes.size(), g.ranks, g.hosts)));
-    clean.Push(std::move(c));
+    Json c = Json::object();
+    c["id"] = ++id;
+    c["heading"] = SiteHeading(g.stack);
+    c["count"] = g.count;
+    c["where"] = Where(g.processes.size(), g.ranks, g.hosts);
+    clean.push_back(std::move(c));
   }
-  d.Set("clean", std::move(clean));
+  d["clean"] = std::move(clean);
 
-  JsonValue inits = JsonValue::Array();
+  Json inits = Json::array();
   for (const auto& in : r.inits) {
-    JsonValue x = JsonValue::Object();
+    Json x = Json::object();
     std::string where = PythonInitSite(in.stack);
-    x.Set("heading",
-          Str((where.empty() ? "" : where + ": ") + in.call +
-              (in.device.empty() ? "" : " on " + in.device) + " ×" + std::to_string(in.count)));
-    x.Set("where", Str(Where(in.processes.size(), in.ranks, {})));
-    x.Set("stack", Lines(StackLines(in.stack, false)));
-    x.Set("native", Lines(StackLines(in.stack, true)));
-    inits.Push(std::move(x));
+    x["heading"] = (where.empty() ? "" : where + ": ") + in.call +
+                   (in.device.empty() ? "" : " on " + in.device) + " ×" + std::to_string(in.count);
+    x["where"] = Where(in.processes.size(), in.ranks, {});
+    x["stack"] = Lines(StackLines(in.stack, false));
+    x["native"] = Lines(StackLines(in.stack, true));
+    inits.push_back(std::move(x));
   }
-  d.Set("inits", std::move(inits));
+  d["inits"] = std::move(inits);
 
-  JsonValue deaths = JsonValue::Array();
+  Json deaths = Json::array();
   for (const auto& dd : r.deaths) {
     const ProcessNode& p = r.processes[dd.process];
     std::string l = p.host + " pid " + std::to_string(p.pid);
@@ -237,34 +232,34 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
     if (dd.range_addr) l += " in the range registered at " + Hex(*dd.range_addr);
     if (!dd.call.empty()) l += " by " + dd.call;
     if (dd.group >= 0) l += " [finding #" + std::to_string(dd.group + 1) + "]";
-    deaths.Push(Str(l));
+    deaths.emplace_back(l);
   }
-  d.Set("deaths", std::move(deaths));
+  d["deaths"] = std::move(deaths);
 
-  JsonValue notes = JsonValue::Array();
+  Json notes = Json::array();
   for (const auto& n : r.notes) {
-    JsonValue x = JsonValue::Array();
-    x.Push(Str(n.where));
-    x.Push(Str(n.text));
-    notes.Push(std::move(x));
+    Json x = Json::array();
+    x.emplace_back(n.where);
+    x.emplace_back(n.text);
+    notes.push_back(std::move(x));
   }
-  d.Set("notes", std::move(notes));
-  d.Set("shim_notes", Lines(r.shim_notes));
+  d["notes"] = std::move(notes);
+  d["shim_notes"] = Lines(r.shim_notes);
 
   // [heading, why lines, RDMA state] per process that ran without the shim.
-  JsonValue unwatched = JsonValue::Array();
+  Json unwatched = Json::array();
   for (const UnwatchedProcess& u : r.unwatched) {
-    JsonValue x = JsonValue::Array();
-    x.Push(Str("pid " + std::to_string(u.pid) + " " + u.prog + " (" + u.path + ") on " + u.host +
-               ", parent " + std::to_string(u.ppid) +
-               (u.exec_by.empty() ? "" : ", exec'd by " + u.exec_by)));
-    JsonValue why = JsonValue::Array();
-    for (const std::string& w : u.why) why.Push(Str(UnwatchedWhy(w)));
-    x.Push(std::move(why));
-    x.Push(Str("RDMA state when it exec'd: " + UnwatchedRdmaState(u)));
-    unwatched.Push(std::move(x));
+    Json x = Json::array();
+    x.emplace_back("pid " + std::to_string(u.pid) + " " + u.prog + " (" + u.path + ") on " +
+                   u.host + ", parent " + std::to_string(u.ppid) +
+                   (u.exec_by.empty() ? "" : ", exec'd by " + u.exec_by));
+    Json why = Json::array();
+    for (const std::string& w : u.why) why.emplace_back(UnwatchedWhy(w));
+    x.push_back(std::move(why));
+    x.emplace_back("RDMA state when it exec'd: " + UnwatchedRdmaState(u));
+    unwatched.push_back(std::move(x));
   }
-  d.Set("unwatched", std::move(unwatched));
+  d["unwatched"] = std::move(unwatched);
 
   // Inside <script> the text must never contain "</script" or "<!--": '<' only
   // occurs inside JSON strings, where \u003c means the same.

@@ -177,115 +177,112 @@ void AppendTree(std::string* out, const JobReport& r, int i, const std::string& 
   }
 }
 
-JsonValue Str(const std::string& s) { return JsonValue::String(s); }
-JsonValue Int(int64_t i) { return JsonValue::Int(i); }
-
-JsonValue StackJson(const Stack& s) {
-  JsonValue a = JsonValue::Array();
+Json StackJson(const Stack& s) {
+  Json a = Json::array();
   for (const auto& f : s) {
-    JsonValue o = JsonValue::Object();
+    Json o = Json::object();
     if (f.python) {
-      o.Set("py_file", Str(f.py_file));
-      o.Set("py_line", Int(f.py_line));
-      o.Set("py_func", Str(f.py_func));
+      o["py_file"] = f.py_file;
+      o["py_line"] = f.py_line;
+      o["py_func"] = f.py_func;
     } else {
-      if (f.ip) o.Set("ip", Str(Hex(f.ip)));
-      if (!f.obj.empty()) o.Set("obj", Str(f.obj));
-      if (f.off) o.Set("off", Str(Hex(*f.off)));
-      if (!f.sym.empty()) o.Set("sym", Str(f.sym));
-      if (!f.func.empty()) o.Set("func", Str(f.func));
+      if (f.ip) o["ip"] = Hex(f.ip);
+      if (!f.obj.empty()) o["obj"] = f.obj;
+      if (f.off) o["off"] = Hex(*f.off);
+      if (!f.sym.empty()) o["sym"] = f.sym;
+      if (!f.func.empty()) o["func"] = f.func;
       if (!f.src_file.empty()) {
-        o.Set("file", Str(f.src_file));
-        o.Set("line", Int(f.src_line));
+        o["file"] = f.src_file;
+        o["line"] = f.src_line;
       }
     }
-    a.Push(std::move(o));
+    a.push_back(std::move(o));
   }
   return a;
 }
 
-JsonValue CountMap(const std::map<std::string, int>& m) {
-  JsonValue o = JsonValue::Object();
-  for (const auto& [k, n] : m) o.Set(k, Int(n));
+Json CountMap(const std::map<std::string, int>& m) {
+  Json o = Json::object();
+  for (const auto& [k, n] : m) o[k] = n;
   return o;
 }
 
-JsonValue RankArray(const std::set<int64_t>& ranks) {
-  JsonValue a = JsonValue::Array();
-  for (int64_t x : ranks) a.Push(Int(x));
+Json RankArray(const std::set<int64_t>& ranks) {
+  Json a = Json::array();
+  for (int64_t x : ranks) a.emplace_back(x);
   return a;
 }
 
 // summary.jobs: one entry per job id in the logs (null: processes without one).
-JsonValue JobsJson(const JobReport& r) {
-  JsonValue a = JsonValue::Array();
+Json JobsJson(const JobReport& r) {
+  Json a = Json::array();
   for (const JobSummary& j : r.jobs) {
-    JsonValue x = JsonValue::Object();
-    x.Set("job", j.job.empty() ? JsonValue() : Str(j.job));
-    x.Set("processes", Int(j.processes));
-    JsonValue hosts = JsonValue::Array();
-    for (const auto& h : j.hosts) hosts.Push(Str(h));
-    x.Set("hosts", std::move(hosts));
-    x.Set("ranks", RankArray(j.ranks));
-    x.Set("ranks_text", Str(FormatRanks(j.ranks)));
-    x.Set("forks", Int(j.forks));
-    x.Set("hazard_forks", Int(j.hazard_forks));
-    x.Set("hazard_sites", Int(j.hazard_sites));
-    a.Push(std::move(x));
+    Json x = Json::object();
+    x["job"] = j.job.empty() ? Json() : Json(j.job);
+    x["processes"] = j.processes;
+    Json hosts = Json::array();
+    for (const auto& h : j.hosts) hosts.emplace_back(h);
+    x["hosts"] = std::move(hosts);
+    x["ranks"] = RankArray(j.ranks);
+    x["ranks_text"] = FormatRanks(j.ranks);
+    x["forks"] = j.forks;
+    x["hazard_forks"] = j.hazard_forks;
+    x["hazard_sites"] = j.hazard_sites;
+    a.push_back(std::move(x));
   }
   return a;
 }
 
-JsonValue GroupJson(const JobReport& r, const ForkGroup& g, int id) {
-  JsonValue o = JsonValue::Object();
-  o.Set("id", Int(id));
-  o.Set("job", g.job.empty() ? JsonValue() : Str(g.job));
-  o.Set("verdict", Str(g.verdict));
-  o.Set("site", Str(g.site));
-  o.Set("location", Str(SiteLabel(g.stack)));
-  if (g.verdict == "hazard") o.Set("fix", Str(FixFor(g)));
-  o.Set("count", Int(g.count));
-  o.Set("process_count", Int(static_cast<int64_t>(g.processes.size())));
-  JsonValue pids = JsonValue::Array();
+Json GroupJson(const JobReport& r, const ForkGroup& g, int id) {
+  Json o = Json::object();
+  o["id"] = id;
+  o["job"] = g.job.empty() ? Json() : Json(g.job);
+  o["verdict"] = g.verdict;
+  o["site"] = g.site;
+  o["location"] = SiteLabel(g.stack);
+  if (g.verdict == "hazard") o["fix"] = FixFor(g);
+  o["count"] = g.count;
+  o["process_count"] = static_cast<int64_t>(g.processes.size());
+  Json pids = Json::array();
   for (int p : g.processes) {
-    JsonValue x = JsonValue::Object();
-    x.Set("host", Str(r.processes[p].host));
-    x.Set("pid", Int(r.processes[p].pid));
-    pids.Push(std::move(x));
+    Json x = Json::object();
+    x["host"] = r.processes[p].host;
+    x["pid"] = r.processes[p].pid;
+    pids.push_back(std::move(x));
   }
-  o.Set("processes", std::move(pids));
-  o.Set("ranks", RankArray(g.ranks));
-  JsonValue hosts = JsonValue::Array();
-  for (const auto& h : g.hosts) hosts.Push(Str(h));
-  o.Set("hosts", std::move(hosts));
-  o.Set("reasons", CountMap(g.reasons));
-  o.Set("actions", CountMap(g.actions));
-  o.Set("stack", StackJson(g.stack));
+  o["processes"] = std::move(pids);
+  o["ranks"] = RankArray(g.ranks);
+  Json hosts = Json::array();
+  for (const auto& h : g.hosts) hosts.emplace_back(h);
+  o["hosts"] = std::move(hosts);
+  o["reasons"] = CountMap(g.reasons);
+  o["actions"] = CountMap(g.actions);
+  o["stack"] = StackJson(g.stack);
   if (g.verdict == "hazard") {
     if (g.init_call.empty()) {
-      o.Set("init", JsonValue());
+      o["init"] = Json();
     } else {
-      JsonValue init = JsonValue::Object();
-      init.Set("call", Str(g.init_call));
-      init.Set("device", g.init_device.empty() ? JsonValue() : Str(g.init_device));
-      init.Set("min_age_ms", g.min_age_ms >= 0 ? Int(g.min_age_ms) : JsonValue());
-      init.Set("max_age_ms", g.max_age_ms >= 0 ? Int(g.max_age_ms) : JsonValue());
-      init.Set("stack", StackJson(g.init_stack));
-      o.Set("init", std::move(init));
+      Json init = Json::object();
+      init["call"] = g.init_call;
+      init["device"] = g.init_device.empty() ? Json() : Json(g.init_device);
+      init["min_age_ms"] = g.min_age_ms >= 0 ? Json(g.min_age_ms) : Json();
+      init["max_age_ms"] = g.max_age_ms >= 0 ? Json(g.max_age_ms) : Json();
+      init["stack"] = StackJson(g.init_stack);
+      o["init"] = std::move(init);
     }
-    JsonValue ranges = JsonValue::Object();
-    ranges.Set("count", Int(g.max_ranges));
-    ranges.Set("bytes", Int(g.max_range_bytes));
-    ranges.Set("dontfork", Int(g.dontfork_ranges));
-    o.Set("ranges", std::move(ranges));
-    o.Set("kernel_cof", g.kernel_cof ? JsonValue::Bool(*g.kernel_cof) : JsonValue());
-    o.Set("max_threads", Int(g.max_threads));
+    Json ranges = Json::object();
+    ranges["count"] = g.max_ranges;
+    ranges["bytes"] = g.max_range_bytes;
+    ranges["dontfork"] = g.dontfork_ranges;
+    o["ranges"] = std::move(ranges);
+    o["kernel_cof"] = g.kernel_cof ? Json(*g.kernel_cof) : Json();
+    o["max_threads"] = g.max_threads;
   }
-  JsonValue ch = JsonValue::Object();
-  ch.Set("forked", Int(g.children_forked));
-  ch.Set("segv", Int(g.children_segv));
-  ch.Set("exec", Int(g.children_exec));
-  o.Set("children", std::move(ch));
+  Json ch = Json::object();
+  ch["forked"] = g.children_forked;
+  ch["segv"] = g.children_segv;
+  ch["exec"] = g.children_exec;
+  o["children"] = std::move(ch);
   return o;
 }
 
@@ -474,190 +471,190 @@ namespace {
 // The value "forks" has in the tree when RenderJson writes that array itself.
 constexpr char kForksMarker[] = "\x01forkguard: the forks array\x02";
 
-JsonValue ForkJson(const JobReport& r, const ForkEntry& f) {
-  JsonValue x = JsonValue::Object();
-  x.Set("host", Str(r.processes[f.process].host));
-  x.Set("pid", Int(r.processes[f.process].pid));
-  x.Set("ts_ns", Int(f.ts_ns));
-  x.Set("verdict", Str(f.verdict));
-  x.Set("action", Str(f.action));
-  x.Set("child_pid", f.child_pid > 0 ? Int(f.child_pid) : JsonValue());
+Json ForkJson(const JobReport& r, const ForkEntry& f) {
+  Json x = Json::object();
+  x["host"] = r.processes[f.process].host;
+  x["pid"] = r.processes[f.process].pid;
+  x["ts_ns"] = f.ts_ns;
+  x["verdict"] = f.verdict;
+  x["action"] = f.action;
+  x["child_pid"] = f.child_pid > 0 ? Json(f.child_pid) : Json();
   int id = f.group < 0 ? -1
            : f.hazard  ? f.group + 1
                        : static_cast<int>(r.hazard_groups.size()) + f.group + 1;
-  x.Set("site_id", id > 0 ? Int(id) : JsonValue());
+  x["site_id"] = id > 0 ? Json(id) : Json();
   return x;
 }
 
-JsonValue ReportToJsonImpl(const JobReport& r, bool forks_marker);
+Json ReportToJsonImpl(const JobReport& r, bool forks_marker);
 
 }  // namespace
 
-JsonValue ReportToJson(const JobReport& r) { return ReportToJsonImpl(r, false); }
+Json ReportToJson(const JobReport& r) { return ReportToJsonImpl(r, false); }
 
 namespace {
 
-JsonValue ReportToJsonImpl(const JobReport& r, bool forks_marker) {
-  JsonValue o = JsonValue::Object();
-  o.Set("schema", Str(kReportSchema));
-  JsonValue s = JsonValue::Object();
-  s.Set("processes", Int(static_cast<int64_t>(r.processes.size())));
-  JsonValue hosts = JsonValue::Array();
-  for (const auto& h : r.hosts) hosts.Push(Str(h));
-  s.Set("hosts", std::move(hosts));
-  s.Set("ranks", RankArray(r.ranks));
-  s.Set("forks", Int(r.forks));
-  s.Set("hazard_forks", Int(r.hazard_forks));
-  s.Set("clean_forks", Int(r.forks - r.hazard_forks - r.suppressed_forks));
-  s.Set("hazard_sites", Int(static_cast<int64_t>(r.hazard_groups.size())));
-  s.Set("spawns", Int(r.spawns));
-  s.Set("children_segv", Int(static_cast<int64_t>(r.deaths.size())));
-  s.Set("files_read", Int(r.files_read));
-  s.Set("lines_used", Int(r.lines_used));
-  s.Set("lines_skipped", Int(r.lines_skipped));
-  s.Set("jobs", JobsJson(r));
+Json ReportToJsonImpl(const JobReport& r, bool forks_marker) {
+  Json o = Json::object();
+  o["schema"] = kReportSchema;
+  Json s = Json::object();
+  s["processes"] = static_cast<int64_t>(r.processes.size());
+  Json hosts = Json::array();
+  for (const auto& h : r.hosts) hosts.emplace_back(h);
+  s["hosts"] = std::move(hosts);
+  s["ranks"] = RankArray(r.ranks);
+  s["forks"] = r.forks;
+  s["hazard_forks"] = r.hazard_forks;
+  s["clean_forks"] = r.forks - r.hazard_forks - r.suppressed_forks;
+  s["hazard_sites"] = static_cast<int64_t>(r.hazard_groups.size());
+  s["spawns"] = r.spawns;
+  s["children_segv"] = static_cast<int64_t>(r.deaths.size());
+  s["files_read"] = r.files_read;
+  s["lines_used"] = r.lines_used;
+  s["lines_skipped"] = r.lines_skipped;
+  s["jobs"] = JobsJson(r);
   // Only when some process made more forks than are listed: says what `forks` holds.
   if (static_cast<int64_t>(r.fork_list.size()) < r.forks) {
-    JsonValue fs = JsonValue::Object();
-    fs.Set("listed", Int(static_cast<int64_t>(r.fork_list.size())));
-    fs.Set("first_per_process", Int(static_cast<int64_t>(ProcessLog::kForkSampleHead)));
-    fs.Set("last_per_process", Int(static_cast<int64_t>(ProcessLog::kForkSampleTail)));
-    fs.Set("fork_children", Int(r.fork_children));
-    s.Set("forks_sampled", std::move(fs));
+    Json fs = Json::object();
+    fs["listed"] = static_cast<int64_t>(r.fork_list.size());
+    fs["first_per_process"] = static_cast<int64_t>(ProcessLog::kForkSampleHead);
+    fs["last_per_process"] = static_cast<int64_t>(ProcessLog::kForkSampleTail);
+    fs["fork_children"] = r.fork_children;
+    s["forks_sampled"] = std::move(fs);
   }
-  o.Set("summary", std::move(s));
+  o["summary"] = std::move(s);
 
-  JsonValue findings = JsonValue::Array();
+  Json findings = Json::array();
   int id = 0;
-  for (const auto& g : r.hazard_groups) findings.Push(GroupJson(r, g, ++id));
-  o.Set("findings", std::move(findings));
-  JsonValue clean = JsonValue::Array();
-  for (const auto& g : r.clean_groups) clean.Push(GroupJson(r, g, ++id));
-  o.Set("clean_sites", std::move(clean));
+  for (const auto& g : r.hazard_groups) findings.push_back(GroupJson(r, g, ++id));
+  o["findings"] = std::move(findings);
+  Json clean = Json::array();
+  for (const auto& g : r.clean_groups) clean.push_back(GroupJson(r, g, ++id));
+  o["clean_sites"] = std::move(clean);
   if (!r.suppressed_groups.empty()) {
-    JsonValue sup = JsonValue::Array();
-    for (const auto& g : r.suppressed_groups) sup.Push(GroupJson(r, g, ++id));
-    o.Set("suppressed_sites", std::move(sup));
+    Json sup = Json::array();
+    for (const auto& g : r.suppressed_groups) sup.push_back(GroupJson(r, g, ++id));
+    o["suppressed_sites"] = std::move(sup);
   }
   AddSuppressionsJson(r, &o);
   AddBaselineJson(r, &o);
 
-  JsonValue inits = JsonValue::Array();
+  Json inits = Json::array();
   for (const auto& in : r.inits) {
-    JsonValue x = JsonValue::Object();
-    x.Set("job", in.job.empty() ? JsonValue() : Str(in.job));
-    x.Set("call", Str(in.call));
-    x.Set("device", in.device.empty() ? JsonValue() : Str(in.device));
-    x.Set("count", Int(in.count));
-    x.Set("process_count", Int(static_cast<int64_t>(in.processes.size())));
-    x.Set("ranks", RankArray(in.ranks));
-    x.Set("stack", StackJson(in.stack));
-    inits.Push(std::move(x));
+    Json x = Json::object();
+    x["job"] = in.job.empty() ? Json() : Json(in.job);
+    x["call"] = in.call;
+    x["device"] = in.device.empty() ? Json() : Json(in.device);
+    x["count"] = in.count;
+    x["process_count"] = static_cast<int64_t>(in.processes.size());
+    x["ranks"] = RankArray(in.ranks);
+    x["stack"] = StackJson(in.stack);
+    inits.push_back(std::move(x));
   }
-  o.Set("rdma_inits", std::move(inits));
+  o["rdma_inits"] = std::move(inits);
 
   // The processes that ran without the shim: their forks are not in this report.
-  JsonValue unwatched = JsonValue::Array();
+  Json unwatched = Json::array();
   for (const UnwatchedProcess& u : r.unwatched) {
-    JsonValue x = JsonValue::Object();
-    x.Set("host", Str(u.host));
-    x.Set("pid", Int(u.pid));
-    x.Set("parent_pid", u.ppid >= 0 ? Int(u.ppid) : JsonValue());
-    x.Set("program", Str(u.prog));
-    x.Set("path", Str(u.path));
-    x.Set("exec_by", u.exec_by.empty() ? JsonValue() : Str(u.exec_by));
-    JsonValue why = JsonValue::Array();
-    for (const std::string& w : u.why) why.Push(Str(w));
-    x.Set("why", std::move(why));
-    x.Set("held_rdma", u.held_rdma ? JsonValue::Bool(*u.held_rdma) : JsonValue());
-    unwatched.Push(std::move(x));
+    Json x = Json::object();
+    x["host"] = u.host;
+    x["pid"] = u.pid;
+    x["parent_pid"] = u.ppid >= 0 ? Json(u.ppid) : Json();
+    x["program"] = u.prog;
+    x["path"] = u.path;
+    x["exec_by"] = u.exec_by.empty() ? Json() : Json(u.exec_by);
+    Json why = Json::array();
+    for (const std::string& w : u.why) why.emplace_back(w);
+    x["why"] = std::move(why);
+    x["held_rdma"] = u.held_rdma ? Json(*u.held_rdma) : Json();
+    unwatched.push_back(std::move(x));
   }
-  o.Set("unwatched", std::move(unwatched));
+  o["unwatched"] = std::move(unwatched);
 
   // Every fork with its verdict (or, past ProcessLog's sample size, the first and last forks
   // of each process: summary.forks_sampled); `site_id` is the id of its finding or clean site.
-  JsonValue forks = JsonValue::Array();
+  Json forks = Json::array();
   if (forks_marker)
-    forks = Str(kForksMarker);
+    forks = Json(kForksMarker);
   else
-    for (const auto& f : r.fork_list) forks.Push(ForkJson(r, f));
-  o.Set("forks", std::move(forks));
+    for (const auto& f : r.fork_list) forks.push_back(ForkJson(r, f));
+  o["forks"] = std::move(forks);
 
-  JsonValue deaths = JsonValue::Array();
+  Json deaths = Json::array();
   for (const auto& d : r.deaths) {
-    JsonValue x = JsonValue::Object();
-    x.Set("host", Str(r.processes[d.process].host));
-    x.Set("pid", Int(r.processes[d.process].pid));
-    x.Set("parent_pid", d.parent >= 0 ? Int(r.processes[d.parent].pid) : JsonValue());
-    x.Set("signal", Int(d.signal));
-    x.Set("addr", d.addr ? Str(Hex(*d.addr)) : JsonValue());
+    Json x = Json::object();
+    x["host"] = r.processes[d.process].host;
+    x["pid"] = r.processes[d.process].pid;
+    x["parent_pid"] = d.parent >= 0 ? Json(r.processes[d.parent].pid) : Json();
+    x["signal"] = d.signal;
+    x["addr"] = d.addr ? Json(Hex(*d.addr)) : Json();
     if (d.range_addr) {
-      JsonValue rg = JsonValue::Object();
-      rg.Set("addr", Str(Hex(*d.range_addr)));
-      rg.Set("len", d.range_len ? Int(static_cast<int64_t>(*d.range_len)) : JsonValue());
-      x.Set("range", std::move(rg));
+      Json rg = Json::object();
+      rg["addr"] = Hex(*d.range_addr);
+      rg["len"] = d.range_len ? Json(static_cast<int64_t>(*d.range_len)) : Json();
+      x["range"] = std::move(rg);
     } else {
-      x.Set("range", JsonValue());
+      x["range"] = Json();
     }
-    x.Set("finding", d.group >= 0 ? Int(d.group + 1) : JsonValue());
-    x.Set("call", d.call.empty() ? JsonValue() : Str(d.call));
-    x.Set("reg_stack", StackJson(d.reg_stack));
-    deaths.Push(std::move(x));
+    x["finding"] = d.group >= 0 ? Json(d.group + 1) : Json();
+    x["call"] = d.call.empty() ? Json() : Json(d.call);
+    x["reg_stack"] = StackJson(d.reg_stack);
+    deaths.push_back(std::move(x));
   }
-  o.Set("child_deaths", std::move(deaths));
+  o["child_deaths"] = std::move(deaths);
 
-  JsonValue procs = JsonValue::Array();
+  Json procs = Json::array();
   for (const auto& p : r.processes) {
-    JsonValue x = JsonValue::Object();
-    x.Set("host", Str(p.host));
-    x.Set("pid", Int(p.pid));
-    x.Set("ppid", Int(p.ppid));
-    x.Set("parent_pid", p.parent >= 0 ? Int(r.processes[p.parent].pid) : JsonValue());
-    x.Set("prog", Str(p.prog));
-    x.Set("rank", p.rank ? Int(*p.rank) : JsonValue());
-    x.Set("local_rank", p.local_rank ? Int(*p.local_rank) : JsonValue());
-    x.Set("job", p.job.empty() ? JsonValue() : Str(p.job));
-    x.Set("start_ns", Int(p.start_ns));
-    x.Set("forks", Int(p.forks));
-    x.Set("hazard_forks", Int(p.hazard_forks));
-    x.Set("rdma_initialized", JsonValue::Bool(p.rdma_initialized));
-    x.Set("killed_segv", JsonValue::Bool(p.died_segv));
-    x.Set("exec_after_fork", JsonValue::Bool(p.exec_after_fork));
-    x.Set("exit_status", p.exit_status ? Int(*p.exit_status) : JsonValue());
-    x.Set("file", Str(p.file));
+    Json x = Json::object();
+    x["host"] = p.host;
+    x["pid"] = p.pid;
+    x["ppid"] = p.ppid;
+    x["parent_pid"] = p.parent >= 0 ? Json(r.processes[p.parent].pid) : Json();
+    x["prog"] = p.prog;
+    x["rank"] = p.rank ? Json(*p.rank) : Json();
+    x["local_rank"] = p.local_rank ? Json(*p.local_rank) : Json();
+    x["job"] = p.job.empty() ? Json() : Json(p.job);
+    x["start_ns"] = p.start_ns;
+    x["forks"] = p.forks;
+    x["hazard_forks"] = p.hazard_forks;
+    x["rdma_initialized"] = p.rdma_initialized;
+    x["killed_segv"] = p.died_segv;
+    x["exec_after_fork"] = p.exec_after_fork;
+    x["exit_status"] = p.exit_status ? Json(*p.exit_status) : Json();
+    x["file"] = p.file;
     if (!p.execs.empty()) {  // one process, several programs (only then: older readers)
-      JsonValue ex = JsonValue::Array();
+      Json ex = Json::array();
       for (const auto& e : p.execs) {
-        JsonValue y = JsonValue::Object();
-        y.Set("prog", Str(e.prog));
-        y.Set("file", Str(e.file));
-        ex.Push(std::move(y));
+        Json y = Json::object();
+        y["prog"] = e.prog;
+        y["file"] = e.file;
+        ex.push_back(std::move(y));
       }
-      x.Set("exec_from", std::move(ex));
+      x["exec_from"] = std::move(ex);
     }
     if (p.forks_listed < p.forks) {  // only some of its forks are in `forks`
-      JsonValue fs = JsonValue::Object();
-      fs.Set("listed", Int(p.forks_listed));
-      fs.Set("first_ns", Int(p.first_fork_ns));
-      fs.Set("last_ns", Int(p.last_fork_ns));
-      fs.Set("fork_children", Int(p.fork_children));
-      x.Set("forks_sampled", std::move(fs));
+      Json fs = Json::object();
+      fs["listed"] = p.forks_listed;
+      fs["first_ns"] = p.first_fork_ns;
+      fs["last_ns"] = p.last_fork_ns;
+      fs["fork_children"] = p.fork_children;
+      x["forks_sampled"] = std::move(fs);
     }
-    procs.Push(std::move(x));
+    procs.push_back(std::move(x));
   }
-  o.Set("processes", std::move(procs));
+  o["processes"] = std::move(procs);
 
-  JsonValue notes = JsonValue::Array();
+  Json notes = Json::array();
   for (const auto& n : r.notes) {
-    JsonValue x = JsonValue::Object();
-    x.Set("where", Str(n.where));
-    x.Set("text", Str(n.text));
-    notes.Push(std::move(x));
+    Json x = Json::object();
+    x["where"] = n.where;
+    x["text"] = n.text;
+    notes.push_back(std::move(x));
   }
-  o.Set("notes", std::move(notes));
-  JsonValue sn = JsonValue::Array();
-  for (const auto& n : r.shim_notes) sn.Push(Str(n));
-  o.Set("shim_notes", std::move(sn));
+  o["notes"] = std::move(notes);
+  Json sn = Json::array();
+  for (const auto& n : r.shim_notes) sn.emplace_back(n);
+  o["shim_notes"] = std::move(sn);
   return o;
 }
 

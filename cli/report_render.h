@@ -15,7 +15,7 @@ inline constexpr char kReportSchema[] = "forkguard.report/1";
 // show_native: for Python processes, also the interpreter's native frames (folded by
 // default: the Python stack is what the user wrote).
 std::string RenderText(const JobReport& r, int width = 100, bool show_native = false);
-JsonValue ReportToJson(const JobReport& r);
+Json ReportToJson(const JobReport& r);
 std::string RenderJson(const JobReport& r);
 std::string RenderMarkdown(const JobReport& r, bool show_native = false);
 

@@ -254,23 +254,23 @@ std::string SuppressionsText(const JobReport& r, size_t width) {
   return out;
 }
 
-void AddSuppressionsJson(const JobReport& r, JsonValue* report) {
+void AddSuppressionsJson(const JobReport& r, Json* report) {
   if (r.suppressions.empty() && r.suppressions_file.empty()) return;
-  JsonValue o = JsonValue::Object();
-  o.Set("file", r.suppressions_file.empty() ? JsonValue() : JsonValue::String(r.suppressions_file));
-  o.Set("suppressed_forks", JsonValue::Int(r.suppressed_forks));
-  JsonValue entries = JsonValue::Array();
+  Json o = Json::object();
+  o["file"] = r.suppressions_file.empty() ? Json() : Json(r.suppressions_file);
+  o["suppressed_forks"] = r.suppressed_forks;
+  Json entries = Json::array();
   for (const SuppressionUse& u : r.suppressions) {
-    JsonValue x = JsonValue::Object();
-    x.Set("line", u.line > 0 ? JsonValue::Int(u.line) : JsonValue());
-    x.Set("entry", JsonValue::String(u.text));
-    x.Set("forks", JsonValue::Int(u.forks));
-    x.Set("sites", JsonValue::Int(static_cast<int64_t>(u.sites.size())));
-    x.Set("used", JsonValue::Bool(u.forks > 0));
-    entries.Push(std::move(x));
+    Json x = Json::object();
+    x["line"] = u.line > 0 ? Json(u.line) : Json();
+    x["entry"] = u.text;
+    x["forks"] = u.forks;
+    x["sites"] = static_cast<int64_t>(u.sites.size());
+    x["used"] = u.forks > 0;
+    entries.push_back(std::move(x));
   }
-  o.Set("entries", std::move(entries));
-  report->Set("suppressions", std::move(o));
+  o["entries"] = std::move(entries);
+  (*report)["suppressions"] = std::move(o);
 }
 
 }  // namespace forkguard::cli

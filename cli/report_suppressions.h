@@ -57,6 +57,6 @@ std::string EmitSuppressions(const JobReport& r);
 // The report's "suppressed" section (text); "" when no suppression was given or used.
 std::string SuppressionsText(const JobReport& r, size_t width);
 // "suppressions" and "suppressed_sites" members of the JSON report (absent when unused).
-void AddSuppressionsJson(const JobReport& r, JsonValue* report);
+void AddSuppressionsJson(const JobReport& r, Json* report);
 
 }  // namespace forkguard::cli

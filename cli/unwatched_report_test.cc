@@ -43,12 +43,12 @@ TEST(UnwatchedReport, TextNamesEachProcess) {
 TEST(UnwatchedReport, JsonListsEachProcess) {
   ProgramResult r = Report("json");
   ASSERT_EQ(r.status, 0) << r.err;
-  JsonValue doc;
+  Json doc;
   std::string error;
   ASSERT_TRUE(ParseJson(r.out, &doc, &error)) << error;
-  const JsonValue* list = doc.Find("unwatched");
+  const Json* list = FindMember(doc, "unwatched");
   ASSERT_NE(list, nullptr) << r.out;
-  ASSERT_EQ(list->array().size(), 4u) << r.out;
+  ASSERT_EQ(list->size(), 4u) << r.out;
   struct Want {
     int64_t pid;
     std::string program, path, exec_by, why;
@@ -61,17 +61,17 @@ TEST(UnwatchedReport, JsonListsEachProcess) {
       {17664, "true", "/bin/true", "python3", "preload-removed", true},
   };
   for (size_t i = 0; i < 4; ++i) {
-    const JsonValue& u = list->array()[i];
+    const Json& u = (*list)[i];
     SCOPED_TRACE(want[i].pid);
-    EXPECT_EQ(u.GetString("host"), "vm");
-    EXPECT_EQ(u.GetInt("pid", -1), want[i].pid);
-    EXPECT_EQ(u.GetInt("parent_pid", -1), 17657);
-    EXPECT_EQ(u.GetString("program"), want[i].program);
-    EXPECT_EQ(u.GetString("path"), want[i].path);
-    EXPECT_EQ(u.GetString("exec_by"), want[i].exec_by);
-    ASSERT_EQ(u.Find("why")->array().size(), 1u);
-    EXPECT_EQ(u.Find("why")->array()[0].string_value(), want[i].why);
-    EXPECT_EQ(u.GetBool("held_rdma", !want[i].held), want[i].held);
+    EXPECT_EQ(GetString(u, "host"), "vm");
+    EXPECT_EQ(GetInt(u, "pid", -1), want[i].pid);
+    EXPECT_EQ(GetInt(u, "parent_pid", -1), 17657);
+    EXPECT_EQ(GetString(u, "program"), want[i].program);
+    EXPECT_EQ(GetString(u, "path"), want[i].path);
+    EXPECT_EQ(GetString(u, "exec_by"), want[i].exec_by);
+    ASSERT_EQ(FindMember(u, "why")->size(), 1u);
+    EXPECT_EQ((*FindMember(u, "why"))[0].get_ref<const std::string&>(), want[i].why);
+    EXPECT_EQ(GetBool(u, "held_rdma", !want[i].held), want[i].held);
   }
 }
 
@@ -81,11 +81,11 @@ TEST(UnwatchedReport, JsonOfAnAllWatchedRunHasAnEmptyList) {
       RunProgram({forkguard::test_support::Runfile("cli/forkguard"), "report", "--no-symbolize",
                   "--format", "json", Logs() + "/forkguard.vm.17657.1796170449413911150.jsonl"});
   ASSERT_EQ(r.status, 0) << r.err;
-  JsonValue doc;
+  Json doc;
   std::string error;
   ASSERT_TRUE(ParseJson(r.out, &doc, &error)) << error;
-  ASSERT_NE(doc.Find("unwatched"), nullptr) << r.out;
-  EXPECT_EQ(doc.Find("unwatched")->array().size(), 0u) << r.out;
+  ASSERT_NE(FindMember(doc, "unwatched"), nullptr) << r.out;
+  EXPECT_EQ(FindMember(doc, "unwatched")->size(), 0u) << r.out;
 }
 
 TEST(UnwatchedReport, HtmlHasTheSection) {

@@ -77,18 +77,19 @@ TEST(Unwatched, RunJsonListsEachKind) {
   EXPECT_EQ(r.status, 4) << r.err;
   size_t end = r.err.rfind("}\n");
   ASSERT_NE(end, std::string::npos) << r.err;
-  JsonValue doc;
+  Json doc;
   std::string error;
   ASSERT_TRUE(ParseJson(r.err.substr(0, end + 1), &doc, &error)) << error << r.err;
-  const JsonValue* list = doc.Find("unwatched");
+  const Json* list = FindMember(doc, "unwatched");
   ASSERT_NE(list, nullptr) << r.err;
-  ASSERT_EQ(list->array().size(), 3u) << r.err;
+  ASSERT_EQ(list->size(), 3u) << r.err;
   std::string seen;
-  for (const JsonValue& u : list->array()) {
-    EXPECT_GT(u.GetInt("pid", -1), 0);
-    EXPECT_GT(u.GetInt("parent_pid", -1), 0);
-    EXPECT_FALSE(u.GetBool("held_rdma", true));
-    seen += u.GetString("program") + ":" + u.Find("why")->array()[0].string_value() + " ";
+  for (const Json& u : *list) {
+    EXPECT_GT(GetInt(u, "pid", -1), 0);
+    EXPECT_GT(GetInt(u, "parent_pid", -1), 0);
+    EXPECT_FALSE(GetBool(u, "held_rdma", true));
+    seen += GetString(u, "program") + ":" +
+            (*FindMember(u, "why"))[0].get_ref<const std::string&>() + " ";
   }
   // By pid: the shell runs them one after the other.
   EXPECT_EQ(seen, "true:preload-removed static_true:static sutrue:setuid ") << r.err;

@@ -38,7 +38,7 @@ constexpr int64_t kBaseNs = 1764500000000000000;  // 2025-11-30
 // {"obj","off","ip"} of code address `fn` as the shim records it (off =
 // address - load base of the object that holds it), plus `delta` bytes so the
 // address points inside the function like a return address.
-JsonValue FrameAt(const void* fn, uint64_t delta, const char* sym = nullptr) {
+Json FrameAt(const void* fn, uint64_t delta, const char* sym = nullptr) {
   Dl_info info{};
   if (!dladdr(fn, &info) || !info.dli_fbase) throw std::runtime_error("dladdr failed");
   std::string obj = info.dli_fname ? info.dli_fname : "";
@@ -52,39 +52,39 @@ JsonValue FrameAt(const void* fn, uint64_t delta, const char* sym = nullptr) {
     obj = real;
   }
   uint64_t addr = reinterpret_cast<uint64_t>(fn) + delta;
-  JsonValue f = JsonValue::Object();
-  f.Set(schema::kKeyIp, JsonValue::String(Hex(addr)));
-  f.Set(schema::kKeyObj, JsonValue::String(obj));
-  f.Set(schema::kKeyOff, JsonValue::String(Hex(addr - reinterpret_cast<uint64_t>(info.dli_fbase))));
-  if (sym) f.Set(schema::kKeySym, JsonValue::String(sym));
+  Json f = Json::object();
+  f[schema::kKeyIp] = Hex(addr);
+  f[schema::kKeyObj] = obj;
+  f[schema::kKeyOff] = Hex(addr - reinterpret_cast<uint64_t>(info.dli_fbase));
+  if (sym) f[schema::kKeySym] = sym;
   return f;
 }
 
-JsonValue FrameOf(void (*fn)(), uint64_t delta) {
+Json FrameOf(void (*fn)(), uint64_t delta) {
   return FrameAt(reinterpret_cast<const void*>(fn), delta);
 }
 
 // A frame in a system library: the real address of `name` when the library
 // is here, else a plausible one (a log from another machine).
-JsonValue LibFrame(const char* soname, const char* path, uint64_t fallback_off, const char* name) {
+Json LibFrame(const char* soname, const char* path, uint64_t fallback_off, const char* name) {
   if (void* h = dlopen(soname, RTLD_LAZY | RTLD_LOCAL)) {
     if (void* fn = dlsym(h, name)) return FrameAt(fn, 0x10, name);
   }
-  JsonValue f = JsonValue::Object();
-  f.Set(schema::kKeyIp, JsonValue::String(Hex(0x7f0000000000 + fallback_off)));
-  f.Set(schema::kKeyObj, JsonValue::String(path));
-  f.Set(schema::kKeyOff, JsonValue::String(Hex(fallback_off)));
-  f.Set(schema::kKeySym, JsonValue::String(name));
+  Json f = Json::object();
+  f[schema::kKeyIp] = Hex(0x7f0000000000 + fallback_off);
+  f[schema::kKeyObj] = path;
+  f[schema::kKeyOff] = Hex(fallback_off);
+  f[schema::kKeySym] = name;
   return f;
 }
 
-JsonValue PyFrame(const char* file, int line, const char* func) {
-  JsonValue py = JsonValue::Object();
-  py.Set(schema::kKeyFile, JsonValue::String(file));
-  py.Set(schema::kKeyLine, JsonValue::Int(line));
-  py.Set(schema::kKeyFunc, JsonValue::String(func));
-  JsonValue f = JsonValue::Object();
-  f.Set(schema::kKeyPy, std::move(py));
+Json PyFrame(const char* file, int line, const char* func) {
+  Json py = Json::object();
+  py[schema::kKeyFile] = file;
+  py[schema::kKeyLine] = line;
+  py[schema::kKeyFunc] = func;
+  Json f = Json::object();
+  f[schema::kKeyPy] = std::move(py);
   return f;
 }
 
@@ -100,17 +100,17 @@ class ProcessWriter {
             std::to_string(start_ns) + ".jsonl";
     fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd_ < 0) throw std::runtime_error("cannot create " + path_);
-    JsonValue h = JsonValue::Object();
-    h.Set(schema::kKeySchema, JsonValue::String(schema::kEventV2));
-    h.Set(schema::kKeyEvent, JsonValue::String(schema::kHeader));
-    h.Set(schema::kKeyHost, JsonValue::String(host));
-    h.Set(schema::kKeyPid, JsonValue::Int(pid));
-    h.Set(schema::kKeyPpid, JsonValue::Int(ppid));
-    h.Set(schema::kKeyProg, JsonValue::String(prog));
-    h.Set(schema::kKeyRank, JsonValue::Int(rank));
-    h.Set(schema::kKeyLocalRank, JsonValue());
-    h.Set(schema::kKeyJob, job.empty() ? JsonValue() : JsonValue::String(job));
-    h.Set(schema::kKeyStartNs, JsonValue::Int(start_ns));
+    Json h = Json::object();
+    h[schema::kKeySchema] = schema::kEventV2;
+    h[schema::kKeyEvent] = schema::kHeader;
+    h[schema::kKeyHost] = host;
+    h[schema::kKeyPid] = pid;
+    h[schema::kKeyPpid] = ppid;
+    h[schema::kKeyProg] = prog;
+    h[schema::kKeyRank] = rank;
+    h[schema::kKeyLocalRank] = Json();
+    h[schema::kKeyJob] = job.empty() ? Json() : Json(job);
+    h[schema::kKeyStartNs] = start_ns;
     Raw(WriteJson(h, -1) + "\n");
   }
   ~ProcessWriter() {
@@ -119,11 +119,11 @@ class ProcessWriter {
   }
 
   // An event's common fields: its type, `ts` from the header's start, `seq`.
-  JsonValue Base(const char* event, int64_t ts) {
-    JsonValue v = JsonValue::Object();
-    v.Set(schema::kKeyEvent, JsonValue::String(event));
-    v.Set(schema::kKeyTs, JsonValue::Int(ts - start_ns_));
-    v.Set(schema::kKeySeq, JsonValue::Int(seq_++));
+  Json Base(const char* event, int64_t ts) {
+    Json v = Json::object();
+    v[schema::kKeyEvent] = event;
+    v[schema::kKeyTs] = ts - start_ns_;
+    v[schema::kKeySeq] = seq_++;
     return v;
   }
   // The same as text without the closing brace (padding lines: millions at job scale).
@@ -133,39 +133,39 @@ class ProcessWriter {
   }
   // The id of the stack of `frames` (/1-style frame objects: {"obj","off"} or {"ip"} or
   // {"py":{..}}), writing its module and stack records the first time.
-  JsonValue Stack(const JsonValue& frames) {
+  Json Stack(const Json& frames) {
     std::string key = WriteJson(frames, -1);
     auto it = stacks_.find(key);
-    if (it != stacks_.end()) return JsonValue::Int(it->second);
-    JsonValue out = JsonValue::Array();
-    for (const JsonValue& f : frames.array()) {
-      if (f.Find(schema::kKeyPy)) {
-        out.Push(f);
+    if (it != stacks_.end()) return Json(it->second);
+    Json out = Json::array();
+    for (const Json& f : frames) {
+      if (FindMember(f, schema::kKeyPy)) {
+        out.push_back(f);
         continue;
       }
-      JsonValue pair = JsonValue::Array();
-      std::string obj = f.GetString(schema::kKeyObj);
+      Json pair = Json::array();
+      std::string obj = GetString(f, schema::kKeyObj);
       if (obj.empty()) {
-        pair.Push(JsonValue::Int(-1));
-        pair.Push(JsonValue::Int(
-            static_cast<int64_t>(strtoull(f.GetString(schema::kKeyIp).c_str(), nullptr, 0))));
+        pair.emplace_back(-1);
+        pair.emplace_back(
+            static_cast<int64_t>(strtoull(GetString(f, schema::kKeyIp).c_str(), nullptr, 0)));
       } else {
-        pair.Push(JsonValue::Int(Module(obj)));
-        pair.Push(JsonValue::Int(
-            static_cast<int64_t>(strtoull(f.GetString(schema::kKeyOff).c_str(), nullptr, 0))));
+        pair.emplace_back(Module(obj));
+        pair.emplace_back(
+            static_cast<int64_t>(strtoull(GetString(f, schema::kKeyOff).c_str(), nullptr, 0)));
       }
-      out.Push(std::move(pair));
+      out.push_back(std::move(pair));
     }
     int id = static_cast<int>(stacks_.size());
-    JsonValue rec = JsonValue::Object();
-    rec.Set(schema::kKeyEvent, JsonValue::String(schema::kStackRecord));
-    rec.Set(schema::kKeyId, JsonValue::Int(id));
-    rec.Set(schema::kKeyFrames, std::move(out));
+    Json rec = Json::object();
+    rec[schema::kKeyEvent] = schema::kStackRecord;
+    rec[schema::kKeyId] = id;
+    rec[schema::kKeyFrames] = std::move(out);
     Raw(WriteJson(rec, -1) + "\n");
     stacks_.emplace(std::move(key), id);
-    return JsonValue::Int(id);
+    return Json(id);
   }
-  void Write(const JsonValue& v) { Raw(WriteJson(v, -1) + "\n"); }
+  void Write(const Json& v) { Raw(WriteJson(v, -1) + "\n"); }
   void Raw(const std::string& s) {
     buf_ += s;
     lines_ += std::count(s.begin(), s.end(), '\n');
@@ -179,12 +179,12 @@ class ProcessWriter {
     auto it = modules_.find(path);
     if (it != modules_.end()) return it->second;
     int id = static_cast<int>(modules_.size());
-    JsonValue rec = JsonValue::Object();
-    rec.Set(schema::kKeyEvent, JsonValue::String(schema::kModule));
-    rec.Set(schema::kKeyId, JsonValue::Int(id));
-    rec.Set(schema::kKeyPath, JsonValue::String(path));
-    rec.Set(schema::kKeyBase, JsonValue::String(Hex(0x7f0000000000 + 0x1000000 * id)));
-    rec.Set(schema::kKeyBuildId, JsonValue());
+    Json rec = Json::object();
+    rec[schema::kKeyEvent] = schema::kModule;
+    rec[schema::kKeyId] = id;
+    rec[schema::kKeyPath] = path;
+    rec[schema::kKeyBase] = Hex(0x7f0000000000 + 0x1000000 * id);
+    rec[schema::kKeyBuildId] = Json();
     Raw(WriteJson(rec, -1) + "\n");
     modules_.emplace(path, id);
     return id;
@@ -212,32 +212,32 @@ const char kVerbs[] = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0";
 // execs, and a DataLoader without persistent workers forking its workers every epoch.
 enum class Site { kWorkerPool, kHelper, kEpoch };
 
-JsonValue MakeForkStack(Site site) {
-  JsonValue s = JsonValue::Array();
-  s.Push(LibFrame("libc.so.6", kLibc, 0xd8f40, "fork"));
+Json MakeForkStack(Site site) {
+  Json s = Json::array();
+  s.push_back(LibFrame("libc.so.6", kLibc, 0xd8f40, "fork"));
   switch (site) {
     case Site::kWorkerPool:
-      s.Push(FrameOf(&StartWorkerPool, 1));
-      s.Push(PyFrame("train.py", 42, "make_loader"));
+      s.push_back(FrameOf(&StartWorkerPool, 1));
+      s.push_back(PyFrame("train.py", 42, "make_loader"));
       break;
     case Site::kHelper:
-      s.Push(FrameOf(&SpawnHelper, 1));
-      s.Push(PyFrame("train.py", 88, "log_gpu_state"));
+      s.push_back(FrameOf(&SpawnHelper, 1));
+      s.push_back(PyFrame("train.py", 88, "log_gpu_state"));
       break;
     case Site::kEpoch:
-      s.Push(FrameOf(&StartWorkerPool, 3));
-      s.Push(PyFrame("/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py", 1042,
-                     "_MultiProcessingDataLoaderIter"));
-      s.Push(PyFrame("train.py", 120, "train_epoch"));
+      s.push_back(FrameOf(&StartWorkerPool, 3));
+      s.push_back(PyFrame("/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py", 1042,
+                          "_MultiProcessingDataLoaderIter"));
+      s.push_back(PyFrame("train.py", 120, "train_epoch"));
       break;
   }
   return s;
 }
 
 // Made once per site (dladdr and realpath per frame are slow at a million forks).
-const JsonValue& ForkStack(Site site) {
-  static const JsonValue kStacks[] = {MakeForkStack(Site::kWorkerPool),
-                                      MakeForkStack(Site::kHelper), MakeForkStack(Site::kEpoch)};
+const Json& ForkStack(Site site) {
+  static const Json kStacks[] = {MakeForkStack(Site::kWorkerPool), MakeForkStack(Site::kHelper),
+                                 MakeForkStack(Site::kEpoch)};
   return kStacks[static_cast<int>(site)];
 }
 
@@ -245,52 +245,51 @@ const char* SiteHash(Site site) {
   return site == Site::kHelper ? "0x5e1f00d" : site == Site::kEpoch ? "0xe90c4" : "0xa11ce5";
 }
 
-JsonValue MakeInitStack() {
-  JsonValue s = JsonValue::Array();
-  s.Push(LibFrame("libibverbs.so.1", kVerbs, 0x11e20, "ibv_open_device"));
-  s.Push(FrameOf(&InitRdmaTransport, 1));
-  s.Push(PyFrame("train.py", 17, "setup_transport"));
+Json MakeInitStack() {
+  Json s = Json::array();
+  s.push_back(LibFrame("libibverbs.so.1", kVerbs, 0x11e20, "ibv_open_device"));
+  s.push_back(FrameOf(&InitRdmaTransport, 1));
+  s.push_back(PyFrame("train.py", 17, "setup_transport"));
   return s;
 }
 
-const JsonValue& InitStack() {
-  static const JsonValue kStack = MakeInitStack();
+const Json& InitStack() {
+  static const Json kStack = MakeInitStack();
   return kStack;
 }
 
 // The registration stack of padding site `k`: libibverbs, a transport library
 // frame, the program's own frame and Python frames, about the size the shim
 // writes today.
-JsonValue RegStack(int k) {
-  JsonValue s = JsonValue::Array();
-  s.Push(LibFrame("libibverbs.so.1", kVerbs, 0x12a40, "ibv_reg_mr"));
-  JsonValue t = JsonValue::Object();
+Json RegStack(int k) {
+  Json s = Json::array();
+  s.push_back(LibFrame("libibverbs.so.1", kVerbs, 0x12a40, "ibv_reg_mr"));
+  Json t = Json::object();
   uint64_t off = 0x4a10 + 0x40 * static_cast<uint64_t>(k);
-  t.Set(schema::kKeyIp, JsonValue::String(Hex(0x7f3300000000 + off)));
-  t.Set(schema::kKeyObj, JsonValue::String("/opt/job/lib/libtransport.so"));
-  t.Set(schema::kKeyOff, JsonValue::String(Hex(off)));
-  t.Set(schema::kKeySym, JsonValue::String("transport_register_buffer_" + std::to_string(k % 4)));
-  t.Set(schema::kKeySymoff, JsonValue::String(Hex(0x40 + k)));
-  s.Push(std::move(t));
-  s.Push(FrameOf(&InitRdmaTransport, 1 + static_cast<uint64_t>(k % 3)));
-  JsonValue e = JsonValue::Object();
-  e.Set(schema::kKeyIp,
-        JsonValue::String(Hex(0x55aa00200000 + 0x1c3 * static_cast<uint64_t>(k % 5))));
-  e.Set(schema::kKeyObj, JsonValue::String("/usr/bin/python3.11"));
-  e.Set(schema::kKeyOff, JsonValue::String(Hex(0x200000 + 0x1c3 * static_cast<uint64_t>(k % 5))));
-  e.Set(schema::kKeySym, JsonValue::String("_PyEval_EvalFrameDefault"));
-  e.Set(schema::kKeySymoff, JsonValue::String(Hex(0x1c3 * static_cast<uint64_t>(k % 5))));
-  s.Push(std::move(e));
-  s.Push(LibFrame("libc.so.6", kLibc, 0x271ca, "__libc_start_main"));
-  s.Push(PyFrame("transport.py", 100 + k, "register"));
-  s.Push(PyFrame("train.py", 60 + k % 7, "train_step"));
+  t[schema::kKeyIp] = Hex(0x7f3300000000 + off);
+  t[schema::kKeyObj] = "/opt/job/lib/libtransport.so";
+  t[schema::kKeyOff] = Hex(off);
+  t[schema::kKeySym] = "transport_register_buffer_" + std::to_string(k % 4);
+  t[schema::kKeySymoff] = Hex(0x40 + k);
+  s.push_back(std::move(t));
+  s.push_back(FrameOf(&InitRdmaTransport, 1 + static_cast<uint64_t>(k % 3)));
+  Json e = Json::object();
+  e[schema::kKeyIp] = Hex(0x55aa00200000 + 0x1c3 * static_cast<uint64_t>(k % 5));
+  e[schema::kKeyObj] = "/usr/bin/python3.11";
+  e[schema::kKeyOff] = Hex(0x200000 + 0x1c3 * static_cast<uint64_t>(k % 5));
+  e[schema::kKeySym] = "_PyEval_EvalFrameDefault";
+  e[schema::kKeySymoff] = Hex(0x1c3 * static_cast<uint64_t>(k % 5));
+  s.push_back(std::move(e));
+  s.push_back(LibFrame("libc.so.6", kLibc, 0x271ca, "__libc_start_main"));
+  s.push_back(PyFrame("transport.py", 100 + k, "register"));
+  s.push_back(PyFrame("train.py", 60 + k % 7, "train_step"));
   return s;
 }
 
 // Pads `w` to `total` lines (leaving `reserve` for what follows) with what a trainer's shim
 // log holds between forks: per registration (over `sites` stacks) two other watched verbs
 // calls, after an rdma_init of its own when the process had none.
-void Pad(ProcessWriter& w, const JobSpec& spec, const std::vector<JsonValue>& stacks, int64_t ts,
+void Pad(ProcessWriter& w, const JobSpec& spec, const std::vector<Json>& stacks, int64_t ts,
          bool had_init, int reserve) {
   if (spec.events_per_process <= 0) return;
   int64_t want = spec.events_per_process - reserve;
@@ -341,7 +340,7 @@ std::string HostName(const JobSpec& spec, int r) {
 
 JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
   JobTruth t;
-  std::vector<JsonValue> stacks;
+  std::vector<Json> stacks;
   for (int k = 0; k < std::max(1, spec.sites); ++k) stacks.push_back(RegStack(k));
   std::set<std::string> hosts;
   const int workers = spec.procs_per_rank - 1;
@@ -356,77 +355,77 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
     ProcessWriter w(dir, host, pid, 1, r, start, "python3", spec.job);
     ++t.processes;
 
-    JsonValue ps = w.Base(schema::kProcessStart, start);
-    JsonValue argv = JsonValue::Array();
-    argv.Push(JsonValue::String("python3"));
-    argv.Push(JsonValue::String("train.py"));
-    ps.Set(schema::kKeyArgv, std::move(argv));
-    ps.Set(schema::kKeyMode, JsonValue::String("warn"));
-    ps.Set(schema::kKeyShimVersion, JsonValue::String("0.1.0"));
-    ps.Set(schema::kKeyExe, JsonValue::String("/usr/bin/python3.11"));
+    Json ps = w.Base(schema::kProcessStart, start);
+    Json argv = Json::array();
+    argv.emplace_back("python3");
+    argv.emplace_back("train.py");
+    ps[schema::kKeyArgv] = std::move(argv);
+    ps[schema::kKeyMode] = "warn";
+    ps[schema::kKeyShimVersion] = "0.1.0";
+    ps[schema::kKeyExe] = "/usr/bin/python3.11";
     w.Write(ps);
 
     auto write_init = [&]() {
-      JsonValue in = w.Base(schema::kRdmaInit, init_ts);
-      in.Set(schema::kKeyCall, JsonValue::String("ibv_open_device"));
-      in.Set(schema::kKeyDevice, JsonValue::String("rxe0"));
-      in.Set(schema::kKeyStack, w.Stack(InitStack()));
+      Json in = w.Base(schema::kRdmaInit, init_ts);
+      in[schema::kKeyCall] = "ibv_open_device";
+      in[schema::kKeyDevice] = "rxe0";
+      in[schema::kKeyStack] = w.Stack(InitStack());
       w.Write(in);
-      JsonValue st = w.Stack(InitStack());
-      JsonValue mr = w.Base(schema::kMrRegister, init_ts + 1000000);
-      JsonValue m = JsonValue::Array();
-      m.Push(JsonValue::Int(0x7f1200000000 + r * 0x100000));
-      m.Push(JsonValue::Int(4 << 20));
-      m.Push(JsonValue::Int(7));
-      m.Push(JsonValue::Int(0x5550000 + r));
-      mr.Set(schema::kKeyMr, std::move(m));
-      mr.Set(schema::kKeyStack, std::move(st));
-      mr.Set(schema::kKeyDontfork, JsonValue::Bool(true));
+      Json st = w.Stack(InitStack());
+      Json mr = w.Base(schema::kMrRegister, init_ts + 1000000);
+      Json m = Json::array();
+      m.emplace_back(0x7f1200000000 + r * 0x100000);
+      m.emplace_back(4 << 20);
+      m.emplace_back(7);
+      m.emplace_back(0x5550000 + r);
+      mr[schema::kKeyMr] = std::move(m);
+      mr[schema::kKeyStack] = std::move(st);
+      mr[schema::kKeyDontfork] = true;
       w.Write(mr);
     };
     if (hazard) write_init();
 
     auto write_fork = [&](ProcessWriter& w, int64_t ts, Site site, int64_t child_pid) {
-      JsonValue f = w.Base(schema::kFork, ts);
-      f.Set(schema::kKeyVerdict, JsonValue::String(hazard ? "hazard" : "clean"));
-      JsonValue reasons = JsonValue::Array();
+      Json f = w.Base(schema::kFork, ts);
+      f[schema::kKeyVerdict] = hazard ? "hazard" : "clean";
+      Json reasons = Json::array();
       if (hazard) {
-        reasons.Push(JsonValue::String("child-segv"));
-        reasons.Push(JsonValue::String("inherited-rdma"));
+        reasons.emplace_back("child-segv");
+        reasons.emplace_back("inherited-rdma");
       }
-      f.Set(schema::kKeyReasons, std::move(reasons));
-      f.Set(schema::kKeyAction, JsonValue::String("proceeded"));
-      f.Set(schema::kKeySite, JsonValue::String(SiteHash(site)));
-      f.Set(schema::kKeyReported, JsonValue::Bool(hazard));
-      f.Set(schema::kKeyStack, w.Stack(ForkStack(site)));
+      f[schema::kKeyReasons] = std::move(reasons);
+      f[schema::kKeyAction] = "proceeded";
+      f[schema::kKeySite] = SiteHash(site);
+      f[schema::kKeyReported] = hazard;
+      f[schema::kKeyStack] = w.Stack(ForkStack(site));
       if (hazard) {
-        JsonValue init = JsonValue::Object();
-        init.Set(schema::kKeyCall, JsonValue::String("ibv_open_device"));
-        init.Set(schema::kKeyDevice, JsonValue::String("rxe0"));
-        init.Set(schema::kKeyAgeMs, JsonValue::Int((ts - init_ts) / 1000000));
-        init.Set(schema::kKeyStack, w.Stack(InitStack()));
-        f.Set(schema::kKeyInit, std::move(init));
-        JsonValue ranges = JsonValue::Array();
-        JsonValue rg = JsonValue::Object();
-        rg.Set(schema::kKeyAddr, JsonValue::Int(0x7f1200000000 + r * 0x100000));
-        rg.Set(schema::kKeyLen, JsonValue::Int(4 << 20));
-        rg.Set(schema::kKeyCall, JsonValue::String("ibv_reg_mr"));
-        rg.Set(schema::kKeyDontfork, JsonValue::Bool(true));
-        ranges.Push(std::move(rg));
-        f.Set(schema::kKeyRanges, std::move(ranges));
+        Json init = Json::object();
+        init[schema::kKeyCall] = "ibv_open_device";
+        init[schema::kKeyDevice] = "rxe0";
+        init[schema::kKeyAgeMs] = (ts - init_ts) / 1000000;
+        init[schema::kKeyStack] = w.Stack(InitStack());
+        f[schema::kKeyInit] = std::move(init);
+        Json ranges = Json::array();
+        Json rg = Json::object();
+        rg[schema::kKeyAddr] = 0x7f1200000000 + r * 0x100000;
+        rg[schema::kKeyLen] = 4 << 20;
+        rg[schema::kKeyCall] = "ibv_reg_mr";
+        rg[schema::kKeyDontfork] = true;
+        ranges.push_back(std::move(rg));
+        f[schema::kKeyRanges] = std::move(ranges);
       } else {
-        f.Set(schema::kKeyInit, JsonValue());
-        f.Set(schema::kKeyRanges, JsonValue::Array());
+        f[schema::kKeyInit] = Json();
+        f[schema::kKeyRanges] = Json::array();
       }
-      f.Set(schema::kKeyThreads, JsonValue::Int(4));
-      f.Set(schema::kKeyMaxMapCount, JsonValue::Int(65530));
-      f.Set(schema::kKeyMapCount, JsonValue::Int(900));
-      f.Set(schema::kKeyKernelCof, JsonValue::Bool(true));
-      f.Set(schema::kKeyVia, JsonValue::String("fork"));
-      f.Set("future_field", JsonValue::String("readers must ignore this"));
+      f[schema::kKeyThreads] = 4;
+      f[schema::kKeyMaxMapCount] = 65530;
+      f[schema::kKeyMapCount] = 900;
+      f[schema::kKeyKernelCof] = true;
+      f[schema::kKeyVia] = "fork";
+      f["future_field"] = "readers must ignore this";
       w.Write(f);
-      JsonValue fc = w.Base(schema::kForkChild, ts + 200000);
-      fc.Set(schema::kKeyChildPid, JsonValue::Int(child_pid));
+      Json fc = w.Base(schema::kForkChild, ts + 200000);
+      fc[schema::kKeyChildPid] = child_pid;
       w.Write(fc);
     };
     // `n` DataLoader forks of process `w` from `begin`, 8 workers an epoch, 5 ms apart: each
@@ -454,42 +453,41 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       }
       ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3", spec.job);
       ++t.processes;
-      JsonValue cs = c.Base(schema::kProcessStart, ts + 100000);
-      JsonValue cargv =
-          JsonValue::Array();  // a forked child: its parent's argv, as the shim writes
-      cargv.Push(JsonValue::String("python3"));
-      cargv.Push(JsonValue::String("train.py"));
-      cs.Set(schema::kKeyArgv, std::move(cargv));
-      cs.Set(schema::kKeyMode, JsonValue::String("warn"));
-      cs.Set(schema::kKeyShimVersion, JsonValue::String("0.1.0"));
-      cs.Set(schema::kKeyExe, JsonValue::String("/usr/bin/python3.11"));
+      Json cs = c.Base(schema::kProcessStart, ts + 100000);
+      Json cargv = Json::array();  // a forked child: its parent's argv, as the shim writes
+      cargv.emplace_back("python3");
+      cargv.emplace_back("train.py");
+      cs[schema::kKeyArgv] = std::move(cargv);
+      cs[schema::kKeyMode] = "warn";
+      cs[schema::kKeyShimVersion] = "0.1.0";
+      cs[schema::kKeyExe] = "/usr/bin/python3.11";
       c.Write(cs);
       write_epoch_forks(c, ts + 400000000, spec.forks_per_process);
       Pad(c, spec, stacks, ts + 150000, false, 1);
       if (r == 0 && k <= spec.segv_children && hazard) {
-        JsonValue sv = c.Base(schema::kChildSegv, ts + 300000);
-        sv.Set(schema::kKeyAddr, JsonValue::String(Hex(0x7f1200000040)));
-        JsonValue rg = JsonValue::Object();
-        rg.Set(schema::kKeyAddr, JsonValue::String(Hex(0x7f1200000000)));
-        rg.Set(schema::kKeyLen, JsonValue::Int(4 << 20));
-        sv.Set(schema::kKeyRange, std::move(rg));
+        Json sv = c.Base(schema::kChildSegv, ts + 300000);
+        sv[schema::kKeyAddr] = Hex(0x7f1200000040);
+        Json rg = Json::object();
+        rg[schema::kKeyAddr] = Hex(0x7f1200000000);
+        rg[schema::kKeyLen] = 4 << 20;
+        sv[schema::kKeyRange] = std::move(rg);
         // Frames with their address only, as the shim writes in the child's signal handler.
-        JsonValue rs = JsonValue::Array();
-        for (std::string ip : {FrameOf(&InitRdmaTransport, 1).GetString(schema::kKeyIp),
+        Json rs = Json::array();
+        for (std::string ip : {GetString(FrameOf(&InitRdmaTransport, 1), schema::kKeyIp),
                                std::string("0x7f0000011e30")}) {
-          JsonValue f = JsonValue::Object();
-          f.Set(schema::kKeyIp, JsonValue::String(ip));
-          rs.Push(std::move(f));
+          Json f = Json::object();
+          f[schema::kKeyIp] = ip;
+          rs.push_back(std::move(f));
         }
-        sv.Set(schema::kKeyCall, JsonValue::String("ibv_reg_mr"));
-        sv.Set(schema::kKeyRegStack, std::move(rs));
-        sv.Set(schema::kKeySignal, JsonValue::Int(11));
+        sv[schema::kKeyCall] = "ibv_reg_mr";
+        sv[schema::kKeyRegStack] = std::move(rs);
+        sv[schema::kKeySignal] = 11;
         c.Write(sv);
         ++t.segv;
         if (spec.junk && k == 1) c.Raw("{\"event\":\"process_exit\",\"ts\":9");
       } else {
-        JsonValue ex = c.Base(schema::kProcessExit, ts + 900000000);
-        ex.Set(schema::kKeyStatus, JsonValue::Int(0));
+        Json ex = c.Base(schema::kProcessExit, ts + 900000000);
+        ex[schema::kKeyStatus] = 0;
         c.Write(ex);
       }
     }
@@ -503,8 +501,8 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       ++t.helper_hazard;
       ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3", spec.job);
       ++t.processes;
-      JsonValue ce = c.Base(schema::kChildExec, ts + 200000);
-      ce.Set(schema::kKeyPath, JsonValue::String("/usr/bin/nvidia-smi"));
+      Json ce = c.Base(schema::kChildExec, ts + 200000);
+      ce[schema::kKeyPath] = "/usr/bin/nvidia-smi";
       c.Write(ce);
       ++t.exec_children;
     }
@@ -514,12 +512,12 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
                       std::max(0, spec.forks_per_process - my_workers - helper));
     if (!hazard) write_init();  // these ranks initialize RDMA after forking: fine
     if (spec.junk && r == 2) {
-      JsonValue future = w.Base(schema::kFork, fork_ts + 700000000);
-      future.Set(schema::kKeySchema, JsonValue::String("forkguard.event/3"));
+      Json future = w.Base(schema::kFork, fork_ts + 700000000);
+      future[schema::kKeySchema] = "forkguard.event/3";
       w.Write(future);
     }
-    JsonValue ex = w.Base(schema::kProcessExit, start + 2000000000);
-    ex.Set(schema::kKeyStatus, JsonValue::Int(0));
+    Json ex = w.Base(schema::kProcessExit, start + 2000000000);
+    ex[schema::kKeyStatus] = 0;
     Pad(w, spec, stacks, start + 1000000000, true, 1);
     w.Write(ex);
   }

@@ -15,7 +15,7 @@
 #include "cli/testdata/job_generator.h"
 
 int main(int argc, char** argv) {
-  using forkguard::cli::JsonValue;
+  using forkguard::cli::Json;
   forkguard::cli::testdata::JobSpec spec;
   std::string dir;
   for (int i = 1; i < argc; ++i) {
@@ -50,18 +50,18 @@ int main(int argc, char** argv) {
   mkdir(dir.c_str(), 0700);
   try {
     auto t = forkguard::cli::testdata::WriteJob(dir, spec);
-    JsonValue o = JsonValue::Object();
-    o.Set("processes", JsonValue::Int(t.processes));
-    o.Set("hosts", JsonValue::Int(t.hosts));
-    o.Set("hazard_forks", JsonValue::Int(t.hazard_forks));
-    o.Set("worker_site_hazard", JsonValue::Int(t.worker_site_hazard));
-    o.Set("worker_site_hazard_processes", JsonValue::Int(t.worker_site_hazard_processes));
-    o.Set("worker_site_clean", JsonValue::Int(t.worker_site_clean));
-    o.Set("helper_hazard", JsonValue::Int(t.helper_hazard));
-    o.Set("segv", JsonValue::Int(t.segv));
-    o.Set("exec_children", JsonValue::Int(t.exec_children));
-    o.Set("hazard_sites", JsonValue::Int(t.hazard_sites));
-    o.Set("epoch_forks", JsonValue::Int(t.epoch_forks));
+    Json o = Json::object();
+    o["processes"] = t.processes;
+    o["hosts"] = t.hosts;
+    o["hazard_forks"] = t.hazard_forks;
+    o["worker_site_hazard"] = t.worker_site_hazard;
+    o["worker_site_hazard_processes"] = t.worker_site_hazard_processes;
+    o["worker_site_clean"] = t.worker_site_clean;
+    o["helper_hazard"] = t.helper_hazard;
+    o["segv"] = t.segv;
+    o["exec_children"] = t.exec_children;
+    o["hazard_sites"] = t.hazard_sites;
+    o["epoch_forks"] = t.epoch_forks;
     printf("%s\n", forkguard::cli::WriteJson(o).c_str());
   } catch (const std::exception& e) {
     fprintf(stderr, "job_generator: %s\n", e.what());

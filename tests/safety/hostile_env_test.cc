@@ -183,7 +183,7 @@ TEST(HostileLog, EachTemplateExpanded) {
   std::set<int64_t> logged;
   for (const LogLine& l : d.lines) {
     logged.insert(l.Int("pid"));
-    EXPECT_EQ(l.json.GetString("job"), "77");
+    EXPECT_EQ(cli::GetString(l.json, "job"), "77");
     EXPECT_EQ(l.Int("rank"), 3);
   }
   // %p is the pid of the process the shim started in (a forked child logs beside it:
@@ -294,12 +294,12 @@ TEST(HostileEnv, AtSecureIgnoresTheEnvironment) {
   LogDir d = ReadLogDir(log);
   bool noted = false;
   for (const LogLine& l : d.Of("note")) {
-    noted |= l.json.GetString("text").find("FORKGUARD_STACK_DEPTH=lots") != std::string::npos;
+    noted |= cli::GetString(l.json, "text").find("FORKGUARD_STACK_DEPTH=lots") != std::string::npos;
   }
   EXPECT_TRUE(noted) << "the bad FORKGUARD_STACK_DEPTH is logged as a note";
   std::vector<LogLine> starts = d.Of("process_start");
   ASSERT_EQ(starts.size(), 1u);
-  EXPECT_EQ(starts[0].json.GetString("mode"), "error");
+  EXPECT_EQ(cli::GetString(starts[0].json, "mode"), "error");
   EXPECT_EQ(d.Of("fork").size(), 1u);
   RemoveTree(base);
 }

@@ -25,6 +25,9 @@
 namespace forkguard::safety {
 namespace {
 
+using cli::GetInt;
+using cli::GetString;
+
 constexpr int kProcesses = 64;
 constexpr int kThreads = 4;
 constexpr int kIters = 83;
@@ -56,12 +59,12 @@ Counted SumCounts(const std::vector<const LogLine*>& lines) {
   Counted c;
   for (const LogLine* l : lines) {
     if (l->Event() != "mr_counts") continue;
-    c.deregs += l->json.GetInt("deregs", 0);
-    const cli::JsonValue* sites = l->json.Find("sites");
+    c.deregs += GetInt(l->json, "deregs", 0);
+    const cli::Json* sites = cli::FindMember(l->json, "sites");
     if (sites == nullptr) continue;
-    for (const cli::JsonValue& site : sites->array()) {
-      c.n += site.GetInt("n", 0);
-      c.bytes += site.GetInt("bytes", 0);
+    for (const cli::Json& site : *sites) {
+      c.n += GetInt(site, "n", 0);
+      c.bytes += GetInt(site, "bytes", 0);
     }
   }
   return c;
@@ -103,7 +106,7 @@ TEST(LogIntegrity, SixtyFourProcessesThousandEventsEachNothingTornOrLost) {
       seqs.push_back(l->Int("seq"));
       counts[l->Event()]++;
       file_pids.insert(l->Int("pid"));
-      EXPECT_EQ(l->json.GetString("schema"), "forkguard.event/2") << file;
+      EXPECT_EQ(GetString(l->json, "schema"), "forkguard.event/2") << file;
     }
     ASSERT_EQ(file_pids.size(), 1u) << file << ": lines of several processes in one file";
     int64_t pid = *file_pids.begin();
@@ -199,7 +202,7 @@ TEST(LogIntegrity, KilledAtAnyInstantLosesOnlyTheLinesInFlight) {
   std::map<std::string, std::vector<int64_t>> seqs;
   std::map<std::string, std::vector<const LogLine*>> by_file;
   for (const LogLine& l : log.lines) {
-    if (l.json.Find("seq") != nullptr) seqs[l.file].push_back(l.Int("seq"));
+    if (cli::FindMember(l.json, "seq") != nullptr) seqs[l.file].push_back(l.Int("seq"));
     by_file[l.file].push_back(&l);
   }
   for (auto& [file, s] : seqs) {

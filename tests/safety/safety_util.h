@@ -32,9 +32,9 @@ RunOptions SafetyRunOptions();
 struct LogLine {
   std::string file;  // base name
   int line_no = 0;
-  cli::JsonValue json;
-  std::string Event() const { return json.GetString("event"); }
-  int64_t Int(const char* key) const { return json.GetInt(key, -1); }
+  cli::Json json;
+  std::string Event() const { return cli::GetString(json, "event"); }
+  int64_t Int(const char* key) const { return cli::GetInt(json, key, -1); }
 };
 
 struct LogDir {

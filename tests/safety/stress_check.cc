@@ -10,21 +10,26 @@
 namespace forkguard::safety {
 namespace {
 
+using cli::FindMember;
+using cli::GetBool;
+using cli::GetInt;
+using cli::GetString;
+
 struct Rec {
   std::string phase;
   long tid = 0;
   long child = 0;
 };
 
-const cli::JsonValue* Get(const cli::JsonValue& v, const char* key) {
-  const cli::JsonValue* p = v.Find(key);
-  static const cli::JsonValue kNull;
+const cli::Json* Get(const cli::Json& v, const char* key) {
+  const cli::Json* p = FindMember(v, key);
+  static const cli::Json kNull;
   return p != nullptr ? p : &kNull;
 }
 
-bool HasString(const cli::JsonValue& arr, const std::string& s) {
-  for (const cli::JsonValue& v : arr.array()) {
-    if (v.is_string() && v.string_value() == s) return true;
+bool HasString(const cli::Json& arr, const std::string& s) {
+  for (const cli::Json& v : arr) {
+    if (v.is_string() && v.get_ref<const std::string&>() == s) return true;
   }
   return false;
 }
@@ -125,13 +130,13 @@ void CheckStress(int n, const std::string& dev, const std::vector<std::string>& 
       continue;
     }
     for (size_t k = 0; k < rs.size() && bad < 20; ++k) {
-      const cli::JsonValue& f = fv[k]->json;
-      const cli::JsonValue& c = cv[k]->json;
+      const cli::Json& f = fv[k]->json;
+      const cli::Json& c = cv[k]->json;
       std::string where = "thread " + std::to_string(tid) + " fork #" + std::to_string(k) +
                           " (phase " + rs[k].phase + ", child " + std::to_string(rs[k].child) +
                           "): ";
-      if (c.GetInt("child_pid", -1) != rs[k].child) {
-        ADD_FAILURE() << where << "fork_child says " << c.GetInt("child_pid", -1);
+      if (GetInt(c, "child_pid", -1) != rs[k].child) {
+        ADD_FAILURE() << where << "fork_child says " << GetInt(c, "child_pid", -1);
         ++bad;
       }
       if (!(fv[k]->Int("seq") < cv[k]->Int("seq")) ||
@@ -139,24 +144,24 @@ void CheckStress(int n, const std::string& dev, const std::vector<std::string>& 
         ADD_FAILURE() << where << "fork / fork_child events out of order";
         ++bad;
       }
-      child_pids_logged.insert(c.GetInt("child_pid", -1));
-      std::string verdict = f.GetString("verdict");
-      const cli::JsonValue& live = *Get(f, "live");
+      child_pids_logged.insert(GetInt(c, "child_pid", -1));
+      std::string verdict = GetString(f, "verdict");
+      const cli::Json& live = *Get(f, "live");
       if (rs[k].phase == "pinned") {
         bool pinned_listed = false;
         bool pinned_dontfork = false;
-        for (const cli::JsonValue& r : Get(f, "ranges")->array()) {
-          if (static_cast<uint64_t>(r.GetInt("addr", 0)) == pinned_addr &&
-              static_cast<uint64_t>(r.GetInt("len", 0)) == pinned_len) {
+        for (const cli::Json& r : *Get(f, "ranges")) {
+          if (static_cast<uint64_t>(GetInt(r, "addr", 0)) == pinned_addr &&
+              static_cast<uint64_t>(GetInt(r, "len", 0)) == pinned_len) {
             pinned_listed = true;
-            pinned_dontfork = r.GetBool("dontfork", false);
+            pinned_dontfork = GetBool(r, "dontfork", false);
           }
         }
         bool ok = verdict == "hazard" && pinned_listed && pinned_dontfork &&
                   HasString(*Get(f, "reasons"), "child-segv") &&
                   HasString(*Get(f, "reasons"), "inherited-rdma") &&
-                  live.GetInt("contexts", -1) == 1 && live.GetInt("pds", -1) >= 1 &&
-                  live.GetInt("mrs", -1) >= 1 && f.GetString("action") == "proceeded";
+                  GetInt(live, "contexts", -1) == 1 && GetInt(live, "pds", -1) >= 1 &&
+                  GetInt(live, "mrs", -1) >= 1 && GetString(f, "action") == "proceeded";
         if (!ok) {
           ADD_FAILURE() << where << "with the pinned MR live the verdict must be hazard "
                         << "(child-segv, inherited-rdma) listing the pinned range as dontfork; got "
@@ -164,9 +169,9 @@ void CheckStress(int n, const std::string& dev, const std::vector<std::string>& 
           ++bad;
         }
       } else {
-        bool ok = verdict == "clean" && Get(f, "ranges")->array().empty() &&
-                  live.GetInt("contexts", -1) == 0 && live.GetInt("mrs", -1) == 0 &&
-                  f.GetString("action") == "proceeded";
+        bool ok = verdict == "clean" && Get(f, "ranges")->empty() &&
+                  GetInt(live, "contexts", -1) == 0 && GetInt(live, "mrs", -1) == 0 &&
+                  GetString(f, "action") == "proceeded";
         if (!ok) {
           ADD_FAILURE() << where << "no RDMA resource can be live: the verdict must be clean; got "
                         << cli::WriteJson(f, -1).substr(0, 1500);

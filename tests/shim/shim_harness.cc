@@ -25,38 +25,40 @@ namespace {
 // ---- JSON ----------------------------------------------------------------
 
 // A value of the product's reader (cli/json.h) as a Json.
-Json FromJsonValue(const cli::JsonValue& v) {
-  using Kind = cli::JsonValue::Kind;
+Json FromJsonValue(const cli::Json& v) {
+  using Kind = cli::Json::value_t;
   Json out;
-  switch (v.kind()) {
-    case Kind::kNull:
+  switch (v.type()) {
+    case Kind::null:
+    case Kind::discarded:
+    case Kind::binary:
       break;
-    case Kind::kBool:
+    case Kind::boolean:
       out.type = Json::Type::kBool;
-      out.boolean = v.bool_value();
+      out.boolean = v.get<bool>();
       break;
-    case Kind::kInt:
+    case Kind::number_integer:
+    case Kind::number_unsigned:
       out.type = Json::Type::kNumber;
       out.is_int = true;
-      out.integer = v.int_value();
+      out.integer = v.get<int64_t>();
       out.number = static_cast<double>(out.integer);
       break;
-    case Kind::kDouble:
+    case Kind::number_float:
       out.type = Json::Type::kNumber;
-      out.number = v.double_value();
+      out.number = v.get<double>();
       break;
-    case Kind::kString:
+    case Kind::string:
       out.type = Json::Type::kString;
-      out.str = v.string_value();
+      out.str = v.get_ref<const std::string&>();
       break;
-    case Kind::kArray:
+    case Kind::array:
       out.type = Json::Type::kArray;
-      for (const cli::JsonValue& x : v.array()) out.array.push_back(FromJsonValue(x));
+      for (const cli::Json& x : v) out.array.push_back(FromJsonValue(x));
       break;
-    case Kind::kObject:
+    case Kind::object:
       out.type = Json::Type::kObject;
-      for (const auto& [key, value] : v.members())
-        out.object[key] = FromJsonValue(value);  // the last one wins
+      for (const auto& [key, value] : v.items()) out.object[key] = FromJsonValue(value);
       break;
   }
   return out;
@@ -107,7 +109,7 @@ int64_t Json::Int(const std::string& key) const {
 
 bool ParseJson(const std::string& text, Json* out, std::string* error) {
   *out = Json();
-  cli::JsonValue v;
+  cli::Json v;
   if (!cli::ParseJson(text, &v, error)) return false;
   *out = FromJsonValue(v);
   return true;

@@ -17,7 +17,7 @@
 namespace forkguard::test_support {
 
 // A JSON value (just what the tests need; numbers keep their integer value when they are
-// integers), converted from the product's cli::JsonValue.
+// integers), converted from the product's cli::Json.
 struct Json {
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
   Type type = Type::kNull;

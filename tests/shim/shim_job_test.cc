@@ -25,7 +25,10 @@
 namespace forkguard::test_support {
 namespace {
 
-using cli::JsonValue;
+using cli::FindMember;
+using cli::GetInt;
+using cli::GetString;
+using cli::Json;
 using cli::ParseJson;
 
 constexpr int kRanksPerJob = 16;
@@ -191,33 +194,33 @@ TEST_F(ShimJob, ReportKeepsTheJobsApart) {
   std::string fg = Runfile("cli/forkguard");
   ProgramResult r = RunCli({fg, "report", "--no-symbolize", "--format", "json", *log_});
   ASSERT_EQ(r.status, 0) << r.err;
-  JsonValue doc;
+  Json doc;
   std::string error;
   ASSERT_TRUE(ParseJson(r.out, &doc, &error)) << error;
-  const JsonValue* jobs = doc.Find("summary")->Find("jobs");
+  const Json* jobs = FindMember(*FindMember(doc, "summary"), "jobs");
   ASSERT_TRUE(jobs != nullptr && jobs->is_array());
-  std::map<std::string, const JsonValue*> by_id;
-  for (const JsonValue& j : jobs->array()) by_id[j.GetString("job")] = &j;
+  std::map<std::string, const Json*> by_id;
+  for (const Json& j : *jobs) by_id[GetString(j, "job")] = &j;
   ASSERT_EQ(by_id.size(), 4u) << r.out.substr(0, 2000);
   for (const Launcher& l : kLaunchers) {
     ASSERT_TRUE(by_id.count(l.job)) << l.name << " job " << l.job << " missing";
-    const JsonValue& j = *by_id[l.job];
-    EXPECT_EQ(j.GetString("ranks_text"), "ranks 0-15") << l.name;
-    EXPECT_GE(j.GetInt("processes", 0), kRanksPerJob) << l.name;
-    EXPECT_EQ(j.GetInt("hazard_forks", 0), kRanksPerJob) << l.name;
-    EXPECT_EQ(j.GetInt("hazard_sites", 0), 1) << l.name;
+    const Json& j = *by_id[l.job];
+    EXPECT_EQ(GetString(j, "ranks_text"), "ranks 0-15") << l.name;
+    EXPECT_GE(GetInt(j, "processes", 0), kRanksPerJob) << l.name;
+    EXPECT_EQ(GetInt(j, "hazard_forks", 0), kRanksPerJob) << l.name;
+    EXPECT_EQ(GetInt(j, "hazard_sites", 0), 1) << l.name;
   }
   // One finding per job: the same line forked in all 64 processes, but in 4 jobs.
-  const JsonValue* findings = doc.Find("findings");
-  ASSERT_EQ(findings->array().size(), 4u);
-  for (const JsonValue& f : findings->array()) {
-    EXPECT_EQ(f.GetInt("count", 0), kRanksPerJob) << f.GetString("job");
-    EXPECT_EQ(f.GetInt("process_count", 0), kRanksPerJob) << f.GetString("job");
+  const Json* findings = FindMember(doc, "findings");
+  ASSERT_EQ(findings->size(), 4u);
+  for (const Json& f : *findings) {
+    EXPECT_EQ(GetInt(f, "count", 0), kRanksPerJob) << GetString(f, "job");
+    EXPECT_EQ(GetInt(f, "process_count", 0), kRanksPerJob) << GetString(f, "job");
   }
   std::map<std::string, std::set<int64_t>> local;
-  for (const JsonValue& p : doc.Find("processes")->array()) {
-    if (const JsonValue* lr = p.Find("local_rank"); lr && lr->is_int()) {
-      local[p.GetString("job")].insert(lr->int_value());
+  for (const Json& p : *FindMember(doc, "processes")) {
+    if (const Json* lr = FindMember(p, "local_rank"); lr && lr->is_number_integer()) {
+      local[GetString(p, "job")].insert(lr->get<int64_t>());
     }
   }
   EXPECT_EQ(local["tr-77"], (std::set<int64_t>{0, 1, 2, 3}));
