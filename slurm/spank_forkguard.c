@@ -12,20 +12,33 @@
  *       log=TEMPLATE      FORKGUARD_LOG for the tasks (the shim expands %j %h %r %p),
  *                         unless the task's environment already has one
  *       shim=PATH         the shim (default: the Debian package's path)
+ *       report=DIR        when an srun step of a job it was on for ends, write the job's
+ *                         report so far, DIR/forkguard-JOB.STEP.html (needs log=)
+ *       forkguard=PATH    the CLI that writes it (default: /usr/bin/forkguard)
  *
  * In each task, just before it execs (slurm_spank_task_init, remote context), the shim is
  * appended to LD_PRELOAD (what is there stays, and comes first) and FORKGUARD_MODE and
  * FORKGUARD_LOG are set. The shim reads the job id, step and rank from the variables Slurm
  * gives every task (SLURM_JOB_ID, SLURM_STEP_ID, SLURM_PROCID).
  *
+ * The report is written by srun itself (slurm_spank_exit, local context) once the step's
+ * tasks have ended: `forkguard report --job JOB --format html` over the log directory (the
+ * template up to its first %-expansion), into a temporary file renamed into place. A report
+ * that cannot be written is one line on srun's standard error; the step's exit status is
+ * srun's as before.
+ *
  * The plugin must never fail a job: a shim it cannot read is one line in slurmd's log per
  * step and node, and the job runs without it; a bad plugstack argument is one line and is
  * ignored. Only a bad --forkguard value on the command line is an error, in srun/sbatch. */
+#include <errno.h>
+#include <fcntl.h>
 #include <slurm/spank.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 SPANK_PLUGIN(forkguard, 1);
@@ -45,6 +58,11 @@ static int site_on = 0;
 static char site_mode[8] = "warn";
 static char site_log[FG_PATH_MAX] = "";
 static char shim[FG_PATH_MAX] = FG_DEFAULT_SHIM;
+static char site_report[FG_PATH_MAX] = "";
+static char cli[FG_PATH_MAX] = "/usr/bin/forkguard";
+/* srun's step, learned in slurm_spank_local_user_init (local context), for the report. */
+static uint32_t local_job = 0, local_step = 0;
+static int local_ids = 0;
 static int job_choice = -1; /* -1: no --forkguard; 0: off; 1: on */
 static char job_mode[8] = "";
 static int shim_missing = 0;
@@ -126,10 +144,17 @@ static void parse_args(int ac, char** av) {
         slurm_error("forkguard: plugstack.conf log=%s: not an absolute path; ignored", v);
     } else if (k == 4 && strncmp(a, "shim", k) == 0) {
       copy_arg(shim, sizeof(shim), "shim", v);
+    } else if (k == 6 && strncmp(a, "report", k) == 0) {
+      if (v[0] == '/' || v[0] == '\0')
+        copy_arg(site_report, sizeof(site_report), "report", v);
+      else
+        slurm_error("forkguard: plugstack.conf report=%s: not an absolute path; ignored", v);
+    } else if (k == 9 && strncmp(a, "forkguard", k) == 0) {
+      copy_arg(cli, sizeof(cli), "forkguard", v);
     } else {
       slurm_error(
           "forkguard: plugstack.conf argument '%s': unknown (default, mode, log, "
-          "shim); ignored",
+          "shim, report, forkguard); ignored",
           a);
     }
   }
@@ -204,5 +229,102 @@ int slurm_spank_task_init(spank_t sp, int ac, char** av) {
   else
     spank_setenv(sp, "FORKGUARD_MODE", site_mode, 0);
   if (site_log[0] != '\0') spank_setenv(sp, "FORKGUARD_LOG", site_log, 0);
+  return 0;
+}
+
+/* srun (local context), after the options: the job and step ids exist from here on. */
+int slurm_spank_local_user_init(spank_t sp, int ac, char** av) {
+  (void)ac;
+  (void)av;
+  if (spank_get_item(sp, S_JOB_ID, &local_job) == ESPANK_SUCCESS &&
+      spank_get_item(sp, S_JOB_STEPID, &local_step) == ESPANK_SUCCESS)
+    local_ids = 1;
+  return 0;
+}
+
+/* The directory the tasks' logs are under: the log template up to the last '/' before its
+ * first %-expansion (the template itself when it has none). The task's own FORKGUARD_LOG
+ * (srun passes its environment on) wins over the site's, as in slurm_spank_task_init. */
+static int log_root(char* out, size_t size) {
+  const char* t = getenv("FORKGUARD_LOG");
+  if (t == NULL || t[0] == '\0') t = site_log;
+  if (t[0] != '/') return 0;
+  const char* pct = strchr(t, '%');
+  size_t n = strlen(t);
+  if (pct != NULL) {
+    n = (size_t)(pct - t);
+    while (n > 1 && t[n - 1] != '/') --n;
+  }
+  if (n == 0 || n >= size) return 0;
+  memcpy(out, t, n);
+  out[n] = '\0';
+  return 1;
+}
+
+/* The step's end in srun: the job's report, DIR/forkguard-JOB.STEP.html. Runs the CLI and
+ * waits for it (srun has nothing left to do); any failure is one line, never srun's exit
+ * status. */
+int slurm_spank_exit(spank_t sp, int ac, char** av) {
+  (void)sp;
+  (void)ac;
+  (void)av;
+  if (spank_context() != S_CTX_LOCAL || site_report[0] == '\0' || !enabled() || !local_ids)
+    return 0;
+  char root[FG_PATH_MAX], out[FG_PATH_MAX], tmp[FG_PATH_MAX + 16], err[FG_PATH_MAX + 16], job[16];
+  if (!log_root(root, sizeof(root))) {
+    slurm_error(
+        "forkguard: report=%s: no absolute log directory (log=, FORKGUARD_LOG); "
+        "no report for job %u step %u",
+        site_report, local_job, local_step);
+    return 0;
+  }
+  snprintf(job, sizeof(job), "%u", local_job);
+  if (snprintf(out, sizeof(out), "%s/forkguard-%u.%u.html", site_report, local_job, local_step) >=
+      (int)sizeof(out)) {
+    slurm_error("forkguard: report=%s: path too long", site_report);
+    return 0;
+  }
+  snprintf(tmp, sizeof(tmp), "%s.tmp", out);
+  snprintf(err, sizeof(err), "%s.err", out);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  char* argv[] = {cli,         "report", "--job", job,  "--format", "html",
+                  "--fail-on", "never",  "--",    root, NULL};
+  extern char** environ;
+  pid_t pid;
+  int rc = posix_spawn(&pid, cli, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    slurm_error("forkguard: cannot run %s (%s): no report for job %u step %u", cli, strerror(rc),
+                local_job, local_step);
+    unlink(tmp);
+    unlink(err);
+    return 0;
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    slurm_error("forkguard: %s report for job %u step %u failed (%s %d); its errors: %s", cli,
+                local_job, local_step, WIFEXITED(st) ? "exit" : "signal",
+                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), err);
+    unlink(tmp);
+    return 0;
+  }
+  if (rename(tmp, out) != 0) {
+    slurm_error("forkguard: cannot write %s (%m)", out);
+    unlink(tmp);
+  }
+  /* The report's notes about input lines are in the page; its standard error is kept only
+   * when it says something. */
+  if (access(err, F_OK) == 0) {
+    FILE* f = fopen(err, "r");
+    int empty = f == NULL || fgetc(f) == EOF;
+    if (f != NULL) fclose(f);
+    if (empty) unlink(err);
+  }
   return 0;
 }

@@ -11,6 +11,7 @@ extern "C" {
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
@@ -107,6 +108,12 @@ class Plugin {
   void RunTask() {
     std::vector<char*> none;
     Call("slurm_spank_task_init", none);
+  }
+  // What srun calls around a step it launched: local_user_init, then exit when it ends.
+  void RunLocalStep() {
+    std::vector<char*> none;
+    Call("slurm_spank_local_user_init", none);
+    Call("slurm_spank_exit", none);
   }
   const char* Sym(const char* name) { return static_cast<const char*>(dlsym(handle_, name)); }
 
@@ -254,3 +261,106 @@ TEST_F(SpankForkguardTest, BadOptionValueIsAnErrorBadSiteArgumentsAreIgnored) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::string out;
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return "<missing>";
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  fclose(f);
+  return out;
+}
+
+// A stand-in for the forkguard CLI: prints its arguments (the "report"), or fails.
+std::string FakeCli(const std::string& dir, const char* body) {
+  std::string path = dir + "/fake-forkguard";
+  FILE* f = fopen(path.c_str(), "w");
+  fprintf(f, "#!/bin/sh\n%s\n", body);
+  fclose(f);
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+}  // namespace
+
+TEST_F(SpankForkguardTest, StepEndWritesTheJobsReportWhereTheSiteSays) {
+  std::string tmp = getenv("TEST_TMPDIR");
+  std::string cli = FakeCli(tmp, "echo \"$*\"");
+  std::string dir = tmp + "/reports";
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  g_context = S_CTX_LOCAL;
+  g_remote = 0;
+  unsetenv("FORKGUARD_LOG");
+  Plugin p({"default=on", "log=/shared/fg/%j/%h", "report=" + dir, "forkguard=" + cli});
+  p.RunLocalStep();
+  // job 4242 step 3 (the fake spank_get_item), over the template's directory
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"),
+            "report --job 4242 --format html --fail-on never -- /shared/fg/\n");
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.tmp"), "<missing>");
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.err"), "<missing>");  // empty: removed
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+}
+
+TEST_F(SpankForkguardTest, StepEndReportOnlyForAJobForkguardWasOnFor) {
+  std::string tmp = getenv("TEST_TMPDIR");
+  std::string cli = FakeCli(tmp, "echo \"$*\"");
+  std::string dir = tmp + "/reports-off";
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  g_context = S_CTX_LOCAL;
+  g_remote = 0;
+  {
+    Plugin p({"log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});  // default off
+    p.RunLocalStep();
+  }
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"), "<missing>");
+  // In the tasks' slurmstepd (remote context) exit writes nothing either.
+  g_context = S_CTX_REMOTE;
+  g_remote = 1;
+  Plugin q({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+  q.RunLocalStep();
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"), "<missing>");
+}
+
+TEST_F(SpankForkguardTest, StepEndReportFailureIsOneLineAndKeepsItsErrors) {
+  std::string tmp = getenv("TEST_TMPDIR");
+  std::string cli = FakeCli(tmp, "echo 'forkguard report: no logs' >&2; exit 2");
+  std::string dir = tmp + "/reports-fail";
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  g_context = S_CTX_LOCAL;
+  g_remote = 0;
+  {
+    Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+    p.RunLocalStep();
+  }
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"), "<missing>");
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.tmp"), "<missing>");
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.err"), "forkguard report: no logs\n");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_NE(g_log[0].find("report for job 4242 step 3 failed (exit 2)"), std::string::npos)
+      << g_log[0];
+  // A CLI that is not there: one line, nothing written.
+  g_log.clear();
+  {
+    Plugin q({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + tmp + "/none"});
+    q.RunLocalStep();
+  }
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_NE(g_log[0].find("cannot run"), std::string::npos) << g_log[0];
+  // No log directory to report on: one line.
+  g_log.clear();
+  {
+    Plugin r({"default=on", "report=" + dir, "forkguard=" + cli});
+    r.RunLocalStep();
+  }
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_NE(g_log[0].find("no absolute log directory"), std::string::npos) << g_log[0];
+  // A relative report directory is a bad plugstack argument: said and ignored.
+  g_log.clear();
+  Plugin t({"report=relative/dir"});
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_NE(g_log[0].find("report=relative/dir: not an absolute path"), std::string::npos);
+}
