@@ -46,12 +46,7 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
   s["processes"] = static_cast<int64_t>(r.processes.size());
   s["hosts"] = static_cast<int64_t>(r.hosts.size());
   s["ranks"] = static_cast<int64_t>(r.ranks.size());
-  s["forks"] = r.forks;
-  s["hazard_forks"] = r.hazard_forks;
-  s["clean_forks"] = r.forks - r.hazard_forks - r.suppressed_forks;
-  s["hazard_sites"] = static_cast<int64_t>(r.hazard_groups.size());
-  s["spawns"] = r.spawns;
-  s["children_segv"] = static_cast<int64_t>(r.deaths.size());
+  AddForkCounts(r, s);
   s["notes"] = static_cast<int64_t>(r.notes.size());
   d["summary"] = std::move(s);
   d["summary_line"] = SummaryLine(r);

@@ -492,6 +492,15 @@ Json ReportToJsonImpl(const JobReport& r, bool forks_marker);
 
 Json ReportToJson(const JobReport& r) { return ReportToJsonImpl(r, false); }
 
+void AddForkCounts(const JobReport& r, Json& s) {
+  s["forks"] = r.forks;
+  s["hazard_forks"] = r.hazard_forks;
+  s["clean_forks"] = r.forks - r.hazard_forks - r.suppressed_forks;
+  s["hazard_sites"] = static_cast<int64_t>(r.hazard_groups.size());
+  s["spawns"] = r.spawns;
+  s["children_segv"] = static_cast<int64_t>(r.deaths.size());
+}
+
 namespace {
 
 Json ReportToJsonImpl(const JobReport& r, bool forks_marker) {
@@ -503,12 +512,7 @@ Json ReportToJsonImpl(const JobReport& r, bool forks_marker) {
   for (const auto& h : r.hosts) hosts.emplace_back(h);
   s["hosts"] = std::move(hosts);
   s["ranks"] = RankArray(r.ranks);
-  s["forks"] = r.forks;
-  s["hazard_forks"] = r.hazard_forks;
-  s["clean_forks"] = r.forks - r.hazard_forks - r.suppressed_forks;
-  s["hazard_sites"] = static_cast<int64_t>(r.hazard_groups.size());
-  s["spawns"] = r.spawns;
-  s["children_segv"] = static_cast<int64_t>(r.deaths.size());
+  AddForkCounts(r, s);
   s["files_read"] = r.files_read;
   s["lines_used"] = r.lines_used;
   s["lines_skipped"] = r.lines_skipped;

@@ -26,6 +26,9 @@ std::string SiteLabel(const Stack& s);
 
 // Phrases shared by the renderers (text, Markdown, HTML).
 std::string SummaryLine(const JobReport& r);
+// The summary's fork counts, in the JSON report's order: forks, hazard_forks, clean_forks,
+// hazard_sites, spawns, children_segv (the JSON report and the HTML page's data).
+void AddForkCounts(const JobReport& r, Json& s);
 std::string ProcessesPhrase(const ForkGroup& g);
 std::string ActionsPhrase(const ForkGroup& g);
 std::string ChildrenPhrase(const ForkGroup& g);
