@@ -111,6 +111,14 @@ static void copy_arg(char* dst, size_t size, const char* key, const char* val) {
   memcpy(dst, val, strlen(val) + 1);
 }
 
+/* A path argument: absolute (or empty: none), else reported and ignored. */
+static void copy_absolute(char* dst, size_t size, const char* key, const char* val) {
+  if (val[0] == '/' || val[0] == '\0')
+    copy_arg(dst, size, key, val);
+  else
+    slurm_error("forkguard: plugstack.conf %s=%s: not an absolute path; ignored", key, val);
+}
+
 /* plugstack.conf arguments. A bad one is reported and ignored: it must not fail jobs. */
 static void parse_args(int ac, char** av) {
   for (int i = 0; i < ac; ++i) {
@@ -138,17 +146,11 @@ static void parse_args(int ac, char** av) {
             "ignored",
             v);
     } else if (k == 3 && strncmp(a, "log", k) == 0) {
-      if (v[0] == '/' || v[0] == '\0')
-        copy_arg(site_log, sizeof(site_log), "log", v);
-      else
-        slurm_error("forkguard: plugstack.conf log=%s: not an absolute path; ignored", v);
+      copy_absolute(site_log, sizeof(site_log), "log", v);
     } else if (k == 4 && strncmp(a, "shim", k) == 0) {
       copy_arg(shim, sizeof(shim), "shim", v);
     } else if (k == 6 && strncmp(a, "report", k) == 0) {
-      if (v[0] == '/' || v[0] == '\0')
-        copy_arg(site_report, sizeof(site_report), "report", v);
-      else
-        slurm_error("forkguard: plugstack.conf report=%s: not an absolute path; ignored", v);
+      copy_absolute(site_report, sizeof(site_report), "report", v);
     } else if (k == 9 && strncmp(a, "forkguard", k) == 0) {
       copy_arg(cli, sizeof(cli), "forkguard", v);
     } else {

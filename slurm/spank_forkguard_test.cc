@@ -285,15 +285,19 @@ std::string FakeCli(const std::string& dir, const char* body) {
   return path;
 }
 
+// srun's side of a step (local context), its report directory made empty, and the fake CLI.
+std::string LocalStep(const std::string& dir, const char* cli_body) {
+  EXPECT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  g_context = S_CTX_LOCAL;
+  g_remote = 0;
+  return FakeCli(getenv("TEST_TMPDIR"), cli_body);
+}
+
 }  // namespace
 
 TEST_F(SpankForkguardTest, StepEndWritesTheJobsReportWhereTheSiteSays) {
-  std::string tmp = getenv("TEST_TMPDIR");
-  std::string cli = FakeCli(tmp, "echo \"$*\"");
-  std::string dir = tmp + "/reports";
-  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
-  g_context = S_CTX_LOCAL;
-  g_remote = 0;
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports";
+  std::string cli = LocalStep(dir, "echo \"$*\"");
   unsetenv("FORKGUARD_LOG");
   Plugin p({"default=on", "log=/shared/fg/%j/%h", "report=" + dir, "forkguard=" + cli});
   p.RunLocalStep();
@@ -306,12 +310,8 @@ TEST_F(SpankForkguardTest, StepEndWritesTheJobsReportWhereTheSiteSays) {
 }
 
 TEST_F(SpankForkguardTest, StepEndReportOnlyForAJobForkguardWasOnFor) {
-  std::string tmp = getenv("TEST_TMPDIR");
-  std::string cli = FakeCli(tmp, "echo \"$*\"");
-  std::string dir = tmp + "/reports-off";
-  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
-  g_context = S_CTX_LOCAL;
-  g_remote = 0;
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-off";
+  std::string cli = LocalStep(dir, "echo \"$*\"");
   {
     Plugin p({"log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});  // default off
     p.RunLocalStep();
@@ -326,12 +326,8 @@ TEST_F(SpankForkguardTest, StepEndReportOnlyForAJobForkguardWasOnFor) {
 }
 
 TEST_F(SpankForkguardTest, StepEndReportFailureIsOneLineAndKeepsItsErrors) {
-  std::string tmp = getenv("TEST_TMPDIR");
-  std::string cli = FakeCli(tmp, "echo 'forkguard report: no logs' >&2; exit 2");
-  std::string dir = tmp + "/reports-fail";
-  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
-  g_context = S_CTX_LOCAL;
-  g_remote = 0;
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-fail";
+  std::string cli = LocalStep(dir, "echo 'forkguard report: no logs' >&2; exit 2");
   {
     Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
     p.RunLocalStep();
