@@ -327,6 +327,19 @@ void Pad(ProcessWriter& w, const JobSpec& spec, const std::vector<Json>& stacks,
   }
 }
 
+// The process_start of `python3 train.py` under the shim (a rank, and each forked child).
+Json TrainerStart(ProcessWriter& w, int64_t ts) {
+  Json ps = w.Base(schema::kProcessStart, ts);
+  Json argv = Json::array();
+  argv.emplace_back("python3");
+  argv.emplace_back("train.py");
+  ps[schema::kKeyArgv] = std::move(argv);
+  ps[schema::kKeyMode] = "warn";
+  ps[schema::kKeyShimVersion] = "0.1.0";
+  ps[schema::kKeyExe] = "/usr/bin/python3.11";
+  return ps;
+}
+
 std::string HostName(const JobSpec& spec, int r) {
   int hosts = std::max(1, spec.hosts);
   int h = static_cast<int>(static_cast<int64_t>(r) * hosts / std::max(1, spec.ranks));
@@ -355,15 +368,7 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
     ProcessWriter w(dir, host, pid, 1, r, start, "python3", spec.job);
     ++t.processes;
 
-    Json ps = w.Base(schema::kProcessStart, start);
-    Json argv = Json::array();
-    argv.emplace_back("python3");
-    argv.emplace_back("train.py");
-    ps[schema::kKeyArgv] = std::move(argv);
-    ps[schema::kKeyMode] = "warn";
-    ps[schema::kKeyShimVersion] = "0.1.0";
-    ps[schema::kKeyExe] = "/usr/bin/python3.11";
-    w.Write(ps);
+    w.Write(TrainerStart(w, start));
 
     auto write_init = [&]() {
       Json in = w.Base(schema::kRdmaInit, init_ts);
@@ -453,15 +458,8 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       }
       ProcessWriter c(dir, host, child, pid, r, ts + 100000, "python3", spec.job);
       ++t.processes;
-      Json cs = c.Base(schema::kProcessStart, ts + 100000);
-      Json cargv = Json::array();  // a forked child: its parent's argv, as the shim writes
-      cargv.emplace_back("python3");
-      cargv.emplace_back("train.py");
-      cs[schema::kKeyArgv] = std::move(cargv);
-      cs[schema::kKeyMode] = "warn";
-      cs[schema::kKeyShimVersion] = "0.1.0";
-      cs[schema::kKeyExe] = "/usr/bin/python3.11";
-      c.Write(cs);
+      // A forked child: its parent's argv, as the shim writes.
+      c.Write(TrainerStart(c, ts + 100000));
       write_epoch_forks(c, ts + 400000000, spec.forks_per_process);
       Pad(c, spec, stacks, ts + 150000, false, 1);
       if (r == 0 && k <= spec.segv_children && hazard) {
