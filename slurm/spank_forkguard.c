@@ -300,14 +300,22 @@ int slurm_spank_exit(spank_t sp, int ac, char** av) {
   int rc = posix_spawn(&pid, cli, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
-    slurm_error("forkguard: cannot run %s (%s): no report for job %u step %u", cli, strerror(rc),
-                local_job, local_step);
+    /* The CLI missing, or DIR not writable (the output files are opened by the spawn). */
+    slurm_error("forkguard: cannot run %s into %s (%s): no report for job %u step %u", cli, out,
+                strerror(rc), local_job, local_step);
     unlink(tmp);
     unlink(err);
     return 0;
   }
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  pid_t w;
+  while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
+  }
+  if (w != pid) {
+    slurm_error("forkguard: cannot wait for %s (%m): no report for job %u step %u", cli, local_job,
+                local_step);
+    unlink(tmp);
+    return 0;
   }
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     slurm_error("forkguard: %s report for job %u step %u failed (%s %d); its errors: %s", cli,

@@ -346,6 +346,16 @@ TEST_F(SpankForkguardTest, StepEndReportFailureIsOneLineAndKeepsItsErrors) {
   }
   ASSERT_EQ(g_log.size(), 1u);
   EXPECT_NE(g_log[0].find("cannot run"), std::string::npos) << g_log[0];
+  // A report directory that is not there: one line, naming the file it could not write.
+  g_log.clear();
+  {
+    Plugin q({"default=on", "log=/shared/fg/%j", "report=" + dir + "/none", "forkguard=" + cli});
+    q.RunLocalStep();
+  }
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_NE(g_log[0].find("into " + dir + "/none/forkguard-4242.3.html (No such file"),
+            std::string::npos)
+      << g_log[0];
   // No log directory to report on: one line.
   g_log.clear();
   {
