@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -48,9 +49,15 @@ std::optional<std::pair<std::string, int64_t>> ShimFileIdentity(std::string_view
   auto digits = [](std::string_view d) {
     return !d.empty() && d.size() <= 19 && d.find_first_not_of("0123456789") == d.npos;
   };
-  std::string_view pid = n.substr(dot1 + 1, dot2 - dot1 - 1);
-  if (!digits(pid) || !digits(n.substr(dot2 + 1))) return std::nullopt;
-  return std::make_pair(std::string(n.substr(0, dot1)), std::stoll(std::string(pid)));
+  std::string_view pid_text = n.substr(dot1 + 1, dot2 - dot1 - 1);
+  if (!digits(pid_text) || !digits(n.substr(dot2 + 1))) return std::nullopt;
+  // A name is as hostile as a line: a pid the kernel cannot give is no shim's name.
+  int64_t pid = 0;
+  auto [end, ec] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
+  if (ec != std::errc() || end != pid_text.data() + pid_text.size() || pid <= 0 ||
+      pid > limits::kMaxPid)
+    return std::nullopt;
+  return std::make_pair(std::string(n.substr(0, dot1)), pid);
 }
 
 // Collects notes for one file, naming the first few lines of each kind of
@@ -707,7 +714,7 @@ void DecodeEvent(const Fields& o, FileState::Proc* proc, ProcessLog* p, Event* e
       object init;
       if (Member(o, Key::kInit, &x) && x.get_object().get(init) == simdjson::SUCCESS) {
         e->has_init = true;
-        e->init_age_ms = Int(init, Key::kAgeMs, -1);
+        e->init_age_ms = std::clamp<int64_t>(Int(init, Key::kAgeMs, -1), -1, limits::kMaxTsNs);
         e->init_call = Str(init, Key::kCall, "?");
         e->init_device = Str(init, Key::kDevice);
         e->init_stack = StackAt(init, Key::kStack, proc, p, state);
@@ -718,7 +725,8 @@ void DecodeEvent(const Fields& o, FileState::Proc* proc, ProcessLog* p, Event* e
           object ro;
           if (r.get_object().get(ro) != simdjson::SUCCESS) continue;
           ++e->ranges;
-          e->range_bytes += std::max<int64_t>(0, Int(ro, Key::kLen, 0));
+          e->range_bytes = SatAdd(e->range_bytes,
+                                  std::clamp<int64_t>(Int(ro, Key::kLen, 0), 0, limits::kMaxBytes));
           if (Bool(ro, Key::kDontfork, false)) ++e->dontfork_ranges;
         }
       }
@@ -848,8 +856,8 @@ void UseEvent(const Fields& v, std::string_view type, EventType kind, int64_t ts
       // /2: "mr":[addr,len,access,handle]
       if (Member(v, Key::kMr, &mr) && mr.get_array().get(a) == simdjson::SUCCESS &&
           a.at(1).get(le) == simdjson::SUCCESS)
-        len = IntOf(le).value_or(0);
-      sum.registered_bytes += std::max<int64_t>(0, len);
+        len = std::clamp<int64_t>(IntOf(le).value_or(0), 0, limits::kMaxBytes);
+      sum.registered_bytes = SatAdd(sum.registered_bytes, std::max<int64_t>(0, len));
       if (sum.first_registrations.size() < ProcessSummary::kMaxRegistrationSamples)
         sum.first_registrations.push_back(
             {ts, Int(v, Key::kTid, state->v2.on ? p.pid : 0), std::max<int64_t>(0, len),
@@ -875,14 +883,17 @@ void UseEvent(const Fields& v, std::string_view type, EventType kind, int64_t ts
         for (element site : a) {
           object so;
           if (site.get_object().get(so) != simdjson::SUCCESS) continue;
-          int64_t n = std::max<int64_t>(0, Int(so, Key::kN, 0));
-          sum.registrations += n;
-          sum.counted_registrations += n;
-          sum.registered_bytes += std::max<int64_t>(0, Int(so, Key::kBytes, 0));
+          int64_t n = std::clamp<int64_t>(Int(so, Key::kN, 0), 0, limits::kMaxCount);
+          sum.registrations = SatAdd(sum.registrations, n);
+          sum.counted_registrations = SatAdd(sum.counted_registrations, n);
+          sum.registered_bytes =
+              SatAdd(sum.registered_bytes,
+                     std::clamp<int64_t>(Int(so, Key::kBytes, 0), 0, limits::kMaxBytes));
           check_stack(so);
         }
       }
-      sum.deregistrations += std::max<int64_t>(0, Int(v, Key::kDeregs, 0));
+      sum.deregistrations =
+          SatAdd(sum.deregistrations, std::max<int64_t>(0, Int(v, Key::kDeregs, 0)));
       return;
     }
     check_stack(v);
@@ -969,6 +980,51 @@ struct ReportSink {
   }
 };
 
+// The top-level numbers of a line and their bounds (limits): a line carrying one outside
+// them is skipped whole. Numbers inside arrays and objects are clamped where they are read.
+struct NumberBound {
+  Key key;
+  int64_t lo, hi;
+};
+constexpr NumberBound kNumberBounds[] = {
+    {Key::kPpid, 0, limits::kMaxPid},
+    {Key::kTid, 0, limits::kMaxPid},
+    {Key::kChildPid, -1, limits::kMaxPid},
+    {Key::kLen, 0, limits::kMaxBytes},
+    {Key::kDeregs, 0, limits::kMaxCount},
+    {Key::kThreads, 0, limits::kMaxCount},
+    {Key::kSignal, 0, 255},
+    {Key::kRank, 0, limits::kMaxRank},
+    {Key::kLocalRank, 0, limits::kMaxRank},
+};
+
+// True when every bounded number of `v` is in its bounds; else a note naming the first one
+// out of them.
+bool NumbersInRange(const Fields& v, int lineno, FileNotes* notes) {
+  for (const NumberBound& b : kNumberBounds) {
+    element e;
+    if (!Member(v, b.key, &e)) continue;
+    element_type t = e.type();
+    if (t != element_type::INT64 && t != element_type::UINT64 && t != element_type::DOUBLE)
+      continue;  // not a number: read as absent where it is used
+    std::optional<int64_t> n = IntOf(e);
+    if (!n || *n < b.lo || *n > b.hi) {
+      notes->Add(lineno, "a number out of range, skipped",
+                 "\"" + std::string(KeyName(b.key)) + "\": " + simdjson::minify(e));
+      return false;
+    }
+  }
+  return true;
+}
+
+// A timestamp a line carries (ns since 1970), in [0, limits::kMaxTsNs]; else a note.
+bool TimestampInRange(int64_t ts, int lineno, FileNotes* notes, const char* what) {
+  if (ts >= 0 && ts <= limits::kMaxTsNs) return true;
+  notes->Add(lineno, "a timestamp out of range, skipped",
+             std::string(what) + " " + std::to_string(ts));
+  return false;
+}
+
 // A /2 file's header: the process every later line of the file belongs to (until another
 // header: a file of concatenated logs). Its module and stack tables start empty.
 template <typename Sink>
@@ -981,12 +1037,18 @@ void ParseV2Header(const Fields& v, std::string_view line, int lineno, FileNotes
     return;
   }
   int64_t pid = Int(v, Key::kPid, -1);
-  if (pid <= 0) {
+  if (pid <= 0 || pid > limits::kMaxPid) {
     notes->Add(lineno, "no valid \"pid\" in the header, its lines are skipped", "");
     dec->on = false;
     return;
   }
-  dec->Start(pid, Int(v, Key::kStartNs, 0));
+  int64_t start_ns = Int(v, Key::kStartNs, 0);
+  if (!TimestampInRange(start_ns, lineno, notes, "start_ns") || !NumbersInRange(v, lineno, notes)) {
+    notes->Add(lineno, "the header is not valid, its lines are skipped", "");
+    dec->on = false;
+    return;
+  }
+  dec->Start(pid, start_ns);
   sink->Header(v, line, pid, lineno);
 }
 
@@ -1005,7 +1067,12 @@ void ParseV2Line(const Fields& v, std::string_view line, int lineno, FileNotes* 
     if (dec->Record(v, kind, type, lineno, notes, &id)) sink->Record(kind, id);
     return;
   }
-  sink->EventV2(v, line, type, kind, dec->start_ns + Int(v, Key::kTs, 0), lineno, notes);
+  // start_ns is in range (the header's check); the sum is checked, not wrapped.
+  int64_t ts = 0;
+  if (__builtin_add_overflow(dec->start_ns, Int(v, Key::kTs, 0), &ts)) ts = -1;
+  if (!TimestampInRange(ts, lineno, notes, "start_ns + ts") || !NumbersInRange(v, lineno, notes))
+    return;
+  sink->EventV2(v, line, type, kind, ts, lineno, notes);
 }
 
 // `line` is followed by at least simdjson::SIMDJSON_PADDING readable bytes.
@@ -1075,10 +1142,13 @@ void ParseLine(std::string_view line, int lineno, bool last_unterminated, FileNo
     return;
   }
   int64_t pid = Int(v, Key::kPid, -1);
-  if (pid <= 0) {
+  if (pid <= 0 || pid > limits::kMaxPid) {
     notes->Add(lineno, "no valid \"pid\", skipped", "");
     return;
   }
+  if (!TimestampInRange(Int(v, Key::kTsNs, 0), lineno, notes, "ts_ns") ||
+      !NumbersInRange(v, lineno, notes))
+    return;
   sink->EventV1(v, line, type, pid, lineno, notes);
 }
 
@@ -1374,18 +1444,21 @@ void ForkHistogram::Add(int64_t ts_ns, int64_t n, int64_t n_hazard) {
     hazard.assign(kBins, 0);
   }
   if (ts_ns < t0_ns) ts_ns = t0_ns;  // out of order: counted in the first bin
-  while ((ts_ns - t0_ns) / width_ns >= static_cast<int64_t>(kBins)) {
+  // The offset from the first fork, unsigned: exact for any two int64 values with
+  // ts_ns >= t0_ns, so the bin index is in range whatever a log says.
+  const uint64_t offset = static_cast<uint64_t>(ts_ns) - static_cast<uint64_t>(t0_ns);
+  while (offset / static_cast<uint64_t>(width_ns) >= kBins) {
     for (size_t i = 0; i < kBins / 2; ++i) {
-      forks[i] = forks[2 * i] + forks[2 * i + 1];
-      hazard[i] = hazard[2 * i] + hazard[2 * i + 1];
+      forks[i] = SatAdd(forks[2 * i], forks[2 * i + 1]);
+      hazard[i] = SatAdd(hazard[2 * i], hazard[2 * i + 1]);
     }
     std::fill(forks.begin() + kBins / 2, forks.end(), 0);
     std::fill(hazard.begin() + kBins / 2, hazard.end(), 0);
-    width_ns *= 2;
+    width_ns *= 2;  // at most 2^58 here: 64 bins of it span every uint64 offset
   }
-  size_t b = static_cast<size_t>((ts_ns - t0_ns) / width_ns);
-  forks[b] += n;
-  hazard[b] += n_hazard;
+  size_t b = static_cast<size_t>(offset / static_cast<uint64_t>(width_ns));
+  forks[b] = SatAdd(forks[b], n);
+  hazard[b] = SatAdd(hazard[b], n_hazard);
 }
 
 namespace {
@@ -1445,8 +1518,8 @@ void JoinInto(ProcessLog&& b, ProcessLog* a) {
       s.first_registrations.push_back(std::move(r));
   s.last_ts_ns = std::max(s.last_ts_ns, b.summary.last_ts_ns);
   if (s.rdma_init_ts_ns == 0) s.rdma_init_ts_ns = b.summary.rdma_init_ts_ns;
-  s.registrations += b.summary.registrations;
-  s.registered_bytes += b.summary.registered_bytes;
+  s.registrations = SatAdd(s.registrations, b.summary.registrations);
+  s.registered_bytes = SatAdd(s.registered_bytes, b.summary.registered_bytes);
   a->execs.push_back({a->prog, a->file});
   for (ProcessLog::Exec& x : b.execs) a->execs.push_back(std::move(x));
   if (!b.prog.empty()) a->prog = std::move(b.prog);

@@ -203,6 +203,25 @@ struct ChildLink {
   int64_t fork_ts_ns = 0;
 };
 
+// Bounds on the numbers the reader takes from a log. Every field of every line is hostile
+// input (a shared log root, downloaded artifacts): a line with a value outside these is
+// skipped with a note naming its file and line, so no later arithmetic on what is kept can
+// overflow.
+namespace limits {
+inline constexpr int64_t kMaxTsNs = int64_t{1} << 62;   // ns since 1970: until about 2116
+inline constexpr int64_t kMaxPid = 4194304;             // the kernel's PID_MAX_LIMIT
+inline constexpr int64_t kMaxBytes = int64_t{1} << 50;  // one range or registration: 1 PiB
+inline constexpr int64_t kMaxCount = int64_t{1} << 40;  // a count carried by one line
+inline constexpr int64_t kMaxRank = int64_t{1} << 31;   // a launcher's rank
+}  // namespace limits
+
+// a + b, held at the int64 range: counts summed over any number of lines cannot wrap.
+inline int64_t SatAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
 // Forks per process over time, for timelines: `bins` counts of equal width from `t0_ns`;
 // a fork past the last bin doubles the width (neighbours merge), so memory is fixed and
 // every fork is counted.

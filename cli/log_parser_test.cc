@@ -644,6 +644,135 @@ TEST(LogParserV2, SymbolizesByPathCheckingTheBuildId) {
   EXPECT_NE(notes[1].text.find("not found"), std::string::npos) << notes[1].text;
 }
 
+// Every field is hostile: numbers a kernel or a shim cannot give are refused with a note
+// naming the line, and the rest of the file is reported.
+std::string FormatsOf(const LogSet& l) {
+  JobReport r = BuildJobReport(l, nullptr);
+  return RenderText(r) + RenderJson(r) + RenderMarkdown(r) + RenderText(r, 100, true);
+}
+
+TEST(HostileLog, ForkTimestampsAtTheInt64ExtremesAreRefused) {
+  LogSet l;
+  ParseLogText(
+      "forkguard.h.7.1.jsonl",
+      R"({"schema":"forkguard.event/1","event":"fork","pid":7,"ts_ns":-9223372036854775807,"verdict":"hazard"})"
+      "\n"
+      R"({"schema":"forkguard.event/1","event":"fork","pid":7,"ts_ns":9223372036854775807,"verdict":"hazard"})"
+      "\n"
+      R"({"schema":"forkguard.event/1","event":"fork","pid":7,"ts_ns":5000,"verdict":"hazard"})"
+      "\n",
+      &l);
+  EXPECT_TRUE(HasNote(l, ":1", "a timestamp out of range, skipped"));
+  EXPECT_TRUE(HasNote(l, ":2", "a timestamp out of range, skipped"));
+  ASSERT_EQ(l.processes.size(), 1u);
+  EXPECT_EQ(l.processes[0].forks, 1);  // the good line is reported
+  EXPECT_FALSE(FormatsOf(l).empty());
+}
+
+TEST(HostileLog, V2StartPlusTsThatOverflowsIsRefused) {
+  LogSet l;
+  ParseLogText(
+      "forkguard.h.5.1.jsonl",
+      R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":5,"start_ns":4611686018427387000})"
+      "\n"
+      R"({"event":"fork","ts":9223372036854775000,"verdict":"hazard"})"
+      "\n"
+      R"({"event":"fork","ts":-9223372036854775000,"verdict":"hazard"})"
+      "\n"
+      R"({"event":"fork","ts":7,"verdict":"hazard"})"
+      "\n",
+      &l);
+  EXPECT_TRUE(HasNote(l, ":2", "a timestamp out of range, skipped"));
+  EXPECT_TRUE(HasNote(l, ":3", "a timestamp out of range, skipped"));
+  ASSERT_EQ(l.processes.size(), 1u);
+  EXPECT_EQ(l.processes[0].forks, 1);
+  EXPECT_FALSE(FormatsOf(l).empty());
+
+  LogSet h;  // a header whose start is out of range: its lines are not the process's
+  ParseLogText("forkguard.h.6.1.jsonl",
+               R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":6,"start_ns":-1})"
+               "\n"
+               R"({"event":"fork","ts":1,"verdict":"hazard"})"
+               "\n",
+               &h);
+  EXPECT_TRUE(HasNote(h, ":1", "a timestamp out of range, skipped"));
+  EXPECT_TRUE(h.processes.empty() || h.processes[0].forks == 0);
+}
+
+TEST(HostileLog, PidsCountsAndRanksOutOfRangeAreRefused) {
+  LogSet l;
+  ParseLogText(
+      "forkguard.h.9.1.jsonl",
+      R"({"schema":"forkguard.event/1","event":"fork","pid":9999999999,"ts_ns":1})"
+      "\n"
+      R"({"schema":"forkguard.event/1","event":"fork_child","pid":9,"ts_ns":2,"child_pid":-5})"
+      "\n"
+      R"({"schema":"forkguard.event/1","event":"fork","pid":9,"ts_ns":3,"tid":99999999999})"
+      "\n"
+      R"({"schema":"forkguard.event/1","event":"fork","pid":9,"ts_ns":5,"rank":9223372036854775807})"
+      "\n"
+      R"({"schema":"forkguard.event/1","event":"fork","pid":9,"ts_ns":6,"verdict":"clean"})"
+      "\n",
+      &l);
+  EXPECT_TRUE(HasNote(l, ":1", "no valid \"pid\""));
+  EXPECT_TRUE(HasNote(l, ":2", "a number out of range, skipped"));
+  EXPECT_TRUE(HasNote(l, ":3", "a number out of range, skipped"));
+  EXPECT_TRUE(HasNote(l, ":4", "a number out of range, skipped"));
+  ASSERT_EQ(l.processes.size(), 1u);
+  EXPECT_EQ(l.processes[0].forks, 1);
+  EXPECT_FALSE(FormatsOf(l).empty());
+}
+
+// Byte counts summed over many lines hold at the int64 range instead of wrapping.
+TEST(HostileLog, RegisteredBytesSaturate) {
+  std::string text =
+      R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":5,"start_ns":1})"
+      "\n";
+  for (int i = 0; i < 20000; ++i)
+    text += R"({"event":"mr_counts","ts":2,"sites":[{"n":1099511627776,"bytes":1125899906842624}]})"
+            "\n";
+  LogSet l;
+  ParseLogText("forkguard.h.5.1.jsonl", text, &l);
+  ASSERT_EQ(l.processes.size(), 1u);
+  EXPECT_EQ(l.processes[0].summary.registered_bytes, INT64_MAX);
+  EXPECT_EQ(l.processes[0].summary.registrations, 20000 * (int64_t{1} << 40));
+  EXPECT_FALSE(FormatsOf(l).empty());
+}
+
+TEST(HostileLog, ForkHistogramBinsAnyTimestamps) {
+  ForkHistogram h;
+  h.Add(INT64_MIN, 1, 1);
+  h.Add(INT64_MAX, 1, 0);
+  h.Add(0, INT64_MAX, 0);
+  int64_t forks = 0;
+  for (int64_t n : h.forks) {
+    EXPECT_GE(n, 0);
+    if (__builtin_add_overflow(forks, n, &forks)) forks = INT64_MAX;
+  }
+  EXPECT_EQ(forks, INT64_MAX);
+  EXPECT_EQ(h.forks.size(), ForkHistogram::kBins);
+}
+
+// A name the shim would give a log, but with a pid no kernel gives: not a shim's name,
+// and no exception (std::stoll threw on it).
+TEST(HostileLog, FileNameWithAHugePidIsReadAsAnyLog) {
+  char tmpl[] = "/tmp/fg_hostile_name.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  std::string path = dir + "/forkguard.x.9999999999999999999.1.jsonl";
+  {
+    std::ofstream f(path);
+    f << R"({"schema":"forkguard.event/1","event":"fork","pid":3,"ts_ns":1,"verdict":"clean"})"
+      << "\n";
+  }
+  LogSet l;
+  ReadLogs({dir}, &l);
+  EXPECT_EQ(l.files_read, 1);
+  EXPECT_EQ(l.processes.size(), 1u);
+  unlink(path.c_str());
+  rmdir(dir.c_str());
+}
+
 TEST(Json, ParsesAndRejects) {
   Json v;
   std::string err;

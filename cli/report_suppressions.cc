@@ -62,8 +62,11 @@ void UnbinHazards(const ForkSite& s, ForkHistogram* h) {
   if (h->hazard.empty() || h->width_ns <= 0) return;
   int64_t left = s.hazard;
   auto bin = [&](int64_t ts) {
-    int64_t b = ts <= h->t0_ns ? 0 : (ts - h->t0_ns) / h->width_ns;
-    return static_cast<size_t>(std::min<int64_t>(b, static_cast<int64_t>(h->hazard.size()) - 1));
+    // Unsigned offset: exact for any ts > t0_ns (ForkHistogram::Add bins the same way).
+    uint64_t b = ts <= h->t0_ns ? 0
+                                : (static_cast<uint64_t>(ts) - static_cast<uint64_t>(h->t0_ns)) /
+                                      static_cast<uint64_t>(h->width_ns);
+    return static_cast<size_t>(std::min<uint64_t>(b, h->hazard.size() - 1));
   };
   for (size_t b = bin(s.first_ts_ns); b <= bin(s.last_ts_ns) && left > 0; ++b) {
     int64_t take = std::min(left, h->hazard[b]);
