@@ -1346,17 +1346,36 @@ void ReadStream(int fd, const std::string& path, const WithLogs* with_logs, LogS
   if (total == 0) out->notes.push_back({path, "empty file"});
 }
 
-void ReadFile(const std::string& path, const WithLogs* with_logs, LogSet* out) {
+// The note for a file or directory `st` that `policy` does not take ("" when it does).
+std::string NotTaken(const struct stat& st, const ReadPolicy& policy) {
+  if (!policy.owner) return "";
+  if (S_ISLNK(st.st_mode)) return "a symbolic link, not followed (--owner)";
+  if (st.st_uid != *policy.owner)
+    return "owned by uid " + std::to_string(st.st_uid) + ", not " + std::to_string(*policy.owner) +
+           ": skipped (--owner)";
+  return "";
+}
+
+void ReadFile(const std::string& path, const WithLogs* with_logs, const ReadPolicy& policy,
+              LogSet* out) {
   bool is_stdin = path == "-";  // `forkguard report -`: a stream of lines
-  int fd = is_stdin ? dup(STDIN_FILENO)
-                    : open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (policy.owner ? O_NOFOLLOW : 0);
+  int fd = is_stdin ? dup(STDIN_FILENO) : open(path.c_str(), flags);
   if (fd < 0) {
-    out->notes.push_back({path, std::string("cannot open: ") + strerror(errno)});
+    out->notes.push_back({path, errno == ELOOP && policy.owner
+                                    ? "a symbolic link, not followed (--owner)"
+                                    : std::string("cannot open: ") + strerror(errno)});
     return;
   }
   struct stat st;
   if (!is_stdin && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
     out->notes.push_back({path, "not a regular file, skipped"});
+    close(fd);
+    return;
+  }
+  // Checked on the open file: what was read is what was checked.
+  if (std::string why = is_stdin ? "" : NotTaken(st, policy); !why.empty()) {
+    out->notes.push_back({path, why});
     close(fd);
     return;
   }
@@ -1384,9 +1403,11 @@ bool IsLogName(const std::string& n) {
   return n.size() > 6 && n.compare(n.size() - 6, 6, ".jsonl") == 0;
 }
 
-// Symlinks are followed, to files and to directories (collected logs are often links);
-// each directory and each file is taken once, so a link loop ends.
-void Walk(const std::string& dir, int depth, int* found, std::vector<Item>* items, Seen* seen) {
+// Symlinks are followed, to files and to directories (collected logs are often links),
+// unless `policy` says otherwise; each directory and each file is taken once, so a link
+// loop ends.
+void Walk(const std::string& dir, int depth, const ReadPolicy& policy, int* found,
+          std::vector<Item>* items, Seen* seen) {
   DIR* d = opendir(dir.c_str());
   if (!d) {
     items->push_back({"", {dir, std::string("cannot read directory: ") + strerror(errno)}});
@@ -1402,12 +1423,17 @@ void Walk(const std::string& dir, int depth, int* found, std::vector<Item>* item
   for (const auto& n : names) {
     std::string p = dir + (dir.empty() || dir.back() == '/' ? "" : "/") + n;
     struct stat st;
-    if (stat(p.c_str(), &st) != 0) {
+    if ((policy.owner ? lstat(p.c_str(), &st) : stat(p.c_str(), &st)) != 0) {
       if (IsLogName(n)) items->push_back({"", {p, std::string("cannot read: ") + strerror(errno)}});
       continue;
     }
+    if (std::string why = NotTaken(st, policy); !why.empty()) {
+      if (S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode) || IsLogName(n))
+        items->push_back({"", {p, why}});
+      continue;
+    }
     if (S_ISDIR(st.st_mode)) {
-      if (depth < 8 && seen->First(seen->dirs, st)) Walk(p, depth + 1, found, items, seen);
+      if (depth < 8 && seen->First(seen->dirs, st)) Walk(p, depth + 1, policy, found, items, seen);
     } else if (S_ISREG(st.st_mode) && IsLogName(n)) {
       if (!seen->First(seen->files, st)) continue;  // the same file through another link
       ++*found;
@@ -1650,7 +1676,8 @@ std::vector<EventRecord> DecodeEventRecords(std::string_view file_name, std::str
   return records;
 }
 
-void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads) {
+void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads,
+              const ReadPolicy& policy) {
   std::vector<Item> items;
   Seen seen;
   for (const auto& p : paths) {
@@ -1659,14 +1686,18 @@ void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads) {
       continue;
     }
     struct stat st;
-    if (stat(p.c_str(), &st) != 0) {
+    if ((policy.owner ? lstat(p.c_str(), &st) : stat(p.c_str(), &st)) != 0) {
       items.push_back({"", {p, std::string("cannot read: ") + strerror(errno)}});
+      continue;
+    }
+    if (std::string why = NotTaken(st, policy); !why.empty()) {
+      items.push_back({"", {p, why}});
       continue;
     }
     if (S_ISDIR(st.st_mode)) {
       int found = 0;
       seen.First(seen.dirs, st);
-      Walk(p, 0, &found, &items, &seen);
+      Walk(p, 0, policy, &found, &items, &seen);
       if (found == 0) items.push_back({"", {p, "no event logs (*.jsonl) in this directory"}});
     } else if (!S_ISREG(st.st_mode) || seen.First(seen.files, st)) {
       items.push_back({p, {}});
@@ -1693,7 +1724,7 @@ void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads) {
       if (items[i].file.empty())
         parts[i].notes.push_back(items[i].note);
       else
-        ReadFile(items[i].file, with_logs_known ? &with_logs : nullptr, &parts[i]);
+        ReadFile(items[i].file, with_logs_known ? &with_logs : nullptr, policy, &parts[i]);
     }
   };
   if (threads <= 0)

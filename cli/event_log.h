@@ -9,6 +9,8 @@
 // other line is kept. It never throws and never aborts.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -317,7 +319,16 @@ std::vector<EventRecord> DecodeEventRecords(std::string_view file_name, std::str
 // fork_child line names are kept individually only when they have a log of their own, known
 // from the file names the shim writes (forkguard.HOST.PID.START.jsonl); when some input is
 // named otherwise (or is standard input) every child is kept.
-void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads = 0);
+//
+// By default symlinks are followed, to files and directories (collected logs are often
+// links). With `owner` (a report over a directory other users can write, such as a site's
+// shared log root): no symlink is followed, the named paths included, and a file or
+// directory not owned by `owner` is skipped with a note.
+struct ReadPolicy {
+  std::optional<uid_t> owner;
+};
+void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads = 0,
+              const ReadPolicy& policy = {});
 
 // One pid on one host (and job) whose log ends with an `exec` event and a later log of the
 // same pid that starts after it: one process that ran two programs. Joins such logs into

@@ -773,6 +773,51 @@ TEST(HostileLog, FileNameWithAHugePidIsReadAsAnyLog) {
   rmdir(dir.c_str());
 }
 
+// --owner: in a directory every user can write, only the owner's files are read; another
+// user's file or directory and every symlink (to a file, a directory, "/") are skipped with
+// a note.
+TEST(HostileLog, OwnerPolicyReadsOnlyTheOwnersFilesAndFollowsNoLink) {
+  ASSERT_EQ(geteuid(), 0u) << "this test gives files to uid 65534 and needs root";
+  char tmpl[] = "/tmp/fg_owner.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, other = dir + "/planted", mine = dir + "/forkguard.h.3.1.jsonl";
+  auto write = [](const std::string& path, int pid) {
+    std::ofstream f(path);
+    f << R"({"schema":"forkguard.event/1","event":"fork","pid":)" << pid
+      << R"(,"ts_ns":1,"verdict":"hazard","job":"42"})"
+      << "\n";
+  };
+  write(mine, 3);
+  write(dir + "/forkguard.h.4.1.jsonl", 4);
+  ASSERT_EQ(chown((dir + "/forkguard.h.4.1.jsonl").c_str(), 65534, 65534), 0);
+  ASSERT_EQ(mkdir(other.c_str(), 0755), 0);
+  write(other + "/forkguard.h.5.1.jsonl", 5);
+  ASSERT_EQ(chown(other.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(symlink("/", (dir + "/root").c_str()), 0);
+  ASSERT_EQ(symlink(mine.c_str(), (dir + "/again.jsonl").c_str()), 0);
+
+  LogSet l;
+  ReadLogs({dir}, &l, 1, ReadPolicy{geteuid()});
+  for (const auto& n : l.notes) printf("note: %s: %s\n", n.where.c_str(), n.text.c_str());
+  ASSERT_EQ(l.processes.size(), 1u);
+  EXPECT_EQ(l.processes[0].pid, 3);
+  EXPECT_TRUE(HasNote(l, "forkguard.h.4.1.jsonl", "owned by uid 65534"));
+  EXPECT_TRUE(HasNote(l, "/planted", "owned by uid 65534"));
+  EXPECT_TRUE(HasNote(l, "/root", "a symbolic link, not followed"));
+  EXPECT_TRUE(HasNote(l, "/again.jsonl", "a symbolic link, not followed"));
+
+  LogSet top;  // a symlink named on the command line is not followed either
+  ReadLogs({dir + "/root"}, &top, 1, ReadPolicy{geteuid()});
+  EXPECT_TRUE(top.processes.empty());
+  EXPECT_TRUE(HasNote(top, "/root", "a symbolic link, not followed"));
+
+  LogSet all;  // without a policy: every file, links followed (the loop to / too: 3 levels)
+  ReadLogs({dir + "/forkguard.h.4.1.jsonl", other}, &all, 1);
+  EXPECT_EQ(all.processes.size(), 2u);
+  std::string cmd = "rm -rf " + dir;
+  ASSERT_EQ(system(cmd.c_str()), 0);
+}
+
 TEST(Json, ParsesAndRejects) {
   Json v;
   std::string err;

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -33,7 +34,8 @@ SYNOPSIS
     forkguard report [--format text|json|markdown|html|trace|sarif|junit|github]
                      [--fail-on hazard|new-hazard|never] [--baseline OLD.json]
                      [--suppressions FILE] [--emit-suppressions]
-                     [--job ID] [--no-symbolize] [--native] [--threads N]
+                     [--job ID] [--owner UID] [--no-symbolize] [--native]
+                     [--threads N]
                      LOG_DIR_OR_FILE...
 
 DESCRIPTION
@@ -322,7 +324,7 @@ says when it lists a sample).)"},
 namespace {
 
 struct ReportOwnFlags {
-  flags::Flag baseline, suppressions, emit_suppressions, job;
+  flags::Flag baseline, suppressions, emit_suppressions, job, owner;
 };
 
 const ReportOwnFlags kReportOwn = {
@@ -358,6 +360,12 @@ the report.)"},
     .job = {"job", "ID", "",
             R"(Report only job ID ("" for the processes without a job id). A job not
 in the logs is an error (exit 2) that lists the jobs there are.)"},
+    .owner = {"owner", "UID", "",
+              R"(Read only what user UID owns, for logs in a directory other users can
+write (a site's shared log root; the Slurm plugin's step report passes
+the job's user): a file or directory owned by another user is skipped
+with a note, and no symbolic link is followed, not even one named on
+the command line.)"},
 };
 
 }  // namespace
@@ -366,8 +374,8 @@ const flags::FlagTable& ReportFlags() {
   const ReportMakingFlags& r = TheReportMakingFlags();
   const ReportOwnFlags& o = kReportOwn;
   static const flags::FlagTable kTable = {
-      r.format, r.fail_on,      o.baseline, o.suppressions, o.emit_suppressions,
-      o.job,    r.no_symbolize, r.native,   r.threads,      flags::HelpFlag("This text.")};
+      r.format, r.fail_on,      o.baseline, o.suppressions, o.emit_suppressions,          o.job,
+      o.owner,  r.no_symbolize, r.native,   r.threads,      flags::HelpFlag("This text.")};
   return kTable;
 }
 
@@ -386,6 +394,7 @@ int Report(int argc, char** argv) {
     return kExitOk;
   }
   ReportOptions o;
+  ReadPolicy policy;
   // Every value given is checked, in command-line order; the last one wins.
   for (const auto& [name, v] : opts.given()) {
     if (SetReportOption(name, v, &o)) continue;
@@ -394,6 +403,13 @@ int Report(int argc, char** argv) {
     if (name == f.suppressions.name) o.suppressions = v;
     if (name == f.emit_suppressions.name) o.emit_suppressions = true;
     if (name == f.baseline.name) o.baseline = v;
+    if (name == f.owner.name) {
+      uid_t uid = 0;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), uid);
+      if (v.empty() || ec != std::errc() || end != v.data() + v.size())
+        throw flags::UsageError("--owner takes a numeric user id");
+      policy.owner = uid;
+    }
   }
   const std::vector<std::string>& paths = opts.positionals();
   if (paths.empty()) throw flags::UsageError("no logs given");
@@ -401,7 +417,7 @@ int Report(int argc, char** argv) {
   if (!o.suppressions.empty()) LoadSuppressionFile(o.suppressions, "forkguard report");
   if (!o.baseline.empty()) LoadBaseline(o.baseline);
   LogSet logs;
-  ReadLogs(paths, &logs, o.threads);
+  ReadLogs(paths, &logs, o.threads, policy);
   int64_t hazards = 0, new_sites = 0;
   bool write_failed = false;
   std::function<void(std::string_view)> stream = [&](std::string_view s) {
