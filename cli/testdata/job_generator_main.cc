@@ -1,6 +1,6 @@
 // job_generator DIR [--junk] [--ranks N] [--procs-per-rank N] [--hazard-ranks N]
 //               [--hosts N] [--events-per-process N] [--sites N]
-//               [--forks-per-process N]
+//               [--forks-per-process N] [--job ID]
 // Writes a synthetic job's event logs into DIR and prints what it contains
 // (the truth the report must match) as JSON on stdout.
 #include <sys/stat.h>
@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
       spec.sites = next();
     else if (a == "--forks-per-process")
       spec.forks_per_process = next();
+    else if (a == "--job" && i + 1 < argc)
+      spec.job = argv[++i];
     else
       dir = a;
   }
@@ -44,7 +46,7 @@ int main(int argc, char** argv) {
     fprintf(stderr,
             "usage: job_generator DIR [--junk] [--ranks N] [--procs-per-rank N] "
             "[--hazard-ranks N] [--hosts N] [--events-per-process N] [--sites N] "
-            "[--forks-per-process N]\n");
+            "[--forks-per-process N] [--job ID]\n");
     return 2;
   }
   mkdir(dir.c_str(), 0700);
