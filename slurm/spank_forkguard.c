@@ -28,8 +28,9 @@
  * srun's as before.
  *
  * The plugin must never fail a job: a shim it cannot read is one line in slurmd's log per
- * step and node, and the job runs without it; a bad plugstack argument is one line and is
- * ignored. Only a bad --forkguard value on the command line is an error, in srun/sbatch. */
+ * step and node, and the job runs without it; a bad plugstack argument is one line (its value
+ * escaped) and is ignored. Only a bad --forkguard value on the command line is an error, in
+ * srun/sbatch. */
 #include <errno.h>
 #include <fcntl.h>
 #include <slurm/spank.h>
@@ -52,6 +53,10 @@ SPANK_PLUGIN(forkguard, 1);
 #endif
 #define FG_DEFAULT_SHIM "/usr/lib/" FG_MULTIARCH "/forkguard/libforkguard.so"
 #define FG_PATH_MAX 4096
+/* A value from plugstack.conf, the command line or the environment, in a log line: at most
+ * this many bytes of it, each as 4 at most (\xNN). */
+#define FG_SHOWN_MAX 128
+#define FG_SHOWN_SIZE (FG_SHOWN_MAX * 4 + 4)
 
 /* The site's settings (plugstack.conf) and this job's choice (--forkguard). */
 static int site_on = 0;
@@ -66,6 +71,31 @@ static int local_ids = 0;
 static int job_choice = -1; /* -1: no --forkguard; 0: off; 1: on */
 static char job_mode[8] = "";
 static int shim_missing = 0;
+
+/* `v` made safe for a log line (slurmd's log, srun's terminal): a control character, DEL, a
+ * byte >= 0x80 and '\\' as \xNN, and "..." after FG_SHOWN_MAX bytes. Returns `out`, which
+ * holds FG_SHOWN_SIZE bytes. */
+static const char* shown(const char* v, char* out) {
+  static const char hex[] = "0123456789abcdef";
+  size_t n = 0, i = 0;
+  for (; v[i] != '\0' && i < FG_SHOWN_MAX; ++i) {
+    unsigned char c = (unsigned char)v[i];
+    if (c < 0x20 || c >= 0x7f || c == '\\') {
+      out[n++] = '\\';
+      out[n++] = 'x';
+      out[n++] = hex[c >> 4];
+      out[n++] = hex[c & 15];
+    } else {
+      out[n++] = (char)c;
+    }
+  }
+  if (v[i] != '\0') {
+    memcpy(out + n, "...", 3);
+    n += 3;
+  }
+  out[n] = '\0';
+  return out;
+}
 
 static int valid_mode(const char* m) {
   return strcmp(m, "warn") == 0 || strcmp(m, "error") == 0 || strcmp(m, "abort") == 0;
@@ -84,7 +114,8 @@ static int on_option(int val, const char* optarg, int remote) {
     return 0;
   }
   if (!valid_mode(optarg)) {
-    slurm_error("forkguard: --forkguard=%s: expected warn, error, abort or off", optarg);
+    char v[FG_SHOWN_SIZE];
+    slurm_error("forkguard: --forkguard=%s: expected warn, error, abort or off", shown(optarg, v));
     return -1;
   }
   job_choice = 1;
@@ -113,19 +144,23 @@ static void copy_arg(char* dst, size_t size, const char* key, const char* val) {
 
 /* A path argument: absolute (or empty: none), else reported and ignored. */
 static void copy_absolute(char* dst, size_t size, const char* key, const char* val) {
+  char v[FG_SHOWN_SIZE];
   if (val[0] == '/' || val[0] == '\0')
     copy_arg(dst, size, key, val);
   else
-    slurm_error("forkguard: plugstack.conf %s=%s: not an absolute path; ignored", key, val);
+    slurm_error("forkguard: plugstack.conf %s=%s: not an absolute path; ignored", key,
+                shown(val, v));
 }
 
 /* plugstack.conf arguments. A bad one is reported and ignored: it must not fail jobs. */
 static void parse_args(int ac, char** av) {
+  char shown_buf[FG_SHOWN_SIZE];
   for (int i = 0; i < ac; ++i) {
     const char* a = av[i];
     const char* eq = strchr(a, '=');
     if (eq == NULL) {
-      slurm_error("forkguard: plugstack.conf argument '%s': expected KEY=VALUE; ignored", a);
+      slurm_error("forkguard: plugstack.conf argument '%s': expected KEY=VALUE; ignored",
+                  shown(a, shown_buf));
       continue;
     }
     size_t k = (size_t)(eq - a);
@@ -136,7 +171,8 @@ static void parse_args(int ac, char** av) {
       else if (strcmp(v, "off") == 0)
         site_on = 0;
       else
-        slurm_error("forkguard: plugstack.conf default=%s: expected on or off; ignored", v);
+        slurm_error("forkguard: plugstack.conf default=%s: expected on or off; ignored",
+                    shown(v, shown_buf));
     } else if (k == 4 && strncmp(a, "mode", k) == 0) {
       if (valid_mode(v))
         copy_arg(site_mode, sizeof(site_mode), "mode", v);
@@ -144,20 +180,20 @@ static void parse_args(int ac, char** av) {
         slurm_error(
             "forkguard: plugstack.conf mode=%s: expected warn, error or abort; "
             "ignored",
-            v);
+            shown(v, shown_buf));
     } else if (k == 3 && strncmp(a, "log", k) == 0) {
       copy_absolute(site_log, sizeof(site_log), "log", v);
     } else if (k == 4 && strncmp(a, "shim", k) == 0) {
-      copy_arg(shim, sizeof(shim), "shim", v);
+      copy_absolute(shim, sizeof(shim), "shim", v);
     } else if (k == 6 && strncmp(a, "report", k) == 0) {
       copy_absolute(site_report, sizeof(site_report), "report", v);
     } else if (k == 9 && strncmp(a, "forkguard", k) == 0) {
-      copy_arg(cli, sizeof(cli), "forkguard", v);
+      copy_absolute(cli, sizeof(cli), "forkguard", v);
     } else {
       slurm_error(
           "forkguard: plugstack.conf argument '%s': unknown (default, mode, log, "
           "shim, report, forkguard); ignored",
-          a);
+          shown(a, shown_buf));
     }
   }
 }
@@ -176,17 +212,20 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
 }
 
 /* Once per step and node, in slurmstepd before the tasks are started: a shim that is not
- * there is said once here, and the tasks run without it. */
+ * there is said once here, and the tasks run without it. slurmstepd runs this hook as the
+ * job's user (effective uid) with root's real uid: the check is the effective uid's, the one
+ * the task's loader will have. */
 int slurm_spank_user_init(spank_t sp, int ac, char** av) {
   (void)ac;
   (void)av;
   if (!spank_remote(sp) || !enabled()) return 0;
-  if (access(shim, R_OK) != 0) {
+  if (faccessat(AT_FDCWD, shim, R_OK, AT_EACCESS) != 0) {
+    int err = errno;
     uint32_t job = 0, step = 0;
     spank_get_item(sp, S_JOB_ID, &job);
     spank_get_item(sp, S_JOB_STEPID, &step);
-    slurm_error("forkguard: shim %s not readable (%m): job %u step %u runs without forkguard", shim,
-                job, step);
+    slurm_error("forkguard: shim %s not readable (%s): job %u step %u runs without forkguard", shim,
+                strerror(err), job, step);
     shim_missing = 1;
   }
   return 0;

@@ -260,6 +260,62 @@ TEST_F(SpankForkguardTest, BadOptionValueIsAnErrorBadSiteArgumentsAreIgnored) {
   EXPECT_EQ(env("LD_PRELOAD"), "<unset>");
 }
 
+TEST_F(SpankForkguardTest, ShimAndCliMustBeAbsolutePaths) {
+  // Relative, they would be looked up from whatever directory srun or slurmstepd is in.
+  Plugin p({"default=on", "shim=libforkguard.so", "forkguard=bin/forkguard"});
+  ASSERT_EQ(g_log.size(), 2u);
+  EXPECT_EQ(g_log[0],
+            "error: forkguard: plugstack.conf shim=libforkguard.so: not an absolute path; "
+            "ignored");
+  EXPECT_EQ(g_log[1],
+            "error: forkguard: plugstack.conf forkguard=bin/forkguard: not an absolute path; "
+            "ignored");
+}
+
+TEST_F(SpankForkguardTest, BadValuesAreLoggedEscapedAndCapped) {
+  // Terminal escapes, newlines and DEL from plugstack.conf or the command line do not reach
+  // slurmd's log or srun's terminal as they are; a long value is cut.
+  Plugin p({"mode=\x1b[31mred\n", "noequals\r\x1b]0;x\x07", "log=rel\x7f\\",
+            "default=" + std::string(300, 'a'),
+            "colour=\xc2\x9b"
+            "x"});
+  ASSERT_EQ(g_log.size(), 5u);
+  EXPECT_EQ(g_log[0],
+            "error: forkguard: plugstack.conf mode=\\x1b[31mred\\x0a: expected warn, error or "
+            "abort; ignored");
+  EXPECT_EQ(g_log[1],
+            "error: forkguard: plugstack.conf argument 'noequals\\x0d\\x1b]0;x\\x07': expected "
+            "KEY=VALUE; ignored");
+  EXPECT_EQ(g_log[2],
+            "error: forkguard: plugstack.conf log=rel\\x7f\\x5c: not an absolute path; ignored");
+  EXPECT_EQ(g_log[3], "error: forkguard: plugstack.conf default=" + std::string(128, 'a') +
+                          "...: expected on or off; ignored");
+  EXPECT_EQ(g_log[4].rfind(
+                "error: forkguard: plugstack.conf argument 'colour=\\xc2\\x9bx': unknown (", 0),
+            0u)
+      << g_log[4];
+  g_log.clear();
+  EXPECT_EQ(p.SetOption("\x1b[2J"), -1);
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: --forkguard=\\x1b[2J: expected warn, error, abort or off");
+}
+
+TEST_F(SpankForkguardTest, ShimReadableIsCheckedForTheEffectiveUid) {
+  // slurmstepd runs user_init as the job's user (effective uid) with root's real uid: a shim
+  // only root can read is not readable for the task.
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to change the effective uid";
+  ASSERT_EQ(chmod(shim_.c_str(), 0600), 0);
+  Plugin p({"default=on", "shim=" + shim_});
+  ASSERT_EQ(seteuid(65534), 0);
+  p.RunStep();
+  ASSERT_EQ(seteuid(0), 0);
+  EXPECT_EQ(env("LD_PRELOAD"), "<unset>");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: shim " + shim_ +
+                          " not readable (Permission denied): job 4242 step 3 runs without "
+                          "forkguard");
+}
+
 }  // namespace
 
 namespace {
