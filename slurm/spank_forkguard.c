@@ -9,11 +9,12 @@
  *   plugstack.conf:  optional /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_forkguard.so ARGS
  *       default=on|off    on: every job without --forkguard=off (default: off)
  *       mode=warn|error|abort   the mode of a job that does not name one (default: warn)
- *       log=TEMPLATE      FORKGUARD_LOG for the tasks (the shim expands %j %h %r %p),
+ *       log=TEMPLATE      FORKGUARD_LOG for the tasks (the shim expands %j %h %r %p %%),
  *                         unless the task's environment already has one
  *       shim=PATH         the shim (default: the Debian package's path)
  *       report=DIR        when an srun step of a job it was on for ends, write the job's
- *                         report so far, DIR/forkguard-JOB.STEP.html (needs log=)
+ *                         report so far, DIR/forkguard-JOB.STEP.html or
+ *                         DIR/USER/forkguard-JOB.STEP.html (needs log=)
  *       forkguard=PATH    the CLI that writes it (default: /usr/bin/forkguard)
  *
  * In each task, just before it execs (slurm_spank_task_init, remote context), the shim is
@@ -23,9 +24,11 @@
  *
  * The report is written by srun itself (slurm_spank_exit, local context) once the step's
  * tasks have ended: `forkguard report --job JOB --format html` over the log directory (the
- * template up to its first %-expansion), into a temporary file renamed into place. A report
- * that cannot be written is one line on srun's standard error; the step's exit status is
- * srun's as before.
+ * template up to its first %-expansion). Its output goes to a private temporary file (0600,
+ * O_EXCL, an unpredictable name) renamed into place, in DIR when DIR is the user's and no one
+ * else can write it, else in DIR/USER (made 0700, which must be the user's). A report that
+ * cannot be written, or a setting that is unsafe (DIR writable by others without the sticky
+ * bit), is one line on srun's standard error; the step's exit status is srun's as before.
  *
  * The plugin must never fail a job: a shim it cannot read is one line in slurmd's log per
  * step and node, and the job runs without it; a bad plugstack argument is one line (its value
@@ -33,13 +36,18 @@
  * srun/sbatch. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <slurm/spank.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 SPANK_PLUGIN(forkguard, 1);
@@ -283,6 +291,16 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char** av) {
   return 0;
 }
 
+/* One line on srun's standard error: why this step gets no report. */
+static void no_report(const char* fmt, ...) {
+  char why[FG_PATH_MAX + 2 * FG_SHOWN_SIZE];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  slurm_error("forkguard: %s; no report for job %u step %u", why, local_job, local_step);
+}
+
 /* The directory the tasks' logs are under: the log template up to the last '/' before its
  * first %-expansion (the template itself when it has none). The task's own FORKGUARD_LOG
  * (srun passes its environment on) wins over the site's, as in slurm_spank_task_init. */
@@ -302,78 +320,197 @@ static int log_root(char* out, size_t size) {
   return 1;
 }
 
-/* The step's end in srun: the job's report, DIR/forkguard-JOB.STEP.html. Runs the CLI and
- * waits for it (srun has nothing left to do); any failure is one line, never srun's exit
- * status. */
+/* The user's name for DIR/USER: its passwd name when it is a plain file name, else its uid. */
+static void user_dir_name(uid_t uid, char* out, size_t size) {
+  struct passwd pw, *found = NULL;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != NULL) {
+    const char* name = found->pw_name;
+    size_t n = strlen(name);
+    int plain = n > 0 && n < size && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+    for (size_t i = 0; i < n && plain; ++i)
+      plain = name[i] != '/' && (unsigned char)name[i] > 0x20 && (unsigned char)name[i] < 0x7f;
+    if (plain) {
+      memcpy(out, name, n + 1);
+      return;
+    }
+  }
+  snprintf(out, size, "%u", (unsigned)uid);
+}
+
+/* The directory the report is written in, opened: DIR itself when it is the user's (srun's
+ * effective uid) and no one else can write it; else DIR/USER, made 0700 when missing, which
+ * must be the user's and writable by no one else. DIR writable by others is refused unless it
+ * has the sticky bit: only then can no one else rename or remove DIR/USER and its files. No
+ * component named here is followed as a symlink. `where` receives the directory's path for the
+ * messages. -1: said why. */
+static int open_report_dir(char* where, size_t size) {
+  uid_t me = geteuid();
+  int dfd = open(site_report, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) {
+    no_report(
+        "report=%s: cannot open it (%s)", site_report,
+        errno == ELOOP || errno == ENOTDIR ? "a symlink or not a directory" : strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(dfd, &st) != 0) {
+    no_report("report=%s: cannot stat it (%s)", site_report, strerror(errno));
+    close(dfd);
+    return -1;
+  }
+  int shared = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  if (shared && !(st.st_mode & S_ISVTX)) {
+    no_report(
+        "report=%s: writable by group or others without the sticky bit (mode %04o), so "
+        "anyone could replace the report (chmod 1777 for a directory per user, or 0755)",
+        site_report, (unsigned)(st.st_mode & 07777));
+    close(dfd);
+    return -1;
+  }
+  if (!shared && st.st_uid == me) {
+    snprintf(where, size, "%s", site_report);
+    return dfd;
+  }
+  char name[256];
+  user_dir_name(me, name, sizeof(name));
+  snprintf(where, size, "%s/%s", site_report, name);
+  if (mkdirat(dfd, name, 0700) != 0 && errno != EEXIST) {
+    no_report("cannot create %s (%s)", where, strerror(errno));
+    close(dfd);
+    return -1;
+  }
+  int ufd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int err = errno;
+  close(dfd);
+  if (ufd < 0) {
+    no_report("cannot open %s (%s)", where,
+              err == ELOOP || err == ENOTDIR ? "a symlink or not a directory" : strerror(err));
+    return -1;
+  }
+  if (fstat(ufd, &st) != 0) {
+    no_report("cannot stat %s (%s)", where, strerror(errno));
+    close(ufd);
+    return -1;
+  }
+  if (st.st_uid != me || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    no_report(
+        "%s is not this user's own directory (owner uid %u, mode %04o; expected uid %u, "
+        "not writable by group or others)",
+        where, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)me);
+    close(ufd);
+    return -1;
+  }
+  return ufd;
+}
+
+/* A new file in `dfd` that only its owner can read or write, under a name no one can guess
+ * (".FINAL.XXXXXXXXXXXXXXXX"), never through a symlink nor onto an existing file. `name`
+ * receives the name. -1 with errno. */
+static int create_private(int dfd, const char* final, char* name, size_t size) {
+  for (int i = 0; i < 16; ++i) {
+    uint64_t r;
+    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      r = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40) ^
+          (uint64_t)i;
+    }
+    if (snprintf(name, size, ".%s.%016llx", final, (unsigned long long)r) >= (int)size) {
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      fchmod(fd, 0600); /* exactly 0600 whatever the umask */
+      if (fd > 2) return fd;
+      /* Not one of the standard descriptors the CLI's are dup2()ed onto. */
+      int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+      close(fd);
+      if (moved < 0) unlinkat(dfd, name, 0);
+      return moved;
+    }
+    if (errno != EEXIST) return -1;
+  }
+  return -1;
+}
+
+/* The step's end in srun: the job's report, forkguard-JOB.STEP.html in the report directory.
+ * Runs the CLI and waits for it (srun has nothing left to do); any failure is one line, never
+ * srun's exit status. */
 int slurm_spank_exit(spank_t sp, int ac, char** av) {
   (void)sp;
   (void)ac;
   (void)av;
   if (spank_context() != S_CTX_LOCAL || site_report[0] == '\0' || !enabled() || !local_ids)
     return 0;
-  char root[FG_PATH_MAX], out[FG_PATH_MAX], tmp[FG_PATH_MAX + 16], err[FG_PATH_MAX + 16], job[16];
+  char root[FG_PATH_MAX], where[FG_PATH_MAX + 256], final[48], final_err[64];
+  char tmp[128], tmp_err[128], job[16];
   if (!log_root(root, sizeof(root))) {
-    slurm_error(
-        "forkguard: report=%s: no absolute log directory (log=, FORKGUARD_LOG); "
-        "no report for job %u step %u",
-        site_report, local_job, local_step);
+    no_report("report=%s: no absolute log directory (log=, FORKGUARD_LOG)", site_report);
     return 0;
   }
   snprintf(job, sizeof(job), "%u", local_job);
-  if (snprintf(out, sizeof(out), "%s/forkguard-%u.%u.html", site_report, local_job, local_step) >=
-      (int)sizeof(out)) {
-    slurm_error("forkguard: report=%s: path too long", site_report);
+  snprintf(final, sizeof(final), "forkguard-%u.%u.html", local_job, local_step);
+  snprintf(final_err, sizeof(final_err), "%s.err", final);
+  int dfd = open_report_dir(where, sizeof(where));
+  if (dfd < 0) return 0;
+  int out = create_private(dfd, final, tmp, sizeof(tmp));
+  int err = out < 0 ? -1 : create_private(dfd, final_err, tmp_err, sizeof(tmp_err));
+  if (out < 0 || err < 0) {
+    no_report("cannot create a file in %s (%s)", where, strerror(errno));
+    if (out >= 0) {
+      close(out);
+      unlinkat(dfd, tmp, 0);
+    }
+    close(dfd);
     return 0;
   }
-  snprintf(tmp, sizeof(tmp), "%s.tmp", out);
-  snprintf(err, sizeof(err), "%s.err", out);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out, 1);
+  posix_spawn_file_actions_adddup2(&fa, err, 2);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   char* argv[] = {cli,         "report", "--job", job,  "--format", "html",
                   "--fail-on", "never",  "--",    root, NULL};
   extern char** environ;
   pid_t pid;
   int rc = posix_spawn(&pid, cli, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
+  int st = 0, ended = -1;
+  if (rc == 0) {
+    pid_t w;
+    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
+    }
+    ended = w == pid ? 1 : -1;
+  }
+  int wait_errno = errno;
+  /* The report's notes about input lines are in the page; its standard error is kept beside
+   * it only when it says something (and an older one goes). */
+  struct stat est;
+  int said =
+      fstat(err, &est) == 0 && est.st_size > 0 && renameat(dfd, tmp_err, dfd, final_err) == 0;
+  if (!said) {
+    unlinkat(dfd, tmp_err, 0);
+    unlinkat(dfd, final_err, 0);
+  }
   if (rc != 0) {
-    /* The CLI missing, or DIR not writable (the output files are opened by the spawn). */
-    slurm_error("forkguard: cannot run %s into %s (%s): no report for job %u step %u", cli, out,
-                strerror(rc), local_job, local_step);
-    unlink(tmp);
-    unlink(err);
-    return 0;
+    no_report("cannot run %s (%s)", cli, strerror(rc));
+  } else if (ended < 0) {
+    no_report("cannot wait for %s (%s)", cli, strerror(wait_errno));
+  } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    char errors[sizeof(where) + sizeof(final_err) + 16] = "";
+    if (said) snprintf(errors, sizeof(errors), "; its errors: %s/%s", where, final_err);
+    no_report("%s report failed (%s %d)%s", cli, WIFEXITED(st) ? "exit" : "signal",
+              WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), errors);
+  } else if (renameat(dfd, tmp, dfd, final) != 0) {
+    no_report("cannot write %s/%s (%s)", where, final, strerror(errno));
+  } else {
+    tmp[0] = '\0'; /* in place */
   }
-  int st = 0;
-  pid_t w;
-  while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
-  }
-  if (w != pid) {
-    slurm_error("forkguard: cannot wait for %s (%m): no report for job %u step %u", cli, local_job,
-                local_step);
-    unlink(tmp);
-    return 0;
-  }
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    slurm_error("forkguard: %s report for job %u step %u failed (%s %d); its errors: %s", cli,
-                local_job, local_step, WIFEXITED(st) ? "exit" : "signal",
-                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), err);
-    unlink(tmp);
-    return 0;
-  }
-  if (rename(tmp, out) != 0) {
-    slurm_error("forkguard: cannot write %s (%m)", out);
-    unlink(tmp);
-  }
-  /* The report's notes about input lines are in the page; its standard error is kept only
-   * when it says something. */
-  if (access(err, F_OK) == 0) {
-    FILE* f = fopen(err, "r");
-    int empty = f == NULL || fgetc(f) == EOF;
-    if (f != NULL) fclose(f);
-    if (empty) unlink(err);
-  }
+  if (tmp[0] != '\0') unlinkat(dfd, tmp, 0);
+  close(out);
+  close(err);
+  close(dfd);
   return 0;
 }

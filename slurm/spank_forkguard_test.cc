@@ -6,14 +6,17 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -341,12 +344,42 @@ std::string FakeCli(const std::string& dir, const char* body) {
   return path;
 }
 
-// srun's side of a step (local context), its report directory made empty, and the fake CLI.
+// srun's side of a step (local context), its report directory made empty (0755, this
+// user's), and the fake CLI.
 std::string LocalStep(const std::string& dir, const char* cli_body) {
   EXPECT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  EXPECT_EQ(chmod(dir.c_str(), 0755), 0);
   g_context = S_CTX_LOCAL;
   g_remote = 0;
+  unsetenv("FORKGUARD_LOG");
   return FakeCli(getenv("TEST_TMPDIR"), cli_body);
+}
+
+// The names in a directory, dot files too, sorted, space separated.
+std::string Ls(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return "<missing>";
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (auto& n : names) out += (out.empty() ? "" : " ") + n;
+  return out;
+}
+
+unsigned Mode(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode & 07777;
+}
+
+std::string UserName() {
+  passwd* pw = getpwuid(geteuid());
+  return pw != nullptr ? pw->pw_name : std::to_string(geteuid());
 }
 
 }  // namespace
@@ -354,14 +387,166 @@ std::string LocalStep(const std::string& dir, const char* cli_body) {
 TEST_F(SpankForkguardTest, StepEndWritesTheJobsReportWhereTheSiteSays) {
   std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports";
   std::string cli = LocalStep(dir, "echo \"$*\"");
-  unsetenv("FORKGUARD_LOG");
   Plugin p({"default=on", "log=/shared/fg/%j/%h", "report=" + dir, "forkguard=" + cli});
   p.RunLocalStep();
   // job 4242 step 3 (the fake spank_get_item), over the template's directory
   EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"),
             "report --job 4242 --format html --fail-on never -- /shared/fg/\n");
-  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.tmp"), "<missing>");
-  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.err"), "<missing>");  // empty: removed
+  EXPECT_EQ(Ls(dir), "forkguard-4242.3.html");  // no temporary file, no empty .err
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+}
+
+TEST_F(SpankForkguardTest, StepEndReportIsPrivate) {
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-private";
+  std::string cli = LocalStep(dir, "echo report; echo note >&2");
+  mode_t old = umask(0);  // whatever srun's umask is
+  {
+    Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+    p.RunLocalStep();
+  }
+  umask(old);
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"), "report\n");
+  EXPECT_EQ(Mode(dir + "/forkguard-4242.3.html"), 0600u);
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.err"), "note\n");
+  EXPECT_EQ(Mode(dir + "/forkguard-4242.3.html.err"), 0600u);
+}
+
+TEST_F(SpankForkguardTest, StepEndReportFollowsNoSymlinkPlantedInItsDirectory) {
+  // Symlinks at the names the report used to be written through, and at its final name: the
+  // files they point at stay as they are, and the report replaces the link itself.
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-links";
+  std::string cli = LocalStep(dir, "echo report; echo note >&2");
+  std::string victim = tmp + "/victim", victim_err = tmp + "/victim-err",
+              victim_final = tmp + "/victim-final";
+  for (const std::string& v : {victim, victim_err, victim_final}) {
+    FILE* f = fopen(v.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs("victim\n", f);
+    fclose(f);
+  }
+  ASSERT_EQ(symlink(victim.c_str(), (dir + "/forkguard-4242.3.html.tmp").c_str()), 0);
+  ASSERT_EQ(symlink(victim_err.c_str(), (dir + "/forkguard-4242.3.html.err").c_str()), 0);
+  ASSERT_EQ(symlink(victim_final.c_str(), (dir + "/forkguard-4242.3.html").c_str()), 0);
+  {
+    Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+    p.RunLocalStep();
+  }
+  EXPECT_EQ(ReadFile(victim), "victim\n");
+  EXPECT_EQ(ReadFile(victim_err), "victim\n");
+  EXPECT_EQ(ReadFile(victim_final), "victim\n");
+  struct stat st;
+  ASSERT_EQ(lstat((dir + "/forkguard-4242.3.html").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"), "report\n");
+  ASSERT_EQ(lstat((dir + "/forkguard-4242.3.html.err").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.err"), "note\n");
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+}
+
+TEST_F(SpankForkguardTest, StepEndReportIsNotBlockedByWhatIsThereFirst) {
+  // Something at the temporary name of old and a file at the final name: the report is
+  // written all the same.
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-blocked";
+  std::string cli = LocalStep(dir, "echo report");
+  ASSERT_EQ(mkdir((dir + "/forkguard-4242.3.html.tmp").c_str(), 0700), 0);
+  FILE* f = fopen((dir + "/forkguard-4242.3.html").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("old\n", f);
+  fclose(f);
+  {
+    Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+    p.RunLocalStep();
+  }
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"), "report\n");
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+}
+
+TEST_F(SpankForkguardTest, StepEndReportRefusesADirectoryOthersCanWriteWithoutTheStickyBit) {
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-open";
+  std::string cli = LocalStep(dir, "echo report");
+  for (mode_t m : {0777, 0775, 0757}) {
+    g_log.clear();
+    ASSERT_EQ(chmod(dir.c_str(), m), 0);
+    {
+      Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+      p.RunLocalStep();
+    }
+    EXPECT_EQ(Ls(dir), "") << std::oct << m;
+    ASSERT_EQ(g_log.size(), 1u) << std::oct << m;
+    char mode[8];
+    snprintf(mode, sizeof(mode), "%04o", m);
+    EXPECT_EQ(g_log[0], "error: forkguard: report=" + dir +
+                            ": writable by group or others without the sticky bit (mode " + mode +
+                            "), so anyone could replace the report (chmod 1777 for a directory "
+                            "per user, or 0755); no report for job 4242 step 3");
+  }
+  // A symlink to a directory that is fine: not followed.
+  g_log.clear();
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  ASSERT_EQ(symlink(dir.c_str(), (tmp + "/reports-link").c_str()), 0);
+  {
+    Plugin p(
+        {"default=on", "log=/shared/fg/%j", "report=" + tmp + "/reports-link", "forkguard=" + cli});
+    p.RunLocalStep();
+  }
+  EXPECT_EQ(Ls(dir), "");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_NE(g_log[0].find("reports-link: cannot open it (a symlink or not a directory)"),
+            std::string::npos)
+      << g_log[0];
+}
+
+TEST_F(SpankForkguardTest, StepEndReportInASharedStickyDirectoryGoesToTheUsersOwn) {
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-shared";
+  std::string cli = LocalStep(dir, "echo report");
+  std::string mine = dir + "/" + UserName();
+  ASSERT_EQ(chmod(dir.c_str(), 01777), 0);
+  auto step = [&] {
+    g_log.clear();
+    Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+    p.RunLocalStep();
+  };
+  step();
+  EXPECT_EQ(Ls(dir), UserName());
+  EXPECT_EQ(Mode(mine), 0700u);
+  EXPECT_EQ(ReadFile(mine + "/forkguard-4242.3.html"), "report\n");
+  EXPECT_EQ(Mode(mine + "/forkguard-4242.3.html"), 0600u);
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+  // The user's directory open to others: refused, nothing written.
+  ASSERT_EQ(system(("rm -rf " + mine).c_str()), 0);
+  ASSERT_EQ(mkdir(mine.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(mine.c_str(), 0777), 0);
+  step();
+  EXPECT_EQ(Ls(mine), "");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_NE(g_log[0].find(mine + " is not this user's own directory"), std::string::npos)
+      << g_log[0];
+  // A symlink another user planted there: not followed.
+  std::string elsewhere = tmp + "/elsewhere";
+  ASSERT_EQ(system(("rm -rf " + mine + " " + elsewhere + " && mkdir " + elsewhere).c_str()), 0);
+  ASSERT_EQ(symlink(elsewhere.c_str(), mine.c_str()), 0);
+  step();
+  EXPECT_EQ(Ls(elsewhere), "");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: cannot open " + mine +
+                          " (a symlink or not a directory); no report for job 4242 step 3");
+  if (geteuid() != 0) return;
+  // Made by another user first: refused.
+  ASSERT_EQ(unlink(mine.c_str()), 0);
+  ASSERT_EQ(mkdir(mine.c_str(), 0700), 0);
+  ASSERT_EQ(chown(mine.c_str(), 65534, 65534), 0);
+  step();
+  EXPECT_EQ(Ls(mine), "");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_NE(g_log[0].find("(owner uid 65534, mode 0700; expected uid 0"), std::string::npos)
+      << g_log[0];
+  // DIR writable by no one else but another user's: the user's own directory in it too.
+  ASSERT_EQ(system(("rm -rf " + mine).c_str()), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  ASSERT_EQ(chown(dir.c_str(), 65534, 65534), 0);
+  step();
+  EXPECT_EQ(ReadFile(mine + "/forkguard-4242.3.html"), "report\n");
   EXPECT_TRUE(g_log.empty()) << g_log[0];
 }
 
@@ -388,30 +573,32 @@ TEST_F(SpankForkguardTest, StepEndReportFailureIsOneLineAndKeepsItsErrors) {
     Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
     p.RunLocalStep();
   }
-  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"), "<missing>");
-  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.tmp"), "<missing>");
+  EXPECT_EQ(Ls(dir), "forkguard-4242.3.html.err");
   EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.err"), "forkguard report: no logs\n");
   ASSERT_EQ(g_log.size(), 1u);
-  EXPECT_NE(g_log[0].find("report for job 4242 step 3 failed (exit 2)"), std::string::npos)
-      << g_log[0];
+  EXPECT_EQ(g_log[0], "error: forkguard: " + cli + " report failed (exit 2); its errors: " + dir +
+                          "/forkguard-4242.3.html.err; no report for job 4242 step 3");
   // A CLI that is not there: one line, nothing written.
   g_log.clear();
+  ASSERT_EQ(system(("rm -rf " + dir + "/*").c_str()), 0);
   {
     Plugin q({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + tmp + "/none"});
     q.RunLocalStep();
   }
+  EXPECT_EQ(Ls(dir), "");
   ASSERT_EQ(g_log.size(), 1u);
-  EXPECT_NE(g_log[0].find("cannot run"), std::string::npos) << g_log[0];
-  // A report directory that is not there: one line, naming the file it could not write.
+  EXPECT_EQ(g_log[0], "error: forkguard: cannot run " + tmp +
+                          "/none (No such file or directory); no report for job 4242 step 3");
+  // A report directory that is not there: one line, naming it.
   g_log.clear();
   {
     Plugin q({"default=on", "log=/shared/fg/%j", "report=" + dir + "/none", "forkguard=" + cli});
     q.RunLocalStep();
   }
   ASSERT_EQ(g_log.size(), 1u);
-  EXPECT_NE(g_log[0].find("into " + dir + "/none/forkguard-4242.3.html (No such file"),
-            std::string::npos)
-      << g_log[0];
+  EXPECT_EQ(g_log[0], "error: forkguard: report=" + dir +
+                          "/none: cannot open it (No such file or directory); no report for job "
+                          "4242 step 3");
   // No log directory to report on: one line.
   g_log.clear();
   {
