@@ -14,7 +14,7 @@
  *       shim=PATH         the shim (default: the Debian package's path)
  *       report=DIR        when an srun step of a job it was on for ends, write the job's
  *                         report so far, DIR/forkguard-JOB.STEP.html or
- *                         DIR/USER/forkguard-JOB.STEP.html (needs log=)
+ *                         DIR/USER/forkguard-JOB.STEP.html (needs log= with %j)
  *       forkguard=PATH    the CLI that writes it (default: /usr/bin/forkguard)
  *
  * In each task, just before it execs (slurm_spank_task_init, remote context), the shim is
@@ -23,12 +23,13 @@
  * gives every task (SLURM_JOB_ID, SLURM_STEP_ID, SLURM_PROCID).
  *
  * The report is written by srun itself (slurm_spank_exit, local context) once the step's
- * tasks have ended: `forkguard report --job JOB --format html` over the log directory (the
- * template up to its first %-expansion). Its output goes to a private temporary file (0600,
- * O_EXCL, an unpredictable name) renamed into place, in DIR when DIR is the user's and no one
- * else can write it, else in DIR/USER (made 0700, which must be the user's). A report that
- * cannot be written, or a setting that is unsafe (DIR writable by others without the sticky
- * bit), is one line on srun's standard error; the step's exit status is srun's as before.
+ * tasks have ended: `forkguard report --job JOB --owner UID --format html` over the job's own
+ * log directory (the template expanded up to its component with %j). Its output goes to a
+ * private temporary file (0600, O_EXCL, an unpredictable name) renamed into place, in DIR when
+ * DIR is the user's and no one else can write it, else in DIR/USER (made 0700, which must be
+ * the user's). A report that cannot be written, or a setting that is unsafe (DIR writable by
+ * others without the sticky bit, a template without a directory per job), is one line on
+ * srun's standard error; the step's exit status is srun's as before.
  *
  * The plugin must never fail a job: a shim it cannot read is one line in slurmd's log per
  * step and node, and the job runs without it; a bad plugstack argument is one line (its value
@@ -73,8 +74,10 @@ static char site_log[FG_PATH_MAX] = "";
 static char shim[FG_PATH_MAX] = FG_DEFAULT_SHIM;
 static char site_report[FG_PATH_MAX] = "";
 static char cli[FG_PATH_MAX] = "/usr/bin/forkguard";
-/* srun's step, learned in slurm_spank_local_user_init (local context), for the report. */
+/* srun's step and its user, learned in slurm_spank_local_user_init (local context), for the
+ * report. */
 static uint32_t local_job = 0, local_step = 0;
+static uid_t local_uid = 0;
 static int local_ids = 0;
 static int job_choice = -1; /* -1: no --forkguard; 0: off; 1: on */
 static char job_mode[8] = "";
@@ -286,7 +289,8 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char** av) {
   (void)ac;
   (void)av;
   if (spank_get_item(sp, S_JOB_ID, &local_job) == ESPANK_SUCCESS &&
-      spank_get_item(sp, S_JOB_STEPID, &local_step) == ESPANK_SUCCESS)
+      spank_get_item(sp, S_JOB_STEPID, &local_step) == ESPANK_SUCCESS &&
+      spank_get_item(sp, S_JOB_UID, &local_uid) == ESPANK_SUCCESS)
     local_ids = 1;
   return 0;
 }
@@ -301,23 +305,80 @@ static void no_report(const char* fmt, ...) {
   slurm_error("forkguard: %s; no report for job %u step %u", why, local_job, local_step);
 }
 
-/* The directory the tasks' logs are under: the log template up to the last '/' before its
- * first %-expansion (the template itself when it has none). The task's own FORKGUARD_LOG
- * (srun passes its environment on) wins over the site's, as in slurm_spank_task_init. */
-static int log_root(char* out, size_t size) {
+/* The job's own log directory: the log template expanded up to and including its first path
+ * component that has %j (%j the job id, %% a '%'). The task's own FORKGUARD_LOG (srun passes
+ * its environment on) wins over the site's, as in slurm_spank_task_init. Another expansion
+ * (%h %r %p, or one the shim does not know) before that %j or beside it gives no directory of
+ * the job's own, and neither does a template without %j: the report would read other jobs'
+ * logs. The result ends with the job id's component, so it is never "/". */
+static int job_log_dir(char* out, size_t size) {
+  char shown_buf[FG_SHOWN_SIZE], id[16];
   const char* t = getenv("FORKGUARD_LOG");
   if (t == NULL || t[0] == '\0') t = site_log;
-  if (t[0] != '/') return 0;
-  const char* pct = strchr(t, '%');
-  size_t n = strlen(t);
-  if (pct != NULL) {
-    n = (size_t)(pct - t);
-    while (n > 1 && t[n - 1] != '/') --n;
+  if (t[0] != '/') {
+    no_report("report=%s: no absolute log directory (log=, FORKGUARD_LOG)", site_report);
+    return 0;
   }
-  if (n == 0 || n >= size) return 0;
-  memcpy(out, t, n);
+  snprintf(id, sizeof(id), "%u", local_job);
+  size_t n = 0, idn = strlen(id);
+  int job_seen = 0, ok = 1;
+  for (const char* p = t; *p != '\0' && ok; ++p) {
+    if (*p == '/' && job_seen) break;
+    if (*p != '%') {
+      if (n + 1 >= size) ok = 0;
+      if (ok) out[n++] = *p;
+    } else if (p[1] == '%') {
+      if (n + 1 >= size) ok = 0;
+      if (ok) out[n++] = '%';
+      ++p;
+    } else if (p[1] == 'j') {
+      if (n + idn >= size) ok = 0;
+      if (ok) memcpy(out + n, id, idn);
+      n += idn;
+      job_seen = 1;
+      ++p;
+    } else {
+      job_seen = 0;
+      break;
+    }
+  }
+  if (!ok) {
+    no_report("the log template %s: too long", shown(t, shown_buf));
+    return 0;
+  }
+  if (!job_seen) {
+    no_report(
+        "the log template %s has no directory of the job's own (the report needs %%j in a "
+        "path component before any other %%-expansion and without one beside it, e.g. "
+        "log=/shared/fg/%%j/%%h)",
+        shown(t, shown_buf));
+    return 0;
+  }
   out[n] = '\0';
   return 1;
+}
+
+/* The job's log directory, when it is there, must be a directory (not a symlink) of the job's
+ * user: another user who made it first (the shared root is writable by all) decides what is
+ * in it. Missing is for the CLI to say. */
+static int job_log_dir_owned(const char* dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return 1;
+    no_report(
+        "log directory %s: %s", dir,
+        errno == ELOOP || errno == ENOTDIR ? "a symlink or not a directory" : strerror(errno));
+    return 0;
+  }
+  struct stat st;
+  int ok = fstat(fd, &st) == 0;
+  if (!ok)
+    no_report("log directory %s: cannot stat it (%s)", dir, strerror(errno));
+  else if (!(ok = st.st_uid == local_uid))
+    no_report("log directory %s is owned by uid %u, not by the job's user (uid %u)", dir,
+              (unsigned)st.st_uid, (unsigned)local_uid);
+  close(fd);
+  return ok;
 }
 
 /* The user's name for DIR/USER: its passwd name when it is a plain file name, else its uid. */
@@ -444,13 +505,11 @@ int slurm_spank_exit(spank_t sp, int ac, char** av) {
   (void)av;
   if (spank_context() != S_CTX_LOCAL || site_report[0] == '\0' || !enabled() || !local_ids)
     return 0;
-  char root[FG_PATH_MAX], where[FG_PATH_MAX + 256], final[48], final_err[64];
-  char tmp[128], tmp_err[128], job[16];
-  if (!log_root(root, sizeof(root))) {
-    no_report("report=%s: no absolute log directory (log=, FORKGUARD_LOG)", site_report);
-    return 0;
-  }
+  char logs[FG_PATH_MAX], where[FG_PATH_MAX + 256], final[48], final_err[64];
+  char tmp[128], tmp_err[128], job[16], owner[16];
+  if (!job_log_dir(logs, sizeof(logs)) || !job_log_dir_owned(logs)) return 0;
   snprintf(job, sizeof(job), "%u", local_job);
+  snprintf(owner, sizeof(owner), "%u", (unsigned)local_uid);
   snprintf(final, sizeof(final), "forkguard-%u.%u.html", local_job, local_step);
   snprintf(final_err, sizeof(final_err), "%s.err", final);
   int dfd = open_report_dir(where, sizeof(where));
@@ -471,8 +530,8 @@ int slurm_spank_exit(spank_t sp, int ac, char** av) {
   posix_spawn_file_actions_adddup2(&fa, out, 1);
   posix_spawn_file_actions_adddup2(&fa, err, 2);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  char* argv[] = {cli,         "report", "--job", job,  "--format", "html",
-                  "--fail-on", "never",  "--",    root, NULL};
+  char* argv[] = {cli,    "report",    "--job", job,  "--owner", owner, "--format",
+                  "html", "--fail-on", "never", "--", logs,      NULL};
   extern char** environ;
   pid_t pid;
   int rc = posix_spawn(&pid, cli, &fa, NULL, argv, environ);

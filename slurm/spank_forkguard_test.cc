@@ -28,6 +28,7 @@ std::vector<std::string> g_log;
 int g_remote = 1;
 spank_context_t g_context = S_CTX_REMOTE;
 std::vector<spank_option*> g_registered;
+uint32_t g_job_uid = 0;  // S_JOB_UID
 
 void Log(const char* level, const char* fmt, va_list ap) {
   char buf[1024];
@@ -52,6 +53,7 @@ spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
   va_end(ap);
   if (item == S_JOB_ID) *p = 4242;
   if (item == S_JOB_STEPID) *p = 3;
+  if (item == S_JOB_UID) *p = g_job_uid;  // uid_t is 32 bits
   return static_cast<spank_err_t>(ESPANK_SUCCESS);
 }
 spank_err_t spank_getenv(spank_t, const char* var, char* buf, int len) {
@@ -141,6 +143,7 @@ class SpankForkguardTest : public ::testing::Test {
     g_registered.clear();
     g_remote = 1;
     g_context = S_CTX_REMOTE;
+    g_job_uid = geteuid();
     shim_ = std::string(getenv("TEST_TMPDIR")) + "/libforkguard.so";
     FILE* f = fopen(shim_.c_str(), "w");
     ASSERT_NE(f, nullptr);
@@ -387,11 +390,13 @@ std::string UserName() {
 TEST_F(SpankForkguardTest, StepEndWritesTheJobsReportWhereTheSiteSays) {
   std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports";
   std::string cli = LocalStep(dir, "echo \"$*\"");
+  g_job_uid = 4321;  // the job's user, from S_JOB_UID
   Plugin p({"default=on", "log=/shared/fg/%j/%h", "report=" + dir, "forkguard=" + cli});
   p.RunLocalStep();
-  // job 4242 step 3 (the fake spank_get_item), over the template's directory
+  // job 4242 step 3 (the fake spank_get_item), over the job's own log directory only, whose
+  // files the CLI reads only when the job's user owns them
   EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"),
-            "report --job 4242 --format html --fail-on never -- /shared/fg/\n");
+            "report --job 4242 --owner 4321 --format html --fail-on never -- /shared/fg/4242\n");
   EXPECT_EQ(Ls(dir), "forkguard-4242.3.html");  // no temporary file, no empty .err
   EXPECT_TRUE(g_log.empty()) << g_log[0];
 }
@@ -548,6 +553,60 @@ TEST_F(SpankForkguardTest, StepEndReportInASharedStickyDirectoryGoesToTheUsersOw
   step();
   EXPECT_EQ(ReadFile(mine + "/forkguard-4242.3.html"), "report\n");
   EXPECT_TRUE(g_log.empty()) << g_log[0];
+}
+
+TEST_F(SpankForkguardTest, StepEndReportReadsOnlyTheJobsOwnLogDirectory) {
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-logs";
+  std::string cli = LocalStep(dir, "echo \"$*\"");
+  auto report = [&](const std::string& tmpl) {
+    g_log.clear();
+    unlink((dir + "/forkguard-4242.3.html").c_str());
+    Plugin p({"default=on", "log=" + tmpl, "report=" + dir, "forkguard=" + cli});
+    p.RunLocalStep();
+    return ReadFile(dir + "/forkguard-4242.3.html");
+  };
+  std::string uid = std::to_string(geteuid());
+  auto argv = [&](const std::string& logs) {
+    return "report --job 4242 --owner " + uid + " --format html --fail-on never -- " + logs + "\n";
+  };
+  // The template up to and including its first component with %j, %j the job id, %% a '%'.
+  EXPECT_EQ(report("/shared/fg/%j/%h"), argv("/shared/fg/4242"));
+  EXPECT_EQ(report("/shared/fg/%j"), argv("/shared/fg/4242"));
+  EXPECT_EQ(report("/%j/%h/%r"), argv("/4242"));  // not "/"
+  EXPECT_EQ(report("/shared/fg/job-%j%%x/%r"), argv("/shared/fg/job-4242%x"));
+  EXPECT_EQ(report("/shared/100%%/%j/%h"), argv("/shared/100%/4242"));
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+  // The task's FORKGUARD_LOG (srun's environment) wins, as in the tasks.
+  setenv("FORKGUARD_LOG", "/mine/%j/%p", 1);
+  EXPECT_EQ(report("/shared/fg/%j/%h"), argv("/mine/4242"));
+  unsetenv("FORKGUARD_LOG");
+  // No directory of the job's own: every job's logs, or "/" (%h first): refused.
+  for (const char* t : {"/shared/fg", "/%h/%j", "/shared/%j-%h/x", "/shared/%h-%j/x",
+                        "/shared/fg/%p/%j", "/shared/fg/%x/%j"}) {
+    EXPECT_EQ(report(t), "<missing>") << t;
+    ASSERT_EQ(g_log.size(), 1u) << t;
+    EXPECT_EQ(g_log[0], std::string("error: forkguard: the log template ") + t +
+                            " has no directory of the job's own (the report needs %j in a path "
+                            "component before any other %-expansion and without one beside "
+                            "it, e.g. log=/shared/fg/%j/%h); no report for job 4242 step 3");
+  }
+  // The job's directory made by another user, or a symlink: refused.
+  std::string logs = tmp + "/fglogs";
+  ASSERT_EQ(system(("rm -rf " + logs + " && mkdir -p " + logs + "/4242").c_str()), 0);
+  g_job_uid = geteuid() + 1;
+  EXPECT_EQ(report(logs + "/%j/%h"), "<missing>");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: log directory " + logs + "/4242 is owned by uid " + uid +
+                          ", not by the job's user (uid " + std::to_string(geteuid() + 1) +
+                          "); no report for job 4242 step 3");
+  g_job_uid = geteuid();
+  EXPECT_EQ(report(logs + "/%j/%h"), argv(logs + "/4242"));
+  ASSERT_EQ(system(("rm -rf " + logs + "/4242 && mkdir " + logs + "/other").c_str()), 0);
+  ASSERT_EQ(symlink((logs + "/other").c_str(), (logs + "/4242").c_str()), 0);
+  EXPECT_EQ(report(logs + "/%j/%h"), "<missing>");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: log directory " + logs +
+                          "/4242: a symlink or not a directory; no report for job 4242 step 3");
 }
 
 TEST_F(SpankForkguardTest, StepEndReportOnlyForAJobForkguardWasOnFor) {
