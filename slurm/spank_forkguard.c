@@ -15,6 +15,7 @@
  *       report=DIR        when an srun step of a job it was on for ends, write the job's
  *                         report so far, DIR/forkguard-JOB.STEP.html or
  *                         DIR/USER/forkguard-JOB.STEP.html (needs log= with %j)
+ *       report_timeout=SECONDS   the report's time bound (default: 120)
  *       forkguard=PATH    the CLI that writes it (default: /usr/bin/forkguard)
  *
  * In each task, just before it execs (slurm_spank_task_init, remote context), the shim is
@@ -24,12 +25,13 @@
  *
  * The report is written by srun itself (slurm_spank_exit, local context) once the step's
  * tasks have ended: `forkguard report --job JOB --owner UID --format html` over the job's own
- * log directory (the template expanded up to its component with %j). Its output goes to a
- * private temporary file (0600, O_EXCL, an unpredictable name) renamed into place, in DIR when
- * DIR is the user's and no one else can write it, else in DIR/USER (made 0700, which must be
- * the user's). A report that cannot be written, or a setting that is unsafe (DIR writable by
- * others without the sticky bit, a template without a directory per job), is one line on
- * srun's standard error; the step's exit status is srun's as before.
+ * log directory (the template expanded up to its component with %j), killed after
+ * report_timeout seconds. Its output goes to a private temporary file (0600, O_EXCL, an
+ * unpredictable name) renamed into place, in DIR when DIR is the user's and no one else can
+ * write it, else in DIR/USER (made 0700, which must be the user's). A report that cannot be
+ * written, or a setting that is unsafe (DIR writable by others without the sticky bit, a
+ * template without a directory per job), is one line on srun's standard error; the step's exit
+ * status is srun's as before.
  *
  * The plugin must never fail a job: a shim it cannot read is one line in slurmd's log per
  * step and node, and the job runs without it; a bad plugstack argument is one line (its value
@@ -38,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
+#include <signal.h>
 #include <slurm/spank.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -66,6 +69,7 @@ SPANK_PLUGIN(forkguard, 1);
  * this many bytes of it, each as 4 at most (\xNN). */
 #define FG_SHOWN_MAX 128
 #define FG_SHOWN_SIZE (FG_SHOWN_MAX * 4 + 4)
+#define FG_TIMEOUT_MAX 86400
 
 /* The site's settings (plugstack.conf) and this job's choice (--forkguard). */
 static int site_on = 0;
@@ -74,6 +78,7 @@ static char site_log[FG_PATH_MAX] = "";
 static char shim[FG_PATH_MAX] = FG_DEFAULT_SHIM;
 static char site_report[FG_PATH_MAX] = "";
 static char cli[FG_PATH_MAX] = "/usr/bin/forkguard";
+static unsigned report_timeout = 120;
 /* srun's step and its user, learned in slurm_spank_local_user_init (local context), for the
  * report. */
 static uint32_t local_job = 0, local_step = 0;
@@ -163,6 +168,20 @@ static void copy_absolute(char* dst, size_t size, const char* key, const char* v
                 shown(val, v));
 }
 
+/* report_timeout=SECONDS: 1 to FG_TIMEOUT_MAX, digits only. */
+static void parse_timeout(const char* val) {
+  unsigned long n = 0;
+  const char* p = val;
+  for (; *p >= '0' && *p <= '9' && n <= FG_TIMEOUT_MAX; ++p) n = n * 10 + (unsigned long)(*p - '0');
+  if (p == val || *p != '\0' || n < 1 || n > FG_TIMEOUT_MAX) {
+    char v[FG_SHOWN_SIZE];
+    slurm_error("forkguard: plugstack.conf report_timeout=%s: expected seconds, 1 to %d; ignored",
+                shown(val, v), FG_TIMEOUT_MAX);
+    return;
+  }
+  report_timeout = (unsigned)n;
+}
+
 /* plugstack.conf arguments. A bad one is reported and ignored: it must not fail jobs. */
 static void parse_args(int ac, char** av) {
   char shown_buf[FG_SHOWN_SIZE];
@@ -198,12 +217,14 @@ static void parse_args(int ac, char** av) {
       copy_absolute(shim, sizeof(shim), "shim", v);
     } else if (k == 6 && strncmp(a, "report", k) == 0) {
       copy_absolute(site_report, sizeof(site_report), "report", v);
+    } else if (k == 14 && strncmp(a, "report_timeout", k) == 0) {
+      parse_timeout(v);
     } else if (k == 9 && strncmp(a, "forkguard", k) == 0) {
       copy_absolute(cli, sizeof(cli), "forkguard", v);
     } else {
       slurm_error(
           "forkguard: plugstack.conf argument '%s': unknown (default, mode, log, "
-          "shim, report, forkguard); ignored",
+          "shim, report, report_timeout, forkguard); ignored",
           shown(a, shown_buf));
     }
   }
@@ -496,9 +517,34 @@ static int create_private(int dfd, const char* final, char* name, size_t size) {
   return -1;
 }
 
+/* Waits for `pid` at most `seconds`, then kills it (SIGKILL). 1: it exited, `*st` says how;
+ * 0: killed; -1: waitpid failed (errno). */
+static int wait_bounded(pid_t pid, unsigned seconds, int* st) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  long nap_ns = 1000000; /* 1 ms, doubling up to 100 ms */
+  for (;;) {
+    pid_t w = waitpid(pid, st, WNOHANG);
+    if (w == pid) return 1;
+    if (w < 0 && errno != EINTR) return -1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t waited_ns =
+        (int64_t)(now.tv_sec - start.tv_sec) * 1000000000 + (now.tv_nsec - start.tv_nsec);
+    if (waited_ns >= (int64_t)seconds * 1000000000) {
+      kill(pid, SIGKILL);
+      while ((w = waitpid(pid, st, 0)) < 0 && errno == EINTR) {
+      }
+      return w == pid ? 0 : -1;
+    }
+    struct timespec nap = {0, nap_ns};
+    nanosleep(&nap, NULL);
+    if (nap_ns < 100000000) nap_ns *= 2;
+  }
+}
+
 /* The step's end in srun: the job's report, forkguard-JOB.STEP.html in the report directory.
- * Runs the CLI and waits for it (srun has nothing left to do); any failure is one line, never
- * srun's exit status. */
+ * Runs the CLI and waits for it (srun has nothing left to do) at most report_timeout seconds;
+ * any failure is one line, never srun's exit status. */
 int slurm_spank_exit(spank_t sp, int ac, char** av) {
   (void)sp;
   (void)ac;
@@ -536,13 +582,7 @@ int slurm_spank_exit(spank_t sp, int ac, char** av) {
   pid_t pid;
   int rc = posix_spawn(&pid, cli, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
-  int st = 0, ended = -1;
-  if (rc == 0) {
-    pid_t w;
-    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
-    }
-    ended = w == pid ? 1 : -1;
-  }
+  int st = 0, ended = rc == 0 ? wait_bounded(pid, report_timeout, &st) : -1;
   int wait_errno = errno;
   /* The report's notes about input lines are in the page; its standard error is kept beside
    * it only when it says something (and an older one goes). */
@@ -557,6 +597,8 @@ int slurm_spank_exit(spank_t sp, int ac, char** av) {
     no_report("cannot run %s (%s)", cli, strerror(rc));
   } else if (ended < 0) {
     no_report("cannot wait for %s (%s)", cli, strerror(wait_errno));
+  } else if (ended == 0) {
+    no_report("%s report took longer than report_timeout=%u seconds: killed", cli, report_timeout);
   } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     char errors[sizeof(where) + sizeof(final_err) + 16] = "";
     if (said) snprintf(errors, sizeof(errors), "; its errors: %s/%s", where, final_err);

@@ -14,6 +14,7 @@ extern "C" {
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -607,6 +608,35 @@ TEST_F(SpankForkguardTest, StepEndReportReadsOnlyTheJobsOwnLogDirectory) {
   ASSERT_EQ(g_log.size(), 1u);
   EXPECT_EQ(g_log[0], "error: forkguard: log directory " + logs +
                           "/4242: a symlink or not a directory; no report for job 4242 step 3");
+}
+
+TEST_F(SpankForkguardTest, StepEndReportIsKilledAfterItsTimeout) {
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-slow";
+  std::string cli = LocalStep(dir, "echo partial; exec sleep 20");
+  timespec start, end;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  {
+    Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "report_timeout=1",
+              "forkguard=" + cli});
+    p.RunLocalStep();
+  }
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  double s = static_cast<double>(end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) / 1e9;
+  EXPECT_GE(s, 1.0);
+  EXPECT_LT(s, 5.0);
+  EXPECT_EQ(Ls(dir), "");  // no report, no temporary file
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: " + cli +
+                          " report took longer than report_timeout=1 seconds: killed; no report "
+                          "for job 4242 step 3");
+  // Bad bounds: said, and the default stays.
+  g_log.clear();
+  Plugin q({"report_timeout=0", "report_timeout=86401", "report_timeout=-1",
+            "report_timeout=", "report_timeout=12s"});
+  ASSERT_EQ(g_log.size(), 5u);
+  EXPECT_EQ(g_log[0],
+            "error: forkguard: plugstack.conf report_timeout=0: expected seconds, 1 to 86400; "
+            "ignored");
 }
 
 TEST_F(SpankForkguardTest, StepEndReportOnlyForAJobForkguardWasOnFor) {
