@@ -9,11 +9,13 @@
  *   plugstack.conf:  optional /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_forkguard.so ARGS
  *       default=on|off    on: every job without --forkguard=off (default: off)
  *       mode=warn|error|abort   the mode of a job that does not name one (default: warn)
- *       log=TEMPLATE      FORKGUARD_LOG for the tasks (the shim expands %j %h %r %p),
+ *       log=TEMPLATE      FORKGUARD_LOG for the tasks (the shim expands %j %h %r %p %%),
  *                         unless the task's environment already has one
  *       shim=PATH         the shim (default: the Debian package's path)
  *       report=DIR        when an srun step of a job it was on for ends, write the job's
- *                         report so far, DIR/forkguard-JOB.STEP.html (needs log=)
+ *                         report so far, DIR/forkguard-JOB.STEP.html or
+ *                         DIR/USER/forkguard-JOB.STEP.html (needs log= with %j)
+ *       report_timeout=SECONDS   the report's time bound (default: 120)
  *       forkguard=PATH    the CLI that writes it (default: /usr/bin/forkguard)
  *
  * In each task, just before it execs (slurm_spank_task_init, remote context), the shim is
@@ -22,23 +24,34 @@
  * gives every task (SLURM_JOB_ID, SLURM_STEP_ID, SLURM_PROCID).
  *
  * The report is written by srun itself (slurm_spank_exit, local context) once the step's
- * tasks have ended: `forkguard report --job JOB --format html` over the log directory (the
- * template up to its first %-expansion), into a temporary file renamed into place. A report
- * that cannot be written is one line on srun's standard error; the step's exit status is
- * srun's as before.
+ * tasks have ended: `forkguard report --job JOB --owner UID --format html` over the job's own
+ * log directory (the template expanded up to its component with %j), killed after
+ * report_timeout seconds. Its output goes to a private temporary file (0600, O_EXCL, an
+ * unpredictable name) renamed into place, in DIR when DIR is the user's and no one else can
+ * write it, else in DIR/USER (made 0700, which must be the user's). A report that cannot be
+ * written, or a setting that is unsafe (DIR writable by others without the sticky bit, a
+ * template without a directory per job), is one line on srun's standard error; the step's exit
+ * status is srun's as before.
  *
  * The plugin must never fail a job: a shim it cannot read is one line in slurmd's log per
- * step and node, and the job runs without it; a bad plugstack argument is one line and is
- * ignored. Only a bad --forkguard value on the command line is an error, in srun/sbatch. */
+ * step and node, and the job runs without it; a bad plugstack argument is one line (its value
+ * escaped) and is ignored. Only a bad --forkguard value on the command line is an error, in
+ * srun/sbatch. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
 #include <slurm/spank.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 SPANK_PLUGIN(forkguard, 1);
@@ -52,6 +65,11 @@ SPANK_PLUGIN(forkguard, 1);
 #endif
 #define FG_DEFAULT_SHIM "/usr/lib/" FG_MULTIARCH "/forkguard/libforkguard.so"
 #define FG_PATH_MAX 4096
+/* A value from plugstack.conf, the command line or the environment, in a log line: at most
+ * this many bytes of it, each as 4 at most (\xNN). */
+#define FG_SHOWN_MAX 128
+#define FG_SHOWN_SIZE (FG_SHOWN_MAX * 4 + 4)
+#define FG_TIMEOUT_MAX 86400
 
 /* The site's settings (plugstack.conf) and this job's choice (--forkguard). */
 static int site_on = 0;
@@ -60,12 +78,40 @@ static char site_log[FG_PATH_MAX] = "";
 static char shim[FG_PATH_MAX] = FG_DEFAULT_SHIM;
 static char site_report[FG_PATH_MAX] = "";
 static char cli[FG_PATH_MAX] = "/usr/bin/forkguard";
-/* srun's step, learned in slurm_spank_local_user_init (local context), for the report. */
+static unsigned report_timeout = 120;
+/* srun's step and its user, learned in slurm_spank_local_user_init (local context), for the
+ * report. */
 static uint32_t local_job = 0, local_step = 0;
+static uid_t local_uid = 0;
 static int local_ids = 0;
 static int job_choice = -1; /* -1: no --forkguard; 0: off; 1: on */
 static char job_mode[8] = "";
 static int shim_missing = 0;
+
+/* `v` made safe for a log line (slurmd's log, srun's terminal): a control character, DEL, a
+ * byte >= 0x80 and '\\' as \xNN, and "..." after FG_SHOWN_MAX bytes. Returns `out`, which
+ * holds FG_SHOWN_SIZE bytes. */
+static const char* shown(const char* v, char* out) {
+  static const char hex[] = "0123456789abcdef";
+  size_t n = 0, i = 0;
+  for (; v[i] != '\0' && i < FG_SHOWN_MAX; ++i) {
+    unsigned char c = (unsigned char)v[i];
+    if (c < 0x20 || c >= 0x7f || c == '\\') {
+      out[n++] = '\\';
+      out[n++] = 'x';
+      out[n++] = hex[c >> 4];
+      out[n++] = hex[c & 15];
+    } else {
+      out[n++] = (char)c;
+    }
+  }
+  if (v[i] != '\0') {
+    memcpy(out + n, "...", 3);
+    n += 3;
+  }
+  out[n] = '\0';
+  return out;
+}
 
 static int valid_mode(const char* m) {
   return strcmp(m, "warn") == 0 || strcmp(m, "error") == 0 || strcmp(m, "abort") == 0;
@@ -84,7 +130,8 @@ static int on_option(int val, const char* optarg, int remote) {
     return 0;
   }
   if (!valid_mode(optarg)) {
-    slurm_error("forkguard: --forkguard=%s: expected warn, error, abort or off", optarg);
+    char v[FG_SHOWN_SIZE];
+    slurm_error("forkguard: --forkguard=%s: expected warn, error, abort or off", shown(optarg, v));
     return -1;
   }
   job_choice = 1;
@@ -113,19 +160,37 @@ static void copy_arg(char* dst, size_t size, const char* key, const char* val) {
 
 /* A path argument: absolute (or empty: none), else reported and ignored. */
 static void copy_absolute(char* dst, size_t size, const char* key, const char* val) {
+  char v[FG_SHOWN_SIZE];
   if (val[0] == '/' || val[0] == '\0')
     copy_arg(dst, size, key, val);
   else
-    slurm_error("forkguard: plugstack.conf %s=%s: not an absolute path; ignored", key, val);
+    slurm_error("forkguard: plugstack.conf %s=%s: not an absolute path; ignored", key,
+                shown(val, v));
+}
+
+/* report_timeout=SECONDS: 1 to FG_TIMEOUT_MAX, digits only. */
+static void parse_timeout(const char* val) {
+  unsigned long n = 0;
+  const char* p = val;
+  for (; *p >= '0' && *p <= '9' && n <= FG_TIMEOUT_MAX; ++p) n = n * 10 + (unsigned long)(*p - '0');
+  if (p == val || *p != '\0' || n < 1 || n > FG_TIMEOUT_MAX) {
+    char v[FG_SHOWN_SIZE];
+    slurm_error("forkguard: plugstack.conf report_timeout=%s: expected seconds, 1 to %d; ignored",
+                shown(val, v), FG_TIMEOUT_MAX);
+    return;
+  }
+  report_timeout = (unsigned)n;
 }
 
 /* plugstack.conf arguments. A bad one is reported and ignored: it must not fail jobs. */
 static void parse_args(int ac, char** av) {
+  char shown_buf[FG_SHOWN_SIZE];
   for (int i = 0; i < ac; ++i) {
     const char* a = av[i];
     const char* eq = strchr(a, '=');
     if (eq == NULL) {
-      slurm_error("forkguard: plugstack.conf argument '%s': expected KEY=VALUE; ignored", a);
+      slurm_error("forkguard: plugstack.conf argument '%s': expected KEY=VALUE; ignored",
+                  shown(a, shown_buf));
       continue;
     }
     size_t k = (size_t)(eq - a);
@@ -136,7 +201,8 @@ static void parse_args(int ac, char** av) {
       else if (strcmp(v, "off") == 0)
         site_on = 0;
       else
-        slurm_error("forkguard: plugstack.conf default=%s: expected on or off; ignored", v);
+        slurm_error("forkguard: plugstack.conf default=%s: expected on or off; ignored",
+                    shown(v, shown_buf));
     } else if (k == 4 && strncmp(a, "mode", k) == 0) {
       if (valid_mode(v))
         copy_arg(site_mode, sizeof(site_mode), "mode", v);
@@ -144,20 +210,22 @@ static void parse_args(int ac, char** av) {
         slurm_error(
             "forkguard: plugstack.conf mode=%s: expected warn, error or abort; "
             "ignored",
-            v);
+            shown(v, shown_buf));
     } else if (k == 3 && strncmp(a, "log", k) == 0) {
       copy_absolute(site_log, sizeof(site_log), "log", v);
     } else if (k == 4 && strncmp(a, "shim", k) == 0) {
-      copy_arg(shim, sizeof(shim), "shim", v);
+      copy_absolute(shim, sizeof(shim), "shim", v);
     } else if (k == 6 && strncmp(a, "report", k) == 0) {
       copy_absolute(site_report, sizeof(site_report), "report", v);
+    } else if (k == 14 && strncmp(a, "report_timeout", k) == 0) {
+      parse_timeout(v);
     } else if (k == 9 && strncmp(a, "forkguard", k) == 0) {
-      copy_arg(cli, sizeof(cli), "forkguard", v);
+      copy_absolute(cli, sizeof(cli), "forkguard", v);
     } else {
       slurm_error(
           "forkguard: plugstack.conf argument '%s': unknown (default, mode, log, "
-          "shim, report, forkguard); ignored",
-          a);
+          "shim, report, report_timeout, forkguard); ignored",
+          shown(a, shown_buf));
     }
   }
 }
@@ -176,17 +244,20 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
 }
 
 /* Once per step and node, in slurmstepd before the tasks are started: a shim that is not
- * there is said once here, and the tasks run without it. */
+ * there is said once here, and the tasks run without it. slurmstepd runs this hook as the
+ * job's user (effective uid) with root's real uid: the check is the effective uid's, the one
+ * the task's loader will have. */
 int slurm_spank_user_init(spank_t sp, int ac, char** av) {
   (void)ac;
   (void)av;
   if (!spank_remote(sp) || !enabled()) return 0;
-  if (access(shim, R_OK) != 0) {
+  if (faccessat(AT_FDCWD, shim, R_OK, AT_EACCESS) != 0) {
+    int err = errno;
     uint32_t job = 0, step = 0;
     spank_get_item(sp, S_JOB_ID, &job);
     spank_get_item(sp, S_JOB_STEPID, &step);
-    slurm_error("forkguard: shim %s not readable (%m): job %u step %u runs without forkguard", shim,
-                job, step);
+    slurm_error("forkguard: shim %s not readable (%s): job %u step %u runs without forkguard", shim,
+                strerror(err), job, step);
     shim_missing = 1;
   }
   return 0;
@@ -239,102 +310,308 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char** av) {
   (void)ac;
   (void)av;
   if (spank_get_item(sp, S_JOB_ID, &local_job) == ESPANK_SUCCESS &&
-      spank_get_item(sp, S_JOB_STEPID, &local_step) == ESPANK_SUCCESS)
+      spank_get_item(sp, S_JOB_STEPID, &local_step) == ESPANK_SUCCESS &&
+      spank_get_item(sp, S_JOB_UID, &local_uid) == ESPANK_SUCCESS)
     local_ids = 1;
   return 0;
 }
 
-/* The directory the tasks' logs are under: the log template up to the last '/' before its
- * first %-expansion (the template itself when it has none). The task's own FORKGUARD_LOG
- * (srun passes its environment on) wins over the site's, as in slurm_spank_task_init. */
-static int log_root(char* out, size_t size) {
+/* One line on srun's standard error: why this step gets no report. */
+static void no_report(const char* fmt, ...) {
+  char why[FG_PATH_MAX + 2 * FG_SHOWN_SIZE];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  slurm_error("forkguard: %s; no report for job %u step %u", why, local_job, local_step);
+}
+
+/* The job's own log directory: the log template expanded up to and including its first path
+ * component that has %j (%j the job id, %% a '%'). The task's own FORKGUARD_LOG (srun passes
+ * its environment on) wins over the site's, as in slurm_spank_task_init. Another expansion
+ * (%h %r %p, or one the shim does not know) before that %j or beside it gives no directory of
+ * the job's own, and neither does a template without %j: the report would read other jobs'
+ * logs. The result ends with the job id's component, so it is never "/". */
+static int job_log_dir(char* out, size_t size) {
+  char shown_buf[FG_SHOWN_SIZE], id[16];
   const char* t = getenv("FORKGUARD_LOG");
   if (t == NULL || t[0] == '\0') t = site_log;
-  if (t[0] != '/') return 0;
-  const char* pct = strchr(t, '%');
-  size_t n = strlen(t);
-  if (pct != NULL) {
-    n = (size_t)(pct - t);
-    while (n > 1 && t[n - 1] != '/') --n;
+  if (t[0] != '/') {
+    no_report("report=%s: no absolute log directory (log=, FORKGUARD_LOG)", site_report);
+    return 0;
   }
-  if (n == 0 || n >= size) return 0;
-  memcpy(out, t, n);
+  snprintf(id, sizeof(id), "%u", local_job);
+  size_t n = 0, idn = strlen(id);
+  int job_seen = 0, ok = 1;
+  for (const char* p = t; *p != '\0' && ok; ++p) {
+    if (*p == '/' && job_seen) break;
+    if (*p != '%') {
+      if (n + 1 >= size) ok = 0;
+      if (ok) out[n++] = *p;
+    } else if (p[1] == '%') {
+      if (n + 1 >= size) ok = 0;
+      if (ok) out[n++] = '%';
+      ++p;
+    } else if (p[1] == 'j') {
+      if (n + idn >= size) ok = 0;
+      if (ok) memcpy(out + n, id, idn);
+      n += idn;
+      job_seen = 1;
+      ++p;
+    } else {
+      job_seen = 0;
+      break;
+    }
+  }
+  if (!ok) {
+    no_report("the log template %s: too long", shown(t, shown_buf));
+    return 0;
+  }
+  if (!job_seen) {
+    no_report(
+        "the log template %s has no directory of the job's own (the report needs %%j in a "
+        "path component before any other %%-expansion and without one beside it, e.g. "
+        "log=/shared/fg/%%j/%%h)",
+        shown(t, shown_buf));
+    return 0;
+  }
   out[n] = '\0';
   return 1;
 }
 
-/* The step's end in srun: the job's report, DIR/forkguard-JOB.STEP.html. Runs the CLI and
- * waits for it (srun has nothing left to do); any failure is one line, never srun's exit
- * status. */
+/* The job's log directory, when it is there, must be a directory (not a symlink) of the job's
+ * user: another user who made it first (the shared root is writable by all) decides what is
+ * in it. Missing is for the CLI to say. */
+static int job_log_dir_owned(const char* dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return 1;
+    no_report(
+        "log directory %s: %s", dir,
+        errno == ELOOP || errno == ENOTDIR ? "a symlink or not a directory" : strerror(errno));
+    return 0;
+  }
+  struct stat st;
+  int ok = fstat(fd, &st) == 0;
+  if (!ok)
+    no_report("log directory %s: cannot stat it (%s)", dir, strerror(errno));
+  else if (!(ok = st.st_uid == local_uid))
+    no_report("log directory %s is owned by uid %u, not by the job's user (uid %u)", dir,
+              (unsigned)st.st_uid, (unsigned)local_uid);
+  close(fd);
+  return ok;
+}
+
+/* The user's name for DIR/USER: its passwd name when it is a plain file name, else its uid. */
+static void user_dir_name(uid_t uid, char* out, size_t size) {
+  struct passwd pw, *found = NULL;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != NULL) {
+    const char* name = found->pw_name;
+    size_t n = strlen(name);
+    int plain = n > 0 && n < size && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+    for (size_t i = 0; i < n && plain; ++i)
+      plain = name[i] != '/' && (unsigned char)name[i] > 0x20 && (unsigned char)name[i] < 0x7f;
+    if (plain) {
+      memcpy(out, name, n + 1);
+      return;
+    }
+  }
+  snprintf(out, size, "%u", (unsigned)uid);
+}
+
+/* The directory the report is written in, opened: DIR itself when it is the user's (srun's
+ * effective uid) and no one else can write it; else DIR/USER, made 0700 when missing, which
+ * must be the user's and writable by no one else. DIR writable by others is refused unless it
+ * has the sticky bit: only then can no one else rename or remove DIR/USER and its files. No
+ * component named here is followed as a symlink. `where` receives the directory's path for the
+ * messages. -1: said why. */
+static int open_report_dir(char* where, size_t size) {
+  uid_t me = geteuid();
+  int dfd = open(site_report, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) {
+    no_report(
+        "report=%s: cannot open it (%s)", site_report,
+        errno == ELOOP || errno == ENOTDIR ? "a symlink or not a directory" : strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(dfd, &st) != 0) {
+    no_report("report=%s: cannot stat it (%s)", site_report, strerror(errno));
+    close(dfd);
+    return -1;
+  }
+  int shared = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  if (shared && !(st.st_mode & S_ISVTX)) {
+    no_report(
+        "report=%s: writable by group or others without the sticky bit (mode %04o), so "
+        "anyone could replace the report (chmod 1777 for a directory per user, or 0755)",
+        site_report, (unsigned)(st.st_mode & 07777));
+    close(dfd);
+    return -1;
+  }
+  if (!shared && st.st_uid == me) {
+    snprintf(where, size, "%s", site_report);
+    return dfd;
+  }
+  char name[256];
+  user_dir_name(me, name, sizeof(name));
+  snprintf(where, size, "%s/%s", site_report, name);
+  if (mkdirat(dfd, name, 0700) != 0 && errno != EEXIST) {
+    no_report("cannot create %s (%s)", where, strerror(errno));
+    close(dfd);
+    return -1;
+  }
+  int ufd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int err = errno;
+  close(dfd);
+  if (ufd < 0) {
+    no_report("cannot open %s (%s)", where,
+              err == ELOOP || err == ENOTDIR ? "a symlink or not a directory" : strerror(err));
+    return -1;
+  }
+  if (fstat(ufd, &st) != 0) {
+    no_report("cannot stat %s (%s)", where, strerror(errno));
+    close(ufd);
+    return -1;
+  }
+  if (st.st_uid != me || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    no_report(
+        "%s is not this user's own directory (owner uid %u, mode %04o; expected uid %u, "
+        "not writable by group or others)",
+        where, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)me);
+    close(ufd);
+    return -1;
+  }
+  return ufd;
+}
+
+/* A new file in `dfd` that only its owner can read or write, under a name no one can guess
+ * (".FINAL.XXXXXXXXXXXXXXXX"), never through a symlink nor onto an existing file. `name`
+ * receives the name. -1 with errno. */
+static int create_private(int dfd, const char* final, char* name, size_t size) {
+  for (int i = 0; i < 16; ++i) {
+    uint64_t r;
+    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      r = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40) ^
+          (uint64_t)i;
+    }
+    if (snprintf(name, size, ".%s.%016llx", final, (unsigned long long)r) >= (int)size) {
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      fchmod(fd, 0600); /* exactly 0600 whatever the umask */
+      if (fd > 2) return fd;
+      /* Not one of the standard descriptors the CLI's are dup2()ed onto. */
+      int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+      close(fd);
+      if (moved < 0) unlinkat(dfd, name, 0);
+      return moved;
+    }
+    if (errno != EEXIST) return -1;
+  }
+  return -1;
+}
+
+/* Waits for `pid` at most `seconds`, then kills it (SIGKILL). 1: it exited, `*st` says how;
+ * 0: killed; -1: waitpid failed (errno). */
+static int wait_bounded(pid_t pid, unsigned seconds, int* st) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  long nap_ns = 1000000; /* 1 ms, doubling up to 100 ms */
+  for (;;) {
+    pid_t w = waitpid(pid, st, WNOHANG);
+    if (w == pid) return 1;
+    if (w < 0 && errno != EINTR) return -1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t waited_ns =
+        (int64_t)(now.tv_sec - start.tv_sec) * 1000000000 + (now.tv_nsec - start.tv_nsec);
+    if (waited_ns >= (int64_t)seconds * 1000000000) {
+      kill(pid, SIGKILL);
+      while ((w = waitpid(pid, st, 0)) < 0 && errno == EINTR) {
+      }
+      return w == pid ? 0 : -1;
+    }
+    struct timespec nap = {0, nap_ns};
+    nanosleep(&nap, NULL);
+    if (nap_ns < 100000000) nap_ns *= 2;
+  }
+}
+
+/* The step's end in srun: the job's report, forkguard-JOB.STEP.html in the report directory.
+ * Runs the CLI and waits for it (srun has nothing left to do) at most report_timeout seconds;
+ * any failure is one line, never srun's exit status. */
 int slurm_spank_exit(spank_t sp, int ac, char** av) {
   (void)sp;
   (void)ac;
   (void)av;
   if (spank_context() != S_CTX_LOCAL || site_report[0] == '\0' || !enabled() || !local_ids)
     return 0;
-  char root[FG_PATH_MAX], out[FG_PATH_MAX], tmp[FG_PATH_MAX + 16], err[FG_PATH_MAX + 16], job[16];
-  if (!log_root(root, sizeof(root))) {
-    slurm_error(
-        "forkguard: report=%s: no absolute log directory (log=, FORKGUARD_LOG); "
-        "no report for job %u step %u",
-        site_report, local_job, local_step);
-    return 0;
-  }
+  char logs[FG_PATH_MAX], where[FG_PATH_MAX + 256], final[48], final_err[64];
+  char tmp[128], tmp_err[128], job[16], owner[16];
+  if (!job_log_dir(logs, sizeof(logs)) || !job_log_dir_owned(logs)) return 0;
   snprintf(job, sizeof(job), "%u", local_job);
-  if (snprintf(out, sizeof(out), "%s/forkguard-%u.%u.html", site_report, local_job, local_step) >=
-      (int)sizeof(out)) {
-    slurm_error("forkguard: report=%s: path too long", site_report);
+  snprintf(owner, sizeof(owner), "%u", (unsigned)local_uid);
+  snprintf(final, sizeof(final), "forkguard-%u.%u.html", local_job, local_step);
+  snprintf(final_err, sizeof(final_err), "%s.err", final);
+  int dfd = open_report_dir(where, sizeof(where));
+  if (dfd < 0) return 0;
+  int out = create_private(dfd, final, tmp, sizeof(tmp));
+  int err = out < 0 ? -1 : create_private(dfd, final_err, tmp_err, sizeof(tmp_err));
+  if (out < 0 || err < 0) {
+    no_report("cannot create a file in %s (%s)", where, strerror(errno));
+    if (out >= 0) {
+      close(out);
+      unlinkat(dfd, tmp, 0);
+    }
+    close(dfd);
     return 0;
   }
-  snprintf(tmp, sizeof(tmp), "%s.tmp", out);
-  snprintf(err, sizeof(err), "%s.err", out);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out, 1);
+  posix_spawn_file_actions_adddup2(&fa, err, 2);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  char* argv[] = {cli,         "report", "--job", job,  "--format", "html",
-                  "--fail-on", "never",  "--",    root, NULL};
+  char* argv[] = {cli,    "report",    "--job", job,  "--owner", owner, "--format",
+                  "html", "--fail-on", "never", "--", logs,      NULL};
   extern char** environ;
   pid_t pid;
   int rc = posix_spawn(&pid, cli, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
+  int st = 0, ended = rc == 0 ? wait_bounded(pid, report_timeout, &st) : -1;
+  int wait_errno = errno;
+  /* The report's notes about input lines are in the page; its standard error is kept beside
+   * it only when it says something (and an older one goes). */
+  struct stat est;
+  int said =
+      fstat(err, &est) == 0 && est.st_size > 0 && renameat(dfd, tmp_err, dfd, final_err) == 0;
+  if (!said) {
+    unlinkat(dfd, tmp_err, 0);
+    unlinkat(dfd, final_err, 0);
+  }
   if (rc != 0) {
-    /* The CLI missing, or DIR not writable (the output files are opened by the spawn). */
-    slurm_error("forkguard: cannot run %s into %s (%s): no report for job %u step %u", cli, out,
-                strerror(rc), local_job, local_step);
-    unlink(tmp);
-    unlink(err);
-    return 0;
+    no_report("cannot run %s (%s)", cli, strerror(rc));
+  } else if (ended < 0) {
+    no_report("cannot wait for %s (%s)", cli, strerror(wait_errno));
+  } else if (ended == 0) {
+    no_report("%s report took longer than report_timeout=%u seconds: killed", cli, report_timeout);
+  } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    char errors[sizeof(where) + sizeof(final_err) + 16] = "";
+    if (said) snprintf(errors, sizeof(errors), "; its errors: %s/%s", where, final_err);
+    no_report("%s report failed (%s %d)%s", cli, WIFEXITED(st) ? "exit" : "signal",
+              WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), errors);
+  } else if (renameat(dfd, tmp, dfd, final) != 0) {
+    no_report("cannot write %s/%s (%s)", where, final, strerror(errno));
+  } else {
+    tmp[0] = '\0'; /* in place */
   }
-  int st = 0;
-  pid_t w;
-  while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
-  }
-  if (w != pid) {
-    slurm_error("forkguard: cannot wait for %s (%m): no report for job %u step %u", cli, local_job,
-                local_step);
-    unlink(tmp);
-    return 0;
-  }
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    slurm_error("forkguard: %s report for job %u step %u failed (%s %d); its errors: %s", cli,
-                local_job, local_step, WIFEXITED(st) ? "exit" : "signal",
-                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), err);
-    unlink(tmp);
-    return 0;
-  }
-  if (rename(tmp, out) != 0) {
-    slurm_error("forkguard: cannot write %s (%m)", out);
-    unlink(tmp);
-  }
-  /* The report's notes about input lines are in the page; its standard error is kept only
-   * when it says something. */
-  if (access(err, F_OK) == 0) {
-    FILE* f = fopen(err, "r");
-    int empty = f == NULL || fgetc(f) == EOF;
-    if (f != NULL) fclose(f);
-    if (empty) unlink(err);
-  }
+  if (tmp[0] != '\0') unlinkat(dfd, tmp, 0);
+  close(out);
+  close(err);
+  close(dfd);
   return 0;
 }

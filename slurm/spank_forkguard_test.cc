@@ -6,14 +6,18 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,6 +29,7 @@ std::vector<std::string> g_log;
 int g_remote = 1;
 spank_context_t g_context = S_CTX_REMOTE;
 std::vector<spank_option*> g_registered;
+uint32_t g_job_uid = 0;  // S_JOB_UID
 
 void Log(const char* level, const char* fmt, va_list ap) {
   char buf[1024];
@@ -49,6 +54,7 @@ spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
   va_end(ap);
   if (item == S_JOB_ID) *p = 4242;
   if (item == S_JOB_STEPID) *p = 3;
+  if (item == S_JOB_UID) *p = g_job_uid;  // uid_t is 32 bits
   return static_cast<spank_err_t>(ESPANK_SUCCESS);
 }
 spank_err_t spank_getenv(spank_t, const char* var, char* buf, int len) {
@@ -138,6 +144,7 @@ class SpankForkguardTest : public ::testing::Test {
     g_registered.clear();
     g_remote = 1;
     g_context = S_CTX_REMOTE;
+    g_job_uid = geteuid();
     shim_ = std::string(getenv("TEST_TMPDIR")) + "/libforkguard.so";
     FILE* f = fopen(shim_.c_str(), "w");
     ASSERT_NE(f, nullptr);
@@ -260,6 +267,62 @@ TEST_F(SpankForkguardTest, BadOptionValueIsAnErrorBadSiteArgumentsAreIgnored) {
   EXPECT_EQ(env("LD_PRELOAD"), "<unset>");
 }
 
+TEST_F(SpankForkguardTest, ShimAndCliMustBeAbsolutePaths) {
+  // Relative, they would be looked up from whatever directory srun or slurmstepd is in.
+  Plugin p({"default=on", "shim=libforkguard.so", "forkguard=bin/forkguard"});
+  ASSERT_EQ(g_log.size(), 2u);
+  EXPECT_EQ(g_log[0],
+            "error: forkguard: plugstack.conf shim=libforkguard.so: not an absolute path; "
+            "ignored");
+  EXPECT_EQ(g_log[1],
+            "error: forkguard: plugstack.conf forkguard=bin/forkguard: not an absolute path; "
+            "ignored");
+}
+
+TEST_F(SpankForkguardTest, BadValuesAreLoggedEscapedAndCapped) {
+  // Terminal escapes, newlines and DEL from plugstack.conf or the command line do not reach
+  // slurmd's log or srun's terminal as they are; a long value is cut.
+  Plugin p({"mode=\x1b[31mred\n", "noequals\r\x1b]0;x\x07", "log=rel\x7f\\",
+            "default=" + std::string(300, 'a'),
+            "colour=\xc2\x9b"
+            "x"});
+  ASSERT_EQ(g_log.size(), 5u);
+  EXPECT_EQ(g_log[0],
+            "error: forkguard: plugstack.conf mode=\\x1b[31mred\\x0a: expected warn, error or "
+            "abort; ignored");
+  EXPECT_EQ(g_log[1],
+            "error: forkguard: plugstack.conf argument 'noequals\\x0d\\x1b]0;x\\x07': expected "
+            "KEY=VALUE; ignored");
+  EXPECT_EQ(g_log[2],
+            "error: forkguard: plugstack.conf log=rel\\x7f\\x5c: not an absolute path; ignored");
+  EXPECT_EQ(g_log[3], "error: forkguard: plugstack.conf default=" + std::string(128, 'a') +
+                          "...: expected on or off; ignored");
+  EXPECT_EQ(g_log[4].rfind(
+                "error: forkguard: plugstack.conf argument 'colour=\\xc2\\x9bx': unknown (", 0),
+            0u)
+      << g_log[4];
+  g_log.clear();
+  EXPECT_EQ(p.SetOption("\x1b[2J"), -1);
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: --forkguard=\\x1b[2J: expected warn, error, abort or off");
+}
+
+TEST_F(SpankForkguardTest, ShimReadableIsCheckedForTheEffectiveUid) {
+  // slurmstepd runs user_init as the job's user (effective uid) with root's real uid: a shim
+  // only root can read is not readable for the task.
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to change the effective uid";
+  ASSERT_EQ(chmod(shim_.c_str(), 0600), 0);
+  Plugin p({"default=on", "shim=" + shim_});
+  ASSERT_EQ(seteuid(65534), 0);
+  p.RunStep();
+  ASSERT_EQ(seteuid(0), 0);
+  EXPECT_EQ(env("LD_PRELOAD"), "<unset>");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: shim " + shim_ +
+                          " not readable (Permission denied): job 4242 step 3 runs without "
+                          "forkguard");
+}
+
 }  // namespace
 
 namespace {
@@ -285,12 +348,42 @@ std::string FakeCli(const std::string& dir, const char* body) {
   return path;
 }
 
-// srun's side of a step (local context), its report directory made empty, and the fake CLI.
+// srun's side of a step (local context), its report directory made empty (0755, this
+// user's), and the fake CLI.
 std::string LocalStep(const std::string& dir, const char* cli_body) {
   EXPECT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  EXPECT_EQ(chmod(dir.c_str(), 0755), 0);
   g_context = S_CTX_LOCAL;
   g_remote = 0;
+  unsetenv("FORKGUARD_LOG");
   return FakeCli(getenv("TEST_TMPDIR"), cli_body);
+}
+
+// The names in a directory, dot files too, sorted, space separated.
+std::string Ls(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return "<missing>";
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (auto& n : names) out += (out.empty() ? "" : " ") + n;
+  return out;
+}
+
+unsigned Mode(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode & 07777;
+}
+
+std::string UserName() {
+  passwd* pw = getpwuid(geteuid());
+  return pw != nullptr ? pw->pw_name : std::to_string(geteuid());
 }
 
 }  // namespace
@@ -298,15 +391,252 @@ std::string LocalStep(const std::string& dir, const char* cli_body) {
 TEST_F(SpankForkguardTest, StepEndWritesTheJobsReportWhereTheSiteSays) {
   std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports";
   std::string cli = LocalStep(dir, "echo \"$*\"");
-  unsetenv("FORKGUARD_LOG");
+  g_job_uid = 4321;  // the job's user, from S_JOB_UID
   Plugin p({"default=on", "log=/shared/fg/%j/%h", "report=" + dir, "forkguard=" + cli});
   p.RunLocalStep();
-  // job 4242 step 3 (the fake spank_get_item), over the template's directory
+  // job 4242 step 3 (the fake spank_get_item), over the job's own log directory only, whose
+  // files the CLI reads only when the job's user owns them
   EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"),
-            "report --job 4242 --format html --fail-on never -- /shared/fg/\n");
-  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.tmp"), "<missing>");
-  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.err"), "<missing>");  // empty: removed
+            "report --job 4242 --owner 4321 --format html --fail-on never -- /shared/fg/4242\n");
+  EXPECT_EQ(Ls(dir), "forkguard-4242.3.html");  // no temporary file, no empty .err
   EXPECT_TRUE(g_log.empty()) << g_log[0];
+}
+
+TEST_F(SpankForkguardTest, StepEndReportIsPrivate) {
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-private";
+  std::string cli = LocalStep(dir, "echo report; echo note >&2");
+  mode_t old = umask(0);  // whatever srun's umask is
+  {
+    Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+    p.RunLocalStep();
+  }
+  umask(old);
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"), "report\n");
+  EXPECT_EQ(Mode(dir + "/forkguard-4242.3.html"), 0600u);
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.err"), "note\n");
+  EXPECT_EQ(Mode(dir + "/forkguard-4242.3.html.err"), 0600u);
+}
+
+TEST_F(SpankForkguardTest, StepEndReportFollowsNoSymlinkPlantedInItsDirectory) {
+  // Symlinks at the names the report used to be written through, and at its final name: the
+  // files they point at stay as they are, and the report replaces the link itself.
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-links";
+  std::string cli = LocalStep(dir, "echo report; echo note >&2");
+  std::string victim = tmp + "/victim", victim_err = tmp + "/victim-err",
+              victim_final = tmp + "/victim-final";
+  for (const std::string& v : {victim, victim_err, victim_final}) {
+    FILE* f = fopen(v.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs("victim\n", f);
+    fclose(f);
+  }
+  ASSERT_EQ(symlink(victim.c_str(), (dir + "/forkguard-4242.3.html.tmp").c_str()), 0);
+  ASSERT_EQ(symlink(victim_err.c_str(), (dir + "/forkguard-4242.3.html.err").c_str()), 0);
+  ASSERT_EQ(symlink(victim_final.c_str(), (dir + "/forkguard-4242.3.html").c_str()), 0);
+  {
+    Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+    p.RunLocalStep();
+  }
+  EXPECT_EQ(ReadFile(victim), "victim\n");
+  EXPECT_EQ(ReadFile(victim_err), "victim\n");
+  EXPECT_EQ(ReadFile(victim_final), "victim\n");
+  struct stat st;
+  ASSERT_EQ(lstat((dir + "/forkguard-4242.3.html").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"), "report\n");
+  ASSERT_EQ(lstat((dir + "/forkguard-4242.3.html.err").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.err"), "note\n");
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+}
+
+TEST_F(SpankForkguardTest, StepEndReportIsNotBlockedByWhatIsThereFirst) {
+  // Something at the temporary name of old and a file at the final name: the report is
+  // written all the same.
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-blocked";
+  std::string cli = LocalStep(dir, "echo report");
+  ASSERT_EQ(mkdir((dir + "/forkguard-4242.3.html.tmp").c_str(), 0700), 0);
+  FILE* f = fopen((dir + "/forkguard-4242.3.html").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("old\n", f);
+  fclose(f);
+  {
+    Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+    p.RunLocalStep();
+  }
+  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"), "report\n");
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+}
+
+TEST_F(SpankForkguardTest, StepEndReportRefusesADirectoryOthersCanWriteWithoutTheStickyBit) {
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-open";
+  std::string cli = LocalStep(dir, "echo report");
+  for (mode_t m : {0777, 0775, 0757}) {
+    g_log.clear();
+    ASSERT_EQ(chmod(dir.c_str(), m), 0);
+    {
+      Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+      p.RunLocalStep();
+    }
+    EXPECT_EQ(Ls(dir), "") << std::oct << m;
+    ASSERT_EQ(g_log.size(), 1u) << std::oct << m;
+    char mode[8];
+    snprintf(mode, sizeof(mode), "%04o", m);
+    EXPECT_EQ(g_log[0], "error: forkguard: report=" + dir +
+                            ": writable by group or others without the sticky bit (mode " + mode +
+                            "), so anyone could replace the report (chmod 1777 for a directory "
+                            "per user, or 0755); no report for job 4242 step 3");
+  }
+  // A symlink to a directory that is fine: not followed.
+  g_log.clear();
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  ASSERT_EQ(symlink(dir.c_str(), (tmp + "/reports-link").c_str()), 0);
+  {
+    Plugin p(
+        {"default=on", "log=/shared/fg/%j", "report=" + tmp + "/reports-link", "forkguard=" + cli});
+    p.RunLocalStep();
+  }
+  EXPECT_EQ(Ls(dir), "");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_NE(g_log[0].find("reports-link: cannot open it (a symlink or not a directory)"),
+            std::string::npos)
+      << g_log[0];
+}
+
+TEST_F(SpankForkguardTest, StepEndReportInASharedStickyDirectoryGoesToTheUsersOwn) {
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-shared";
+  std::string cli = LocalStep(dir, "echo report");
+  std::string mine = dir + "/" + UserName();
+  ASSERT_EQ(chmod(dir.c_str(), 01777), 0);
+  auto step = [&] {
+    g_log.clear();
+    Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
+    p.RunLocalStep();
+  };
+  step();
+  EXPECT_EQ(Ls(dir), UserName());
+  EXPECT_EQ(Mode(mine), 0700u);
+  EXPECT_EQ(ReadFile(mine + "/forkguard-4242.3.html"), "report\n");
+  EXPECT_EQ(Mode(mine + "/forkguard-4242.3.html"), 0600u);
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+  // The user's directory open to others: refused, nothing written.
+  ASSERT_EQ(system(("rm -rf " + mine).c_str()), 0);
+  ASSERT_EQ(mkdir(mine.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(mine.c_str(), 0777), 0);
+  step();
+  EXPECT_EQ(Ls(mine), "");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_NE(g_log[0].find(mine + " is not this user's own directory"), std::string::npos)
+      << g_log[0];
+  // A symlink another user planted there: not followed.
+  std::string elsewhere = tmp + "/elsewhere";
+  ASSERT_EQ(system(("rm -rf " + mine + " " + elsewhere + " && mkdir " + elsewhere).c_str()), 0);
+  ASSERT_EQ(symlink(elsewhere.c_str(), mine.c_str()), 0);
+  step();
+  EXPECT_EQ(Ls(elsewhere), "");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: cannot open " + mine +
+                          " (a symlink or not a directory); no report for job 4242 step 3");
+  if (geteuid() != 0) return;
+  // Made by another user first: refused.
+  ASSERT_EQ(unlink(mine.c_str()), 0);
+  ASSERT_EQ(mkdir(mine.c_str(), 0700), 0);
+  ASSERT_EQ(chown(mine.c_str(), 65534, 65534), 0);
+  step();
+  EXPECT_EQ(Ls(mine), "");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_NE(g_log[0].find("(owner uid 65534, mode 0700; expected uid 0"), std::string::npos)
+      << g_log[0];
+  // DIR writable by no one else but another user's: the user's own directory in it too.
+  ASSERT_EQ(system(("rm -rf " + mine).c_str()), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  ASSERT_EQ(chown(dir.c_str(), 65534, 65534), 0);
+  step();
+  EXPECT_EQ(ReadFile(mine + "/forkguard-4242.3.html"), "report\n");
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+}
+
+TEST_F(SpankForkguardTest, StepEndReportReadsOnlyTheJobsOwnLogDirectory) {
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-logs";
+  std::string cli = LocalStep(dir, "echo \"$*\"");
+  auto report = [&](const std::string& tmpl) {
+    g_log.clear();
+    unlink((dir + "/forkguard-4242.3.html").c_str());
+    Plugin p({"default=on", "log=" + tmpl, "report=" + dir, "forkguard=" + cli});
+    p.RunLocalStep();
+    return ReadFile(dir + "/forkguard-4242.3.html");
+  };
+  std::string uid = std::to_string(geteuid());
+  auto argv = [&](const std::string& logs) {
+    return "report --job 4242 --owner " + uid + " --format html --fail-on never -- " + logs + "\n";
+  };
+  // The template up to and including its first component with %j, %j the job id, %% a '%'.
+  EXPECT_EQ(report("/shared/fg/%j/%h"), argv("/shared/fg/4242"));
+  EXPECT_EQ(report("/shared/fg/%j"), argv("/shared/fg/4242"));
+  EXPECT_EQ(report("/%j/%h/%r"), argv("/4242"));  // not "/"
+  EXPECT_EQ(report("/shared/fg/job-%j%%x/%r"), argv("/shared/fg/job-4242%x"));
+  EXPECT_EQ(report("/shared/100%%/%j/%h"), argv("/shared/100%/4242"));
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+  // The task's FORKGUARD_LOG (srun's environment) wins, as in the tasks.
+  setenv("FORKGUARD_LOG", "/mine/%j/%p", 1);
+  EXPECT_EQ(report("/shared/fg/%j/%h"), argv("/mine/4242"));
+  unsetenv("FORKGUARD_LOG");
+  // No directory of the job's own: every job's logs, or "/" (%h first): refused.
+  for (const char* t : {"/shared/fg", "/%h/%j", "/shared/%j-%h/x", "/shared/%h-%j/x",
+                        "/shared/fg/%p/%j", "/shared/fg/%x/%j"}) {
+    EXPECT_EQ(report(t), "<missing>") << t;
+    ASSERT_EQ(g_log.size(), 1u) << t;
+    EXPECT_EQ(g_log[0], std::string("error: forkguard: the log template ") + t +
+                            " has no directory of the job's own (the report needs %j in a path "
+                            "component before any other %-expansion and without one beside "
+                            "it, e.g. log=/shared/fg/%j/%h); no report for job 4242 step 3");
+  }
+  // The job's directory made by another user, or a symlink: refused.
+  std::string logs = tmp + "/fglogs";
+  ASSERT_EQ(system(("rm -rf " + logs + " && mkdir -p " + logs + "/4242").c_str()), 0);
+  g_job_uid = geteuid() + 1;
+  EXPECT_EQ(report(logs + "/%j/%h"), "<missing>");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: log directory " + logs + "/4242 is owned by uid " + uid +
+                          ", not by the job's user (uid " + std::to_string(geteuid() + 1) +
+                          "); no report for job 4242 step 3");
+  g_job_uid = geteuid();
+  EXPECT_EQ(report(logs + "/%j/%h"), argv(logs + "/4242"));
+  ASSERT_EQ(system(("rm -rf " + logs + "/4242 && mkdir " + logs + "/other").c_str()), 0);
+  ASSERT_EQ(symlink((logs + "/other").c_str(), (logs + "/4242").c_str()), 0);
+  EXPECT_EQ(report(logs + "/%j/%h"), "<missing>");
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: log directory " + logs +
+                          "/4242: a symlink or not a directory; no report for job 4242 step 3");
+}
+
+TEST_F(SpankForkguardTest, StepEndReportIsKilledAfterItsTimeout) {
+  std::string tmp = getenv("TEST_TMPDIR"), dir = tmp + "/reports-slow";
+  std::string cli = LocalStep(dir, "echo partial; exec sleep 20");
+  timespec start, end;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  {
+    Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "report_timeout=1",
+              "forkguard=" + cli});
+    p.RunLocalStep();
+  }
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  double s = static_cast<double>(end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) / 1e9;
+  EXPECT_GE(s, 1.0);
+  EXPECT_LT(s, 5.0);
+  EXPECT_EQ(Ls(dir), "");  // no report, no temporary file
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: " + cli +
+                          " report took longer than report_timeout=1 seconds: killed; no report "
+                          "for job 4242 step 3");
+  // Bad bounds: said, and the default stays.
+  g_log.clear();
+  Plugin q({"report_timeout=0", "report_timeout=86401", "report_timeout=-1",
+            "report_timeout=", "report_timeout=12s"});
+  ASSERT_EQ(g_log.size(), 5u);
+  EXPECT_EQ(g_log[0],
+            "error: forkguard: plugstack.conf report_timeout=0: expected seconds, 1 to 86400; "
+            "ignored");
 }
 
 TEST_F(SpankForkguardTest, StepEndReportOnlyForAJobForkguardWasOnFor) {
@@ -332,30 +662,32 @@ TEST_F(SpankForkguardTest, StepEndReportFailureIsOneLineAndKeepsItsErrors) {
     Plugin p({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + cli});
     p.RunLocalStep();
   }
-  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html"), "<missing>");
-  EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.tmp"), "<missing>");
+  EXPECT_EQ(Ls(dir), "forkguard-4242.3.html.err");
   EXPECT_EQ(ReadFile(dir + "/forkguard-4242.3.html.err"), "forkguard report: no logs\n");
   ASSERT_EQ(g_log.size(), 1u);
-  EXPECT_NE(g_log[0].find("report for job 4242 step 3 failed (exit 2)"), std::string::npos)
-      << g_log[0];
+  EXPECT_EQ(g_log[0], "error: forkguard: " + cli + " report failed (exit 2); its errors: " + dir +
+                          "/forkguard-4242.3.html.err; no report for job 4242 step 3");
   // A CLI that is not there: one line, nothing written.
   g_log.clear();
+  ASSERT_EQ(system(("rm -rf " + dir + "/*").c_str()), 0);
   {
     Plugin q({"default=on", "log=/shared/fg/%j", "report=" + dir, "forkguard=" + tmp + "/none"});
     q.RunLocalStep();
   }
+  EXPECT_EQ(Ls(dir), "");
   ASSERT_EQ(g_log.size(), 1u);
-  EXPECT_NE(g_log[0].find("cannot run"), std::string::npos) << g_log[0];
-  // A report directory that is not there: one line, naming the file it could not write.
+  EXPECT_EQ(g_log[0], "error: forkguard: cannot run " + tmp +
+                          "/none (No such file or directory); no report for job 4242 step 3");
+  // A report directory that is not there: one line, naming it.
   g_log.clear();
   {
     Plugin q({"default=on", "log=/shared/fg/%j", "report=" + dir + "/none", "forkguard=" + cli});
     q.RunLocalStep();
   }
   ASSERT_EQ(g_log.size(), 1u);
-  EXPECT_NE(g_log[0].find("into " + dir + "/none/forkguard-4242.3.html (No such file"),
-            std::string::npos)
-      << g_log[0];
+  EXPECT_EQ(g_log[0], "error: forkguard: report=" + dir +
+                          "/none: cannot open it (No such file or directory); no report for job "
+                          "4242 step 3");
   // No log directory to report on: one line.
   g_log.clear();
   {
