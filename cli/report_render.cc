@@ -442,7 +442,7 @@ std::string RenderText(const JobReport& r, int width_in, bool show_native) {
       ++shown;
       if (r.processes[i].host != last_host) {
         last_host = r.processes[i].host;
-        tree += "  host " + last_host + "\n";
+        tree += Fit("  host " + last_host, width) + "\n";
       }
       AppendTree(&tree, r, i, "    ", width, 0);
     }

@@ -1,0 +1,73 @@
+// Every report format over logs whose names are hostile (another user can write the shared log
+// root): control characters, line breaks followed by CI workflow commands, terminal escapes,
+// Markdown links. Names must stay text on their own line.
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/event_log.h"
+#include "cli/format.h"
+#include "cli/job_report.h"
+#include "cli/report_render.h"
+#include "gtest/gtest.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::cli {
+namespace {
+
+// One process that opens a device and forks after it; every name carries a payload.
+constexpr char kHostileLog[] =
+    R"LOG({"schema":"forkguard.event/1","event":"process_start","ts_ns":1764500000000000000,"pid":4242,"ppid":1,"tid":4242,"host":"h1\r::warning::host[h](https://evil.example)","prog":"train\n::error::forged\u001b]0;pwned\u0007\u001b[2J\u009b31m[x](https://evil.example)","rank":0,"seq":0,"argv":["trainer"],"mode":"warn"}
+{"schema":"forkguard.event/1","event":"rdma_init","ts_ns":1764500000000001000,"pid":4242,"ppid":1,"tid":4242,"host":"h1\r::warning::host[h](https://evil.example)","prog":"train","rank":0,"seq":1,"call":"ibv_open_device\n::error::init","device":"rxe0\u001b[31m\u202e![i](https://evil.example/i.png)","stack":[]}
+{"schema":"forkguard.event/1","event":"fork","ts_ns":1764500000000002000,"pid":4242,"ppid":1,"tid":4242,"host":"h1\r::warning::host[h](https://evil.example)","prog":"train","rank":0,"seq":2,"verdict":"hazard","reasons":["child-segv"],"action":"proceeded","site":"abc","stack":[{"py":{"file":"/home/u/tr`ai|n.py\n::error file=x::py","line":7,"func":"f\r\n::error::func\u001b[31m<b>[y](https://evil.example)"}},{"ip":"0x7f0012","obj":"/nonexistent/lib\nx.so","off":"0x12","sym":"sym\n::error::sym"}]}
+)LOG";
+
+struct Logs {
+  LogSet logs;
+  JobReport report;
+};
+
+Logs Read(const char* text) {
+  std::string dir = forkguard::test_support::MakeTempDir("formats");
+  std::ofstream(dir + "/forkguard.h1.4242.1764500000000000000.jsonl") << text;
+  Logs l;
+  ReadLogs({dir}, &l.logs);
+  l.report = BuildJobReport(l.logs, nullptr);
+  return l;
+}
+
+std::vector<std::string> SplitLines(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (size_t nl; (nl = s.find('\n', pos)) != std::string::npos; pos = nl + 1)
+    out.push_back(s.substr(pos, nl - pos));
+  if (pos < s.size()) out.push_back(s.substr(pos));
+  return out;
+}
+
+// Each line holds only text: no control character, no bidi override, valid UTF-8 (what
+// EscapeText leaves as it is); none starts a workflow command unless `commands` allows it.
+void ExpectOnlyText(const std::string& format, const std::string& out, bool commands = false) {
+  ASSERT_FALSE(out.empty()) << format;
+  for (const std::string& line : SplitLines(out)) {
+    EXPECT_EQ(EscapeText(line), line) << format << " line: " << line;
+    if (!commands) {
+      EXPECT_NE(line.rfind("::", 0), 0u) << format << " line: " << line;
+    }
+  }
+}
+
+TEST(ReportFormats, HostileNamesStayTextOnTheirLine) {
+  Logs l = Read(kHostileLog);
+  const JobReport& r = l.report;
+  ASSERT_EQ(r.hazard_groups.size(), 1u);
+  std::string text = RenderText(r);
+  ExpectOnlyText("text", text);
+  EXPECT_NE(text.find("train\\x0a::error::forged\\x1b]0;pwned\\x07"), std::string::npos) << text;
+  EXPECT_NE(text.find("host h1\\x0d::warning::host[h](https://evil.example)"), std::string::npos)
+      << text;
+  ExpectOnlyText("text --native", RenderText(r, 100, true));
+}
+
+}  // namespace
+}  // namespace forkguard::cli
