@@ -1,6 +1,6 @@
 // Every report format over logs whose names are hostile (another user can write the shared log
 // root): control characters, line breaks followed by CI workflow commands, terminal escapes,
-// Markdown links. Names must stay text on their own line.
+// Markdown links. Names must stay text on their own line; Markdown cannot be forged.
 #include <fstream>
 #include <string>
 #include <vector>
@@ -67,6 +67,57 @@ TEST(ReportFormats, HostileNamesStayTextOnTheirLine) {
   EXPECT_NE(text.find("host h1\\x0d::warning::host[h](https://evil.example)"), std::string::npos)
       << text;
   ExpectOnlyText("text --native", RenderText(r, 100, true));
+}
+
+// Markdown outside fenced blocks and code spans (where nothing is markup).
+std::string OutsideCode(const std::string& md) {
+  std::string out;
+  bool fenced = false;
+  for (const std::string& line : SplitLines(md)) {
+    if (line.rfind("```", 0) == 0) {
+      fenced = !fenced;
+      continue;
+    }
+    if (fenced) continue;
+    for (size_t i = 0; i < line.size();) {
+      if (line[i] != '`' || (i > 0 && line[i - 1] == '\\')) {
+        out += line[i++];
+        continue;
+      }
+      size_t n = line.find_first_not_of('`', i) - i;
+      std::string fence(n, '`');
+      size_t close = i + n;
+      while ((close = line.find(fence, close)) != std::string::npos && close + n < line.size() &&
+             line[close + n] == '`')
+        close = line.find_first_not_of('`', close);
+      if (close == std::string::npos) {
+        out += line.substr(i);
+        break;
+      }
+      i = close + n;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+TEST(ReportFormats, MarkdownCannotBeForged) {
+  Logs l = Read(kHostileLog);
+  std::string md = RenderMarkdown(l.report);
+  ExpectOnlyText("markdown", md);
+  EXPECT_EQ(md.find('\r'), std::string::npos);
+  // No link, image or HTML can open: outside code, each '[' and '<' of a name is escaped.
+  std::string prose = OutsideCode(md);
+  for (const char* forged : {"[h](https", "[x](https", "[y](https", "![i]", "<b>"})
+    EXPECT_EQ(prose.find(forged), std::string::npos) << forged << " in\n" << prose;
+  // The table's rows keep their 8 cells (7 columns).
+  for (const std::string& line : SplitLines(md)) {
+    if (line.rfind("| 1 |", 0) != 0) continue;
+    size_t pipes = 0;
+    for (size_t i = 0; i < line.size(); ++i)
+      pipes += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+    EXPECT_EQ(pipes, 8u) << line;
+  }
 }
 
 }  // namespace
