@@ -1,6 +1,6 @@
 // Every report format over logs whose names are hostile (another user can write the shared log
 // root): control characters, line breaks followed by CI workflow commands, terminal escapes,
-// Markdown links. Names must stay text on their own line; Markdown cannot be forged.
+// Markdown links. Names must stay text on their own line; each document must stay well formed.
 #include <fstream>
 #include <string>
 #include <vector>
@@ -8,6 +8,8 @@
 #include "cli/event_log.h"
 #include "cli/format.h"
 #include "cli/job_report.h"
+#include "cli/json.h"
+#include "cli/report_ci.h"
 #include "cli/report_render.h"
 #include "gtest/gtest.h"
 #include "tests/support/runfiles.h"
@@ -118,6 +120,48 @@ TEST(ReportFormats, MarkdownCannotBeForged) {
       pipes += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
     EXPECT_EQ(pipes, 8u) << line;
   }
+}
+
+TEST(ReportFormats, GithubCommandsOneLineEach) {
+  Logs l = Read(kHostileLog);
+  std::string gh = RenderGithub(l.report);
+  ExpectOnlyText("github", gh, /*commands=*/true);
+  std::vector<std::string> lines = SplitLines(gh);
+  ASSERT_EQ(lines.size(), 1u) << gh;  // one finding, one command
+  EXPECT_EQ(lines[0].rfind("::error ", 0), 0u) << gh;
+  // The file property holds no ':' or ',' that would end it.
+  size_t props_end = lines[0].find("::", 2);
+  ASSERT_NE(props_end, std::string::npos);
+  std::string props = lines[0].substr(8, props_end - 8);
+  EXPECT_EQ(props.find("::"), std::string::npos) << props;
+  EXPECT_NE(props.find("file=/home/u/tr`ai|n.py\\x0a%3A%3Aerror file=x%3A%3Apy,line=7,"),
+            std::string::npos)
+      << props;
+}
+
+TEST(ReportFormats, JunitIsWellFormedXml) {
+  Logs l = Read(kHostileLog);
+  std::string xml = RenderJunit(l.report);
+  ExpectOnlyText("junit", xml);
+  EXPECT_EQ(xml.find("<b>"), std::string::npos);
+  // The failure's text: one line per frame, whatever the names hold.
+  size_t a = xml.find("<failure"), b = xml.find("</failure>");
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  std::string failure = xml.substr(a, b - a);
+  EXPECT_NE(failure.find("\n  #0 f\\x0d\\x0a::error::func\\x1b[31m&lt;b&gt;"), std::string::npos)
+      << failure;
+}
+
+TEST(ReportFormats, SarifMessagesHoldNoEmbeddedLink) {
+  Logs l = Read(kHostileLog);
+  Json doc;
+  std::string error;
+  ASSERT_TRUE(ParseJson(RenderSarif(l.report, "0"), &doc, &error)) << error;
+  const Json& result = doc["runs"][0]["results"][0];
+  std::string msg = result["message"]["text"].get<std::string>();
+  EXPECT_EQ(msg.find("[h](https"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("host\\[h\\](https"), std::string::npos) << msg;
 }
 
 }  // namespace
