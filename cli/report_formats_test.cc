@@ -1,6 +1,7 @@
 // Every report format over logs whose names are hostile (another user can write the shared log
 // root): control characters, line breaks followed by CI workflow commands, terminal escapes,
-// Markdown links. Names must stay text on their own line; each document must stay well formed.
+// Markdown links, and the placeholders the JSON report and the HTML page once spliced at.
+// Names must stay text on their own line; each document must stay well formed.
 #include <fstream>
 #include <string>
 #include <vector>
@@ -8,8 +9,10 @@
 #include "cli/event_log.h"
 #include "cli/format.h"
 #include "cli/job_report.h"
+#include "cli/job_timeline.h"
 #include "cli/json.h"
 #include "cli/report_ci.h"
+#include "cli/report_html.h"
 #include "cli/report_render.h"
 #include "gtest/gtest.h"
 #include "tests/support/runfiles.h"
@@ -22,6 +25,13 @@ constexpr char kHostileLog[] =
     R"LOG({"schema":"forkguard.event/1","event":"process_start","ts_ns":1764500000000000000,"pid":4242,"ppid":1,"tid":4242,"host":"h1\r::warning::host[h](https://evil.example)","prog":"train\n::error::forged\u001b]0;pwned\u0007\u001b[2J\u009b31m[x](https://evil.example)","rank":0,"seq":0,"argv":["trainer"],"mode":"warn"}
 {"schema":"forkguard.event/1","event":"rdma_init","ts_ns":1764500000000001000,"pid":4242,"ppid":1,"tid":4242,"host":"h1\r::warning::host[h](https://evil.example)","prog":"train","rank":0,"seq":1,"call":"ibv_open_device\n::error::init","device":"rxe0\u001b[31m\u202e![i](https://evil.example/i.png)","stack":[]}
 {"schema":"forkguard.event/1","event":"fork","ts_ns":1764500000000002000,"pid":4242,"ppid":1,"tid":4242,"host":"h1\r::warning::host[h](https://evil.example)","prog":"train","rank":0,"seq":2,"verdict":"hazard","reasons":["child-segv"],"action":"proceeded","site":"abc","stack":[{"py":{"file":"/home/u/tr`ai|n.py\n::error file=x::py","line":7,"func":"f\r\n::error::func\u001b[31m<b>[y](https://evil.example)"}},{"ip":"0x7f0012","obj":"/nonexistent/lib\nx.so","off":"0x12","sym":"sym\n::error::sym"}]}
+)LOG";
+
+// A process named like the JSON report's and the HTML page's placeholders, byte for byte (in
+// their C++ literals "\x01f" is one escape: 0x1f).
+constexpr char kPlaceholderLog[] =
+    R"LOG({"schema":"forkguard.event/1","event":"process_start","ts_ns":1764500000000000000,"pid":77,"ppid":1,"tid":77,"host":"\u001forkguard: the forks array\u0002","prog":"\u001forkguard: the marks\u0002","rank":null,"seq":0,"argv":["x"],"mode":"warn"}
+{"schema":"forkguard.event/1","event":"fork","ts_ns":1764500000000002000,"pid":77,"ppid":1,"tid":77,"host":"\u001forkguard: the forks array\u0002","prog":"\u001forkguard: the marks\u0002","rank":null,"seq":1,"verdict":"clean","reasons":[],"action":"proceeded","site":"def","stack":[]}
 )LOG";
 
 struct Logs {
@@ -162,6 +172,41 @@ TEST(ReportFormats, SarifMessagesHoldNoEmbeddedLink) {
   std::string msg = result["message"]["text"].get<std::string>();
   EXPECT_EQ(msg.find("[h](https"), std::string::npos) << msg;
   EXPECT_NE(msg.find("host\\[h\\](https"), std::string::npos) << msg;
+}
+
+TEST(ReportFormats, JsonReportSplicesItsForksByPosition) {
+  Logs l = Read(kPlaceholderLog);
+  Json doc;
+  std::string error;
+  ASSERT_TRUE(ParseJson(RenderJson(l.report), &doc, &error)) << error;
+  ASSERT_TRUE(doc["forks"].is_array()) << doc["forks"].dump();
+  EXPECT_EQ(doc["forks"].size(), 1u);
+  EXPECT_EQ(doc["summary"]["hosts"][0],
+            "\x1f"
+            "orkguard: the forks array\x02");
+  EXPECT_EQ(WriteJson(doc) + "\n", RenderJson(l.report));
+}
+
+TEST(ReportFormats, HtmlPageSplicesItsDataByPosition) {
+  Logs l = Read(kPlaceholderLog);
+  Timeline t = BuildTimeline(l.logs, l.report);
+  std::string page = RenderHtml(l.report, t);
+  const std::string open = "<script type=\"application/json\" id=\"fg-data\">";
+  size_t a = page.find(open);
+  ASSERT_NE(a, std::string::npos);
+  a += open.size();
+  size_t b = page.find("</script>", a);
+  ASSERT_NE(b, std::string::npos);
+  Json data;
+  std::string error;
+  ASSERT_TRUE(ParseJson(page.substr(a, b - a), &data, &error)) << error;
+  ASSERT_TRUE(data["M"].is_array()) << data["M"].dump();
+  ASSERT_EQ(data["P"].size(), 1u);
+  EXPECT_EQ(data["P"][0][4],
+            "\x1f"
+            "orkguard: the marks\x02");
+  EXPECT_EQ(data["M"][0][0][0], "c");  // the process's first mark: its clean fork
+  EXPECT_TRUE(data["findings"].is_array());
 }
 
 }  // namespace

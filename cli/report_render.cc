@@ -661,9 +661,12 @@ std::string RenderJson(const JobReport& r) {
     }
     forks += "\n  ]";
   }
-  const std::string marker = JsonQuote(kForksMarker);
+  // The top-level member: only it follows a line break and two spaces (data strings hold no
+  // line break, nested members are indented further), whatever the strings before it hold.
+  const std::string marker = "\n  \"forks\": " + JsonQuote(kForksMarker);
   size_t at = out.find(marker);
-  if (at != std::string::npos) out.replace(at, marker.size(), forks);
+  if (at != std::string::npos) at += marker.size() - JsonQuote(kForksMarker).size();
+  if (at != std::string::npos) out.replace(at, JsonQuote(kForksMarker).size(), forks);
   return out;
 }
 
