@@ -12,6 +12,10 @@
 
 #include "flags/flags.h"
 
+namespace forkguard::api {
+struct Census;
+}  // namespace forkguard::api
+
 namespace forkguard::cli {
 
 inline constexpr char kVersion[] = "0.1.0";
@@ -37,6 +41,8 @@ int RunMain(int argc, char** argv, const char* argv0);
 int ReportMain(int argc, char** argv);
 int DoctorMain(int argc, char** argv, const char* argv0);
 int PsMain(int argc, char** argv);
+// `forkguard ps`'s table (--format text) of a census.
+std::string PsText(const api::Census& c);
 
 // How a report is made: what `report` and `run` share.
 struct ReportOptions {

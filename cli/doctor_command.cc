@@ -564,10 +564,11 @@ const char* Label(Verdict v) {
   return kLabels[static_cast<int>(v)];
 }
 
-// Word-wrap `text` at `width` with the given continuation indent.
+// Word-wrap `text` at `width` with the given continuation indent. The text quotes the
+// environment, sysfs and paths: escaped first (EscapeText), so what it holds stays on its line.
 std::string WrapAt(const std::string& first, const std::string& indent, const std::string& text,
                    size_t width) {
-  std::istringstream in(text);
+  std::istringstream in(EscapeText(text));
   std::string out, line = first, w;
   bool fresh = true;
   while (in >> w) {

@@ -149,6 +149,17 @@ TEST(Doctor, ForkSupportSaysWhichCaseThisMachineIsIn) {
   EXPECT_NE(b2.find("UCX_IB_FORK_INIT unset"), std::string::npos) << off.out;
 }
 
+// What doctor quotes (the environment, sysfs, paths) is escaped: a value cannot move the
+// terminal's cursor or start a line of its own.
+TEST(Doctor, QuotedValuesAreEscaped) {
+  ProgramResult r = Doctor({"FORKGUARD_MODE=x\x1b[2J\n::error::forged\tz"});
+  EXPECT_EQ(DoctorLine(r.out, "FORKGUARD_MODE"),
+            "warn  FORKGUARD_MODE    \"x\\x1b[2J\\x0a::error::forged\\x09z\" is not a mode")
+      << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\n::"), std::string::npos) << r.out;
+}
+
 // The Debian package's layout (scripts/package): /usr/bin/forkguard finds the shim in
 // /usr/lib/x86_64-linux-gnu/forkguard without FORKGUARD_SHIM_DIR or runfiles.
 TEST(Doctor, FindsTheShimInTheDebianPackageLayout) {

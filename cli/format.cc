@@ -1,5 +1,6 @@
 #include "cli/format.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -58,6 +59,161 @@ std::string Dirname(const std::string& p) {
   return s == 0 ? "/" : p.substr(0, s);
 }
 
+namespace {
+
+constexpr char kHexDigits[] = "0123456789abcdef";
+
+// The length of the valid UTF-8 sequence at s[i] (1 for ASCII), or 0 when s[i] does not start
+// one (a stray continuation byte, an overlong form, a surrogate, beyond U+10FFFF, cut short).
+size_t Utf8Length(std::string_view s, size_t i) {
+  auto c = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  auto cont = [&](size_t k) { return i + k < s.size() && (c(k) & 0xC0) == 0x80; };
+  unsigned char b = c(0);
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return cont(1) ? 2 : 0;
+  if (b >= 0xE0 && b <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (b == 0xE0 && c(1) < 0xA0) return 0;   // overlong
+    if (b == 0xED && c(1) >= 0xA0) return 0;  // surrogates
+    return 3;
+  }
+  if (b >= 0xF0 && b <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (b == 0xF0 && c(1) < 0x90) return 0;   // overlong
+    if (b == 0xF4 && c(1) >= 0x90) return 0;  // beyond U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+// Whether the valid sequence s[i, i+n) is a character EscapeText escapes.
+bool IsEscapedCharacter(std::string_view s, size_t i, size_t n) {
+  auto c = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  if (n == 1) return c(0) < 0x20 || c(0) == 0x7F;
+  if (n == 2) return c(0) == 0xC2 && c(1) <= 0x9F;  // U+0080-U+009F
+  if (n == 3 && c(0) == 0xE2 && c(1) == 0x80) return c(2) >= 0xA8 && c(2) <= 0xAE;
+  if (n == 3 && c(0) == 0xE2 && c(1) == 0x81) return c(2) >= 0xA6 && c(2) <= 0xA9;
+  if (n == 3 && c(0) == 0xEF && c(1) == 0xBF) return c(2) >= 0xBE;  // U+FFFE, U+FFFF
+  return false;
+}
+
+void AppendEscapedByte(std::string* out, unsigned char b) {
+  *out += "\\x";
+  *out += kHexDigits[b >> 4];
+  *out += kHexDigits[b & 15];
+}
+
+}  // namespace
+
+std::string EscapeText(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t n = Utf8Length(s, i);
+    if (n == 0) {
+      AppendEscapedByte(&out, static_cast<unsigned char>(s[i]));
+      ++i;
+      continue;
+    }
+    if (IsEscapedCharacter(s, i, n)) {
+      for (size_t k = 0; k < n; ++k) AppendEscapedByte(&out, static_cast<unsigned char>(s[i + k]));
+    } else {
+      out.append(s, i, n);
+    }
+    i += n;
+  }
+  return out;
+}
+
+std::string MarkdownText(std::string_view s) {
+  std::string out;
+  for (char c : EscapeText(s)) {
+    if (std::string_view("\\`*_~[]<>|#&!$").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string MarkdownCode(std::string_view s) {
+  std::string text = EscapeText(s);
+  size_t run = 0, longest = 0;
+  for (char& c : text) {
+    if (c == '|') c = ' ';
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  if (longest == 0) return "`" + text + "`";
+  // A span's content that begins or ends with a backtick needs a space inside the fence (one
+  // space each side is stripped when rendered).
+  std::string fence(std::max<size_t>(2, longest + 1), '`');
+  return fence + " " + text + " " + fence;
+}
+
+std::string XmlText(std::string_view s) {
+  std::string out;
+  for (char c : EscapeText(s)) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string SarifMessageText(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '[' || c == ']') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string GithubCommandData(std::string_view s) {
+  std::string out;
+  for (char c : EscapeText(s)) {
+    if (c == '%') {
+      out += "%25";
+    } else if (c == '\r') {
+      out += "%0D";
+    } else if (c == '\n') {
+      out += "%0A";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string GithubCommandProperty(std::string_view s) {
+  std::string out;
+  for (char c : GithubCommandData(s)) {
+    if (c == ':') {
+      out += "%3A";
+    } else if (c == ',') {
+      out += "%2C";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 size_t DisplayWidth(const std::string& s) {
   size_t w = 0;
   for (unsigned char c : s)
@@ -65,7 +221,8 @@ size_t DisplayWidth(const std::string& s) {
   return w;
 }
 
-std::string Fit(const std::string& s, size_t width) {
+std::string Fit(const std::string& text, size_t width) {
+  std::string s = EscapeText(text);
   if (DisplayWidth(s) <= width) return s;
   std::string out;
   size_t w = 0;
@@ -81,7 +238,8 @@ std::string Fit(const std::string& s, size_t width) {
   return out + "…";
 }
 
-std::string FitLeft(const std::string& s, size_t width) {
+std::string FitLeft(const std::string& text, size_t width) {
+  std::string s = EscapeText(text);
   if (DisplayWidth(s) <= width) return s;
   size_t drop = DisplayWidth(s) - width + 1, i = 0;
   for (size_t seen = 0; i < s.size(); ++i) {
@@ -93,8 +251,9 @@ std::string FitLeft(const std::string& s, size_t width) {
   return "…" + s.substr(i);
 }
 
-std::string Wrap(const std::string& first, const std::string& indent, const std::string& text,
+std::string Wrap(const std::string& first, const std::string& indent, const std::string& raw,
                  size_t width) {
+  const std::string text = EscapeText(raw);
   std::string out, line = first;
   size_t pos = 0;
   bool empty_line = first.empty() || first.back() == ' ';

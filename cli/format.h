@@ -1,12 +1,14 @@
-// The CLI's text formatting: numbers, sizes, durations, hex, paths, and fitting text to a
-// terminal's columns. One home for what the renderers (report_render, report_html,
-// stack_view, job_report, symbolizer) and the commands print; a leaf (std only), so every
-// output byte is decided here once. JSON strings are JsonQuote's (json.h).
+// The CLI's text formatting: numbers, sizes, durations, hex, paths, fitting text to a
+// terminal's columns, and escaping for each output. One home for what the renderers
+// (report_render, report_html, stack_view, job_report, symbolizer) and the commands print; a
+// leaf (std only), so every output byte is decided here once. JSON strings are JsonQuote's
+// (json.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace forkguard::cli {
 
@@ -28,8 +30,43 @@ std::string Basename(const std::string& path);
 // The directory of a path: "." when it has no '/', "/" for "/file".
 std::string Dirname(const std::string& path);
 
+// Escaping, one function per output. Names, paths and texts come from logs other users
+// wrote, from /proc or from the environment: printed, they must stay text, never a terminal
+// escape, a new line, Markdown or XML markup, or a CI workflow command.
+
+// Terminal and plain-text output (the text report, ps, doctor, GitHub workflow commands):
+// each byte of a control character (below 0x20, 0x7f, and U+0080-U+009F, which terminals
+// may take as C1 controls), of a line or paragraph separator or a bidirectional embedding,
+// override or isolate (U+2028-U+202E, U+2066-U+2069: they reorder what is shown), of U+FFFE
+// and U+FFFF (not characters), and each byte that is not part of valid UTF-8, as "\xNN" (lower-case
+// hex). Everything else is kept as it is, '\\' included: the result has nothing left to escape, so
+// escaping twice is escaping once.
+std::string EscapeText(std::string_view s);
+// Markdown (CommonMark and GitHub's) inline text: EscapeText's, then a backslash before each
+// character that can open or close markup: \ ` * _ ~ [ ] < > | # & ! $. '(' and ')' are kept:
+// they make a link only after an unescaped ']'. Meant for text inside a line (after "- ",
+// in a table cell), never at its start.
+std::string MarkdownText(std::string_view s);
+// A Markdown code span of `s`: EscapeText's, '|' as a space (it would split a table cell),
+// between enough backticks that none inside can close it.
+std::string MarkdownCode(std::string_view s);
+// XML 1.0 text and attribute values (JUnit): EscapeText's (which leaves no character XML 1.0
+// forbids, and valid UTF-8), then & < > " ' as entities.
+std::string XmlText(std::string_view s);
+// SARIF message text, where "[text](target)" is an embedded link (SARIF 2.1.0, 3.11.6):
+// '\\', '[' and ']' escaped with a backslash, as the standard asks for literal ones.
+std::string SarifMessageText(std::string_view s);
+// GitHub workflow commands ("::error file=F,title=T::MESSAGE", the toolkit's escapeData and
+// escapeProperty) after EscapeText (the lines are read in terminals too): '%', '\r' and '\n'
+// (and in a property ':' and ',') percent-encoded, so the runner reads back exactly the
+// escaped text and a line holds one command.
+std::string GithubCommandData(std::string_view s);
+std::string GithubCommandProperty(std::string_view s);
+
 // Display width in code points (good enough for ASCII plus a few symbols such as "…", "×").
 size_t DisplayWidth(const std::string& s);
+// The line makers below escape their text with EscapeText first: a line of text output made
+// by them is one line, whatever it quotes.
 // Cuts a line to `width` columns with a trailing "…".
 std::string Fit(const std::string& s, size_t width);
 // Keeps the end of a long location ("…/dir/file.jsonl:3"): the file name and line matter

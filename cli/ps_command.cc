@@ -93,7 +93,10 @@ std::string VerdictUnknown(const api::ProcessFacts& p) {
   return "child-segv not known (smaps not readable)";
 }
 
-std::string FormatText(const api::Census& c) {
+}  // namespace
+
+// Names come from other users' /proc (comm, environ): Fit escapes them (EscapeText).
+std::string PsText(const api::Census& c) {
   std::string out;
   char line[512];
   snprintf(line, sizeof(line),
@@ -139,9 +142,11 @@ std::string FormatText(const api::Census& c) {
         std::to_string(o.mrs) + " mr, " + std::to_string(o.cqs) + " cq, " + std::to_string(o.qps) +
         " qp, " + std::to_string(o.cm_ids) + " cm_id)\n";
   }
-  if (!c.netlink_error.empty()) out += c.netlink_error + "\n";
+  if (!c.netlink_error.empty()) out += EscapeText(c.netlink_error) + "\n";
   return out;
 }
+
+namespace {
 
 std::string FormatJson(const api::Census& c) {
   Json root = Json::object();
@@ -213,7 +218,7 @@ int PsMain(int argc, char** argv) {
     throw flags::UsageError("--format: expected text or json, not '" + format + "'");
   }
   api::Census c = api::TakeCensus();
-  std::string out = format == "json" ? FormatJson(c) : FormatText(c);
+  std::string out = format == "json" ? FormatJson(c) : PsText(c);
   fputs(out.c_str(), stdout);
   return c.netlink_error.empty() ? kExitOk : kExitFail;
 }

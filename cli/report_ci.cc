@@ -69,9 +69,10 @@ std::string PathUri(const std::string& path) {
   return out;
 }
 
+// A SARIF message (plain text, where "[text](target)" is an embedded link): SarifMessageText.
 Json Text(const std::string& s) {
   Json o = Json::object();
-  o["text"] = s;
+  o["text"] = SarifMessageText(s);
   return o;
 }
 
@@ -104,68 +105,6 @@ Json SarifLocation(const Stack& st, int id, const std::string& message) {
   }
   if (!message.empty()) loc["message"] = Text(message);
   return loc;
-}
-
-std::string XmlEscape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        // XML 1.0 allows no control characters but tab and newline.
-        if (c < 0x20 && c != '\n' && c != '\t') {
-          out += '?';
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
-
-// Workflow command escaping (GitHub's toolkit: escapeData / escapeProperty).
-std::string GhData(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '%') {
-      out += "%25";
-    } else if (c == '\r') {
-      out += "%0D";
-    } else if (c == '\n') {
-      out += "%0A";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string GhProperty(const std::string& s) {
-  std::string out;
-  for (char c : GhData(s)) {
-    if (c == ':') {
-      out += "%3A";
-    } else if (c == ',') {
-      out += "%2C";
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 std::string SiteName(const ForkGroup& g) {
@@ -314,10 +253,10 @@ std::string RenderJunit(const JobReport& r) {
   out += "  <testsuite name=\"forkguard\"" + counts + ">\n";
   auto testcase = [&](const ForkGroup& g, const std::string& classname, const std::string& body) {
     SourceSpot spot = SiteSpot(g.stack);
-    out += "    <testcase classname=\"" + XmlEscape(classname) + "\" name=\"" +
-           XmlEscape(SiteName(g)) + "\"";
+    out += "    <testcase classname=\"" + XmlText(classname) + "\" name=\"" + XmlText(SiteName(g)) +
+           "\"";
     if (!spot.file.empty())
-      out += " file=\"" + XmlEscape(spot.file) + "\" line=\"" + std::to_string(spot.line) + "\"";
+      out += " file=\"" + XmlText(spot.file) + "\" line=\"" + std::to_string(spot.line) + "\"";
     out += body.empty() ? "/>\n" : ">\n" + body + "    </testcase>\n";
   };
   for (size_t i = 0; i < r.hazard_groups.size(); ++i) {
@@ -325,23 +264,24 @@ std::string RenderJunit(const JobReport& r) {
     std::string kind = PrimaryKind(g);
     std::string body;
     if (IsNew(r, i)) {
+      // One line each, escaped apart: a name cannot add a line to the failure's text.
       std::string detail = "fork called at:\n";
-      for (const auto& l : StackLines(g.stack, false)) detail += "  " + l + "\n";
+      for (const auto& l : StackLines(g.stack, false)) detail += XmlText("  " + l) + "\n";
       if (!g.init_call.empty()) {
-        detail += InitPhrase(g) + "\n";
-        for (const auto& l : StackLines(g.init_stack, false)) detail += "  " + l + "\n";
+        detail += XmlText(InitPhrase(g)) + "\n";
+        for (const auto& l : StackLines(g.init_stack, false)) detail += XmlText("  " + l) + "\n";
       }
-      body = "      <failure type=\"" + XmlEscape(kind) + "\" message=\"" + XmlEscape(Message(g)) +
-             "\">" + XmlEscape(detail) + "</failure>\n";
+      body = "      <failure type=\"" + XmlText(kind) + "\" message=\"" + XmlText(Message(g)) +
+             "\">" + detail + "</failure>\n";
     } else {
-      body = "      <skipped message=\"in the baseline " + XmlEscape(r.baseline_file) + "\"/>\n";
+      body = "      <skipped message=\"in the baseline " + XmlText(r.baseline_file) + "\"/>\n";
     }
     testcase(g, "forkguard." + kind, body);
   }
   for (const ForkGroup& g : r.suppressed_groups)
     testcase(g, "forkguard." + PrimaryKind(g),
              "      <skipped message=\"suppressed (" +
-                 XmlEscape(r.suppressions_file.empty() ? "by the shim" : r.suppressions_file) +
+                 XmlText(r.suppressions_file.empty() ? "by the shim" : r.suppressions_file) +
                  ")\"/>\n");
   for (const ForkGroup& g : r.clean_groups) testcase(g, "forkguard.clean", "");
   out += "  </testsuite>\n</testsuites>\n";
@@ -357,14 +297,14 @@ std::string RenderGithub(const JobReport& r) {
     SourceSpot spot = SiteSpot(g.stack);
     std::string props;
     if (!spot.file.empty()) {
-      props += "file=" + GhProperty(RepoPath(spot.file));
+      props += "file=" + GithubCommandProperty(RepoPath(spot.file));
       if (spot.line > 0) props += ",line=" + std::to_string(spot.line);
       props += ",";
     }
-    props += "title=" + GhProperty("forkguard " + kind + ": " + KindTitle(kind) +
-                                   (IsNew(r, i) ? "" : " (in the baseline)"));
+    props += "title=" + GithubCommandProperty("forkguard " + kind + ": " + KindTitle(kind) +
+                                              (IsNew(r, i) ? "" : " (in the baseline)"));
     out += "::" + std::string(command) + " " + props +
-           "::" + GhData(SiteName(g) + ": " + Message(g)) + "\n";
+           "::" + GithubCommandData(SiteName(g) + ": " + Message(g)) + "\n";
   }
   return out;
 }

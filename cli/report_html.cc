@@ -151,15 +151,11 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
     }
   }
   d["P"] = std::move(procs);
-  const char kMarksMarker[] = "\x01forkguard: the marks\x02";
   marks += ']';
-  d["M"] = kMarksMarker;
-  const char kBinsMarker[] = "\x01forkguard: the bins\x02";
-  if (!bins.empty()) {
-    bins += "}";
-    d["B"] = kBinsMarker;
-    d["forks_listed"] = static_cast<int64_t>(r.fork_list.size());
-  }
+  if (!bins.empty()) bins += "}";
+  // M and B (text already) are written between d and the members after them: spliced by
+  // position, never by finding a placeholder that a name in the data could equal.
+  Json rest = Json::object();
 
   Json findings = Json::array();
   int id = 0;
@@ -191,7 +187,7 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
     f["fix"] = FixFor(g);
     findings.push_back(std::move(f));
   }
-  d["findings"] = std::move(findings);
+  rest["findings"] = std::move(findings);
 
   Json clean = Json::array();
   for (const auto& g : r.clean_groups) {
@@ -202,7 +198,7 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
     c["where"] = Where(g.processes.size(), g.ranks, g.hosts);
     clean.push_back(std::move(c));
   }
-  d["clean"] = std::move(clean);
+  rest["clean"] = std::move(clean);
 
   Json inits = Json::array();
   for (const auto& in : r.inits) {
@@ -215,7 +211,7 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
     x["native"] = Lines(StackLines(in.stack, true));
     inits.push_back(std::move(x));
   }
-  d["inits"] = std::move(inits);
+  rest["inits"] = std::move(inits);
 
   Json deaths = Json::array();
   for (const auto& dd : r.deaths) {
@@ -229,7 +225,7 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
     if (dd.group >= 0) l += " [finding #" + std::to_string(dd.group + 1) + "]";
     deaths.emplace_back(l);
   }
-  d["deaths"] = std::move(deaths);
+  rest["deaths"] = std::move(deaths);
 
   Json notes = Json::array();
   for (const auto& n : r.notes) {
@@ -238,8 +234,8 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
     x.emplace_back(n.text);
     notes.push_back(std::move(x));
   }
-  d["notes"] = std::move(notes);
-  d["shim_notes"] = Lines(r.shim_notes);
+  rest["notes"] = std::move(notes);
+  rest["shim_notes"] = Lines(r.shim_notes);
 
   // [heading, why lines, RDMA state] per process that ran without the shim.
   Json unwatched = Json::array();
@@ -254,19 +250,19 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
     x.emplace_back("RDMA state when it exec'd: " + UnwatchedRdmaState(u));
     unwatched.push_back(std::move(x));
   }
-  d["unwatched"] = std::move(unwatched);
+  rest["unwatched"] = std::move(unwatched);
 
   // Inside <script> the text must never contain "</script" or "<!--": '<' only
   // occurs inside JSON strings, where \u003c means the same.
   std::string json = WriteJson(d, -1), data;
-  const std::string marker = JsonQuote(kMarksMarker);
-  if (size_t at = json.find(marker); at != std::string::npos)
-    json.replace(at, marker.size(), marks);
+  json.pop_back();  // d's closing '}'
+  json += ",\"M\":" + marks;
   marks = std::string();
-  const std::string bins_marker = JsonQuote(kBinsMarker);
-  if (size_t at = json.find(bins_marker); !bins.empty() && at != std::string::npos)
-    json.replace(at, bins_marker.size(), bins);
-  bins = std::string();
+  if (!bins.empty()) {
+    json += ",\"B\":" + bins + ",\"forks_listed\":" + std::to_string(r.fork_list.size());
+    bins = std::string();
+  }
+  json += "," + WriteJson(rest, -1).substr(1);  // rest's members and the closing '}'
   data.reserve(json.size() + json.size() / 16);
   for (char c : json) {
     if (c == '<')

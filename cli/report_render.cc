@@ -286,27 +286,6 @@ Json GroupJson(const JobReport& r, const ForkGroup& g, int id) {
   return o;
 }
 
-std::string MdEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>') out.push_back('\\');
-    if (c == '\n') {
-      out += ' ';
-      continue;
-    }
-    out.push_back(c);
-  }
-  return out;
-}
-
-// Markdown code span: backticks inside are not escapable, so use a longer fence.
-std::string MdCode(const std::string& s) {
-  bool tick = s.find('`') != std::string::npos;
-  std::string clean;
-  for (char c : s) clean.push_back(c == '\n' || c == '|' ? ' ' : c);
-  return tick ? "`` " + clean + " ``" : "`" + clean + "`";
-}
-
 }  // namespace
 
 std::string SiteLabel(const Stack& s) {
@@ -442,7 +421,7 @@ std::string RenderText(const JobReport& r, int width_in, bool show_native) {
       ++shown;
       if (r.processes[i].host != last_host) {
         last_host = r.processes[i].host;
-        tree += "  host " + last_host + "\n";
+        tree += Fit("  host " + last_host, width) + "\n";
       }
       AppendTree(&tree, r, i, "    ", width, 0);
     }
@@ -682,9 +661,12 @@ std::string RenderJson(const JobReport& r) {
     }
     forks += "\n  ]";
   }
-  const std::string marker = JsonQuote(kForksMarker);
+  // The top-level member: only it follows a line break and two spaces (data strings hold no
+  // line break, nested members are indented further), whatever the strings before it hold.
+  const std::string marker = "\n  \"forks\": " + JsonQuote(kForksMarker);
   size_t at = out.find(marker);
-  if (at != std::string::npos) out.replace(at, marker.size(), forks);
+  if (at != std::string::npos) at += marker.size() - JsonQuote(kForksMarker).size();
+  if (at != std::string::npos) out.replace(at, JsonQuote(kForksMarker).size(), forks);
   return out;
 }
 
@@ -695,7 +677,7 @@ std::string RenderMarkdown(const JobReport& r, bool show_native) {
                    (r.hazard_forks == 1 ? "" : "s") + " at " +
                    Plural(static_cast<int64_t>(r.hazard_groups.size()), "call site", "call sites")
              : std::string("no hazardous fork");
-  out += "\n\n" + MdEscape(SummaryLine(r)) + "\n";
+  out += "\n\n" + MarkdownText(SummaryLine(r)) + "\n";
   if (!r.hazard_groups.empty()) {
     out += "\n| # | call site | forks | processes | ranks | reasons | children killed |\n";
     out += "|---|---|---:|---:|---|---|---:|\n";
@@ -704,26 +686,26 @@ std::string RenderMarkdown(const JobReport& r, bool show_native) {
       std::string reasons;
       for (const auto& [k, n] : g.reasons) reasons += (reasons.empty() ? "" : ", ") + k;
       std::string loc = SiteHeading(g.stack);
-      out += "| " + std::to_string(++id) + " | " + MdCode(loc.empty() ? "?" : loc) + " | ×" +
+      out += "| " + std::to_string(++id) + " | " + MarkdownCode(loc.empty() ? "?" : loc) + " | ×" +
              std::to_string(g.count) + " | " + std::to_string(g.processes.size()) + " | " +
-             MdEscape(FormatRanks(g.ranks)) + " | " + MdEscape(reasons) + " | " +
+             MarkdownText(FormatRanks(g.ranks)) + " | " + MarkdownText(reasons) + " | " +
              std::to_string(g.children_segv) + " |\n";
     }
     id = 0;
     for (const auto& g : r.hazard_groups) {
       std::string loc = SiteHeading(g.stack);
-      out += "\n#### " + std::to_string(++id) + ". " + MdCode(loc.empty() ? "?" : loc) +
+      out += "\n#### " + std::to_string(++id) + ". " + MarkdownCode(loc.empty() ? "?" : loc) +
              ": fork() after RDMA initialization ×" + std::to_string(g.count) + "\n\n";
       for (const auto& [reason, n] : g.reasons)
-        out += "- **" + reason + "**: " + MdEscape(ExplainReason(reason)) + "\n";
-      out += "- " + MdEscape(RangesPhrase(g)) + "\n";
-      out += "- " + MdEscape(ActionsPhrase(g) + "; " + ChildrenPhrase(g)) + "\n";
-      out += "- **fix**: " + MdEscape(FixFor(g)) + "\n\n";
+        out += "- **" + MarkdownText(reason) + "**: " + MarkdownText(ExplainReason(reason)) + "\n";
+      out += "- " + MarkdownText(RangesPhrase(g)) + "\n";
+      out += "- " + MarkdownText(ActionsPhrase(g) + "; " + ChildrenPhrase(g)) + "\n";
+      out += "- **fix**: " + MarkdownText(FixFor(g)) + "\n\n";
       out += "<details><summary>stacks</summary>\n\n```text\nfork called at:\n";
       std::string st;
       AppendStack(&st, g.stack, "  ", 200, 12, show_native);
       if (!g.init_call.empty()) {
-        st += InitPhrase(g) + "\n";
+        st += EscapeText(InitPhrase(g)) + "\n";
         AppendStack(&st, g.init_stack, "  ", 200, 12, show_native);
       }
       // A fence inside the text would end the block early.
@@ -738,7 +720,8 @@ std::string RenderMarkdown(const JobReport& r, bool show_native) {
   if (!r.notes.empty()) {
     out += "\n<details><summary>" + Plural(static_cast<int64_t>(r.notes.size()), "note", "notes") +
            " on the input</summary>\n\n";
-    for (const auto& n : r.notes) out += "- " + MdCode(n.where) + ": " + MdEscape(n.text) + "\n";
+    for (const auto& n : r.notes)
+      out += "- " + MarkdownCode(n.where) + ": " + MarkdownText(n.text) + "\n";
     out += "\n</details>\n";
   }
   return out;

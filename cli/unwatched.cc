@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cli/format.h"
+
 namespace forkguard::cli {
 
 std::string UnwatchedWhy(const std::string& reason) {
@@ -46,10 +48,12 @@ std::string FormatUnwatched(const std::vector<UnwatchedProcess>& list) {
                     (list.size() == 1 ? " process" : " processes") +
                     " of this run ran without the shim: their forks were not seen, so \"0 "
                     "hazardous\" does not cover them\n";
+  // Names and reasons come from the logs: escaped, each stays on its line.
   for (const UnwatchedProcess& u : list) {
-    out += "  pid " + std::to_string(u.pid) + " " + u.prog + " (" + u.path + ") on " + u.host +
-           ", parent " + std::to_string(u.ppid) + ", exec'd by " + u.exec_by + ":\n";
-    for (const std::string& w : u.why) out += "      " + UnwatchedWhy(w) + "\n";
+    out += "  pid " + std::to_string(u.pid) + " " +
+           EscapeText(u.prog + " (" + u.path + ") on " + u.host) + ", parent " +
+           std::to_string(u.ppid) + ", exec'd by " + EscapeText(u.exec_by) + ":\n";
+    for (const std::string& w : u.why) out += "      " + EscapeText(UnwatchedWhy(w)) + "\n";
     out += "      RDMA state when it exec'd: " + UnwatchedRdmaState(u);
     out += "; after that: not watched (forkguard ps shows what it holds while it runs)\n";
   }

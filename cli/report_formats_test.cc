@@ -1,0 +1,213 @@
+// Every report format over logs whose names are hostile (another user can write the shared log
+// root): control characters, line breaks followed by CI workflow commands, terminal escapes,
+// Markdown links, and the placeholders the JSON report and the HTML page once spliced at.
+// Names must stay text on their own line; each document must stay well formed.
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/event_log.h"
+#include "cli/format.h"
+#include "cli/job_report.h"
+#include "cli/job_timeline.h"
+#include "cli/json.h"
+#include "cli/report_ci.h"
+#include "cli/report_html.h"
+#include "cli/report_render.h"
+#include "gtest/gtest.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::cli {
+namespace {
+
+// One process that opens a device and forks after it; every name carries a payload.
+constexpr char kHostileLog[] =
+    R"LOG({"schema":"forkguard.event/1","event":"process_start","ts_ns":1764500000000000000,"pid":4242,"ppid":1,"tid":4242,"host":"h1\r::warning::host[h](https://evil.example)","prog":"train\n::error::forged\u001b]0;pwned\u0007\u001b[2J\u009b31m[x](https://evil.example)","rank":0,"seq":0,"argv":["trainer"],"mode":"warn"}
+{"schema":"forkguard.event/1","event":"rdma_init","ts_ns":1764500000000001000,"pid":4242,"ppid":1,"tid":4242,"host":"h1\r::warning::host[h](https://evil.example)","prog":"train","rank":0,"seq":1,"call":"ibv_open_device\n::error::init","device":"rxe0\u001b[31m\u202e![i](https://evil.example/i.png)","stack":[]}
+{"schema":"forkguard.event/1","event":"fork","ts_ns":1764500000000002000,"pid":4242,"ppid":1,"tid":4242,"host":"h1\r::warning::host[h](https://evil.example)","prog":"train","rank":0,"seq":2,"verdict":"hazard","reasons":["child-segv"],"action":"proceeded","site":"abc","stack":[{"py":{"file":"/home/u/tr`ai|n.py\n::error file=x::py","line":7,"func":"f\r\n::error::func\u001b[31m<b>[y](https://evil.example)"}},{"ip":"0x7f0012","obj":"/nonexistent/lib\nx.so","off":"0x12","sym":"sym\n::error::sym"}]}
+)LOG";
+
+// A process named like the JSON report's and the HTML page's placeholders, byte for byte (in
+// their C++ literals "\x01f" is one escape: 0x1f).
+constexpr char kPlaceholderLog[] =
+    R"LOG({"schema":"forkguard.event/1","event":"process_start","ts_ns":1764500000000000000,"pid":77,"ppid":1,"tid":77,"host":"\u001forkguard: the forks array\u0002","prog":"\u001forkguard: the marks\u0002","rank":null,"seq":0,"argv":["x"],"mode":"warn"}
+{"schema":"forkguard.event/1","event":"fork","ts_ns":1764500000000002000,"pid":77,"ppid":1,"tid":77,"host":"\u001forkguard: the forks array\u0002","prog":"\u001forkguard: the marks\u0002","rank":null,"seq":1,"verdict":"clean","reasons":[],"action":"proceeded","site":"def","stack":[]}
+)LOG";
+
+struct Logs {
+  LogSet logs;
+  JobReport report;
+};
+
+Logs Read(const char* text) {
+  std::string dir = forkguard::test_support::MakeTempDir("formats");
+  std::ofstream(dir + "/forkguard.h1.4242.1764500000000000000.jsonl") << text;
+  Logs l;
+  ReadLogs({dir}, &l.logs);
+  l.report = BuildJobReport(l.logs, nullptr);
+  return l;
+}
+
+std::vector<std::string> SplitLines(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (size_t nl; (nl = s.find('\n', pos)) != std::string::npos; pos = nl + 1)
+    out.push_back(s.substr(pos, nl - pos));
+  if (pos < s.size()) out.push_back(s.substr(pos));
+  return out;
+}
+
+// Each line holds only text: no control character, no bidi override, valid UTF-8 (what
+// EscapeText leaves as it is); none starts a workflow command unless `commands` allows it.
+void ExpectOnlyText(const std::string& format, const std::string& out, bool commands = false) {
+  ASSERT_FALSE(out.empty()) << format;
+  for (const std::string& line : SplitLines(out)) {
+    EXPECT_EQ(EscapeText(line), line) << format << " line: " << line;
+    if (!commands) {
+      EXPECT_NE(line.rfind("::", 0), 0u) << format << " line: " << line;
+    }
+  }
+}
+
+TEST(ReportFormats, HostileNamesStayTextOnTheirLine) {
+  Logs l = Read(kHostileLog);
+  const JobReport& r = l.report;
+  ASSERT_EQ(r.hazard_groups.size(), 1u);
+  std::string text = RenderText(r);
+  ExpectOnlyText("text", text);
+  EXPECT_NE(text.find("train\\x0a::error::forged\\x1b]0;pwned\\x07"), std::string::npos) << text;
+  EXPECT_NE(text.find("host h1\\x0d::warning::host[h](https://evil.example)"), std::string::npos)
+      << text;
+  ExpectOnlyText("text --native", RenderText(r, 100, true));
+}
+
+// Markdown outside fenced blocks and code spans (where nothing is markup).
+std::string OutsideCode(const std::string& md) {
+  std::string out;
+  bool fenced = false;
+  for (const std::string& line : SplitLines(md)) {
+    if (line.rfind("```", 0) == 0) {
+      fenced = !fenced;
+      continue;
+    }
+    if (fenced) continue;
+    for (size_t i = 0; i < line.size();) {
+      if (line[i] != '`' || (i > 0 && line[i - 1] == '\\')) {
+        out += line[i++];
+        continue;
+      }
+      size_t n = line.find_first_not_of('`', i) - i;
+      std::string fence(n, '`');
+      size_t close = i + n;
+      while ((close = line.find(fence, close)) != std::string::npos && close + n < line.size() &&
+             line[close + n] == '`')
+        close = line.find_first_not_of('`', close);
+      if (close == std::string::npos) {
+        out += line.substr(i);
+        break;
+      }
+      i = close + n;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+TEST(ReportFormats, MarkdownCannotBeForged) {
+  Logs l = Read(kHostileLog);
+  std::string md = RenderMarkdown(l.report);
+  ExpectOnlyText("markdown", md);
+  EXPECT_EQ(md.find('\r'), std::string::npos);
+  // No link, image or HTML can open: outside code, each '[' and '<' of a name is escaped.
+  std::string prose = OutsideCode(md);
+  for (const char* forged : {"[h](https", "[x](https", "[y](https", "![i]", "<b>"})
+    EXPECT_EQ(prose.find(forged), std::string::npos) << forged << " in\n" << prose;
+  // The table's rows keep their 8 cells (7 columns).
+  for (const std::string& line : SplitLines(md)) {
+    if (line.rfind("| 1 |", 0) != 0) continue;
+    size_t pipes = 0;
+    for (size_t i = 0; i < line.size(); ++i)
+      pipes += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+    EXPECT_EQ(pipes, 8u) << line;
+  }
+}
+
+TEST(ReportFormats, GithubCommandsOneLineEach) {
+  Logs l = Read(kHostileLog);
+  std::string gh = RenderGithub(l.report);
+  ExpectOnlyText("github", gh, /*commands=*/true);
+  std::vector<std::string> lines = SplitLines(gh);
+  ASSERT_EQ(lines.size(), 1u) << gh;  // one finding, one command
+  EXPECT_EQ(lines[0].rfind("::error ", 0), 0u) << gh;
+  // The file property holds no ':' or ',' that would end it.
+  size_t props_end = lines[0].find("::", 2);
+  ASSERT_NE(props_end, std::string::npos);
+  std::string props = lines[0].substr(8, props_end - 8);
+  EXPECT_EQ(props.find("::"), std::string::npos) << props;
+  EXPECT_NE(props.find("file=/home/u/tr`ai|n.py\\x0a%3A%3Aerror file=x%3A%3Apy,line=7,"),
+            std::string::npos)
+      << props;
+}
+
+TEST(ReportFormats, JunitIsWellFormedXml) {
+  Logs l = Read(kHostileLog);
+  std::string xml = RenderJunit(l.report);
+  ExpectOnlyText("junit", xml);
+  EXPECT_EQ(xml.find("<b>"), std::string::npos);
+  // The failure's text: one line per frame, whatever the names hold.
+  size_t a = xml.find("<failure"), b = xml.find("</failure>");
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  std::string failure = xml.substr(a, b - a);
+  EXPECT_NE(failure.find("\n  #0 f\\x0d\\x0a::error::func\\x1b[31m&lt;b&gt;"), std::string::npos)
+      << failure;
+}
+
+TEST(ReportFormats, SarifMessagesHoldNoEmbeddedLink) {
+  Logs l = Read(kHostileLog);
+  Json doc;
+  std::string error;
+  ASSERT_TRUE(ParseJson(RenderSarif(l.report, "0"), &doc, &error)) << error;
+  const Json& result = doc["runs"][0]["results"][0];
+  std::string msg = result["message"]["text"].get<std::string>();
+  EXPECT_EQ(msg.find("[h](https"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("host\\[h\\](https"), std::string::npos) << msg;
+}
+
+TEST(ReportFormats, JsonReportSplicesItsForksByPosition) {
+  Logs l = Read(kPlaceholderLog);
+  Json doc;
+  std::string error;
+  ASSERT_TRUE(ParseJson(RenderJson(l.report), &doc, &error)) << error;
+  ASSERT_TRUE(doc["forks"].is_array()) << doc["forks"].dump();
+  EXPECT_EQ(doc["forks"].size(), 1u);
+  EXPECT_EQ(doc["summary"]["hosts"][0],
+            "\x1f"
+            "orkguard: the forks array\x02");
+  EXPECT_EQ(WriteJson(doc) + "\n", RenderJson(l.report));
+}
+
+TEST(ReportFormats, HtmlPageSplicesItsDataByPosition) {
+  Logs l = Read(kPlaceholderLog);
+  Timeline t = BuildTimeline(l.logs, l.report);
+  std::string page = RenderHtml(l.report, t);
+  const std::string open = "<script type=\"application/json\" id=\"fg-data\">";
+  size_t a = page.find(open);
+  ASSERT_NE(a, std::string::npos);
+  a += open.size();
+  size_t b = page.find("</script>", a);
+  ASSERT_NE(b, std::string::npos);
+  Json data;
+  std::string error;
+  ASSERT_TRUE(ParseJson(page.substr(a, b - a), &data, &error)) << error;
+  ASSERT_TRUE(data["M"].is_array()) << data["M"].dump();
+  ASSERT_EQ(data["P"].size(), 1u);
+  EXPECT_EQ(data["P"][0][4],
+            "\x1f"
+            "orkguard: the marks\x02");
+  EXPECT_EQ(data["M"][0][0][0], "c");  // the process's first mark: its clean fork
+  EXPECT_TRUE(data["findings"].is_array());
+}
+
+}  // namespace
+}  // namespace forkguard::cli
