@@ -144,11 +144,13 @@ std::string RenderJobSections(std::vector<LogSet> parts, const std::string& form
     finish(&r, &id);
     *hazards += r.hazard_forks;
     const JobSummary& j = r.jobs.at(0);
-    head += std::string(i == 0 ? " " : "; ") + JobName(id) + " (" +
+    // Job ids come from the logs: escaped for the format, so none can start a line.
+    std::string name = format == "markdown" ? MarkdownText(JobName(id)) : EscapeText(JobName(id));
+    head += std::string(i == 0 ? " " : "; ") + name + " (" +
             Plural(j.processes, "process", "processes");
     if (!j.ranks.empty()) head += ", " + FormatRanks(j.ranks, 2);
     head += ")";
-    std::string title = "job " + JobName(id);
+    std::string title = "job " + name;
     body += format == "markdown" ? "\n---\n\n## " + title + "\n\n" : "\n=== " + title + " ===\n";
     body += RenderReportAs(r, format, show_native);
   }
@@ -199,14 +201,15 @@ std::string RenderLogs(LogSet&& logs, const ReportOptions& o, int64_t* hazards, 
   // a member of the JSON and HTML documents.
   std::vector<UnwatchedProcess> unwatched_list = FindUnwatched(logs);
   std::string unwatched;
-  if (o.format == "text" || o.format == "markdown") unwatched = FormatUnwatched(unwatched_list);
+  if (o.format == "text" || o.format == "markdown")
+    unwatched = FormatUnwatched(unwatched_list, o.format == "markdown");
   std::vector<std::string> ids = JobIds(logs);
   if (o.job) {
     const std::string& job = *o.job;
     if (std::find(ids.begin(), ids.end(), job) == ids.end()) {
       std::string known;
-      for (const auto& id : ids) known += (known.empty() ? "" : ", ") + JobName(id);
-      throw flags::UsageError("no job " + JobName(job) + " in the logs (jobs there: " +
+      for (const auto& id : ids) known += (known.empty() ? "" : ", ") + EscapeText(JobName(id));
+      throw flags::UsageError("no job " + EscapeText(JobName(job)) + " in the logs (jobs there: " +
                               (known.empty() ? "none" : known) + ")");
     }
     std::vector<LogSet> parts = SplitByJob(std::move(logs));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/commands.h"
 #include "cli/event_log.h"
 #include "cli/format.h"
 #include "cli/job_report.h"
@@ -129,6 +130,32 @@ TEST(ReportFormats, MarkdownCannotBeForged) {
     for (size_t i = 0; i < line.size(); ++i)
       pipes += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
     EXPECT_EQ(pipes, 8u) << line;
+  }
+}
+
+// Several jobs in the logs: the text and Markdown reports name each job in a line of their
+// own; a job id from a log stays text there.
+TEST(ReportFormats, JobIdsStayTextInJobSections) {
+  std::string dir = forkguard::test_support::MakeTempDir("jobs");
+  std::ofstream(dir + "/forkguard.h1.10.1.jsonl")
+      << R"J({"schema":"forkguard.event/1","event":"fork","ts_ns":5,"pid":10,"host":"h1","prog":"p","job":"7\n::error::job[j](https://evil.example)","verdict":"clean","stack":[]})J"
+      << "\n";
+  std::ofstream(dir + "/forkguard.h1.11.1.jsonl")
+      << R"J({"schema":"forkguard.event/1","event":"fork","ts_ns":5,"pid":11,"host":"h1","prog":"p","job":"8","verdict":"clean","stack":[]})J"
+      << "\n";
+  for (const char* format : {"text", "markdown"}) {
+    LogSet logs;
+    ReadLogs({dir}, &logs);
+    ReportOptions o;
+    o.format = format;
+    o.symbolize = false;
+    int64_t hazards = 0;
+    std::string out = RenderLogs(std::move(logs), o, &hazards);
+    ExpectOnlyText(format, out);
+    EXPECT_NE(out.find("x0a::error::job"), std::string::npos) << out;
+    if (std::string(format) == "markdown") {
+      EXPECT_EQ(OutsideCode(out).find("[j](https"), std::string::npos) << out;
+    }
   }
 }
 

@@ -42,18 +42,21 @@ std::vector<UnwatchedProcess> FindUnwatched(const LogSet& logs) {
   return out;
 }
 
-std::string FormatUnwatched(const std::vector<UnwatchedProcess>& list) {
+std::string FormatUnwatched(const std::vector<UnwatchedProcess>& list, bool markdown) {
   if (list.empty()) return "";
   std::string out = "\nunwatched: " + std::to_string(list.size()) +
                     (list.size() == 1 ? " process" : " processes") +
                     " of this run ran without the shim: their forks were not seen, so \"0 "
                     "hazardous\" does not cover them\n";
-  // Names and reasons come from the logs: escaped, each stays on its line.
+  // Names and reasons come from the logs: escaped, each stays on its line (and in Markdown
+  // makes no link or markup).
+  auto esc = [markdown](const std::string& v) {
+    return markdown ? MarkdownText(v) : EscapeText(v);
+  };
   for (const UnwatchedProcess& u : list) {
-    out += "  pid " + std::to_string(u.pid) + " " +
-           EscapeText(u.prog + " (" + u.path + ") on " + u.host) + ", parent " +
-           std::to_string(u.ppid) + ", exec'd by " + EscapeText(u.exec_by) + ":\n";
-    for (const std::string& w : u.why) out += "      " + EscapeText(UnwatchedWhy(w)) + "\n";
+    out += "  pid " + std::to_string(u.pid) + " " + esc(u.prog + " (" + u.path + ") on " + u.host) +
+           ", parent " + std::to_string(u.ppid) + ", exec'd by " + esc(u.exec_by) + ":\n";
+    for (const std::string& w : u.why) out += "      " + esc(UnwatchedWhy(w)) + "\n";
     out += "      RDMA state when it exec'd: " + UnwatchedRdmaState(u);
     out += "; after that: not watched (forkguard ps shows what it holds while it runs)\n";
   }

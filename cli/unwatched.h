@@ -27,7 +27,7 @@ struct UnwatchedProcess {
 std::vector<UnwatchedProcess> FindUnwatched(const LogSet& logs);
 
 // The report's section: "" when every process was watched.
-std::string FormatUnwatched(const std::vector<UnwatchedProcess>& list);
+std::string FormatUnwatched(const std::vector<UnwatchedProcess>& list, bool markdown = false);
 
 // Why the shim could not be in it, in words ("a static binary (...)") for a reason code
 // ("preload-removed", "static", "setuid"; anything else as it is).
