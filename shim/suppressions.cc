@@ -521,7 +521,7 @@ int ParseSuppressions(const char* text, size_t len, SuppressionSet* out,
       LineCursor c{p, eol};
       while (c.p < c.end && IsSpace(*c.p)) ++c.p;
       if (c.p < c.end && *c.p != '#') {
-        Error(on_error, ctx, line, "more than 128 entries; this one is ignored", nullptr);
+        Error(on_error, ctx, line, "more than 128 entries", nullptr);
         ++bad;
       }
     } else {
@@ -531,6 +531,7 @@ int ParseSuppressions(const char* text, size_t len, SuppressionSet* out,
     }
     p = eol + 1;
   }
+  if (bad > 0) out->count = 0;
   return bad;
 }
 

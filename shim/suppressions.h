@@ -15,6 +15,10 @@
 // any other is a bad line. A value or a pattern too long for its field is a bad line, never
 // cut. Patterns are globs (`*`, `?`).
 //
+// A file with any bad line is refused whole (ParseSuppressions leaves the set empty): a line
+// the reader cannot take is never dropped while the rest applies, so a planted or mangled
+// line cannot leave a broader neighbour in force by itself.
+//
 // An entry matches a hazardous fork when its kinds include every reason of the fork's
 // verdict, each of its frames matches some frame of the fork's stack (native or Python),
 // and its program and rank (when given) match the process.
@@ -70,8 +74,8 @@ inline constexpr unsigned kSuppressAllKinds = 0x7;  // child-segv | parent-corru
 // text without the file and line (the caller prefixes them). At most one error per line.
 using SuppressionErrorSink = void (*)(int line, const char* text, void* ctx);
 
-// Parses a whole file's text. Good entries are kept even when other lines are bad (each bad
-// line is reported and skipped). Returns the number of bad lines.
+// Parses a whole file's text. Every bad line is reported; when there is any, out->count is 0
+// (fail closed: no entry of a file with a bad line applies). Returns the number of bad lines.
 int ParseSuppressions(const char* text, size_t len, SuppressionSet* out,
                       SuppressionErrorSink on_error, void* ctx);
 
