@@ -75,16 +75,45 @@ void UnbinHazards(const ForkSite& s, ForkHistogram* h) {
   }
 }
 
-bool NeedsQuotes(const std::string& v) { return v.find_first_of(" \t\"#\\") != std::string::npos; }
-
-std::string Quoted(const std::string& v) {
-  if (!NeedsQuotes(v)) return v;
-  std::string out = "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+// One frame= value of an emitted entry for `name` (a function, file or library name from the
+// logs, which any process can put there): a pattern that matches `name` and that the parser
+// reads back exactly, quoted as the shim's own canonical text is. The name's own glob
+// characters (and NUL, and in a file name ':', which would start a line number) become '?', so
+// a name widens its entry to names of its length, never to a catch-all; a name longer than a
+// pattern is cut and ends in '*'. "" for an empty name (no frame).
+std::string FrameValue(const char* prefix, const std::string& name, bool file) {
+  constexpr size_t kMax = SuppressionFrameMatch::kMaxPattern - 1;
+  std::string pattern;
+  for (char c : name) {
+    if (pattern.size() == kMax) {
+      pattern.back() = '*';
+      break;
+    }
+    bool wild = c == '*' || c == '?' || c == '\0' || (file && c == ':');
+    pattern += wild ? '?' : c;
   }
-  return out + "\"";
+  if (pattern.empty()) return "";
+  std::string value = prefix + pattern;
+  char quoted[4 * (SuppressionFrameMatch::kMaxPattern + 16) + 3];
+  if (!QuoteSuppressionValue(value.c_str(), quoted, sizeof quoted)) return "";
+  return quoted;
+}
+
+// A comment's text on one line: control characters as \xNN.
+std::string CommentText(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -198,16 +227,25 @@ std::string EmitSuppressions(const JobReport& r) {
       "FILE.\n";
   std::set<std::string> written;
   for (const ForkGroup& g : r.hazard_groups) {
+    // Only the kinds the parser knows (a log may name anything).
     std::string kinds;
-    for (const auto& [reason, n] : g.reasons) kinds += (kinds.empty() ? "" : ",") + reason;
+    for (const auto& [reason, n] : g.reasons) {
+      for (unsigned bit = 1; bit <= kSuppressAllKinds; bit <<= 1) {
+        const char* name = SuppressionKindName(bit);
+        if (name != nullptr && reason == name) kinds += (kinds.empty() ? "" : ",") + reason;
+      }
+    }
     if (kinds.empty()) continue;
     const Stack& st = g.stack;
     StackView v = ViewStack(st);
-    std::string entry = "kind=" + kinds;
+    std::string frames;
+    auto add = [&](const std::string& value) {
+      if (!value.empty()) frames += " frame=" + value;
+    };
     if (v.head >= 0 && st[v.head].python) {
       const Frame& f = st[v.head];
-      entry += " frame=" + Quoted("func:" + f.py_func) +
-               " frame=" + Quoted("file:" + Basename(f.py_file));
+      add(FrameValue("func:", f.py_func, false));
+      add(FrameValue("file:", Basename(f.py_file), true));
     } else {
       // The named site's function, or its first caller with a name outside libc and the
       // RDMA libraries (the dynamic symbol first: the shim knows only those); and the site's
@@ -216,15 +254,17 @@ std::string EmitSuppressions(const JobReport& r) {
       std::string func;
       for (int i = at; i < static_cast<int>(st.size()) && func.empty(); ++i)
         if (!IsPlumbingFrame(st[i])) func = !st[i].sym.empty() ? st[i].sym : st[i].func;
-      bool lib = at < static_cast<int>(st.size()) && !st[at].obj.empty();
-      if (func.empty() && !lib) continue;
-      if (!func.empty()) entry += " frame=" + Quoted("func:" + func);
-      if (lib) entry += " frame=" + Quoted("lib:" + Basename(st[at].obj));
+      add(FrameValue("func:", func, false));
+      if (at < static_cast<int>(st.size())) add(FrameValue("lib:", Basename(st[at].obj), false));
     }
+    if (frames.empty()) continue;
+    std::string entry = "kind=" + kinds + frames;
     if (!written.insert(entry).second) continue;
     std::string where = SiteLabel(st);
-    out += "\n# " + (where.empty() ? std::string("site ") + g.site : where) + ": ×" +
-           std::to_string(g.count) + " " + ProcessesPhrase(g) + "\n" + entry + "\n";
+    out += "\n# " +
+           CommentText((where.empty() ? std::string("site ") + g.site : where) + ": ×" +
+                       std::to_string(g.count) + " " + ProcessesPhrase(g)) +
+           "\n" + entry + "\n";
   }
   return out;
 }

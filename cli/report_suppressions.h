@@ -52,6 +52,9 @@ void FillSuppressionUse(const SuppressionTally& tally, const SuppressionFile* fi
 
 // A suppression file for the report's hazardous sites: one entry per site, keyed by the
 // function (and Python file, or library) of the frame that names the site, not by line.
+// Names from the logs are hostile: each entry reads back through the shim's parser to exactly
+// the pattern written, which matches only that name (its glob characters written as '?',
+// a name too long cut and ended with '*'); comments carry no control character.
 std::string EmitSuppressions(const JobReport& r);
 
 // The report's "suppressed" section (text); "" when no suppression was given or used.

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/io_uring.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -291,6 +292,13 @@ PinProbe RunPinProbe() {
 }
 
 bool PinProbeCacheDir(char* out, size_t cap) {
+  return PinProbeCacheDir(out, cap, getauxval(AT_SECURE) != 0);
+}
+
+bool PinProbeCacheDir(char* out, size_t cap, bool secure) {
+  // Under AT_SECURE the environment is the unprivileged caller's: it names no path here, and
+  // there is no system-wide cache to fall back on.
+  if (secure) return false;
   const char* dir = getenv("FORKGUARD_CACHE_DIR");
   int n = -1;
   if (dir != nullptr && dir[0] == '/') {
@@ -304,9 +312,13 @@ bool PinProbeCacheDir(char* out, size_t cap) {
 }
 
 bool PinProbeCachePath(char* out, size_t cap) {
+  return PinProbeCachePath(out, cap, getauxval(AT_SECURE) != 0);
+}
+
+bool PinProbeCachePath(char* out, size_t cap, bool secure) {
   char dir[1024];
   char boot[64];
-  if (!PinProbeCacheDir(dir, sizeof(dir)) || !BootId(boot, sizeof(boot))) return false;
+  if (!PinProbeCacheDir(dir, sizeof(dir), secure) || !BootId(boot, sizeof(boot))) return false;
   int n = snprintf(out, cap, "%s/pin-probe-%s", dir, boot);
   return n > 0 && static_cast<size_t>(n) < cap;
 }
@@ -379,19 +391,31 @@ bool ParsePinProbe(const char* text, PinProbe* out) {
   return true;
 }
 
-bool ReadPinProbeCache(PinProbe* out) {
+bool ReadPinProbeCache(PinProbe* out) { return ReadPinProbeCache(out, getauxval(AT_SECURE) != 0); }
+
+bool ReadPinProbeCache(PinProbe* out, bool secure) {
   char path[1200];
-  if (!PinProbeCachePath(path, sizeof(path))) return false;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (!PinProbeCachePath(path, sizeof(path), secure)) return false;
+  // O_NONBLOCK: a FIFO (or a device) in its place opens at once and is refused below, never
+  // waited on. O_NOCTTY: a terminal there does not become ours.
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return false;
   struct stat st;
   char text[2048];
-  ssize_t n = -1;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == geteuid() || st.st_uid == 0)) {
-    n = read(fd, text, sizeof(text) - 1);
+  size_t n = 0;
+  // Only a regular file of this user (or root) that no one else can write, of a cache's size.
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            (st.st_uid == geteuid() || st.st_uid == 0) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 &&
+            st.st_size > 0 && static_cast<size_t>(st.st_size) < sizeof(text);
+  while (ok && n < sizeof(text) - 1) {
+    ssize_t got = read(fd, text + n, sizeof(text) - 1 - n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) ok = false;
+    if (got <= 0) break;
+    n += static_cast<size_t>(got);
   }
   close(fd);
-  if (n <= 0) return false;
+  if (!ok || n == 0) return false;
   text[n] = '\0';
   return ParsePinProbe(text, out);
 }
@@ -400,7 +424,9 @@ bool WritePinProbeCache(const PinProbe& p, char* err, size_t cap) {
   char dir[1024];
   char path[1200];
   if (!PinProbeCacheDir(dir, sizeof(dir)) || !PinProbeCachePath(path, sizeof(path))) {
-    snprintf(err, cap, "no cache directory (FORKGUARD_CACHE_DIR, XDG_CACHE_HOME, HOME) or boot id");
+    snprintf(err, cap,
+             "no cache directory (FORKGUARD_CACHE_DIR, XDG_CACHE_HOME, HOME; none under "
+             "AT_SECURE) or boot id");
     return false;
   }
   // Every missing component, 0700.

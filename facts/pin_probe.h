@@ -29,13 +29,20 @@ void ProbeKindForTesting(MemoryKind kind, PinProbe* out, bool discard_instead_of
 PinProbe RunPinProbe();
 
 // The cache directory: $FORKGUARD_CACHE_DIR, else $XDG_CACHE_HOME/forkguard, else
-// $HOME/.cache/forkguard. False when none can be named.
+// $HOME/.cache/forkguard. False when none can be named, and always in a process under
+// AT_SECURE (setuid, setgid, capabilities): its environment is its caller's, and there is no
+// system-wide cache. The `secure` overloads take that instead of getauxval(AT_SECURE) (tests).
 bool PinProbeCacheDir(char* out, size_t cap);
+bool PinProbeCacheDir(char* out, size_t cap, bool secure);
 // This boot's cache file (DIR/pin-probe-BOOT_ID). False without a boot id or directory.
 bool PinProbeCachePath(char* out, size_t cap);
-// Reads this boot's cache (only a regular file owned by this user or root). Malloc-free:
-// the shim calls it at its first RDMA call.
+bool PinProbeCachePath(char* out, size_t cap, bool secure);
+// Reads this boot's cache: opened O_NOFOLLOW|O_NONBLOCK (a FIFO or device there is refused at
+// once, never waited on) and used only if it is a regular file owned by the effective user
+// or root, not writable by group or others, and under 2 KiB. Malloc-free: the shim calls it
+// at its first RDMA call.
 bool ReadPinProbeCache(PinProbe* out);
+bool ReadPinProbeCache(PinProbe* out, bool secure);
 // Writes it atomically (a temporary file renamed into place), creating the directory (0700).
 // False with a reason in `err`.
 bool WritePinProbeCache(const PinProbe& p, char* err, size_t cap);

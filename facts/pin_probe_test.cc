@@ -3,9 +3,12 @@
 #include "facts/pin_probe.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -105,6 +108,98 @@ TEST(PinProbe, CachedOncePerBoot) {
     EXPECT_EQ(first.why[i], second.why[i]);
   }
   unsetenv("FORKGUARD_CACHE_DIR");
+}
+
+// A cache directory of this test's own, named by FORKGUARD_CACHE_DIR, with this boot's file
+// path in path_ (nothing there yet).
+class PinProbeCacheFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::string(getenv("TEST_TMPDIR")) + "/cachefile";
+    mkdir(dir_.c_str(), 0700);
+    setenv("FORKGUARD_CACHE_DIR", dir_.c_str(), 1);
+    char path[1200];
+    ASSERT_TRUE(PinProbeCachePath(path, sizeof(path)));
+    path_ = path;
+    unlink(path_.c_str());
+  }
+  void TearDown() override {
+    unlink(path_.c_str());
+    unsetenv("FORKGUARD_CACHE_DIR");
+  }
+  // A good cache file at path_, mode 0600.
+  void WriteGood() {
+    PinProbe p;
+    p.fate[0] = PinFate::kIntact;
+    char err[256];
+    ASSERT_TRUE(WritePinProbeCache(p, err, sizeof(err))) << err;
+  }
+  std::string dir_;
+  std::string path_;
+};
+
+// A FIFO where the cache file goes is refused at once: the reader never waits for a writer.
+TEST_F(PinProbeCacheFile, FifoDoesNotHang) {
+  ASSERT_EQ(0, mkfifo(path_.c_str(), 0600));
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(5);  // killed by SIGALRM if the read blocks
+    PinProbe p;
+    _exit(ReadPinProbeCache(&p) ? 1 : 0);
+  }
+  int st = 0;
+  ASSERT_EQ(pid, waitpid(pid, &st, 0));
+  ASSERT_FALSE(WIFSIGNALED(st)) << "killed by signal " << WTERMSIG(st) << ": the read blocked";
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "a FIFO was read as a cache";
+}
+
+// A file someone else could have written (group or world writable) or owned by another user
+// does not feed the verdict; this user's 0600 file does.
+TEST_F(PinProbeCacheFile, OnlyAFileOfThisUserThatNoOneElseCanWriteIsRead) {
+  WriteGood();
+  PinProbe p;
+  EXPECT_TRUE(ReadPinProbeCache(&p));
+  EXPECT_EQ(PinFate::kIntact, p.fate[0]);
+  for (mode_t mode : {0666, 0622, 0620, 0602}) {
+    ASSERT_EQ(0, chmod(path_.c_str(), mode));
+    EXPECT_FALSE(ReadPinProbeCache(&p)) << std::oct << mode;
+  }
+  ASSERT_EQ(0, chmod(path_.c_str(), 0644));
+  EXPECT_TRUE(ReadPinProbeCache(&p));
+  if (geteuid() == 0) {
+    ASSERT_EQ(0, chown(path_.c_str(), 65534, 65534));
+    EXPECT_FALSE(ReadPinProbeCache(&p)) << "a file of uid 65534";
+  }
+  // A symlink to a good file is not followed.
+  unlink(path_.c_str());
+  std::string real = dir_ + "/real";
+  WriteGood();
+  ASSERT_EQ(0, rename(path_.c_str(), real.c_str()));
+  ASSERT_EQ(0, symlink(real.c_str(), path_.c_str()));
+  EXPECT_FALSE(ReadPinProbeCache(&p));
+  unlink(real.c_str());
+}
+
+// Under AT_SECURE no path comes from the environment: with a good cache where
+// FORKGUARD_CACHE_DIR (or XDG_CACHE_HOME, HOME) points, nothing is read or named.
+TEST_F(PinProbeCacheFile, SecureProcessTakesNoPathFromTheEnvironment) {
+  WriteGood();
+  PinProbe p;
+  ASSERT_TRUE(ReadPinProbeCache(&p, false));
+  char out[1200];
+  EXPECT_FALSE(PinProbeCacheDir(out, sizeof(out), true));
+  EXPECT_FALSE(PinProbeCachePath(out, sizeof(out), true));
+  EXPECT_FALSE(ReadPinProbeCache(&p, true));
+  unsetenv("FORKGUARD_CACHE_DIR");
+  setenv("XDG_CACHE_HOME", dir_.c_str(), 1);
+  EXPECT_TRUE(PinProbeCacheDir(out, sizeof(out), false));
+  EXPECT_FALSE(PinProbeCacheDir(out, sizeof(out), true));
+  unsetenv("XDG_CACHE_HOME");
+  EXPECT_FALSE(PinProbeCacheDir(out, sizeof(out), true)) << "HOME=" << getenv("HOME");
+  // This test is not under AT_SECURE: the one-argument forms read the environment.
+  setenv("FORKGUARD_CACHE_DIR", dir_.c_str(), 1);
+  EXPECT_TRUE(ReadPinProbeCache(&p));
 }
 
 }  // namespace

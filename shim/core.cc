@@ -133,15 +133,22 @@ FORKGUARD_START_PATH bool AnyForkguardVariable() {
 
 const char* Getenv(const char* name, void*) { return getenv(name); }
 
-void SuppressionLineWarning(int line, const char* what, void* ctx) {
-  char buf[1280];
-  TextBuffer b(buf, sizeof(buf));
-  FormatSuppressionLineIgnored(b, static_cast<const char*>(ctx), line, what);
-  CollectWarning(b.data(), nullptr);
+// The first bad line of the suppressions file (the one warning names it).
+struct FirstBadLine {
+  int line = 0;
+  char what[768] = {};
+};
+
+void NoteBadSuppressionLine(int line, const char* what, void* ctx) {
+  auto* first = static_cast<FirstBadLine*>(ctx);
+  if (first->line != 0) return;
+  first->line = line;
+  CopyCString(first->what, sizeof(first->what), what);
 }
 
-// Reads and parses the file (at most 1 MiB). A bad line is warned about and skipped; the
-// other entries apply. No malloc: the host may be anywhere in its start-up.
+// Reads and parses the file (at most 1 MiB). A file with any bad line is not applied at all
+// (fail closed: one warning names the file and its first bad line), as one that cannot be
+// read. No malloc: the host may be anywhere in its start-up.
 void LoadSuppressions(const char* path) {
   constexpr size_t kMaxBytes = 1 << 20;
   char buf[1280];
@@ -174,8 +181,13 @@ void LoadSuppressions(const char* path) {
   }
   auto* set = static_cast<SuppressionSet*>(MapAnonymous(sizeof(SuppressionSet)));
   if (set != nullptr) {
-    ParseSuppressions(text, n, set, SuppressionLineWarning, const_cast<char*>(path));
-    if (set->count > 0) {
+    FirstBadLine first;
+    int bad = ParseSuppressions(text, n, set, NoteBadSuppressionLine, &first);
+    if (bad > 0) {
+      FormatSuppressionsRefused(why, path, first.line, first.what, bad);
+      CollectWarning(why.data(), nullptr);
+    }
+    if (bad == 0 && set->count > 0) {
       g_suppressions = set;
     } else {
       munmap(set, sizeof(SuppressionSet));

@@ -477,7 +477,11 @@ void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink war
   fields.pid = getpid();
   fields.rank = id.rank;
   fields.job = id.job;
-  if (!ExpandLogPath(dir, fields, expanded, why) || !MakeLogDir(path, why)) {
+  int dir_fd = -1;
+  if (ExpandLogPath(dir, fields, expanded, why)) {
+    dir_fd = OpenLogDir(path, LogDirFixedPrefix(dir), &why);
+  }
+  if (dir_fd < 0) {
     if (warn != nullptr) {
       char buf[1200];
       TextBuffer line(buf, sizeof(buf));
@@ -486,8 +490,14 @@ void EventLog::Configure(const char* dir, const LogIdentity& id, WarningSink war
     }
     return;
   }
-  dir = path;
-  CopyCString(dir_, sizeof(dir_), dir);
+  CopyCString(dir_, sizeof(dir_), path);
+  dir_fixed_len_ = LogDirFixedPrefix(dir);
+  struct stat st;
+  if (fstat(dir_fd, &st) == 0) {
+    dir_dev_ = st.st_dev;
+    dir_ino_ = st.st_ino;
+  }
+  dir_fd_.set(dir_fd);
   large_ = static_cast<char*>(MapAnonymous(kLargeLineBytes));
   nested_ = static_cast<char*>(MapAnonymous(kLargeLineBytes));
   stacks_ = static_cast<StackSlot*>(MapAnonymous(sizeof(StackSlot) * kStackSlots));
@@ -569,15 +579,38 @@ FORKGUARD_CHILD_PATH void EventLog::StartOwnFile(int64_t start_ns, bool close_fd
   if (t_log_thread.pid != 0) t_log_thread = LogThread{0, 0};
 }
 
+// Creates `name` in the log directory through its descriptor: the one Configure opened when
+// it is still that directory, else the path walked again with the same checks (the program
+// closed or reused the descriptor: a child of `subprocess` after close_fds). No component is
+// resolved by path after the checks. Async-signal-safe.
+int EventLog::OpenInDir(const char* name, int flags) {
+  int dir = dir_fd_.get();
+  struct stat st;
+  bool ours = dir >= 0 && fstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_dev == dir_dev_ &&
+              st.st_ino == dir_ino_;
+  int walked = -1;
+  if (!ours) {
+    walked = OpenLogDir(dir_, dir_fixed_len_, nullptr);
+    if (walked < 0) return -1;
+    dir = walked;
+  }
+  int fd = openat(dir, name, flags | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (walked >= 0) {
+    int saved = errno;
+    close(walked);
+    errno = saved;
+  }
+  return fd;
+}
+
 int EventLog::OpenOwnFile() {
   pid_t pid = Claim();
   if (fd_.get() >= 0) return fd_.get();
-  char path[1400];
-  TextBuffer p(path, sizeof(path));
-  p.Str(dir_).Str("/forkguard.").Str(id_.host).Char('.').Dec(pid).Char('.').Dec(start_ns_);
-  p.Str(".jsonl");
+  char name[512];
+  TextBuffer p(name, sizeof(name));
+  p.Str("forkguard.").Str(id_.host).Char('.').Dec(pid).Char('.').Dec(start_ns_).Str(".jsonl");
   if (p.truncated()) return -1;
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = OpenInDir(name, O_CREAT | O_APPEND);
   if (fd < 0) return -1;
   if (!WriteHeader(fd, pid)) {
     close(fd);
@@ -634,10 +667,9 @@ bool EventLog::WriteForeignFile(pid_t pid, pid_t ppid, const char* prog, const c
                                 const char* fields) {
   if (!enabled_) return false;
   int64_t start = NowNs();
-  char path[1400];
-  TextBuffer p(path, sizeof(path));
-  p.Str(dir_).Str("/forkguard.").Str(id_.host).Char('.').Dec(pid).Char('.').Dec(start);
-  p.Str(".jsonl");
+  char name[512];
+  TextBuffer p(name, sizeof(name));
+  p.Str("forkguard.").Str(id_.host).Char('.').Dec(pid).Char('.').Dec(start).Str(".jsonl");
   if (p.truncated()) return false;
   char buf[3072];
   TextBuffer b(buf, sizeof(buf));
@@ -652,7 +684,7 @@ bool EventLog::WriteForeignFile(pid_t pid, pid_t ppid, const char* prog, const c
       .Str(fields)
       .Str("}\n");
   if (b.truncated()) return false;
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = OpenInDir(name, O_CREAT | O_EXCL);
   if (fd < 0) return false;
   bool ok = WriteNoEintr(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size());
   close(fd);

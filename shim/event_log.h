@@ -123,6 +123,7 @@ class EventLog {
   pid_t Claim();
   void StartOwnFile(int64_t start_ns, bool close_fd);
   int OpenOwnFile();
+  int OpenInDir(const char* name, int flags);
   bool WriteHeader(int fd, pid_t pid);
   struct Module;
   struct StackSlot;
@@ -142,6 +143,13 @@ class EventLog {
 
   bool enabled_ = false;
   char dir_[1024] = {};
+  // The directory, opened by Configure (shim/log_dir.h): files are created in it with openat.
+  // Its identity tells a descriptor the program closed or reused; dir_ and the template's
+  // fixed prefix are for walking the path again then.
+  ZeroFilled<int, -1> dir_fd_;
+  dev_t dir_dev_ = 0;
+  ino_t dir_ino_ = 0;
+  size_t dir_fixed_len_ = 0;
   // Every member starts as zero bytes (sys.h, ZeroFilled): the global log is .bss.
   LogIdentity id_{nullptr, nullptr, 0, 0, nullptr, 0};  // set by Configure (zeros: .bss)
   ZeroFilled<int, -1> fd_;                              // -1: not open

@@ -232,6 +232,93 @@ TEST_F(EventLogTest, RejectsSymlinkCreatesMissingDirectories) {
   EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
 
+// The names of the files in `dir` ("" when it cannot be listed).
+std::vector<std::string> FilesIn(const std::string& dir) {
+  std::vector<std::string> out;
+  FILE* p = popen(("ls -A " + dir + " 2>/dev/null").c_str(), "r");
+  char line[4096];
+  while (p != nullptr && fgets(line, sizeof(line), p) != nullptr) {
+    std::string s(line);
+    if (!s.empty() && s.back() == '\n') s.pop_back();
+    out.push_back(s);
+  }
+  if (p != nullptr) pclose(p);
+  return out;
+}
+
+void WriteNote(EventLog& log) {
+  char buf[1024];
+  TextBuffer b(buf, sizeof(buf));
+  log.Begin(b, "note");
+  log.End(b);
+}
+
+// Files are created through the directory's descriptor: the directory swapped for a symlink
+// after Configure checked it does not move them; a descriptor the program closed (or reused)
+// is noticed and the path walked again with the same checks, which refuse the symlink.
+TEST_F(EventLogTest, FilesGoIntoTheCheckedDirectoryNotWhereItsPathNowLeads) {
+  EventLog log;
+  LogIdentity id;
+  id.job = "5";
+  log.Configure((dir_ + "/%j").c_str(), id, nullptr, nullptr);
+  ASSERT_TRUE(log.enabled());
+  ASSERT_EQ(mkdir((dir_ + "/elsewhere").c_str(), 0700), 0);
+  ASSERT_EQ(rename((dir_ + "/5").c_str(), (dir_ + "/checked").c_str()), 0);
+  ASSERT_EQ(symlink((dir_ + "/elsewhere").c_str(), (dir_ + "/5").c_str()), 0);
+  WriteNote(log);
+  EXPECT_EQ(FilesIn(dir_ + "/checked").size(), 1u);
+  EXPECT_TRUE(FilesIn(dir_ + "/elsewhere").empty()) << "a file created through the symlink";
+  // A child that closed every descriptor but 0-2 (as subprocess does before exec): the path is
+  // walked again, and its symlink refused.
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (int fd = 3; fd < 1024; ++fd) close(fd);
+    log.ResetInChild(123);
+    WriteNote(log);
+    _exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  EXPECT_TRUE(FilesIn(dir_ + "/elsewhere").empty()) << "a file created through the symlink";
+  // Back in place: the walk finds it again.
+  ASSERT_EQ(unlink((dir_ + "/5").c_str()), 0);
+  ASSERT_EQ(rename((dir_ + "/checked").c_str(), (dir_ + "/5").c_str()), 0);
+  child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (int fd = 3; fd < 1024; ++fd) close(fd);
+    log.ResetInChild(456);
+    WriteNote(log);
+    _exit(0);
+  }
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  EXPECT_EQ(FilesIn(dir_ + "/5").size(), 2u) << "the second child's file is missing";
+}
+
+// A job directory another user made first under a shared (sticky, world-writable) root is not
+// logged into: one warning names it.
+TEST_F(EventLogTest, JobDirectoryMadeByAnotherUserIsRefusedWithOneWarning) {
+  ASSERT_EQ(geteuid(), 0u) << "needs root to chown to uid 65534";
+  ASSERT_EQ(chmod(dir_.c_str(), 01777), 0);
+  ASSERT_EQ(mkdir((dir_ + "/9").c_str(), 0777), 0);
+  ASSERT_EQ(chmod((dir_ + "/9").c_str(), 0777), 0);
+  ASSERT_EQ(chown((dir_ + "/9").c_str(), 65534, 65534), 0);
+  std::vector<std::string> warnings;
+  auto sink = [](const char* line, void* ctx) {
+    static_cast<std::vector<std::string>*>(ctx)->push_back(line);
+  };
+  EventLog log;
+  LogIdentity id;
+  id.job = "9";
+  id.host = "node1";
+  log.Configure((dir_ + "/%j/%h").c_str(), id, sink, &warnings);
+  EXPECT_FALSE(log.enabled());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr(dir_ + "/9 is owned by uid 65534, not by this user"));
+  EXPECT_TRUE(FilesIn(dir_ + "/9").empty());
+}
+
 // Templates are expanded once, at Configure: a forked child logs into its parent's directory
 // (%p is the parent's pid there), in a file of its own named with its own pid.
 TEST_F(EventLogTest, TemplatesExpandedOnceForkedChildKeepsTheDirectory) {

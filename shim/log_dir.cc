@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace forkguard {
@@ -15,8 +16,8 @@ bool SafeComponentValue(const char* v) {
   return strchr(v, '/') == nullptr && strcmp(v, ".") != 0 && strcmp(v, "..") != 0;
 }
 
-void Errno(TextBuffer& why, const char* what, const char* path, size_t len, int err) {
-  why.Str(what).Char(' ').Mem(path, len).Str(": ").Str(strerror(err));
+void Errno(TextBuffer* why, const char* what, const char* path, size_t len, int err) {
+  if (why != nullptr) why->Str(what).Char(' ').Mem(path, len).Str(": ").Str(strerror(err));
 }
 
 }  // namespace
@@ -70,15 +71,40 @@ bool ExpandLogPath(const char* tmpl, const LogPathFields& f, TextBuffer& out, Te
   return true;
 }
 
-bool MakeLogDir(const char* path, TextBuffer& why) {
+size_t LogDirFixedPrefix(const char* tmpl) {
+  size_t component = 0;  // where the current component starts (its '/')
+  for (size_t i = 0; tmpl[i] != '\0'; ++i) {
+    if (tmpl[i] == '/') component = i;
+    if (tmpl[i] == '%') return component;
+  }
+  return strlen(tmpl);
+}
+
+int OpenLogDir(const char* path, size_t fixed_len, TextBuffer* why) {
+  // Appends to `why` when there is one (nothing is formatted otherwise).
+  struct Why {
+    TextBuffer* b;
+    Why& Str(const char* s) {
+      if (b != nullptr) b->Str(s);
+      return *this;
+    }
+    Why& Mem(const char* s, size_t n) {
+      if (b != nullptr) b->Mem(s, n);
+      return *this;
+    }
+    Why& UDec(uint64_t v) {
+      if (b != nullptr) b->UDec(v);
+      return *this;
+    }
+  } say{why};
   if (path[0] != '/') {
-    why.Str("not an absolute path");
-    return false;
+    say.Str("not an absolute path");
+    return -1;
   }
   int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     Errno(why, "cannot open", "/", 1, errno);
-    return false;
+    return -1;
   }
   uid_t me = geteuid();
   const char* p = path;
@@ -91,22 +117,67 @@ bool MakeLogDir(const char* path, TextBuffer& why) {
     const char* rest = end;
     while (*rest == '/') ++rest;
     bool last = *rest == '\0';
+    // Expanded by the template (or below such a component): anyone may have made it first.
+    bool expanded = static_cast<size_t>(p - path) > fixed_len;
     size_t shown = static_cast<size_t>(end - path);  // "/a/b" up to this component
     char name[256];
     if (len >= sizeof(name)) {
-      why.Str("a path component longer than 255 bytes");
+      say.Str("a path component longer than 255 bytes");
       ok = false;
       break;
     }
     memcpy(name, p, len);
     name[len] = '\0';
     if (strcmp(name, "..") == 0) {
-      why.Str("'..' in the path");
+      say.Str("'..' in the path");
       ok = false;
       break;
     }
     p = end;
     if (strcmp(name, ".") == 0) continue;
+
+    if (expanded) {
+      // By descriptor only: open it without following a symlink; create it when missing
+      // (another rank may do so at the same moment), then open what is there.
+      constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+      int next = openat(fd, name, kFlags);
+      if (next < 0 && errno == ENOENT) {
+        if (mkdirat(fd, name, 0700) != 0 && errno != EEXIST) {
+          Errno(why, "cannot create", path, shown, errno);
+          ok = false;
+          break;
+        }
+        next = openat(fd, name, kFlags);
+      }
+      if (next < 0) {
+        int err = errno;
+        struct stat lst;
+        if (fstatat(fd, name, &lst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode)) {
+          say.Mem(path, shown).Str(" is a symlink");
+        } else if (err == ENOTDIR) {
+          say.Mem(path, shown).Str(" is not a directory");
+        } else {
+          Errno(why, "cannot open", path, shown, err);
+        }
+        ok = false;
+        break;
+      }
+      close(fd);
+      fd = next;
+      struct stat st;
+      if (fstat(fd, &st) != 0) {
+        Errno(why, "cannot stat", path, shown, errno);
+        ok = false;
+      } else if (st.st_uid != me) {
+        // Made by someone else before this job: they could read, swap or fill our logs.
+        say.Mem(path, shown).Str(" is owned by uid ").UDec(st.st_uid).Str(", not by this user");
+        ok = false;
+      } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        say.Mem(path, shown).Str(" is writable by group or others");
+        ok = false;
+      }
+      continue;
+    }
 
     struct stat st;
     if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -129,21 +200,21 @@ bool MakeLogDir(const char* path, TextBuffer& why) {
     }
     bool link = S_ISLNK(st.st_mode);
     if (link && last) {
-      why.Str("it is a symlink");
+      say.Str("it is a symlink");
       ok = false;
       break;
     }
     if (link && st.st_uid != me && st.st_uid != 0) {
       // Someone else's symlink could point our logs (and our mkdirs) anywhere.
-      why.Mem(path, shown).Str(" is a symlink owned by uid ").UDec(st.st_uid);
+      say.Mem(path, shown).Str(" is a symlink owned by uid ").UDec(st.st_uid);
       ok = false;
       break;
     }
     if (!link && !S_ISDIR(st.st_mode)) {
       if (last) {
-        why.Str("not a directory");
+        say.Str("not a directory");
       } else {
-        why.Mem(path, shown).Str(" is not a directory");
+        say.Mem(path, shown).Str(" is not a directory");
       }
       ok = false;
       break;
@@ -161,18 +232,21 @@ bool MakeLogDir(const char* path, TextBuffer& why) {
   if (ok) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
-      why.Str("not a directory");
+      say.Str("not a directory");
       ok = false;
     } else if (st.st_uid != me) {
-      why.Str("not owned by this user");
+      say.Str("not owned by this user");
       ok = false;
     } else if (faccessat(fd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
-      why.Str("not writable");
+      say.Str("not writable");
       ok = false;
     }
   }
-  close(fd);
-  return ok;
+  if (!ok) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace forkguard

@@ -1,6 +1,8 @@
-// The FORKGUARD_LOG directory: its template expanded and the directory made ready, once per
-// process at init (never on the fork path: a forked child logs into its parent's directory,
-// under a file name with its own pid; see shim/EVENT_LOG.md).
+// The FORKGUARD_LOG directory: its template expanded and the directory made ready and opened,
+// once per process at init. A forked child logs into its parent's directory through the
+// inherited descriptor, under a file name with its own pid (shim/EVENT_LOG.md); it walks the
+// path again (OpenLogDir without `why`) only when the program closed or replaced that
+// descriptor.
 #pragma once
 
 #include <sys/types.h>
@@ -23,11 +25,24 @@ struct LogPathFields {
 // returns false.
 bool ExpandLogPath(const char* tmpl, const LogPathFields& f, TextBuffer& out, TextBuffer& why);
 
-// Makes `path` (absolute) a directory this process can log into: creates each missing
-// component with mode 0700, walking from / with openat so no component is resolved twice;
-// follows a symlink on the way only when it is owned by this user or root; the last
-// component must be a real directory (not a symlink) owned by this user and writable. On
-// failure appends why to `why` ("cannot create /a/b: Permission denied") and returns false.
-bool MakeLogDir(const char* path, TextBuffer& why);
+// The length of the template's fixed prefix: its bytes before the first path component
+// that holds a '%' (all of it when none does). The expanded path starts with the same bytes.
+size_t LogDirFixedPrefix(const char* tmpl);
+
+// Opens `path` (absolute) as the directory this process logs into, walking from / one
+// component at a time with openat (nothing is resolved by path twice) and creating each
+// missing one with mode 0700:
+// - in the fixed prefix (its first `fixed_len` bytes, a site's or the user's own path): a
+//   symlink is followed only when it is owned by this user or root; a directory may be
+//   anyone's (a shared, sticky, world-writable root);
+// - below it (what the template expands, which another user could have made first): each
+//   component is opened O_DIRECTORY|O_NOFOLLOW (a symlink is refused) and must be owned by
+//   the effective user and not writable by group or others, created now or found;
+// - the last must be a real directory (not a symlink) owned by this user and writable.
+// Returns its descriptor (O_CLOEXEC; files are then created with openat on it), or -1 with
+// why appended to `why` when it is not null ("cannot create /a/b: Permission denied",
+// "/a/b is owned by uid 65534, not by this user"). Malloc-free when `why` is null (a forked
+// child opening its file after the program closed the descriptor).
+int OpenLogDir(const char* path, size_t fixed_len, TextBuffer* why);
 
 }  // namespace forkguard

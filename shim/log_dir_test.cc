@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace forkguard {
@@ -62,12 +63,24 @@ class LogDirTest : public ::testing::Test {
   }
   void TearDown() override { system(("rm -rf '" + base_ + "'").c_str()); }
 
+  // `path` as a template without '%': every component fixed.
   static bool Make(const std::string& path, std::string* why = nullptr) {
+    return MakeFrom(path, path, why);
+  }
+  // The directory `tmpl` expands to, whose expanded components start with `expanded`.
+  static bool MakeFrom(const std::string& tmpl, const std::string& path,
+                       std::string* why = nullptr) {
     char w[600];
     TextBuffer y(w, sizeof(w));
-    bool ok = MakeLogDir(path.c_str(), y);
+    int fd = OpenLogDir(path.c_str(), LogDirFixedPrefix(tmpl.c_str()), &y);
     if (why != nullptr) *why = y.data();
-    return ok;
+    if (fd < 0) return false;
+    struct stat by_fd, by_path;
+    EXPECT_EQ(fstat(fd, &by_fd), 0);
+    EXPECT_EQ(stat(path.c_str(), &by_path), 0) << path;
+    EXPECT_EQ(by_fd.st_ino, by_path.st_ino) << "the descriptor is not " << path;
+    close(fd);
+    return true;
   }
   static mode_t Mode(const std::string& path) {
     struct stat st;
@@ -172,6 +185,75 @@ TEST_F(LogDirTest, DirectoryOfAnotherUserRefused) {
   // Below it, our own new directory is fine (a shared, world-writable job area).
   ASSERT_EQ(chmod((base_ + "/theirs").c_str(), 01777), 0);
   EXPECT_TRUE(Make(base_ + "/theirs/mine"));
+}
+
+TEST(LogDirFixedPrefixTest, UpToTheFirstComponentWithAPercent) {
+  EXPECT_EQ(LogDirFixedPrefix("/shared/fg/%j/%h"), strlen("/shared/fg"));
+  EXPECT_EQ(LogDirFixedPrefix("/shared/fg/job%j/x"), strlen("/shared/fg"));
+  EXPECT_EQ(LogDirFixedPrefix("/%j/%h"), 0u);
+  EXPECT_EQ(LogDirFixedPrefix("/home/u/logs"), strlen("/home/u/logs"));
+  EXPECT_EQ(LogDirFixedPrefix("/a//b/%p"), strlen("/a//b"));
+}
+
+// A shared root as a site sets it up (root's, sticky, world-writable): each user's new job
+// directories are created 0700 and used.
+TEST_F(LogDirTest, TemplateBelowASharedStickyRoot) {
+  ASSERT_EQ(chmod(base_.c_str(), 01777), 0);
+  mode_t old = umask(0);
+  EXPECT_TRUE(MakeFrom(base_ + "/%j/%h", base_ + "/42/node1"));
+  umask(old);
+  EXPECT_EQ(Mode(base_ + "/42") & 07777, 0700u);
+  EXPECT_EQ(Mode(base_ + "/42/node1") & 07777, 0700u);
+  EXPECT_TRUE(MakeFrom(base_ + "/%j/%h", base_ + "/42/node1")) << "again: already ours";
+}
+
+// Another user made a future job's directory first, in the shared root: not entered, and the
+// reason names it (nothing is created inside it).
+TEST_F(LogDirTest, JobDirectoryPreCreatedByAnotherUserRefused) {
+  ASSERT_EQ(geteuid(), 0u) << "needs root to chown to uid 65534";
+  ASSERT_EQ(chmod(base_.c_str(), 01777), 0);
+  for (mode_t mode : {0700, 0755, 0777}) {
+    std::string job = base_ + "/job" + std::to_string(mode);
+    ASSERT_EQ(mkdir(job.c_str(), mode), 0);
+    ASSERT_EQ(chmod(job.c_str(), mode), 0);
+    ASSERT_EQ(chown(job.c_str(), kNobody, kNobody), 0);
+    std::string why;
+    EXPECT_FALSE(MakeFrom(base_ + "/job%j/%h", job + "/node1", &why)) << mode;
+    EXPECT_EQ(why, job + " is owned by uid 65534, not by this user") << mode;
+    EXPECT_EQ(Mode(job + "/node1"), 0u) << "created in another user's directory";
+  }
+  // The fixed prefix may be anyone's (the site's root): only the expanded part is checked.
+  ASSERT_EQ(chown(base_.c_str(), kNobody, kNobody), 0);
+  EXPECT_TRUE(MakeFrom(base_ + "/j%j", base_ + "/j1"));
+}
+
+// Ours, but writable by others (made by hand with a loose umask): refused too.
+TEST_F(LogDirTest, ExpandedDirectoryWritableByOthersRefused) {
+  ASSERT_EQ(mkdir((base_ + "/7").c_str(), 0700), 0);
+  ASSERT_EQ(chmod((base_ + "/7").c_str(), 0770), 0);
+  std::string why;
+  EXPECT_FALSE(MakeFrom(base_ + "/%j/%h", base_ + "/7/h", &why));
+  EXPECT_EQ(why, base_ + "/7 is writable by group or others");
+  EXPECT_EQ(Mode(base_ + "/7/h"), 0u);
+}
+
+// Below the fixed prefix no symlink is followed, not even this user's own: its target could
+// be changed after the check.
+TEST_F(LogDirTest, SymlinkInTheExpandedPartRefused) {
+  ASSERT_EQ(mkdir((base_ + "/target").c_str(), 0700), 0);
+  ASSERT_EQ(symlink((base_ + "/target").c_str(), (base_ + "/42").c_str()), 0);
+  std::string why;
+  EXPECT_FALSE(MakeFrom(base_ + "/%j/%h", base_ + "/42/node1", &why));
+  EXPECT_EQ(why, base_ + "/42 is a symlink");
+  EXPECT_EQ(Mode(base_ + "/target/node1"), 0u) << "created through the symlink";
+  EXPECT_FALSE(MakeFrom(base_ + "/%j", base_ + "/42", &why));
+  EXPECT_EQ(why, base_ + "/42 is a symlink");
+  // A file in the way.
+  int fd = open((base_ + "/43").c_str(), O_WRONLY | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  EXPECT_FALSE(MakeFrom(base_ + "/%j/%h", base_ + "/43/node1", &why));
+  EXPECT_EQ(why, base_ + "/43 is not a directory");
 }
 
 }  // namespace

@@ -356,9 +356,13 @@ void FormatLockGaveUp(TextBuffer& out, long seconds, long owner, long pid) {
   out.Str("verdicts from now on (a forkguard bug: please report it)");
 }
 
-void FormatSuppressionLineIgnored(TextBuffer& out, const char* path, int line, const char* what) {
-  out.Str("forkguard: ignoring line ").Dec(line).Str(" of FORKGUARD_SUPPRESSIONS=");
+void FormatSuppressionsRefused(TextBuffer& out, const char* path, int line, const char* what,
+                               int bad) {
+  out.Str("forkguard: ignoring FORKGUARD_SUPPRESSIONS=").Str(path).Str(" (every entry): ");
   out.Str(path).Char(':').Dec(line).Str(": ").Str(what);
+  if (bad > 1)
+    out.Str(" (and ").Dec(bad - 1).Str(bad == 2 ? " more bad line)" : " more bad lines)");
+  out.Str("; using no suppressions");
 }
 
 void FormatSuppressionsIgnored(TextBuffer& out, const char* path, const char* why,

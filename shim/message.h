@@ -54,10 +54,12 @@ void FormatInheritedUse(TextBuffer& out, long pid, const char* prog, const char*
 // pid P: ..." (no '\n').
 void FormatLockGaveUp(TextBuffer& out, long seconds, long owner, long pid);
 
-// FORKGUARD_SUPPRESSIONS: one line that is not an entry ("forkguard: ignoring line N of
-// FORKGUARD_SUPPRESSIONS=path:N: what"), and a file not used at all ("forkguard: ignoring
+// FORKGUARD_SUPPRESSIONS not used at all: a file with `bad` bad lines, the first at `line`
+// ("forkguard: ignoring FORKGUARD_SUPPRESSIONS=path (every entry): path:N: what (and M more
+// bad lines); using no suppressions"), or one that cannot be used ("forkguard: ignoring
 // FORKGUARD_SUPPRESSIONS=path: why (err); using no suppressions"; `err` may be null). No '\n'.
-void FormatSuppressionLineIgnored(TextBuffer& out, const char* path, int line, const char* what);
+void FormatSuppressionsRefused(TextBuffer& out, const char* path, int line, const char* what,
+                               int bad);
 void FormatSuppressionsIgnored(TextBuffer& out, const char* path, const char* why, const char* err);
 
 // The event log stopped writing: "forkguard: event log: cannot <what> in <dir>: <error>; no

@@ -276,10 +276,15 @@ TEST(MessageTest, LockGaveUp) {
 
 TEST(MessageTest, SuppressionsIgnored) {
   EXPECT_EQ(Said([](TextBuffer& b) {
-              FormatSuppressionLineIgnored(b, "/etc/fg.supp", 4, "unknown kind \"x\"");
+              FormatSuppressionsRefused(b, "/etc/fg.supp", 4, "unknown kind \"x\"", 1);
             }),
-            "forkguard: ignoring line 4 of FORKGUARD_SUPPRESSIONS=/etc/fg.supp:4: unknown kind "
-            "\"x\"");
+            "forkguard: ignoring FORKGUARD_SUPPRESSIONS=/etc/fg.supp (every entry): "
+            "/etc/fg.supp:4: unknown kind \"x\"; using no suppressions");
+  EXPECT_EQ(Said([](TextBuffer& b) {
+              FormatSuppressionsRefused(b, "/etc/fg.supp", 2, "unknown key \"y\"", 3);
+            }),
+            "forkguard: ignoring FORKGUARD_SUPPRESSIONS=/etc/fg.supp (every entry): "
+            "/etc/fg.supp:2: unknown key \"y\" (and 2 more bad lines); using no suppressions");
   EXPECT_EQ(Said([](TextBuffer& b) {
               FormatSuppressionsIgnored(b, "/etc/fg.supp", "cannot open it",
                                         "No such file or directory");

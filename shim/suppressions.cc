@@ -21,6 +21,9 @@ constexpr KindName kKinds[] = {
     {1u << 2, "inherited-rdma"},
 };
 
+// The longest value a token may carry: "file:" + a pattern + ":" + a 9-digit line.
+constexpr size_t kMaxValue = SuppressionFrameMatch::kMaxPattern + 16;
+
 // One line being parsed: a cursor and where errors go.
 struct LineCursor {
   const char* p;
@@ -46,9 +49,16 @@ void Error(SuppressionErrorSink sink, void* ctx, int line, const char* what, con
   sink(line, b.data(), ctx);
 }
 
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 // Reads the next `key=value` token into key/value (NUL-terminated, value unquoted).
 // Returns 1 for a token, 0 at the end of the line (or a comment), -1 for a bad token with
-// *why set.
+// *why set. A value that does not fit in value_cap - 1 bytes is a bad token: nothing is cut.
 int NextToken(LineCursor* c, char* key, size_t key_cap, char* value, size_t value_cap,
               const char** why) {
   while (c->p < c->end && IsSpace(*c->p)) ++c->p;
@@ -82,7 +92,34 @@ int NextToken(LineCursor* c, char* key, size_t key_cap, char* value, size_t valu
         closed = true;
         break;
       }
-      if (ch == '\\' && c->p < c->end) ch = *c->p++;
+      if (ch == '\\') {
+        // Escapes inside quotes: \" \\ \n \r \t \xNN (two hex digits, not 00).
+        if (c->p >= c->end) break;  // unbalanced
+        char e = *c->p++;
+        if (e == 'n') {
+          ch = '\n';
+        } else if (e == 'r') {
+          ch = '\r';
+        } else if (e == 't') {
+          ch = '\t';
+        } else if (e == 'x') {
+          int hi = c->end - c->p >= 2 ? HexDigit(c->p[0]) : -1;
+          int lo = hi >= 0 ? HexDigit(c->p[1]) : -1;
+          if (lo < 0 || (hi == 0 && lo == 0)) {
+            value[v] = '\0';
+            *why = "bad escape (\\xNN: two hex digits, not 00) in";
+            return -1;
+          }
+          c->p += 2;
+          ch = static_cast<char>(hi * 16 + lo);
+        } else if (e == '"' || e == '\\') {
+          ch = e;
+        } else {
+          value[v] = '\0';
+          *why = "unknown escape (known: \\\" \\\\ \\n \\r \\t \\xNN) in";
+          return -1;
+        }
+      }
       put(ch);
     }
     value[v] = '\0';
@@ -106,7 +143,7 @@ int NextToken(LineCursor* c, char* key, size_t key_cap, char* value, size_t valu
     value[v] = '\0';
   }
   if (overlong) {
-    *why = "value too long (at most 239 bytes) in";
+    *why = "value too long in";
     return -1;
   }
   return 1;
@@ -196,18 +233,24 @@ const char* ParseFrame(const char* v, SuppressionFrameMatch* f) {
     }
   }
   if (len == 0) return "empty match in";
+  if (len >= sizeof f->pattern) return "match too long (at most 239 bytes) in";
   memcpy(f->pattern, pat, len);
   f->pattern[len] = '\0';
   return nullptr;
 }
 
+// Bytes the parser would split a bare value on or could not read back from it: blanks, the
+// line's end, quotes, '#', backslashes and every other control character.
 bool NeedsQuotes(const char* s) {
+  if (*s == '\0') return true;
   for (; *s != '\0'; ++s) {
-    if (IsSpace(*s) || *s == '"' || *s == '#' || *s == '\\') return true;
+    auto c = static_cast<unsigned char>(*s);
+    if (c < 0x20 || c == 0x7f || c == ' ' || c == '"' || c == '#' || c == '\\') return true;
   }
   return false;
 }
 
+// `v` as the parser reads it back byte for byte: bare, or quoted with escapes.
 void AppendValue(TextBuffer& b, const char* v) {
   if (!NeedsQuotes(v)) {
     b.Str(v);
@@ -215,13 +258,27 @@ void AppendValue(TextBuffer& b, const char* v) {
   }
   b.Char('"');
   for (; *v != '\0'; ++v) {
-    if (*v == '"' || *v == '\\') b.Char('\\');
-    b.Char(*v);
+    auto c = static_cast<unsigned char>(*v);
+    if (c == '"' || c == '\\') {
+      b.Char('\\').Char(*v);
+    } else if (c == '\n') {
+      b.Str("\\n");
+    } else if (c == '\r') {
+      b.Str("\\r");
+    } else if (c == '\t') {
+      b.Str("\\t");
+    } else if (c < 0x20 || c == 0x7f) {
+      b.Str("\\x").Char(TextBuffer::kHexDigits[c >> 4]).Char(TextBuffer::kHexDigits[c & 0xf]);
+    } else {
+      b.Char(*v);
+    }
   }
   b.Char('"');
 }
 
-void WriteCanonical(Suppression* s) {
+// False when the text does not fit (never for an entry the parser accepts: kMaxText is sized
+// for the longest).
+bool WriteCanonical(Suppression* s) {
   TextBuffer b(s->text, sizeof s->text);
   b.Str("kind=");
   if (s->kinds == kSuppressAllKinds) {
@@ -237,7 +294,7 @@ void WriteCanonical(Suppression* s) {
   }
   for (int i = 0; i < s->frame_count; ++i) {
     const SuppressionFrameMatch& f = s->frames[i];
-    char buf[SuppressionFrameMatch::kMaxPattern + 32];
+    char buf[kMaxValue];
     TextBuffer v(buf, sizeof buf);
     v.Str(f.kind == SuppressionFrameMatch::kFunc  ? "func:"
           : f.kind == SuppressionFrameMatch::kLib ? "lib:"
@@ -259,6 +316,7 @@ void WriteCanonical(Suppression* s) {
       if (s->ranks[i].hi != s->ranks[i].lo) b.Char('-').Dec(s->ranks[i].hi);
     }
   }
+  return !b.truncated();
 }
 
 // Parses one line into *s. Returns 1 for an entry, 0 for a blank/comment line, -1 when bad
@@ -267,7 +325,7 @@ int ParseLine(const char* p, const char* end, int line, Suppression* s, Suppress
               void* ctx) {
   LineCursor c{p, end};
   char key[32];
-  char value[SuppressionFrameMatch::kMaxPattern + 32];
+  char value[kMaxValue];
   bool any = false;
   bool has_kind = false;
   *s = Suppression();
@@ -338,7 +396,10 @@ int ParseLine(const char* p, const char* end, int line, Suppression* s, Suppress
     Error(sink, ctx, line, "entry without frame=", nullptr);
     return -1;
   }
-  WriteCanonical(s);
+  if (!WriteCanonical(s)) {
+    Error(sink, ctx, line, "entry too long", nullptr);
+    return -1;
+  }
   return 1;
 }
 
@@ -460,7 +521,7 @@ int ParseSuppressions(const char* text, size_t len, SuppressionSet* out,
       LineCursor c{p, eol};
       while (c.p < c.end && IsSpace(*c.p)) ++c.p;
       if (c.p < c.end && *c.p != '#') {
-        Error(on_error, ctx, line, "more than 128 entries; this one is ignored", nullptr);
+        Error(on_error, ctx, line, "more than 128 entries", nullptr);
         ++bad;
       }
     } else {
@@ -470,7 +531,16 @@ int ParseSuppressions(const char* text, size_t len, SuppressionSet* out,
     }
     p = eol + 1;
   }
+  if (bad > 0) out->count = 0;
   return bad;
+}
+
+bool QuoteSuppressionValue(const char* value, char* out, size_t cap) {
+  TextBuffer b(out, cap);
+  AppendValue(b, value);
+  if (!b.truncated()) return true;
+  if (cap > 0) out[0] = '\0';
+  return false;
 }
 
 int MatchSuppression(const SuppressionSet& set, const SuppressionQuery& q) {

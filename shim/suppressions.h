@@ -10,8 +10,14 @@
 //
 // Keys: kind (required; child-segv, parent-corruption, inherited-rdma or *, comma
 // separated), frame (required, up to 4: func:PATTERN, lib:PATTERN, file:PATTERN[:LINE]),
-// program (PATTERN), rank (N, N-M, comma separated). Values may be double-quoted (backslash escapes
-// `"` and itself inside). Patterns are globs (`*`, `?`).
+// program (PATTERN), rank (N, N-M, comma separated). Values may be double-quoted; inside
+// quotes a backslash starts an escape: \" \\ \n \r \t \xNN (two hex digits, not 00), and
+// any other is a bad line. A value or a pattern too long for its field is a bad line, never
+// cut. Patterns are globs (`*`, `?`).
+//
+// A file with any bad line is refused whole (ParseSuppressions leaves the set empty): a line
+// the reader cannot take is never dropped while the rest applies, so a planted or mangled
+// line cannot leave a broader neighbour in force by itself.
 //
 // An entry matches a hazardous fork when its kinds include every reason of the fork's
 // verdict, each of its frames matches some frame of the fork's stack (native or Python),
@@ -37,7 +43,11 @@ struct Suppression {
   static constexpr int kMaxFrames = 4;
   static constexpr int kMaxRanks = 8;
   static constexpr size_t kMaxProgram = 128;
-  static constexpr size_t kMaxText = 1024;
+  // The longest canonical text: kinds, 4 frames and a program with every byte escaped
+  // (\xNN), 8 ranks; WriteCanonical never cuts an entry the parser accepts.
+  static constexpr size_t kMaxText =
+      5 + 43 + kMaxFrames * (7 + 2 + 5 + 4 * (SuppressionFrameMatch::kMaxPattern - 1) + 10) +
+      (9 + 2 + 4 * (kMaxProgram - 1)) + (6 + kMaxRanks * 19 + (kMaxRanks - 1)) + 1;
   int source_line = 0;  // 1-based line in its file
   unsigned kinds = 0;   // verdict reason bits (shim/verdict.h); kAllKinds for `*`
   int frame_count = 0;
@@ -64,10 +74,16 @@ inline constexpr unsigned kSuppressAllKinds = 0x7;  // child-segv | parent-corru
 // text without the file and line (the caller prefixes them). At most one error per line.
 using SuppressionErrorSink = void (*)(int line, const char* text, void* ctx);
 
-// Parses a whole file's text. Good entries are kept even when other lines are bad (each bad
-// line is reported and skipped). Returns the number of bad lines.
+// Parses a whole file's text. Every bad line is reported; when there is any, out->count is 0
+// (fail closed: no entry of a file with a bad line applies). Returns the number of bad lines.
 int ParseSuppressions(const char* text, size_t len, SuppressionSet* out,
                       SuppressionErrorSink on_error, void* ctx);
+
+// Writes `value` as a value the parser reads back byte for byte: bare when it holds nothing
+// the parser splits on, else double-quoted with the escapes above (control characters as
+// \xNN). NUL-terminated; false (out is then "") when it does not fit in `cap`. `value` must not
+// be empty (an empty match is a bad line).
+bool QuoteSuppressionValue(const char* value, char* out, size_t cap);
 
 // One frame of the fork stack as the matcher sees it; any field may be null/0.
 struct SuppressionFrameFacts {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,7 +60,9 @@ TEST(SuppressionsTest, ParsesEntriesCommentsAndQuotes) {
   EXPECT_STREQ(again.set->entries[0].text, c.text);
 }
 
-// Each bad line: one error line with its number and the valid keys; good lines are kept.
+// Each bad line: one error line with its number and the valid keys; the file's good lines do
+// not apply either (fail closed: a planted or mangled line never leaves its neighbours alone
+// in force).
 TEST(SuppressionsTest, BadLinesGetOneLineErrorsNamingTheLineAndTheKeys) {
   struct Case {
     std::string line;
@@ -79,6 +82,12 @@ TEST(SuppressionsTest, BadLinesGetOneLineErrorsNamingTheLineAndTheKeys) {
       {"kind=child-segv", "entry without frame="},
       {"kind=child-segv frame=func:x rank=3-1", "bad rank list"},
       {"kind child-segv", "expected key=value"},
+      {"kind=child-segv frame=\"func:a\\qb\"", "unknown escape"},
+      {"kind=child-segv frame=\"func:a\\x00b\"", "bad escape"},
+      {"kind=child-segv frame=\"func:a\\x4\"", "bad escape"},
+      {"kind=child-segv frame=func:" + std::string(240, 'a'), "match too long"},
+      {"kind=child-segv frame=func:" + std::string(266, 'a'), "too long"},
+      {"kind=child-segv frame=func:" + std::string(400, 'a'), "value too long"},
   };
   for (const Case& c : cases) {
     Parsed p = Parse("# header\nkind=* frame=func:good\n" + c.line + "\nkind=* frame=lib:x\n");
@@ -92,9 +101,95 @@ TEST(SuppressionsTest, BadLinesGetOneLineErrorsNamingTheLineAndTheKeys) {
     EXPECT_NE(e.find("frame=func:NAME|lib:NAME|file:NAME[:LINE], program=NAME, rank="),
               std::string::npos)
         << e;
-    // The good entries around it are kept.
-    EXPECT_EQ(p.set->count, 2) << c.line;
+    EXPECT_EQ(p.set->count, 0) << c.line;
   }
+}
+
+// A pattern of up to 239 bytes is kept whole; one byte more is a bad line, never written past
+// the pattern's field (which left the entry matching nothing, silently).
+TEST(SuppressionsTest, LongestPatternsAreKeptAndLongerOnesAreBadLines) {
+  std::string longest(239, 'f');
+  Parsed p = Parse("kind=* frame=func:" + longest + " frame=\"file:" + longest + ":7\"\n");
+  ASSERT_EQ(p.bad, 0) << p.errors[0].second;
+  ASSERT_EQ(p.set->count, 1);
+  EXPECT_EQ(p.set->entries[0].frames[0].pattern, longest);
+  EXPECT_EQ(p.set->entries[0].frames[1].pattern, longest);
+  EXPECT_EQ(p.set->entries[0].frames[1].line, 7);
+  for (size_t len : {240u, 250u, 266u, 271u}) {
+    std::string name(len, 'g');
+    Parsed q = Parse("kind=* frame=lib:x\nkind=* frame=func:" + name + " program=p\n");
+    ASSERT_EQ(q.errors.size(), 1u) << len;
+    EXPECT_EQ(q.errors[0].first, 2) << len;
+    EXPECT_NE(q.errors[0].second.find("too long"), std::string::npos) << q.errors[0].second;
+    EXPECT_EQ(q.set->count, 0) << len;
+  }
+}
+
+// Inside quotes: \" \\ \n \r \t \xNN; the canonical text writes every control character
+// escaped, and reads back to the same entry.
+TEST(SuppressionsTest, EscapesInQuotesRoundTrip) {
+  Parsed p = Parse(
+      "kind=* frame=\"func:a\\nb\\rc\\td\\x01e\\x7Ff\\\"g\\\\h\" "
+      "program=\"p#q r\"\n");
+  ASSERT_EQ(p.bad, 0) << p.errors[0].second;
+  ASSERT_EQ(p.set->count, 1);
+  const Suppression& e = p.set->entries[0];
+  EXPECT_EQ(std::string(e.frames[0].pattern),
+            "a\nb\rc\td\x01"
+            "e\x7f"
+            "f\"g\\h");
+  EXPECT_STREQ(e.program, "p#q r");
+  EXPECT_STREQ(e.text,
+               "kind=* frame=\"func:a\\nb\\rc\\td\\x01e\\x7ff\\\"g\\\\h\" program=\"p#q r\"");
+  Parsed again = Parse(std::string(e.text) + "\n");
+  ASSERT_EQ(again.bad, 0);
+  EXPECT_STREQ(again.set->entries[0].frames[0].pattern, e.frames[0].pattern);
+  // A control character written bare is kept, and quoted in the canonical text.
+  Parsed bare = Parse("kind=* frame=func:a\x1b[31m\n");
+  ASSERT_EQ(bare.bad, 0);
+  EXPECT_STREQ(bare.set->entries[0].frames[0].pattern, "a\x1b[31m");
+  EXPECT_STREQ(bare.set->entries[0].text, "kind=* frame=\"func:a\\x1b[31m\"");
+}
+
+// QuoteSuppressionValue writes what the parser reads back byte for byte, for every byte but
+// NUL, and a 4-frame entry of the longest escaped patterns keeps its whole canonical text.
+TEST(SuppressionsTest, QuotedValuesReadBackExactly) {
+  std::vector<std::string> values = {"plain",
+                                     "a b",
+                                     "a\tb",
+                                     "x\ny",
+                                     "\r",
+                                     "#",
+                                     "\"",
+                                     "\\",
+                                     "\\n",
+                                     "kind=*",
+                                     "func:\x01\x02\x7f\xff"};
+  std::string every;
+  for (int c = 1; c < 256; ++c) every += static_cast<char>(c);
+  for (size_t at = 0; at < every.size(); at += 120) values.push_back(every.substr(at, 120));
+  for (const std::string& v : values) {
+    char out[1024];
+    ASSERT_TRUE(QuoteSuppressionValue(v.c_str(), out, sizeof out)) << v;
+    EXPECT_EQ(strchr(out, '\n'), nullptr) << out;
+    Parsed p = Parse(std::string("kind=* frame=func:x program=") + out + "\n");
+    ASSERT_EQ(p.bad, 0) << v << " -> " << out << ": " << p.errors[0].second;
+    EXPECT_EQ(std::string(p.set->entries[0].program), v) << out;
+  }
+  char small[4];
+  EXPECT_FALSE(QuoteSuppressionValue("a b c", small, sizeof small));
+  EXPECT_STREQ(small, "");
+  std::string ctl(239, '\x01');
+  char q[1024];
+  ASSERT_TRUE(QuoteSuppressionValue(("func:" + ctl).c_str(), q, sizeof q));
+  std::string line = "kind=* ";
+  for (int i = 0; i < 4; ++i) line += std::string(" frame=") + q;
+  Parsed p = Parse(line + " rank=100000000-999999999,1,2,3,4,5,6,7\n");
+  ASSERT_EQ(p.bad, 0) << p.errors[0].second;
+  EXPECT_EQ(p.set->entries[0].frame_count, 4);
+  Parsed again = Parse(std::string(p.set->entries[0].text) + "\n");
+  ASSERT_EQ(again.bad, 0) << again.errors[0].second;
+  EXPECT_STREQ(again.set->entries[0].text, p.set->entries[0].text);
 }
 
 TEST(SuppressionsTest, GlobMatches) {
