@@ -106,7 +106,7 @@ junit_check "package: man pages render cleanly and carry --help and the docs" ma
 
 SLURMDEB=$(ls "$OUT/dist"/forkguard-slurm_*.deb 2>/dev/null | head -1)
 slurm_package() {
-	local list deps f x=$OUT/extract-slurm major next w
+	local list deps f x=$OUT/extract-slurm major next w text
 	[ -f "$SLURMDEB" ] || { echo "no forkguard-slurm .deb in $OUT/dist"; return 1; }
 	lintian --tag-display-limit 0 -I "$SLURMDEB" > "$OUT/lintian-slurm.txt" 2>&1
 	grep -v '^running with root' "$OUT/lintian-slurm.txt"
@@ -136,8 +136,10 @@ slurm_package() {
 	[ "$(dpkg-deb -I "$SLURMDEB" conffiles)" = /etc/slurm/plugstack.conf.d/forkguard.conf ] || { echo "conffiles wrong"; return 1; }
 	w=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z "$x/usr/share/man/man8/spank_forkguard.8.gz" 2>&1 >/dev/null)
 	[ -z "$w" ] || { echo "groff warnings in spank_forkguard.8:"; echo "$w"; return 1; }
-	LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$x/usr/share/man/man8/spank_forkguard.8.gz" 2>/dev/null | col -b |
-		grep -q -- "--forkguard\[=MODE\]" || { echo "spank_forkguard(8) lacks --forkguard[=MODE]"; return 1; }
+	# The page's text first: grep -q stops reading early, and under pipefail the writer's SIGPIPE
+	# would fail the check.
+	text=$(LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$x/usr/share/man/man8/spank_forkguard.8.gz" 2>/dev/null | col -b)
+	grep -q -- "--forkguard\[=MODE\]" <<<"$text" || { echo "spank_forkguard(8) lacks --forkguard[=MODE]"; return 1; }
 }
 junit_check "package: forkguard-slurm: lintian, files, Depends on the Slurm major release, SPANK symbols, man page" slurm_package
 
