@@ -5,7 +5,9 @@
 #   Depends names the libraries the binaries link; the man pages (help2man, pandoc) render
 #   without groff warnings and carry every option of each command's --help, every FORKGUARD_*
 #   variable of docs/forkguard.7.md and the event log's events;
-#   scripts/install PREFIX still gives a working CLI;
+#   the packages hold exactly packaging/manifest's "deb" rows; scripts/install PREFIX gives a
+#   working CLI and everything README's "Using it on your own trainer" uses
+#   (packaging/check-install);
 #   in the Soft-RoCE guest (scripts/rxe-vm; its root is a writable overlay): dpkg -i;
 #   /usr/bin/forkguard doctor finds its shim in /usr/lib/x86_64-linux-gnu/forkguard;
 #   forkguard run --mode error --fail-on hazard catches a program that forks after RDMA
@@ -70,6 +72,10 @@ contents() {
 		"-rw-r--r-- ./usr/share/doc/forkguard/changelog.Debian.gz" "-rw-r--r-- ./usr/share/doc/forkguard/EVENT_LOG.md"; do
 		grep -qxF -- "$f" <<<"$list" || { echo "not in the package: $f"; echo "$list"; return 1; }
 	done
+	# and nothing but packaging/manifest's rows
+	diff <(packaging/stage list deb | sed -n 's|^forkguard:|.|p' | sort) \
+		<(dpkg-deb -c "$DEBFILE" | awk '$1 !~ /^d/ {print $6}' | sort) ||
+		{ echo "the package is not packaging/manifest's forkguard rows (<: missing, >: extra)"; return 1; }
 	deps=$(dpkg-deb -f "$DEBFILE" Depends)
 	echo "Depends: $deps"
 	for f in libc6 libdw1 libelf1 libstdc++6; do
@@ -118,6 +124,9 @@ slurm_package() {
 		"-rw-r--r-- ./usr/share/doc/forkguard-slurm/copyright"; do
 		grep -qxF -- "$f" <<<"$list" || { echo "not in forkguard-slurm: $f"; echo "$list"; return 1; }
 	done
+	diff <(packaging/stage list deb | sed -n 's|^forkguard-slurm:|.|p' | sort) \
+		<(dpkg-deb -c "$SLURMDEB" | awk '$1 !~ /^d/ {print $6}' | sort) ||
+		{ echo "forkguard-slurm is not packaging/manifest's rows (<: missing, >: extra)"; return 1; }
 	deps=$(dpkg-deb -f "$SLURMDEB" Depends)
 	major=$(dpkg-query -W -f='${Version}' libslurm-dev | cut -d. -f1-2)
 	next=${major%%.*}.$(printf '%02d' $((10#${major#*.} + 1)))
@@ -148,8 +157,9 @@ install_prefix() {
 	scripts/install --skip-setup "$p" >/dev/null || return 1
 	"$p/bin/forkguard" doctor | grep -E "^ok +shim +$p/lib/libforkguard.so" ||
 		{ "$p/bin/forkguard" doctor; return 1; }
+	packaging/check-install "$p"
 }
-junit_check "package: scripts/install PREFIX still installs a working CLI" install_prefix
+junit_check "package: scripts/install PREFIX installs a working CLI and all README's own-trainer section uses" install_prefix
 
 # --- in the Soft-RoCE guest ------------------------------------------------------------
 GUEST=("dpkg -i installs it" "doctor finds its shim in $LIB"
