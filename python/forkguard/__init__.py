@@ -11,7 +11,8 @@ it makes at fork(), with where RDMA was first initialized and where this check w
 Without it the library answers from /proc and RDMA netlink, with less detail, and says so
 (state()["source"] == "proc", state()["detail"]).
 
-The library is found at $FORKGUARD_CHECK_LIB, else where the forkguard package installs it
+The library is found at $FORKGUARD_CHECK_LIB, else where scripts/install PREFIX puts it beside
+this module (PREFIX/lib/libforkguard_check.so), else where the forkguard package installs it
 (/usr/lib/<multiarch>/forkguard/libforkguard_check.so), else by the dynamic linker.
 """
 
@@ -92,6 +93,14 @@ def library_path():
     env = os.environ.get("FORKGUARD_CHECK_LIB")
     if env:
         return env
+    # scripts/install PREFIX: this file is PREFIX/lib/python3/dist-packages/forkguard/__init__.py
+    # and the library PREFIX/lib/libforkguard_check.so.
+    lib = os.path.dirname(os.path.abspath(__file__))
+    for _ in range(3):
+        lib = os.path.dirname(lib)
+    beside = os.path.join(lib, "libforkguard_check.so")
+    if os.path.basename(lib) == "lib" and os.path.exists(beside):
+        return beside
     multiarch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
     installed = "/usr/lib/%s/forkguard/libforkguard_check.so" % multiarch
     if os.path.exists(installed):

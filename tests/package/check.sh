@@ -5,7 +5,9 @@
 #   Depends names the libraries the binaries link; the man pages (help2man, pandoc) render
 #   without groff warnings and carry every option of each command's --help, every FORKGUARD_*
 #   variable of docs/forkguard.7.md and the event log's events;
-#   scripts/install PREFIX still gives a working CLI;
+#   the packages hold exactly packaging/manifest's "deb" rows; scripts/install PREFIX gives a
+#   working CLI and everything README's "Using it on your own trainer" uses
+#   (packaging/check-install);
 #   in the Soft-RoCE guest (scripts/rxe-vm; its root is a writable overlay): dpkg -i;
 #   /usr/bin/forkguard doctor finds its shim in /usr/lib/x86_64-linux-gnu/forkguard;
 #   forkguard run --mode error --fail-on hazard catches a program that forks after RDMA
@@ -70,6 +72,10 @@ contents() {
 		"-rw-r--r-- ./usr/share/doc/forkguard/changelog.Debian.gz" "-rw-r--r-- ./usr/share/doc/forkguard/EVENT_LOG.md"; do
 		grep -qxF -- "$f" <<<"$list" || { echo "not in the package: $f"; echo "$list"; return 1; }
 	done
+	# and nothing but packaging/manifest's rows
+	diff <(packaging/stage list deb | sed -n 's|^forkguard:|.|p' | sort) \
+		<(dpkg-deb -c "$DEBFILE" | awk '$1 !~ /^d/ {print $6}' | sort) ||
+		{ echo "the package is not packaging/manifest's forkguard rows (<: missing, >: extra)"; return 1; }
 	deps=$(dpkg-deb -f "$DEBFILE" Depends)
 	echo "Depends: $deps"
 	for f in libc6 libdw1 libelf1 libstdc++6; do
@@ -106,7 +112,7 @@ junit_check "package: man pages render cleanly and carry --help and the docs" ma
 
 SLURMDEB=$(ls "$OUT/dist"/forkguard-slurm_*.deb 2>/dev/null | head -1)
 slurm_package() {
-	local list deps f x=$OUT/extract-slurm major next w
+	local list deps f x=$OUT/extract-slurm major next w text
 	[ -f "$SLURMDEB" ] || { echo "no forkguard-slurm .deb in $OUT/dist"; return 1; }
 	lintian --tag-display-limit 0 -I "$SLURMDEB" > "$OUT/lintian-slurm.txt" 2>&1
 	grep -v '^running with root' "$OUT/lintian-slurm.txt"
@@ -118,6 +124,9 @@ slurm_package() {
 		"-rw-r--r-- ./usr/share/doc/forkguard-slurm/copyright"; do
 		grep -qxF -- "$f" <<<"$list" || { echo "not in forkguard-slurm: $f"; echo "$list"; return 1; }
 	done
+	diff <(packaging/stage list deb | sed -n 's|^forkguard-slurm:|.|p' | sort) \
+		<(dpkg-deb -c "$SLURMDEB" | awk '$1 !~ /^d/ {print $6}' | sort) ||
+		{ echo "forkguard-slurm is not packaging/manifest's rows (<: missing, >: extra)"; return 1; }
 	deps=$(dpkg-deb -f "$SLURMDEB" Depends)
 	major=$(dpkg-query -W -f='${Version}' libslurm-dev | cut -d. -f1-2)
 	next=${major%%.*}.$(printf '%02d' $((10#${major#*.} + 1)))
@@ -136,8 +145,10 @@ slurm_package() {
 	[ "$(dpkg-deb -I "$SLURMDEB" conffiles)" = /etc/slurm/plugstack.conf.d/forkguard.conf ] || { echo "conffiles wrong"; return 1; }
 	w=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 -Z "$x/usr/share/man/man8/spank_forkguard.8.gz" 2>&1 >/dev/null)
 	[ -z "$w" ] || { echo "groff warnings in spank_forkguard.8:"; echo "$w"; return 1; }
-	LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$x/usr/share/man/man8/spank_forkguard.8.gz" 2>/dev/null | col -b |
-		grep -q -- "--forkguard\[=MODE\]" || { echo "spank_forkguard(8) lacks --forkguard[=MODE]"; return 1; }
+	# The page's text first: grep -q stops reading early, and under pipefail the writer's SIGPIPE
+	# would fail the check.
+	text=$(LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$x/usr/share/man/man8/spank_forkguard.8.gz" 2>/dev/null | col -b)
+	grep -q -- "--forkguard\[=MODE\]" <<<"$text" || { echo "spank_forkguard(8) lacks --forkguard[=MODE]"; return 1; }
 }
 junit_check "package: forkguard-slurm: lintian, files, Depends on the Slurm major release, SPANK symbols, man page" slurm_package
 
@@ -146,8 +157,9 @@ install_prefix() {
 	scripts/install --skip-setup "$p" >/dev/null || return 1
 	"$p/bin/forkguard" doctor | grep -E "^ok +shim +$p/lib/libforkguard.so" ||
 		{ "$p/bin/forkguard" doctor; return 1; }
+	packaging/check-install "$p"
 }
-junit_check "package: scripts/install PREFIX still installs a working CLI" install_prefix
+junit_check "package: scripts/install PREFIX installs a working CLI and all README's own-trainer section uses" install_prefix
 
 # --- in the Soft-RoCE guest ------------------------------------------------------------
 GUEST=("dpkg -i installs it" "doctor finds its shim in $LIB"
