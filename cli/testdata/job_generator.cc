@@ -434,11 +434,12 @@ JobTruth WriteJob(const std::string& dir, const JobSpec& spec) {
       w.Write(fc);
     };
     // `n` DataLoader forks of process `w` from `begin`, 8 workers an epoch, 5 ms apart: each
-    // child a distinct pid that leaves no log of its own.
+    // child a pid that leaves no log of its own, distinct within the process (up to 1000
+    // forks) and above every logged pid, below the kernel's PID_MAX_LIMIT (4194304).
     auto write_epoch_forks = [&](ProcessWriter& w, int64_t begin, int n) {
       for (int e = 0; e < n; ++e) {
         int64_t ts = begin + (e / 8) * 5000000LL + (e % 8) * 100000LL;
-        write_fork(w, ts, Site::kEpoch, 100000000 + w.pid() * 10000 + e);
+        write_fork(w, ts, Site::kEpoch, 2000000 + (w.pid() * 1000 + e) % 2000000);
         ++t.epoch_forks;
         if (hazard) ++t.hazard_forks;
       }
