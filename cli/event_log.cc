@@ -1676,6 +1676,45 @@ std::vector<EventRecord> DecodeEventRecords(std::string_view file_name, std::str
   return records;
 }
 
+bool ReadInputFile(const std::string& path, size_t max_bytes, std::string* text,
+                   std::string* error) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    *error = strerror(errno);
+    return false;
+  }
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0;
+  if (!ok) {
+    *error = strerror(errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    *error = "not a regular file";
+    ok = false;
+  } else if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    *error = "larger than " + std::to_string(max_bytes >> 20) + " MiB";
+    ok = false;
+  }
+  text->clear();
+  char buf[65536];
+  while (ok) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = strerror(errno);
+      ok = false;
+    } else if (n == 0) {
+      break;
+    } else if (text->size() + static_cast<size_t>(n) > max_bytes) {
+      *error = "larger than " + std::to_string(max_bytes >> 20) + " MiB";
+      ok = false;
+    } else {
+      text->append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return ok;
+}
+
 void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads,
               const ReadPolicy& policy) {
   std::vector<Item> items;

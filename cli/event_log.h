@@ -312,6 +312,13 @@ std::vector<EventRecord> DecodeEventRecords(std::string_view file_name, std::str
                                             const std::function<void(Stack*)>& symbolize,
                                             std::vector<Note>* notes);
 
+// Reads the whole of `path` (a suppression file, a baseline: inputs named on the command
+// line) into *text: a regular file of at most `max_bytes`, opened without blocking, so a FIFO
+// or a device named there cannot hang the report. False with *error set otherwise.
+inline constexpr size_t kMaxInputBytes = size_t{256} << 20;
+bool ReadInputFile(const std::string& path, size_t max_bytes, std::string* text,
+                   std::string* error);
+
 // Reads files and directories (recursively, `*.jsonl` files) into `out`;
 // "-" is standard input. Files are read `threads` at a time (0: one per core,
 // at most 8), each streamed in chunks; the result does not depend on `threads`.

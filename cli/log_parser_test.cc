@@ -818,6 +818,25 @@ TEST(HostileLog, OwnerPolicyReadsOnlyTheOwnersFilesAndFollowsNoLink) {
   ASSERT_EQ(system(cmd.c_str()), 0);
 }
 
+// A suppression file or baseline named on the command line is read only as a regular file:
+// a FIFO there is refused at once, not waited on.
+TEST(HostileLog, InputFilesAreRegularFilesOnly) {
+  char tmpl[] = "/tmp/fg_input.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string fifo = std::string(tmpl) + "/supp", file = std::string(tmpl) + "/ok";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(file) << "hello\n";
+  std::string text, error;
+  EXPECT_FALSE(ReadInputFile(fifo, kMaxInputBytes, &text, &error));
+  EXPECT_EQ(error, "not a regular file");
+  EXPECT_FALSE(ReadInputFile(file, 3, &text, &error));
+  EXPECT_TRUE(ReadInputFile(file, kMaxInputBytes, &text, &error)) << error;
+  EXPECT_EQ(text, "hello\n");
+  unlink(fifo.c_str());
+  unlink(file.c_str());
+  rmdir(tmpl);
+}
+
 TEST(Json, ParsesAndRejects) {
   Json v;
   std::string err;

@@ -66,13 +66,11 @@ std::string BaselineKey(const std::vector<std::string>& reasons_in, const Stack&
 }
 
 Baseline LoadBaseline(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw flags::UsageError("cannot read the baseline " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  std::string text, error;
+  if (!ReadInputFile(path, kMaxInputBytes, &text, &error))
+    throw flags::UsageError("cannot read the baseline " + path + " (" + error + ")");
   Json doc;
-  std::string error;
-  if (!ParseJson(ss.str(), &doc, &error))
+  if (!ParseJson(text, &doc, &error))
     throw flags::UsageError("the baseline " + path + " is not JSON (" + error + ")");
   if (GetString(doc, "schema") != kReportSchema)
     throw flags::UsageError("the baseline " + path + " is not a forkguard report --format json (" +

@@ -119,11 +119,9 @@ std::string CommentText(const std::string& s) {
 }  // namespace
 
 SuppressionFile LoadSuppressionFile(const std::string& path, const char* program) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw flags::UsageError("cannot read the suppression file " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  std::string text, error;
+  if (!ReadInputFile(path, kMaxInputBytes, &text, &error))
+    throw flags::UsageError("cannot read the suppression file " + path + " (" + error + ")");
   SuppressionFile f;
   f.path = path;
   f.set = std::make_unique<SuppressionSet>();
