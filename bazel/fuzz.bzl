@@ -6,7 +6,8 @@ ones below. `srcs` are the sources compiled into the fuzzer (the target's own an
 the code under test), `hdrs` what they include (generated headers too: the output tree is on
 the include path), `linkopts` the system libraries they need. The result is executable:
 forkguard_fuzz_test runs it for a while over its corpus (tests/support/run_fuzzer.sh, tag
-"fuzz"), scripts/fuzz runs it longer."""
+"fuzz"), forkguard_corpus_test runs it once on each file of its corpus (run_corpus.sh: the
+regression test of what fuzzing found), scripts/fuzz runs every fuzzer longer."""
 
 load(":copts.bzl", "FORKGUARD_COPTS")
 
@@ -47,8 +48,10 @@ forkguard_fuzzer = rule(
     executable = True,
 )
 
-def forkguard_fuzz_test(name, fuzzer, seed, seconds, corpus):
-    """Runs `fuzzer` for `seconds` over `corpus` (files, `seed` one of them): medium, tag "fuzz"."""
+def forkguard_fuzz_test(name, fuzzer, seed, seconds, corpus, dict = None, flags = []):
+    """Runs `fuzzer` for `seconds` over `corpus` (files, `seed` one of them): medium, tag "fuzz".
+
+    `dict`: a libFuzzer dictionary file (-dict=); `flags`: more libFuzzer flags."""
     native.sh_test(
         name = name,
         size = "medium",
@@ -57,7 +60,17 @@ def forkguard_fuzz_test(name, fuzzer, seed, seconds, corpus):
             "$(location %s)" % fuzzer,
             "$(location %s)" % seed,
             str(seconds),
-        ],
-        data = [fuzzer] + corpus,
+        ] + (["-dict=$(location %s)" % dict] if dict else []) + flags,
+        data = [fuzzer] + corpus + ([dict] if dict else []),
         tags = ["fuzz"],
+    )
+
+def forkguard_corpus_test(name, fuzzer, corpus):
+    """Runs `fuzzer` once on each file of `corpus` (no fuzzing): a cheap regression test."""
+    native.sh_test(
+        name = name,
+        size = "small",
+        srcs = ["//tests/support:run_corpus.sh"],
+        args = ["$(location %s)" % fuzzer] + ["$(location %s)" % f for f in corpus],
+        data = [fuzzer] + corpus,
     )
