@@ -59,10 +59,6 @@ std::string Dirname(const std::string& p) {
   return s == 0 ? "/" : p.substr(0, s);
 }
 
-namespace {
-
-constexpr char kHexDigits[] = "0123456789abcdef";
-
 // The length of the valid UTF-8 sequence at s[i] (1 for ASCII), or 0 when s[i] does not start
 // one (a stray continuation byte, an overlong form, a surrogate, beyond U+10FFFF, cut short).
 size_t Utf8Length(std::string_view s, size_t i) {
@@ -85,6 +81,10 @@ size_t Utf8Length(std::string_view s, size_t i) {
   }
   return 0;
 }
+
+namespace {
+
+constexpr char kHexDigits[] = "0123456789abcdef";
 
 // Whether the valid sequence s[i, i+n) is a character EscapeText escapes.
 bool IsEscapedCharacter(std::string_view s, size_t i, size_t n) {

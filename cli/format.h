@@ -34,6 +34,11 @@ std::string Dirname(const std::string& path);
 // wrote, from /proc or from the environment: printed, they must stay text, never a terminal
 // escape, a new line, Markdown or XML markup, or a CI workflow command.
 
+// The length of the valid UTF-8 sequence at s[i] (1 for ASCII), or 0 when s[i] does not start
+// one (a stray continuation byte, an overlong form, a surrogate, beyond U+10FFFF, cut short).
+// The one check of UTF-8 for every output (EscapeText, the JSON writer).
+size_t Utf8Length(std::string_view s, size_t i);
+
 // Terminal and plain-text output (the text report, ps, doctor, GitHub workflow commands):
 // each byte of a control character (below 0x20, 0x7f, and U+0080-U+009F, which terminals
 // may take as C1 controls), of a line or paragraph separator or a bidirectional embedding,

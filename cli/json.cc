@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "cli/format.h"
+
 namespace forkguard::cli {
 
 const Json* FindMember(const Json& object, std::string_view key) {
@@ -42,16 +44,6 @@ bool GetBool(const Json& object, std::string_view key, bool fallback) {
 
 namespace {
 
-// Length of a valid UTF-8 sequence starting at s[i], or 0 if invalid.
-size_t Utf8Len(std::string_view s, size_t i) {
-  unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
-  return n;
-}
-
 // Appends `s` quoted; runs of characters that need no escape are appended at once.
 void AppendQuoted(std::string_view s, std::string* out) {
   out->push_back('"');
@@ -72,7 +64,7 @@ void AppendQuoted(std::string_view s, std::string* out) {
       snprintf(buf, sizeof buf, "\\u%04x", c);
       out->append(buf);
       ++i;
-    } else if (size_t n = Utf8Len(s, i)) {
+    } else if (size_t n = Utf8Length(s, i)) {
       out->append(s.substr(i, n));
       i += n;
     } else {

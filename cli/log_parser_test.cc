@@ -849,6 +849,20 @@ TEST(Json, ParsesAndRejects) {
   EXPECT_EQ(JsonQuote("a\"b\\\n\xff"), "\"a\\\"b\\\\\\u000a\\ufffd\"");
 }
 
+// Strings that are not UTF-8 (a log file's name, a name in a log) are written as valid JSON:
+// each byte of an invalid sequence (overlong, surrogate, past U+10FFFF, cut short) as U+FFFD.
+TEST(Json, InvalidUtf8IsWrittenAsReplacementCharacters) {
+  for (std::string bad : {"\xff", "\xed\xa0\x80", "\xc0\xaf", "\xf4\x90\x80\x80", "\xe2\x82",
+                          "\xf5\x80\x80", "ok \xce\xbb"}) {
+    std::string text = WriteJson(Json(bad), -1);
+    Json back;
+    std::string err;
+    EXPECT_TRUE(ParseJson(text, &back, &err)) << text << ": " << err;
+  }
+  EXPECT_EQ(WriteJson(Json("\xed\xa0\x80"), -1), "\"\\ufffd\\ufffd\\ufffd\"");
+  EXPECT_EQ(WriteJson(Json("\xce\xbb"), -1), "\"\xce\xbb\"");
+}
+
 TEST(Json, AddressesParse) {
   Json s = Json("0x7f12");
   EXPECT_EQ(ParseAddress(&s), 0x7f12u);
