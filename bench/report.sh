@@ -41,19 +41,14 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-bazel build --noshow_progress -c opt //cli:forkguard //cli:job_generator_main >/dev/null 2>&1 ||
-	bazel build --noshow_progress -c opt //cli:forkguard //cli:job_generator_main
-BIN=$(bazel info -c opt bazel-bin 2>/dev/null)
-if [ -n "$KEEP" ]; then
-	ROOT=$KEEP
-	mkdir -p "$ROOT"
-else
-	ROOT=$(mktemp -d /tmp/fg-bench-report.XXXXXX)
-	trap 'rm -rf "$ROOT"' EXIT
-fi
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+bench_build_opt //cli:forkguard //cli:job_generator_main
+bench_root "$KEEP" fg-bench-report
 export FG="$BIN/cli/forkguard" GEN="$BIN/cli/job_generator_main" ROOT AS_MIB THREADS FULL \
 	PROCS PPR HOSTS EVENTS FORKS SITES
-exec /usr/bin/python3 - <<'PY'
+# Not exec: the EXIT trap removes a temporary ROOT after it.
+/usr/bin/python3 - <<'PY'
 import json, os, resource, subprocess, sys, time
 E = os.environ
 T_START = time.monotonic()

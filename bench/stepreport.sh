@@ -24,18 +24,13 @@ while [ $# -gt 0 ]; do
 	shift
 done
 [ "$(id -u)" = 0 ] || { echo "bench/stepreport.sh: needs root (files of other users)" >&2; exit 2; }
-bazel build --noshow_progress -c opt //cli:forkguard //cli:job_generator_main >/dev/null 2>&1 ||
-	bazel build --noshow_progress -c opt //cli:forkguard //cli:job_generator_main
-BIN=$(bazel info -c opt bazel-bin 2>/dev/null)
-if [ -n "$KEEP" ]; then
-	ROOT=$KEEP
-	mkdir -p "$ROOT"
-else
-	ROOT=$(mktemp -d /tmp/fg-bench-step.XXXXXX)
-	trap 'rm -rf "$ROOT"' EXIT
-fi
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+bench_build_opt //cli:forkguard //cli:job_generator_main
+bench_root "$KEEP" fg-bench-step
 export FG="$BIN/cli/forkguard" GEN="$BIN/cli/job_generator_main" ROOT JOBS
-exec /usr/bin/python3 - <<'PY'
+# Not exec: the EXIT trap removes a temporary ROOT after it.
+/usr/bin/python3 - <<'PY'
 import json, os, subprocess, sys, time
 E = os.environ
 FG, GEN, ROOT, JOBS = E["FG"], E["GEN"], E["ROOT"], int(E["JOBS"])
