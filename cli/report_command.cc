@@ -57,7 +57,9 @@ DESCRIPTION
         its logs joined by the shim's exec event;
       - a note ("file:line: what") for every input problem: truncated last
         lines, garbage, binary data, unknown schema major versions (skipped),
-        empty directories, unreadable files. Everything else is still reported.
+        timestamps, pids and counts out of range (the line skipped: every field
+        is treated as hostile), empty directories, unreadable files. Everything
+        else is still reported.
 
     Jobs stay apart. Every event names its job (the shim reads SLURM_JOB_ID,
     TORCHELASTIC_RUN_ID, PBS_JOBID, LSB_JOBID, PMIX_NAMESPACE), so two jobs'
