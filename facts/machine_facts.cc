@@ -247,6 +247,16 @@ bool ApplySmapsAttribute(const char* s, size_t n, SmapsVma* vma) {
     }
     return false;
   }
+  if (StartsWith(s, n, "KernelPageSize:")) {
+    uint64_t kb = 0;
+    for (size_t i = 15; i < n && kb < (uint64_t{1} << 40); ++i) {
+      if (s[i] == ' ') continue;
+      if (s[i] < '0' || s[i] > '9') break;
+      kb = kb * 10 + static_cast<uint64_t>(s[i] - '0');
+    }
+    vma->page_size = kb * 1024;
+    return false;
+  }
   if (StartsWith(s, n, "VmFlags:")) {
     vma->hugetlb = VmFlagsHas(s, n, "ht");
     vma->dontfork = VmFlagsHas(s, n, "dc");

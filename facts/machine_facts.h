@@ -44,11 +44,13 @@ struct SmapsVma {
   bool hugetlb = false;      // VmFlags "ht"
   bool dontfork = false;     // VmFlags "dc"
   bool anon_huge = false;    // AnonHugePages > 0 kB
+  uint64_t page_size = 0;    // KernelPageSize in bytes (0: not seen)
   MemoryKind Kind() const;
 };
 // Parses "start-end perms offset dev inode [path]"; false for anything else.
 bool ParseSmapsHeader(const char* s, size_t n, SmapsVma* out);
-// Applies an attribute line to `vma` (AnonHugePages, VmFlags); returns true on "VmFlags:",
+// Applies an attribute line to `vma` (AnonHugePages, KernelPageSize, VmFlags); returns true
+// on "VmFlags:",
 // the last line of a mapping's block.
 bool ApplySmapsAttribute(const char* s, size_t n, SmapsVma* vma);
 // True when a "VmFlags:" line has `flag` (two letters).

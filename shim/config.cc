@@ -14,8 +14,8 @@ namespace forkguard {
 namespace {
 
 // FORKGUARD_MODE's and FORKGUARD_REPORT's values (any case), by enum.
-constexpr char kModeNames[][6] = {"warn", "error", "abort", "off"};
-static_assert(std::size(kModeNames) == CountThrough(Mode::kOff));
+constexpr char kModeNames[][6] = {"warn", "error", "abort", "off", "fix"};
+static_assert(std::size(kModeNames) == CountThrough(Mode::kFix));
 constexpr char kReportNames[][7] = {"once", "always"};
 static_assert(std::size(kReportNames) == CountThrough(ReportPolicy::kAlways));
 
@@ -53,7 +53,7 @@ void ParseConfigInto(Config& c, EnvLookup env, void* env_ctx, WarningSink warn, 
 
   if (const char* v = env("FORKGUARD_MODE", env_ctx);
       v != nullptr && !ValueOf<strcasecmp>(kModeNames, v, &c.mode)) {
-    Warn(warn, warn_ctx, "FORKGUARD_MODE", v, "expected warn, error, abort or off", "warn");
+    Warn(warn, warn_ctx, "FORKGUARD_MODE", v, "expected warn, error, abort, fix or off", "warn");
   }
 
   if (const char* v = env("FORKGUARD_REPORT", env_ctx);

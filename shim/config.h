@@ -10,7 +10,10 @@
 
 namespace forkguard {
 
-enum class Mode { kWarn, kError, kAbort, kOff };
+// kFix: at a fork after RDMA init, each registered range is made to fork the way this
+// machine keeps the parent's data intact (shim/fork_fix.h); every other mode leaves it as the
+// libraries set it.
+enum class Mode { kWarn, kError, kAbort, kOff, kFix };
 enum class ReportPolicy { kOnce, kAlways };
 
 const char* ModeName(Mode mode);

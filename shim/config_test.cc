@@ -77,7 +77,7 @@ TEST(ConfigTest, BadModeWarnsOnceAndUsesWarn) {
   EXPECT_EQ(c.mode, Mode::kWarn);
   ASSERT_EQ(env.warnings.size(), 1u);
   EXPECT_EQ(env.warnings[0],
-            "forkguard: ignoring FORKGUARD_MODE=explode: expected warn, error, abort or off; "
+            "forkguard: ignoring FORKGUARD_MODE=explode: expected warn, error, abort, fix or off; "
             "using warn");
 }
 

@@ -80,6 +80,9 @@ struct ForkDecision {
   // never made a watched RDMA call, on a machine whose RDMA devices appeared after it
   // started): no frame, and the wrapper applies the child side itself, as for _Fork.
   bool no_atfork = false;
+  // FORKGUARD_MODE=fix: this fork holds the fix window (shim/fork_fix.h); the parent undoes
+  // the changes after the real call, the child only forgets the window.
+  bool fix_window = false;
 };
 // True when a fork from our wrappers needs nothing of the shim, before or after: the mode
 // is off, or nothing is tracked, no RDMA descriptor is possible, there is no log and no

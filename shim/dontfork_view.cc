@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "shim/fork_fix.h"
 #include "shim/skippable_lock.h"
 #include "shim/sys.h"
 
@@ -18,6 +19,7 @@ struct DontforkCache {
   SkippableLock lock;
   pid_t pid = 0;
   uint64_t generation = 0;
+  uint64_t advice_generation = 0;  // madvise(MADV_DONTFORK/MADV_DOFORK) calls seen
   int stored = 0;
   int kinds_stored = 0;
   Vma* vmas = nullptr;       // mmap'd, kMaxDcVmas entries
@@ -74,9 +76,12 @@ void ReadDontforkView(const StateSnapshot& snap, Vma* keep, Vma* out, int* store
   *vma_count = -1;
   bool cacheable = snap.mr_count > 0;
   pid_t pid = CurrentPid();
+  // Read before smaps: an madvise during the read makes the stored view miss next time.
+  uint64_t advice_generation = ForkAdviceGeneration();
   if (cacheable && g_dc_cache.lock.TryLock()) {
     bool hit = g_dc_cache.vmas != nullptr && g_dc_cache.kinds != nullptr && g_dc_cache.pid == pid &&
-               g_dc_cache.generation == snap.mr_generation;
+               g_dc_cache.generation == snap.mr_generation &&
+               g_dc_cache.advice_generation == advice_generation;
     if (hit) {
       memcpy(out, g_dc_cache.vmas, sizeof(Vma) * static_cast<size_t>(g_dc_cache.stored));
       *stored = g_dc_cache.stored;
@@ -114,6 +119,7 @@ void ReadDontforkView(const StateSnapshot& snap, Vma* keep, Vma* out, int* store
     g_dc_cache.kinds_stored = *kinds_stored;
     g_dc_cache.pid = pid;
     g_dc_cache.generation = snap.mr_generation;
+    g_dc_cache.advice_generation = advice_generation;
   }
   g_dc_cache.lock.Unlock();
 }

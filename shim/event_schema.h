@@ -100,6 +100,7 @@
   X(Effect, "effect")                     \
   X(Basis, "basis")                       \
   X(Probe, "probe")                       \
+  X(Fixed, "fixed")                       \
   X(Live, "live")                         \
   X(Contexts, "contexts")                 \
   X(Pds, "pds")                           \
@@ -242,6 +243,7 @@
   X(Ranges, Effect)              \
   X(Ranges, Basis)               \
   X(Ranges, Probe)               \
+  X(Ranges, Fixed)               \
   X(Live, Contexts)              \
   X(Live, Pds)                   \
   X(Live, Mrs)                   \

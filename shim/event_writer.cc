@@ -76,6 +76,10 @@ void AppendRanges(TextBuffer& b, const ForkReport& r) {
         b.Key(schema::kKeyProbe).Quoted(facts::ProbeWhyName(f.verdict.why));
       }
     }
+    // What fix mode did to this range for the fork (shim/fork_fix.h).
+    if (r.mr_fix != nullptr && r.mr_fix[i] != FixAction::kNone) {
+      b.Key(schema::kKeyFixed).Quoted(FixActionName(r.mr_fix[i]));
+    }
     b.Char('}');
   }
   // dc mappings with no watched registration (the backstop: static libibverbs).
@@ -327,6 +331,8 @@ const char* ForkActionName(const ForkReport& r) {
       return r.via == ForkVia::kAtfork ? "proceeded" : "failed";
     case Mode::kAbort:
       return "aborted";
+    case Mode::kFix:
+      return r.fix.failed_withhold ? "failed" : r.fix.changed() ? "fixed" : "proceeded";
     case Mode::kOff:
       return "off";
   }

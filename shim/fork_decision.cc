@@ -177,6 +177,7 @@ struct Scratch {
   bool* mr_dontfork = nullptr;
   MrFate* mr_fate = nullptr;
   Vma* keep = nullptr;
+  FixAction* mr_fix = nullptr;
   void* per_mr = nullptr;
   size_t per_mr_bytes = 0;
 
@@ -190,13 +191,15 @@ struct Scratch {
     size_t fate_off = (n + alignof(MrFate) - 1) / alignof(MrFate) * alignof(MrFate);
     size_t keep_off = fate_off + n * sizeof(MrFate);
     keep_off = (keep_off + alignof(Vma) - 1) / alignof(Vma) * alignof(Vma);
-    per_mr_bytes = keep_off + n * sizeof(Vma);
+    size_t fix_off = keep_off + n * sizeof(Vma);
+    per_mr_bytes = fix_off + n * sizeof(FixAction);
     per_mr = MapAnonymous(per_mr_bytes);
     if (per_mr == nullptr) return false;
     char* base = static_cast<char*>(per_mr);
     mr_dontfork = reinterpret_cast<bool*>(base);
     mr_fate = reinterpret_cast<MrFate*>(base + fate_off);
     keep = reinterpret_cast<Vma*>(base + keep_off);
+    mr_fix = reinterpret_cast<FixAction*>(base + fix_off);
     return true;
   }
   ~Scratch() {
@@ -263,6 +266,7 @@ struct ForkFacts {
   };
   Found found = Found::kNoMemory;
   Scratch scratch;
+  int kind_count = 0;  // scratch.fixed->kinds stored
   bool snapped = false;
   ForkReport report;
   ~ForkFacts() {
@@ -331,6 +335,7 @@ void GatherForkFacts(const RdmaFds& fds, ForkVia via, ForkFacts* f) {
   in.mr_count = snap.mr_count;
   int vma_count = -1;
   ReadRangesView(fds, scratch, in, &vma_count);
+  f->kind_count = in.kind_count;
   KernelCofFact cof;
   ForkSupportFact support;
   facts::MachineFacts machine = GatherMachineFacts(via, &cof, &support);
@@ -398,6 +403,38 @@ void GatherForkFacts(const RdmaFds& fds, ForkVia via, ForkFacts* f) {
   r.fix_text_library = fix == FixRule::kUcxForkInit ? r.fork_support.caller : "librdmacm";
 }
 
+// Why this thread's fork is not fixed although the mode is fix (set when the window could
+// not be entered; shim/fork_fix.h).
+__thread const char* t_fix_not_entered __attribute__((tls_model("initial-exec")));
+
+// FORKGUARD_MODE=fix: plans and applies the changes for this fork (undone after it by
+// AfterForkParent / the atfork parent handler), from the facts the verdict was decided from.
+void FixFork(ForkFacts& f) {
+  ForkReport& r = f.report;
+  if (!InFixWindow()) {
+    r.fix.not_fixed =
+        t_fix_not_entered != nullptr ? t_fix_not_entered : "the fix window was not entered";
+    return;
+  }
+  FixPlan* plan = GlobalFixPlan();
+  if (plan == nullptr) {
+    r.fix.not_fixed = "no memory for the plan";
+    return;
+  }
+  PlanFix(r.machine, r.snap->mrs, r.snap->mr_count, f.scratch.fixed->kinds, f.kind_count, plan,
+          f.scratch.mr_fix);
+  ApplyFix(plan, &r.fix, f.scratch.mr_fix);
+  r.mr_fix = f.scratch.mr_fix;
+}
+
+// After the fork (or instead of it), in the parent: every change undone, the window left.
+void EndFix(ForkDecision* d) {
+  FixPlan* plan = GlobalFixPlan();
+  if (plan != nullptr) RevertFix(plan);
+  LeaveFixWindow();
+  if (d != nullptr) d->fix_window = false;
+}
+
 // Neither reported nor failed: the site matched FORKGUARD_ALLOW or a suppression.
 bool Silenced(const ForkReport& r) { return r.allowed || r.suppressed != nullptr; }
 
@@ -407,12 +444,20 @@ ForkDecision ApplyMode(ForkFacts& f, ForkVia via) {
   ForkReport& r = f.report;
   ForkDecision d;
   d.hazard = true;
+  if (g_config.mode == Mode::kFix) FixFork(f);
   bool report = !Silenced(r) && (g_config.report == ReportPolicy::kAlways ||
                                  GlobalState().FirstTimeForSite(r.site));
   r.reported = report && !g_config.quiet;
   if (r.reported) {
     TextBuffer msg(f.scratch.fixed->message, Scratch::kMessageBytes);
-    FormatHazardMessage(msg, r, /*demangle=*/true);
+    // A fork fix mode made safe is one line unless every detail was asked for.
+    bool one_line = r.fix.changed() && !r.fix.failed_withhold && r.fix.not_fixed == nullptr &&
+                    g_config.report != ReportPolicy::kAlways;
+    if (one_line) {
+      FormatFixedForkLine(msg, r);
+    } else {
+      FormatHazardMessage(msg, r, /*demangle=*/true);
+    }
     WriteStderr(msg.data(), msg.size());
   }
   // A library loaded RTLD_DEEPBIND may be why RDMA was only found by the backstop: say so
@@ -428,6 +473,19 @@ ForkDecision ApplyMode(ForkFacts& f, ForkVia via) {
   if (enforce && g_config.mode == Mode::kError && via != ForkVia::kAtfork) {
     d.fail = true;
     d.err = FailErrno(via);
+  } else if (g_config.mode == Mode::kFix && r.fix.failed_withhold && via != ForkVia::kAtfork) {
+    d.fail = true;  // the parent's data would not stay intact: as in error mode
+    d.err = FailErrno(via);
+  } else if (g_config.mode == Mode::kFix && r.mr_fix != nullptr) {
+    // The child's SIGSEGV explanation covers what it has no mapping of after the fix.
+    bool* absent = f.scratch.mr_dontfork;
+    bool any = false;
+    for (int i = 0; i < r.snap->mr_count; ++i) {
+      absent[i] =
+          (absent[i] && r.mr_fix[i] != FixAction::kCopied) || r.mr_fix[i] == FixAction::kWithheld;
+      any = any || absent[i];
+    }
+    if (any) d.explain_segv = PrepareChildSegvTable(*r.snap, absent, g_config.quiet);
   } else if (r.verdict.dontfork_mrs > 0) {
     d.explain_segv = PrepareChildSegvTable(*r.snap, r.mr_dontfork, g_config.quiet);
   }
@@ -584,10 +642,12 @@ bool CoreAtforkDecide(ForkFrame* out) {
   // The fast path first, here: Decide's frame reaches a deeper stack page, and after a
   // fork every first write to a page faults (one more fault per clean fork).
   if (CleanWithoutLooking() && !GlobalEventLog().enabled()) return false;
+  bool fixing = g_config.mode == Mode::kFix && EnterFixWindow(&t_fix_not_entered);
   ForkDecision d = Decide(ForkVia::kAtfork, t_busy != 0);
   out->hazard = d.hazard;
   out->explain_segv = d.explain_segv;
-  return d.hazard || d.explain_segv;
+  out->fix_window = fixing;
+  return d.hazard || d.explain_segv || fixing;
 }
 
 // The core's part of the atfork handlers (shim/fork_frames.h: the prepare handler calls
@@ -595,9 +655,11 @@ bool CoreAtforkDecide(ForkFrame* out) {
 // reset); CoreAtforkDecide is above.
 // A SIGSEGV table prepared by an atfork decision (a wrapper's own is released by the wrapper).
 void CoreAtforkParent(const ForkFrame& f) {
+  if (f.fix_window) EndFix(nullptr);
   if (f.explain_segv) ReleaseChildSegvTable();
 }
 FORKGUARD_CHILD_PATH void CoreAtforkChild(const ForkFrame* f) {
+  if (f != nullptr && f->fix_window) ResetFixWindowInChild();
   ChildAfterFork(f != nullptr && f->hazard, f != nullptr && f->explain_segv);
 }
 
@@ -631,7 +693,13 @@ ForkDecision BeforeFork(ForkVia via) {
   if (!clean) {
     int saved = errno;
     CheckUnseenChild();
+    bool fixing =
+        g_config.mode == Mode::kFix && !CleanWithoutLooking() && EnterFixWindow(&t_fix_not_entered);
     d = Decide(via, t_busy != 0);
+    if (fixing) {
+      d.fix_window = true;
+      if (d.fail) EndFix(&d);  // no fork: undo now
+    }
     if (errno != saved) errno = saved;
   }
   // The frame tells the atfork handlers that this fork is decided and what its child is.
@@ -679,6 +747,7 @@ int QueryFork(forkguard_check_result* out) {
 }
 
 FORKGUARD_CHILD_PATH void AfterForkChild(const ForkDecision& d) {
+  if (d.fix_window) ResetFixWindowInChild();
   if (d.no_atfork) {
     AfterRawForkChild(d);
   } else if (d.framed) {
@@ -694,10 +763,12 @@ FORKGUARD_CHILD_PATH void AfterRawForkChild(const ForkDecision& d) {
   // cached pid, our table lock (another thread may have held it), the child's explanation.
   ResetCachedTid();
   GlobalState().lock().ResetInChild();
+  if (d.fix_window) ResetFixWindowInChild();
   ChildAfterFork(d.hazard, d.explain_segv);
 }
 
 void AfterForkParent(const ForkDecision& d, pid_t child) {
+  if (d.fix_window) EndFix(nullptr);
   if (d.framed) PopForkFrame();
   if (d.explain_segv) ReleaseChildSegvTable();
   if (g_config.mode == Mode::kOff || child <= 0) return;

@@ -10,6 +10,7 @@
 
 #include "facts/machine_facts.h"
 #include "shim/config.h"
+#include "shim/fork_fix.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
 #include "shim/stack.h"
@@ -78,6 +79,9 @@ struct ForkReport {
   // this thread): no snap, no stacks, no site; `partial_live` has the descriptor counts.
   bool partial = false;
   LiveCounts partial_live;
+  // FORKGUARD_MODE=fix: what was changed for this fork, in all and per snap->mrs (may be null).
+  FixSummary fix;
+  const FixAction* mr_fix = nullptr;
 };
 
 }  // namespace forkguard

@@ -50,6 +50,7 @@ struct ForkFrame {
   bool hazard;           // the child is a hazardous child
   bool explain_segv;     // the child gets the SIGSEGV explanation (a table was prepared)
   bool took_state_lock;  // this fork's prepare holds the state lock
+  bool fix_window;       // a fork decided by the prepare handler holds the fix window
 };
 
 struct ThreadForkFrames {

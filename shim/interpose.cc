@@ -29,6 +29,7 @@
 #include "shim/child_path.h"
 #include "shim/core.h"
 #include "shim/dlopen_check.h"
+#include "shim/fork_fix.h"
 #include "shim/next_symbol.h"
 #include "shim/stack.h"
 #include "shim/start_path.h"
@@ -703,13 +704,21 @@ int OpenVia(Fn real, const char* path, Args... args) {
 // Forwarded unchanged. Inside a watched RDMA call on this thread, a successful
 // MADV_DONTFORK (the library marking the range it registers) is noted; elsewhere the cost
 // is one TLS read.
+// MADV_DONTFORK/MADV_DOFORK (rdma-core's ibv_dontfork_range/ibv_dofork_range) wait while
+// another thread's fork is being fixed (FORKGUARD_MODE=fix, shim/fork_fix.h), and change the
+// dc view's cache key.
 FG_EXPORT int madvise(void* addr, size_t len, int advice) noexcept {
   auto real = hook_madvise.Get(spec_madvise);
+  bool fork_advice = advice == MADV_DONTFORK || advice == MADV_DOFORK;
+  if (fork_advice) forkguard::WaitOutFixWindow();
   int r = real != nullptr ? real(addr, len, advice)
                           : static_cast<int>(syscall(SYS_madvise, addr, len, advice));
-  if (r == 0 && advice == MADV_DONTFORK && forkguard::t_rdma_depth > 0) {
-    ErrnoKeeper e;
-    core::OnDontfork(addr, len);
+  if (r == 0 && fork_advice) {
+    forkguard::NoteForkAdvice();
+    if (advice == MADV_DONTFORK && forkguard::t_rdma_depth > 0) {
+      ErrnoKeeper e;
+      core::OnDontfork(addr, len);
+    }
   }
   return r;
 }

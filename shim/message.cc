@@ -55,6 +55,36 @@ void FormatRangesWithEffect(TextBuffer& out, const ForkReport& r, facts::ForkEff
   if (total > listed) out.Str("    ... and ").Dec(total - listed).Str(" more\n");
 }
 
+// "1 range (64 KiB, anonymous)" / "3 ranges (6.0 MiB, anonymous and hugetlb)".
+void FixedRanges(TextBuffer& out, int n, uint64_t bytes, unsigned kinds) {
+  Plural(out, n, "range", "ranges");
+  out.Str(" (").Size(bytes);
+  int listed = 0;
+  for (int k = 0; k < facts::kMemoryKinds; ++k) {
+    if ((kinds & (1u << k)) == 0) continue;
+    out.Str(listed == 0 ? ", " : " and ")
+        .Str(facts::MemoryKindName(static_cast<facts::MemoryKind>(k)));
+    ++listed;
+  }
+  out.Char(')');
+}
+
+// What fix mode did, without a line break: "N ranges (...) copied for the child; M ranges
+// (...) withheld from it (the child must not touch them)".
+void FormatFixDone(TextBuffer& out, const FixSummary& f) {
+  if (f.copied > 0) {
+    FixedRanges(out, f.copied, f.copied_bytes, f.copied_kinds);
+    out.Str(" made MADV_DOFORK for the fork: the child gets a copy, the parent keeps its pages");
+  }
+  if (f.withheld > 0) {
+    if (f.copied > 0) out.Str("; ");
+    FixedRanges(out, f.withheld, f.withheld_bytes, f.withheld_kinds);
+    out.Str(
+        " made MADV_DONTFORK for the fork, so that the parent's data stays intact: the child "
+        "has no mapping there and must not touch them");
+  }
+}
+
 }  // namespace
 
 void FormatKernelFacts(TextBuffer& out, const KernelCofFact& cof, const facts::PinProbe& probe) {
@@ -315,6 +345,9 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
     case Mode::kAbort:
       out.Str("  mode: abort - aborting for a core dump\n");
       break;
+    case Mode::kFix:
+      FormatFixModeLine(out, r);
+      break;
     case Mode::kOff:
       break;
   }
@@ -403,6 +436,49 @@ size_t FormatChildSegv(char* buf, size_t cap, long pid, uintptr_t addr,
 const char* ChildSegvTail() {
   return "forkguard: the parent's fork support (ibv_fork_init/RDMAV_FORK_SAFE) marked these "
          "pages MADV_DONTFORK, so they do not exist in this child\n";
+}
+
+void FormatFixModeLine(TextBuffer& out, const ForkReport& r) {
+  const FixSummary& f = r.fix;
+  out.Str("  mode: fix - ");
+  if (f.not_fixed != nullptr) {
+    out.Str("not applied to this fork (").Str(f.not_fixed).Str("): it proceeds as in warn mode\n");
+    return;
+  }
+  if (f.failed_withhold) {
+    out.Str("a range that must be withheld from the child could not be (madvise failed");
+    if (r.via == ForkVia::kAtfork) {
+      out.Str("); this fork did not go through fork() and cannot be failed; it proceeds\n");
+    } else {
+      out.Str("): the fork fails with ").Str(FailErrnoName(r.via)).Str(" as in error mode\n");
+    }
+    return;
+  }
+  if (!f.changed()) {
+    out.Str("nothing to change: the kernel keeps every registered range intact as it is");
+  } else {
+    FormatFixDone(out, f);
+  }
+  if (f.failed > 0) {
+    out.Str("; ");
+    Plural(out, f.failed, "range stays", "ranges stay");
+    out.Str(" MADV_DONTFORK (madvise failed)");
+  }
+  if ((r.verdict.reasons & kInheritedRdma) != 0) {
+    out.Str("; the child must not use the inherited RDMA context, PDs or QPs");
+  }
+  out.Str("; the fork proceeds\n");
+}
+
+void FormatFixedForkLine(TextBuffer& out, const ForkReport& r) {
+  out.Str("forkguard: fork made safe in pid ").Dec(r.who.pid).Str(" (").Str(r.who.prog);
+  if (r.who.rank >= 0) out.Str(", rank ").Dec(r.who.rank);
+  out.Str(" on ").Str(r.who.host).Str("): ");
+  FormatFixDone(out, r.fix);
+  if ((r.verdict.reasons & kInheritedRdma) != 0) {
+    out.Str("; the child must not use the inherited RDMA context, PDs or QPs");
+  }
+  out.Str(" (FORKGUARD_REPORT=always for the details)\n");
 }
 
 }  // namespace forkguard

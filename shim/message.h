@@ -35,6 +35,12 @@ void FormatStackLines(TextBuffer& out, const RawStack& stack, const char* indent
 // line prefixed with `indent`; nothing for an empty stack.
 void FormatPythonLines(TextBuffer& out, const PythonStack& py, const char* indent);
 
+// Fix mode's part of the hazard message (the "  mode: fix - ..." line, ends with '\n').
+void FormatFixModeLine(TextBuffer& out, const ForkReport& r);
+// A fork fix mode made safe, in one line (ends with '\n'): "forkguard: fork made safe in pid P
+// (prog on host): N ranges (...) made MADV_DOFORK for the fork: ...".
+void FormatFixedForkLine(TextBuffer& out, const ForkReport& r);
+
 // A hazardous fork decided without the tables (from a signal handler that interrupted
 // forkguard on this thread), one line ending in '\n': "forkguard: fork after RDMA init in pid
 // P (prog, rank R on host): verdict: hazard (inherited-rdma); forked from a signal handler

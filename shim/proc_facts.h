@@ -25,6 +25,7 @@ struct KindVma {
   uintptr_t end = 0;
   facts::MemoryKind kind = facts::MemoryKind::kUnknown;
   bool dontfork = false;
+  uint64_t page_size = 0;  // the kernel's page size for it (huge pages: their size); 0 unknown
 };
 
 // The first of `n` ranges in address order (Vma, KindVma) that ends after `addr`, by binary

@@ -58,6 +58,7 @@ void Usage(FILE* out) {
       "  --fork-safe           ibv_fork_init() before registering\n"
       "  --fork-init-after     ibv_fork_init() after registering (prints its result)\n"
       "  --touch-buffer        the child writes the registered page-aligned buffer\n"
+      "  --show-dontfork       after each fork: 'parent buffer dontfork: yes|no' (smaps dc)\n"
       "  --touch-heap-neighbor the child writes heap data sharing a page with the heap MR\n"
       "  --dereg-before-fork   dereg MRs, dealloc the PD and close the device before forking\n"
       "  --spawn               posix_spawn /bin/true instead of fork\n"
@@ -129,6 +130,7 @@ void Usage(FILE* out) {
   X(exec_at_end)          \
   X(vfork)                \
   X(reg_invalid)          \
+  X(show_dontfork)        \
   X(dlopen_local)
 
 struct Options {
@@ -249,6 +251,28 @@ struct Rdma {
   char* heap_block = nullptr;     // malloc'd; a part of it is registered
   char* heap_neighbor = nullptr;  // unregistered byte on a registered page
 };
+
+// Whether the mapping holding `p` has the kernel's "dc" flag (MADV_DONTFORK), from smaps.
+bool MappingIsDontfork(const void* p) {
+  FILE* f = fopen("/proc/self/smaps", "re");
+  if (!f) Die("/proc/self/smaps");
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  bool in = false;
+  bool dc = false;
+  char line[512];
+  while (fgets(line, sizeof(line), f)) {
+    unsigned long lo = 0, hi = 0;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ':') != nullptr &&
+        strncmp(line, "VmFlags", 7) != 0) {
+      in = lo <= a && a < hi;
+    } else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+      dc = strstr(line, " dc") != nullptr;
+      break;
+    }
+  }
+  fclose(f);
+  return dc;
+}
 
 void PrintChildFate(pid_t pid) {
   int status = 0;
@@ -510,6 +534,9 @@ void ForkWorkers(const Options& o, const Rdma& r) {
       continue;
     }
     printf("fork: child=%d\n", static_cast<int>(pid));
+    if (o.show_dontfork && r.buf != nullptr) {
+      printf("parent buffer dontfork: %s\n", MappingIsDontfork(r.buf) ? "yes" : "no");
+    }
     PrintChildFate(pid);
   }
 }
@@ -768,6 +795,9 @@ int main(int argc, char** argv) {
       // thread that ended unjoined before a fork is a "thread leak" at the child's _exit,
       // exit status 66; one alive at the fork turns the child's reports off.)
       while (!stop_churn.load()) usleep(1000);
+      if (o.show_dontfork) {
+        printf("churn page dontfork: %s\n", MappingIsDontfork(p) ? "yes" : "no");
+      }
       free(p);
     });
     while (churned.load() == 0) sched_yield();  // the thread is running

@@ -2,6 +2,7 @@
 // (//tests/stub_ibverbs): every path of the shim, fast, on any machine. The
 // same behaviours on the real device are in shim_rdma_test.cc.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <string.h>
 #include <unistd.h>
@@ -635,6 +636,110 @@ TEST(ShimStub, UnrelatedChildSegvNotBlamedOnRdma) {
   EXPECT_TRUE(r.log.OfPid("child_segv", r.report.children[0]).empty() ||
               r.log.OfPid("child_segv", r.report.children[0])[0].json["range"].IsNull())
       << Ctx(r);
+}
+
+// FORKGUARD_MODE=fix over given machine facts: a pin-probe cache for this boot in a private
+// directory (what `forkguard probe` writes), so that the fix follows what it says. What the
+// device really does under fix is the fork matrix's (scripts/matrix-lane).
+std::string ProbeCacheWith(const std::string& name, const std::string& anonymous_fate) {
+  std::string dir = std::string(getenv("TEST_TMPDIR")) + "/probe-" + name;
+  mkdir(dir.c_str(), 0700);
+  char boot[64] = {};
+  FILE* b = fopen("/proc/sys/kernel/random/boot_id", "re");
+  EXPECT_NE(nullptr, b);
+  if (b != nullptr) {
+    if (fgets(boot, sizeof(boot), b) == nullptr) boot[0] = '\0';
+    fclose(b);
+  }
+  boot[strcspn(boot, "\n")] = '\0';
+  std::string path = dir + "/pin-probe-" + boot;
+  FILE* f = fopen(path.c_str(), "we");
+  EXPECT_NE(nullptr, f) << path;
+  if (f != nullptr) {
+    fprintf(f, "forkguard pin-probe 1\nkernel test\nanonymous %s\nthp %s\nhugetlb stale\n",
+            anonymous_fate.c_str(), anonymous_fate.c_str());
+    fclose(f);
+  }
+  chmod(path.c_str(), 0600);
+  return "FORKGUARD_CACHE_DIR=" + dir;
+}
+
+// The kernel copies anonymous memory: fix makes the DONTFORK range forkable for the fork, so
+// the child that touches it lives, and the parent's range is MADV_DONTFORK again after it.
+TEST(ShimStubFix, CopiedRangeKeepsTheChildAliveAndIsRestoredInTheParent) {
+  ShimRun warn = Stub({"--fork-safe", "--touch-buffer", "--show-dontfork"}, "warn",
+                      {ProbeCacheWith("warn", "intact")});
+  ASSERT_TRUE(warn.proc.Exited(0)) << Ctx(warn);
+  EXPECT_NE(std::string::npos, warn.proc.out.find("child killed by signal 11")) << Ctx(warn);
+
+  ShimRun r = Stub({"--fork-safe", "--touch-buffer", "--show-dontfork"}, "fix",
+                   {ProbeCacheWith("fix", "intact")});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 0")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("parent buffer dontfork: yes")) << Ctx(r);
+  // One line, naming what was done and what still holds.
+  EXPECT_NE(std::string::npos, r.proc.err.find("forkguard: fork made safe in pid ")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.err.find("made MADV_DOFORK for the fork")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.err.find("must not use the inherited RDMA context"))
+      << Ctx(r);
+  EXPECT_EQ(std::string::npos, r.proc.err.find("verdict: hazard")) << Ctx(r);
+  Json fork = OneEvent(r, "fork");
+  EXPECT_EQ("fixed", fork["action"].str) << Ctx(r);
+  int copied = 0;
+  for (const Json& range : fork["ranges"].array) copied += range["fixed"].str == "copied";
+  EXPECT_GE(copied, 1) << Ctx(r);
+}
+
+// The kernel does not copy it (a stale probe answer): fix withholds the range from the child
+// for the fork, and gives it back to the parent after.
+TEST(ShimStubFix, WithheldRangeIsGoneInTheChildAndRestoredInTheParent) {
+  ShimRun r =
+      Stub({"--touch-buffer", "--show-dontfork"}, "fix", {ProbeCacheWith("stale", "stale")});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child killed by signal 11")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("parent buffer dontfork: no")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.err.find("made MADV_DONTFORK for the fork")) << Ctx(r);
+  // The child's SIGSEGV is explained: the range was withheld from it.
+  EXPECT_NE(std::string::npos, r.proc.err.find("registered for RDMA")) << Ctx(r);
+  Json fork = OneEvent(r, "fork");
+  EXPECT_EQ("fixed", fork["action"].str) << Ctx(r);
+  int withheld = 0;
+  for (const Json& range : fork["ranges"].array) withheld += range["fixed"].str == "withheld";
+  EXPECT_GE(withheld, 1) << Ctx(r);
+}
+
+// FORKGUARD_REPORT=always: the whole message, with fix mode's line.
+TEST(ShimStubFix, ReportAlwaysGivesTheFullMessageWithTheFixLine) {
+  ShimRun r = Stub({"--fork-safe", "--touch-buffer"}, "fix",
+                   {ProbeCacheWith("always", "intact"), "FORKGUARD_REPORT=always"});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.err.find("verdict: hazard")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.err.find("  mode: fix - ")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 0")) << Ctx(r);
+}
+
+// Nothing registered is changed by a clean fork, and spawn/vfork are left alone.
+TEST(ShimStubFix, CleanForkAndSpawnAreUntouched) {
+  ShimRun r = Stub({"--order=fork-first", "--fork-safe", "--touch-buffer"}, "fix",
+                   {ProbeCacheWith("clean", "intact")});
+  ExpectCleanRun(r);
+  ShimRun s = Stub({"--fork-safe", "--spawn"}, "fix", {ProbeCacheWith("spawn", "intact")});
+  ASSERT_TRUE(s.proc.Exited(0)) << Ctx(s);
+  EXPECT_EQ(std::string::npos, s.proc.err.find("fork made safe")) << Ctx(s);
+}
+
+// Registrations and deregistrations on other threads while forks are fixed: the library's
+// madvise calls wait for each fork's window, so every range ends as the library left it
+// (the stub's own accounting checks that nothing is left DONTFORK after deregistration).
+TEST(ShimStubFix, ConcurrentRegistrationsWhileForking) {
+  ShimRun r = Stub(
+      {"--fork-safe", "--touch-buffer", "--threads=4", "--churn", "--forks=20", "--show-dontfork"},
+      "fix", {ProbeCacheWith("churn", "intact")});
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  EXPECT_EQ(std::string::npos, r.proc.out.find("child killed by signal")) << Ctx(r);
+  EXPECT_EQ(std::string::npos, r.proc.out.find("parent buffer dontfork: no")) << Ctx(r);
+  // Deregistered last by the library: not left MADV_DONTFORK by an undo.
+  EXPECT_NE(std::string::npos, r.proc.out.find("churn page dontfork: no")) << Ctx(r);
 }
 
 }  // namespace
