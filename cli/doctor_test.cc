@@ -2,8 +2,11 @@
 // machine really has (read independently here), so the test is right on a
 // machine with or without a device; the CI host has none and doctor must say
 // so with a warning. The same checks in the Soft-RoCE guest: doctor_rdma_test.
+// The checks that are pure functions of the facts (cli/doctor_checks.h) are also run here
+// with facts of the test's own: kernels and rdma-cores in and out of the fork matrix.
 #include <dirent.h>
 #include <sys/resource.h>
+#include <sys/utsname.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +14,7 @@
 #include <filesystem>
 #include <string>
 
+#include "cli/doctor_checks.h"
 #include "cli/testdata/doctor_output.h"
 #include "gtest/gtest.h"
 #include "tests/support/run_program.h"
@@ -82,6 +86,23 @@ TEST(Doctor, VerdictsMatchThisMachine) {
   EXPECT_EQ(DoctorLine(r.out, "shim").rfind("ok    shim              /", 0), 0u) << r.out;
   EXPECT_NE(DoctorBlock(r.out, "shim").find("libforkguard.so loads"), std::string::npos) << r.out;
   EXPECT_EQ(DoctorLine(r.out, "audit module").rfind("ok  ", 0), 0u) << r.out;
+  // The fork matrix ran 5.10, 6.1 and 6.12 (docs/fork-matrix.md): another kernel has no
+  // column there, and doctor says so rather than name one (whether this rdma-core is in it
+  // is the injected-facts tests' to check).
+  utsname u{};
+  uname(&u);
+  std::string release = u.release;
+  bool measured = false;
+  for (const char* s : {"5.10.", "6.1.", "6.12."}) measured = measured || release.rfind(s, 0) == 0;
+  std::string fs = DoctorBlock(r.out, "fork support");
+  if (measured) {
+    EXPECT_EQ(fs.find("this kernel ("), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(fs.find("this kernel (" + release), std::string::npos) << r.out;
+    EXPECT_NE(fs.find("is not in the fork matrix (measured: 5.10, 6.1, 6.12)"), std::string::npos)
+        << r.out;
+    EXPECT_EQ(fs.find("column \""), std::string::npos) << r.out;
+  }
   EXPECT_NE(r.out.find("summary: "), std::string::npos);
 }
 
@@ -181,6 +202,106 @@ TEST(Doctor, FindsTheShimInTheDebianPackageLayout) {
             std::string::npos)
       << r.out;
   fs::remove_all(root);
+}
+
+// --- the pure checks, with the test's facts ----------------------------------------------
+
+using doctor::DoctorFacts;
+using facts::MemoryKind;
+using facts::PinFate;
+using facts::Tri;
+
+// A machine: its kernel, rdma-core, what the kernel reports, what this boot's probe measured
+// (anonymous, THP, hugetlb), and RDMAV_FORK_SAFE=1 or nothing.
+DoctorFacts Machine(const std::string& release, int rdma_core, Tri reported_cof, PinFate anon,
+                    PinFate thp, PinFate hugetlb, bool fork_safe_env = false) {
+  DoctorFacts f;
+  f.release = release;
+  f.m.rdma_core = rdma_core;
+  f.m.reported_cof = reported_cof;
+  const std::pair<MemoryKind, PinFate> fates[] = {
+      {MemoryKind::kAnonymous, anon}, {MemoryKind::kThp, thp}, {MemoryKind::kHugetlb, hugetlb}};
+  for (auto [k, fate] : fates) {
+    int i = static_cast<int>(k);
+    f.m.probe.fate[i] = fate;
+    f.m.probe.why[i] =
+        fate == PinFate::kUnknown ? facts::ProbeWhy::kNoHugetlbPages : facts::ProbeWhy::kNone;
+  }
+  if (fork_safe_env) {
+    f.fork_env = "RDMAV_FORK_SAFE=1";
+    f.m.fork_support = facts::ForkSupportBy::kEnvironment;
+  }
+  return f;
+}
+
+// Linux 5.10 as the matrix measured it: pinned anonymous and THP pages copied at fork,
+// hugetlb ones not; no copy-on-fork reported.
+DoctorFacts Debian11(int rdma_core, bool fork_safe_env = false) {
+  return Machine("5.10.0-32-amd64", rdma_core, Tri::kUnknown, PinFate::kIntact, PinFate::kIntact,
+                 PinFate::kStale, fork_safe_env);
+}
+
+TEST(DoctorMatrix, KernelAndRdmaCoreInTheMatrixNameTheColumn) {
+  DoctorFacts f = Machine("6.1.0-57-amd64", 44, Tri::kYes, PinFate::kIntact, PinFate::kIntact,
+                          PinFate::kIntact);
+  EXPECT_EQ(doctor::MatrixCell(f),
+            "Measured: docs/fork-matrix.md, column \"6.1.0-57-amd64 rdma-core 44\", rows with "
+            "fork support \"off\" (and \"ibv_fork_init()\" where a library calls it)");
+  // Another Debian build of the same series: the series' column, saying which kernel ran.
+  f.release = "6.1.0-30-amd64";
+  f.m.fork_support = facts::ForkSupportBy::kEnvironment;
+  f.fork_env = "RDMAV_FORK_SAFE=1";
+  EXPECT_EQ(doctor::MatrixCell(f),
+            "Measured: docs/fork-matrix.md, column \"6.1.0-57-amd64 rdma-core 44\" (the matrix's "
+            "6.1 kernel; this one is 6.1.0-30-amd64), rows with fork support "
+            "\"RDMAV_FORK_SAFE=1\"");
+  // 6.12 is its own column, not 6.1's.
+  f.release = "6.12.117+deb13-amd64";
+  EXPECT_NE(doctor::MatrixCell(f).find("column \"6.12.117+deb13-amd64 rdma-core 44\","),
+            std::string::npos);
+}
+
+TEST(DoctorMatrix, KernelNotInTheMatrixIsSaid) {
+  DoctorFacts f = Machine("6.18.44-fc-v1272", 44, Tri::kUnknown, PinFate::kIntact, PinFate::kIntact,
+                          PinFate::kIntact);
+  EXPECT_EQ(doctor::MatrixCell(f),
+            "docs/fork-matrix.md has no column for this machine: this kernel (6.18.44-fc-v1272, "
+            "series 6.18) is not in the fork matrix (measured: 5.10, 6.1, 6.12); the verdicts "
+            "here come from this boot's probe and what the kernel reports, not from a measured "
+            "cell");
+  // A release without a MAJOR.MINOR series.
+  f.release = "custom";
+  EXPECT_EQ(doctor::MatrixCell(f).rfind("docs/fork-matrix.md has no column for this machine: "
+                                        "this kernel (custom) is not in the fork matrix",
+                                        0),
+            0u)
+      << doctor::MatrixCell(f);
+}
+
+TEST(DoctorMatrix, RdmaCoreNotInTheMatrixIsSaidWithTheNearest) {
+  DoctorFacts f = Debian11(50);
+  EXPECT_EQ(doctor::MatrixCell(f),
+            "docs/fork-matrix.md has no column for this machine: rdma-core 50 is not in the fork "
+            "matrix (measured: 33, 44, 56; nearest: 44 and 56, not claimed for 50); the verdicts "
+            "here come from rdma-core's version, this boot's probe and what the "
+            "kernel reports, not from a measured cell");
+  // Past the newest: one nearest.
+  f.m.rdma_core = 60;
+  EXPECT_NE(doctor::MatrixCell(f).find("(measured: 33, 44, 56; nearest: 56, not claimed for 60)"),
+            std::string::npos)
+      << doctor::MatrixCell(f);
+  // Both out of the matrix: both said.
+  f.release = "6.18.44-fc-v1272";
+  EXPECT_NE(doctor::MatrixCell(f).find("series 6.18) is not in the fork matrix (measured: 5.10, "
+                                       "6.1, 6.12); and rdma-core 60 is not in the fork matrix"),
+            std::string::npos)
+      << doctor::MatrixCell(f);
+  // A version doctor could not read: no column, and no guess.
+  f = Debian11(-1);
+  EXPECT_EQ(doctor::MatrixCell(f),
+            "docs/fork-matrix.md has no column for this machine: the rdma-core version is "
+            "unknown, so no column of it applies (measured: 33, 44, 56); the verdicts here come "
+            "from this boot's probe and what the kernel reports, not from a measured cell");
 }
 
 }  // namespace
