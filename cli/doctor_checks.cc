@@ -10,6 +10,11 @@
 namespace forkguard::cli::doctor {
 namespace {
 
+// The kinds fix mode is spoken of for (a private file mapping answers as anonymous memory,
+// MAP_SHARED memory is never copied nor left stale).
+constexpr facts::MemoryKind kFixKinds[] = {facts::MemoryKind::kAnonymous, facts::MemoryKind::kThp,
+                                           facts::MemoryKind::kHugetlb};
+
 std::string JoinList(const std::vector<std::string>& items, const char* last,
                      const char* sep = ", ") {
   std::string s;
@@ -87,6 +92,122 @@ Place PlaceOf(const DoctorFacts& f) {
   return p;
 }
 
+// The fork support column's label of the matrix's row for kind `k` with fork support as
+// this environment sets it.
+const char* EnvRow(const DoctorFacts& f, facts::MemoryKind k) {
+  return k == facts::MemoryKind::kHugetlb && f.m.hugepages_safe ? kMatrixForkSupportEnvHugepages
+                                                                : kMatrixForkSupportEnv;
+}
+
+std::string Quoted(const std::vector<const char*>& labels) {
+  std::vector<std::string> q;
+  for (const char* l : labels) q.push_back(std::string("\"") + l + "\"");
+  return JoinList(q, " and ");
+}
+
+// What the kernel does with a kind's pinned pages at fork, without MADV_DONTFORK, and from
+// what (kind-neutral, so that kinds alike share one sentence).
+std::string KernelDoes(const facts::RangeVerdict& bare) {
+  switch (bare.basis) {
+    case facts::Basis::kProbeIntact:
+      return "the kernel copies this memory for the child at fork (this boot's probe)";
+    case facts::Basis::kReportedCof:
+      return "the kernel copies this memory for the child at fork (it reports copy-on-fork)";
+    case facts::Basis::kProbeStale:
+      return "the kernel does not copy this memory at fork (this boot's probe)";
+    case facts::Basis::kReportedNoCof:
+      return "the kernel does not copy this memory at fork (it reports no copy-on-fork)";
+    default:
+      return "what the kernel does with it at fork is unknown: " + BasisOf(bare);
+  }
+}
+
+// What fix mode does with one memory kind here.
+struct KindFix {
+  std::string text;
+  bool harm = false;               // a known harm today (without fix) that fix removes
+  bool copies = false;             // fix keeps the child alive (the kernel copies the kind)
+  bool withholds_unknown = false;  // fix withholds it because nothing can tell
+  std::vector<const char*> rows;   // the matrix rows' fork support labels that show it
+};
+
+KindFix FixFor(const DoctorFacts& f, facts::MemoryKind k) {
+  const facts::MachineFacts& m = f.m;
+  facts::MachineFacts off = m;
+  off.fork_support = facts::ForkSupportBy::kOff;
+  facts::MachineFacts on = m;
+  on.fork_support = facts::ForkSupportBy::kForkInit;
+  // What the kernel itself does with the kind at fork (no MADV_DONTFORK), and why.
+  facts::RangeVerdict bare = facts::DecideRange(off, {k, facts::Tri::kNo});
+  std::string kernel = KernelDoes(bare);
+  facts::Tri marks = facts::RegistrationMarksDontfork(m);
+  facts::Tri marks_if_on = facts::RegistrationMarksDontfork(on);
+  bool env_on = m.fork_support != facts::ForkSupportBy::kOff;
+  std::string by =
+      f.fork_env.empty() ? std::string("fork support") : "fork support (" + f.fork_env + ")";
+  KindFix x;
+  x.rows.push_back(kMatrixForkSupportOff);
+  if (env_on)
+    x.rows.push_back(EnvRow(f, k));
+  else if (marks_if_on != facts::Tri::kNo)
+    x.rows.push_back(kMatrixForkSupportInit);
+  const std::string keep_alive =
+      "fix keeps the child alive where fork support marked the range MADV_DONTFORK (the child "
+      "gets a copy)";
+  const std::string already =
+      by +
+      " already makes its registrations MADV_DONTFORK, which keeps the parent's data intact: fix "
+      "leaves them so (the child must not touch them)";
+
+  switch (bare.effect) {
+    case facts::ForkEffect::kNothing:
+      x.copies = true;
+      if (marks == facts::Tri::kYes) {
+        x.harm = true;
+        x.text = kernel + ", but " + by +
+                 " marks its registrations MADV_DONTFORK, so a child that touches them dies: " +
+                 keep_alive;
+      } else if (marks == facts::Tri::kUnknown) {
+        x.text = kernel + "; whether " + by +
+                 " marks its registrations MADV_DONTFORK is unknown (rdma-core version "
+                 "unknown): where it does, " +
+                 keep_alive;
+      } else if (env_on || marks_if_on == facts::Tri::kNo) {
+        x.text = "nothing to fix: " + kernel +
+                 " and this rdma-core does not mark it MADV_DONTFORK" +
+                 (env_on ? "" : " even with fork support on");
+      } else {
+        x.text = "nothing to fix while fork support is off (" + kernel +
+                 "); if a library turns it on (ibv_fork_init(): UCX, NCCL), " + keep_alive;
+      }
+      break;
+    case facts::ForkEffect::kParentCorruption:
+      if (marks == facts::Tri::kYes) {
+        x.text = kernel + "; " + already;
+      } else {
+        x.harm = marks == facts::Tri::kNo;
+        x.text = kernel +
+                 ", so a fork after registration leaves the parent's data STALE: fix withholds "
+                 "the range from the child (MADV_DONTFORK for the fork): the parent's data stays "
+                 "intact; the child must not touch it";
+      }
+      break;
+    case facts::ForkEffect::kChildSegv:  // not without MADV_DONTFORK
+    case facts::ForkEffect::kUnknown:
+      if (marks == facts::Tri::kYes) {
+        x.text = already + "; " + kernel;
+      } else {
+        x.withholds_unknown = true;
+        x.text =
+            "fix withholds the range (MADV_DONTFORK for the fork: the parent's data stays intact, "
+            "the child must not touch it) because " +
+            BasisOf(bare);
+      }
+      break;
+  }
+  return x;
+}
+
 }  // namespace
 
 std::string KindList(const std::vector<facts::MemoryKind>& kinds) {
@@ -114,6 +235,61 @@ std::string MatrixCell(const DoctorFacts& f) {
   if (f.m.hugepages_safe)
     d += " (hugetlb: \"" + std::string(kMatrixForkSupportEnvHugepages) + "\")";
   return d;
+}
+
+Check CheckFixMode(const DoctorFacts& f) {
+  std::vector<facts::MemoryKind> harm, copied, withheld;
+  bool withholds = false;  // where nothing can tell, fix keeps the parent intact
+  std::vector<std::pair<facts::MemoryKind, KindFix>> fixes;
+  // Kinds with the same answer share one sentence: "anonymous and thp: ...".
+  std::vector<std::pair<std::vector<facts::MemoryKind>, std::string>> said;
+  for (facts::MemoryKind k : kFixKinds) {
+    KindFix x = FixFor(f, k);
+    if (x.harm) {
+      harm.push_back(k);
+      (x.copies ? copied : withheld).push_back(k);
+    }
+    auto same =
+        std::find_if(said.begin(), said.end(), [&](const auto& s) { return s.second == x.text; });
+    if (same != said.end())
+      same->first.push_back(k);
+    else
+      said.push_back({{k}, x.text});
+    withholds = withholds || x.withholds_unknown;
+    fixes.push_back({k, std::move(x)});
+  }
+  std::string per_kind;
+  for (const auto& [kinds, text] : said)
+    per_kind += (per_kind.empty() ? "" : "; ") + KindList(kinds) + ": " + text;
+  bool set = f.mode == "fix";
+  std::string d = set             ? "FORKGUARD_MODE=fix is set. "
+                  : !harm.empty() ? "would make a fork after registration safe here for " +
+                                        KindList(harm) + " memory. "
+                  : withholds ? "no known harm to undo here as things stand. "
+                              : "nothing to fix here as things stand. ";
+  d += per_kind + ". ";
+  Place p = PlaceOf(f);
+  if (!p.column.empty()) {
+    std::vector<std::string> rows;
+    for (const auto& [k, x] : fixes)
+      rows.push_back(std::string("\"") + MatrixRowKind(k) + "\" with fork support " +
+                     Quoted(x.rows));
+    d += "Matrix cells: docs/fork-matrix.md, column \"" + p.column + "\", rows " +
+         JoinList(rows, "; ", "; ");
+  } else {
+    d += "No fork matrix cell shows it: " + p.why;
+  }
+  if (set || harm.empty()) return {"fix mode", Verdict::kOk, d, ""};
+  std::string what;
+  if (!copied.empty())
+    what += "a child that touches " + KindList(copied) + " registrations gets a copy and lives";
+  if (!withheld.empty())
+    what += std::string(what.empty() ? "" : "; ") + KindList(withheld) +
+            " registrations are withheld from the child, so the parent's data stays intact (the "
+            "child must not touch them)";
+  return {"fix mode", Verdict::kWarn, d,
+          "for a program that forks after RDMA init, FORKGUARD_MODE=fix: " + what +
+              ". The child still must not use the inherited RDMA context, PDs and QPs"};
 }
 
 }  // namespace forkguard::cli::doctor

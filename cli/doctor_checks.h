@@ -1,5 +1,5 @@
 // `forkguard doctor`'s checks that are pure functions of the facts it gathered: what the
-// fork matrix measured for this machine. doctor_command.cc
+// fork matrix measured for this machine, and what fix mode would do here. doctor_command.cc
 // gathers the facts and prints; //cli:doctor_test calls these with facts of its own.
 #pragma once
 
@@ -27,6 +27,7 @@ struct DoctorFacts {
   std::string cof_why;
   std::string rdma_core_path;
   std::string fork_env;  // "RDMAV_FORK_SAFE=1" when set
+  std::string mode;      // FORKGUARD_MODE as set; "" when unset
   bool probed_now = false;
   std::string cache_path;
 };
@@ -42,5 +43,10 @@ std::string BasisOf(const facts::RangeVerdict& v);
 // kernel series or an rdma-core it did not run, or an unknown rdma-core version) it says so
 // and names what was measured, claiming nothing from the nearest.
 std::string MatrixCell(const DoctorFacts& f);
+
+// "fix mode": whether FORKGUARD_MODE=fix would help on this machine, per memory kind
+// (anonymous, THP, hugetlb), from the rule and the facts the verdict uses, with the matrix
+// cells that show it where the matrix has this machine's column.
+Check CheckFixMode(const DoctorFacts& f);
 
 }  // namespace forkguard::cli::doctor

@@ -72,6 +72,16 @@ DESCRIPTION
                         Names the docs/fork-matrix.md cells (measured on
                         rxe0) of this kernel series and rdma-core, or says
                         that the matrix did not run them
+      fix mode          whether FORKGUARD_MODE=fix would help here, per memory
+                        kind (anonymous, THP, hugetlb), from the same facts.
+                        Where the kernel copies the kind, fix keeps the child
+                        alive where fork support marked the range
+                        MADV_DONTFORK (the child gets a copy); where it does
+                        not, or nothing can tell, fix withholds the range
+                        from the child (MADV_DONTFORK for the fork): the
+                        parent's data stays intact. Names the matrix cells
+                        that show it where the matrix has this kernel and
+                        rdma-core
       memlock limit     RLIMIT_MEMLOCK (registration pins memory)
       vm.max_map_count  against this process's map count (MADV_DONTFORK splits
                         mappings; each registration can add two)
@@ -192,6 +202,7 @@ DoctorFacts GatherFacts() {
     f.m.fork_support = facts::ForkSupportBy::kEnvironment;
   }
   f.m.hugepages_safe = facts::HugepagesSafeFromEnvironment();
+  if (const char* mode = getenv("FORKGUARD_MODE")) f.mode = mode;
   f.m.probe = facts::PinProbeForThisBoot(&f.probed_now);
   char cache[1200];
   if (facts::PinProbeCachePath(cache, sizeof(cache))) f.cache_path = cache;
@@ -574,6 +585,7 @@ int DoctorMain(int argc, char** argv, const char* argv0) {
   checks.push_back(CheckForkEnv());
   checks.push_back(CheckForkSupport(facts));
   checks.back().detail += ". " + doctor::MatrixCell(facts);
+  checks.push_back(doctor::CheckFixMode(facts));
   checks.push_back(CheckMemlock());
   checks.push_back(CheckMapCount());
   CheckShim(argv0, &checks);
