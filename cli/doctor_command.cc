@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/doctor_checks.h"
 #include "cli/format.h"
 #include "cli/shim_locator.h"
 #include "facts/fork_rule.h"
@@ -68,7 +69,19 @@ DESCRIPTION
                         and a child that touches it dies; rdma-core >= 51 does
                         nothing on a kernel that reports it. Fork support is
                         advised only for memory the kernel leaves stale.
-                        docs/fork-matrix.md has the cells measured on rxe0.
+                        Names the docs/fork-matrix.md cells (measured on
+                        rxe0) of this kernel series and rdma-core, or says
+                        that the matrix did not run them
+      fix mode          whether FORKGUARD_MODE=fix would help here, per memory
+                        kind (anonymous, THP, hugetlb), from the same facts.
+                        Where the kernel copies the kind, fix keeps the child
+                        alive where fork support marked the range
+                        MADV_DONTFORK (the child gets a copy); where it does
+                        not, or nothing can tell, fix withholds the range
+                        from the child (MADV_DONTFORK for the fork): the
+                        parent's data stays intact. Names the matrix cells
+                        that show it where the matrix has this kernel and
+                        rdma-core
       memlock limit     RLIMIT_MEMLOCK (registration pins memory)
       vm.max_map_count  against this process's map count (MADV_DONTFORK splits
                         mappings; each registration can add two)
@@ -90,14 +103,11 @@ EXIT STATUS
 
 namespace {
 
-enum class Verdict { kOk, kWarn, kFail };
-
-struct Check {
-  std::string name;
-  Verdict verdict;
-  std::string detail;
-  std::string advice;  // what to do; empty when ok
-};
+using doctor::BasisOf;
+using doctor::Check;
+using doctor::DoctorFacts;
+using doctor::KindList;
+using doctor::Verdict;
 
 std::string ReadFirstLine(const std::string& path) {
   std::ifstream f(path);
@@ -175,18 +185,6 @@ Check CheckUverbs(bool have_device) {
   return {"uverbs access", Verdict::kOk, Trim(ok) + " read/write", ""};
 }
 
-// The machine facts (facts/machine_facts.h, facts/pin_probe.h) and what the rule
-// (facts/fork_rule.h) makes of them, per memory kind: doctor computes nothing of its own.
-struct DoctorFacts {
-  facts::MachineFacts m;
-  std::string release;
-  std::string cof_why;
-  std::string rdma_core_path;
-  std::string fork_env;  // "RDMAV_FORK_SAFE=1" when set
-  bool probed_now = false;
-  std::string cache_path;
-};
-
 DoctorFacts GatherFacts() {
   DoctorFacts f;
   utsname u{};
@@ -204,6 +202,7 @@ DoctorFacts GatherFacts() {
     f.m.fork_support = facts::ForkSupportBy::kEnvironment;
   }
   f.m.hugepages_safe = facts::HugepagesSafeFromEnvironment();
+  if (const char* mode = getenv("FORKGUARD_MODE")) f.mode = mode;
   f.m.probe = facts::PinProbeForThisBoot(&f.probed_now);
   char cache[1200];
   if (facts::PinProbeCachePath(cache, sizeof(cache))) f.cache_path = cache;
@@ -214,20 +213,6 @@ DoctorFacts GatherFacts() {
 constexpr facts::MemoryKind kDoctorKinds[] = {facts::MemoryKind::kAnonymous,
                                               facts::MemoryKind::kThp, facts::MemoryKind::kHugetlb,
                                               facts::MemoryKind::kShared};
-
-std::string KindList(const std::vector<facts::MemoryKind>& kinds) {
-  std::string s;
-  for (size_t i = 0; i < kinds.size(); ++i) {
-    if (i > 0) s += i + 1 == kinds.size() ? " and " : ", ";
-    s += facts::MemoryKindName(kinds[i]);
-  }
-  return s;
-}
-
-std::string BasisOf(const facts::RangeVerdict& v) {
-  char buf[512];
-  return facts::BasisText(v, buf, sizeof(buf));
-}
 
 // "anonymous nothing, thp nothing, hugetlb parent-corruption, shared nothing"
 std::string EffectsLine(const facts::MachineFacts& m) {
@@ -433,16 +418,6 @@ Check CheckForkSupport(const DoctorFacts& f) {
   return {"fork support", Verdict::kOk, d, ""};
 }
 
-// Where the fork matrix shows this case measured on a real device: its column (kernel,
-// rdma-core) and the rows with this fork support.
-std::string MatrixCell(const DoctorFacts& f) {
-  std::string fs =
-      f.fork_env.empty() ? std::string("off (or ibv_fork_init() by a library)") : f.fork_env;
-  return "Measured: docs/fork-matrix.md, column \"" + f.release + " rdma-core " +
-         (f.m.rdma_core >= 0 ? std::to_string(f.m.rdma_core) : std::string("?")) +
-         "\" (where that kernel was run), rows \"fork support " + fs + "\"";
-}
-
 Check CheckMemlock() {
   rlimit rl{};
   getrlimit(RLIMIT_MEMLOCK, &rl);
@@ -609,7 +584,8 @@ int DoctorMain(int argc, char** argv, const char* argv0) {
   checks.push_back(CheckRdmaCore(facts));
   checks.push_back(CheckForkEnv());
   checks.push_back(CheckForkSupport(facts));
-  checks.back().detail += ". " + MatrixCell(facts);
+  checks.back().detail += ". " + doctor::MatrixCell(facts);
+  checks.push_back(doctor::CheckFixMode(facts));
   checks.push_back(CheckMemlock());
   checks.push_back(CheckMapCount());
   CheckShim(argv0, &checks);

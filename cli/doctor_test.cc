@@ -2,8 +2,12 @@
 // machine really has (read independently here), so the test is right on a
 // machine with or without a device; the CI host has none and doctor must say
 // so with a warning. The same checks in the Soft-RoCE guest: doctor_rdma_test.
+// The checks that are pure functions of the facts (cli/doctor_checks.h) are also run here
+// with facts of the test's own: kernels and rdma-cores in and out of the fork matrix, and
+// what fix mode does with each memory kind.
 #include <dirent.h>
 #include <sys/resource.h>
+#include <sys/utsname.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +15,7 @@
 #include <filesystem>
 #include <string>
 
+#include "cli/doctor_checks.h"
 #include "cli/testdata/doctor_output.h"
 #include "gtest/gtest.h"
 #include "tests/support/run_program.h"
@@ -82,6 +87,24 @@ TEST(Doctor, VerdictsMatchThisMachine) {
   EXPECT_EQ(DoctorLine(r.out, "shim").rfind("ok    shim              /", 0), 0u) << r.out;
   EXPECT_NE(DoctorBlock(r.out, "shim").find("libforkguard.so loads"), std::string::npos) << r.out;
   EXPECT_EQ(DoctorLine(r.out, "audit module").rfind("ok  ", 0), 0u) << r.out;
+  // The fork matrix ran 5.10, 6.1 and 6.12 (docs/fork-matrix.md): another kernel has no
+  // column there, and doctor says so rather than name one (whether this rdma-core is in it
+  // is the injected-facts tests' to check).
+  utsname u{};
+  uname(&u);
+  std::string release = u.release;
+  bool measured = false;
+  for (const char* s : {"5.10.", "6.1.", "6.12."}) measured = measured || release.rfind(s, 0) == 0;
+  std::string fs = DoctorBlock(r.out, "fork support");
+  if (measured) {
+    EXPECT_EQ(fs.find("this kernel ("), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(fs.find("this kernel (" + release), std::string::npos) << r.out;
+    EXPECT_NE(fs.find("is not in the fork matrix (measured: 5.10, 6.1, 6.12)"), std::string::npos)
+        << r.out;
+    EXPECT_EQ(fs.find("column \""), std::string::npos) << r.out;
+  }
+  EXPECT_FALSE(DoctorLine(r.out, "fix mode").empty()) << r.out;
   EXPECT_NE(r.out.find("summary: "), std::string::npos);
 }
 
@@ -181,6 +204,245 @@ TEST(Doctor, FindsTheShimInTheDebianPackageLayout) {
             std::string::npos)
       << r.out;
   fs::remove_all(root);
+}
+
+// --- the pure checks, with the test's facts ----------------------------------------------
+
+using doctor::Check;
+using doctor::DoctorFacts;
+using doctor::Verdict;
+using facts::MemoryKind;
+using facts::PinFate;
+using facts::Tri;
+
+// A machine: its kernel, rdma-core, what the kernel reports, what this boot's probe measured
+// (anonymous, THP, hugetlb), and RDMAV_FORK_SAFE=1 or nothing.
+DoctorFacts Machine(const std::string& release, int rdma_core, Tri reported_cof, PinFate anon,
+                    PinFate thp, PinFate hugetlb, bool fork_safe_env = false) {
+  DoctorFacts f;
+  f.release = release;
+  f.m.rdma_core = rdma_core;
+  f.m.reported_cof = reported_cof;
+  const std::pair<MemoryKind, PinFate> fates[] = {
+      {MemoryKind::kAnonymous, anon}, {MemoryKind::kThp, thp}, {MemoryKind::kHugetlb, hugetlb}};
+  for (auto [k, fate] : fates) {
+    int i = static_cast<int>(k);
+    f.m.probe.fate[i] = fate;
+    f.m.probe.why[i] =
+        fate == PinFate::kUnknown ? facts::ProbeWhy::kNoHugetlbPages : facts::ProbeWhy::kNone;
+  }
+  if (fork_safe_env) {
+    f.fork_env = "RDMAV_FORK_SAFE=1";
+    f.m.fork_support = facts::ForkSupportBy::kEnvironment;
+  }
+  return f;
+}
+
+// Linux 5.10 as the matrix measured it: pinned anonymous and THP pages copied at fork,
+// hugetlb ones not; no copy-on-fork reported.
+DoctorFacts Debian11(int rdma_core, bool fork_safe_env = false) {
+  return Machine("5.10.0-32-amd64", rdma_core, Tri::kUnknown, PinFate::kIntact, PinFate::kIntact,
+                 PinFate::kStale, fork_safe_env);
+}
+
+TEST(DoctorMatrix, KernelAndRdmaCoreInTheMatrixNameTheColumn) {
+  DoctorFacts f = Machine("6.1.0-57-amd64", 44, Tri::kYes, PinFate::kIntact, PinFate::kIntact,
+                          PinFate::kIntact);
+  EXPECT_EQ(doctor::MatrixCell(f),
+            "Measured: docs/fork-matrix.md, column \"6.1.0-57-amd64 rdma-core 44\", rows with "
+            "fork support \"off\" (and \"ibv_fork_init()\" where a library calls it)");
+  // Another Debian build of the same series: the series' column, saying which kernel ran.
+  f.release = "6.1.0-30-amd64";
+  f.m.fork_support = facts::ForkSupportBy::kEnvironment;
+  f.fork_env = "RDMAV_FORK_SAFE=1";
+  EXPECT_EQ(doctor::MatrixCell(f),
+            "Measured: docs/fork-matrix.md, column \"6.1.0-57-amd64 rdma-core 44\" (the matrix's "
+            "6.1 kernel; this one is 6.1.0-30-amd64), rows with fork support "
+            "\"RDMAV_FORK_SAFE=1\"");
+  // 6.12 is its own column, not 6.1's.
+  f.release = "6.12.117+deb13-amd64";
+  EXPECT_NE(doctor::MatrixCell(f).find("column \"6.12.117+deb13-amd64 rdma-core 44\","),
+            std::string::npos);
+}
+
+TEST(DoctorMatrix, KernelNotInTheMatrixIsSaid) {
+  DoctorFacts f = Machine("6.18.44-fc-v1272", 44, Tri::kUnknown, PinFate::kIntact, PinFate::kIntact,
+                          PinFate::kIntact);
+  EXPECT_EQ(doctor::MatrixCell(f),
+            "docs/fork-matrix.md has no column for this machine: this kernel (6.18.44-fc-v1272, "
+            "series 6.18) is not in the fork matrix (measured: 5.10, 6.1, 6.12); the verdicts "
+            "here come from this boot's probe and what the kernel reports, not from a measured "
+            "cell");
+  Check c = doctor::CheckFixMode(f);
+  EXPECT_NE(c.detail.find("No fork matrix cell shows it: this kernel (6.18.44-fc-v1272, series "
+                          "6.18) is not in the fork matrix (measured: 5.10, 6.1, 6.12)"),
+            std::string::npos)
+      << c.detail;
+  EXPECT_EQ(c.detail.find("Matrix cells"), std::string::npos) << c.detail;
+  EXPECT_EQ(c.detail.find("column"), std::string::npos) << c.detail;
+  // A release without a MAJOR.MINOR series.
+  f.release = "custom";
+  EXPECT_EQ(doctor::MatrixCell(f).rfind("docs/fork-matrix.md has no column for this machine: "
+                                        "this kernel (custom) is not in the fork matrix",
+                                        0),
+            0u)
+      << doctor::MatrixCell(f);
+}
+
+TEST(DoctorMatrix, RdmaCoreNotInTheMatrixIsSaidWithTheNearest) {
+  DoctorFacts f = Debian11(50);
+  EXPECT_EQ(doctor::MatrixCell(f),
+            "docs/fork-matrix.md has no column for this machine: rdma-core 50 is not in the fork "
+            "matrix (measured: 33, 44, 56; nearest: 44 and 56, not claimed for 50); the verdicts "
+            "here come from rdma-core's version, this boot's probe and what the "
+            "kernel reports, not from a measured cell");
+  Check c = doctor::CheckFixMode(f);
+  EXPECT_NE(c.detail.find("No fork matrix cell shows it: rdma-core 50 is not in the fork matrix"),
+            std::string::npos)
+      << c.detail;
+  EXPECT_EQ(c.detail.find("column"), std::string::npos) << c.detail;
+  // Past the newest: one nearest.
+  f.m.rdma_core = 60;
+  EXPECT_NE(doctor::MatrixCell(f).find("(measured: 33, 44, 56; nearest: 56, not claimed for 60)"),
+            std::string::npos)
+      << doctor::MatrixCell(f);
+  // Both out of the matrix: both said.
+  f.release = "6.18.44-fc-v1272";
+  EXPECT_NE(doctor::MatrixCell(f).find("series 6.18) is not in the fork matrix (measured: 5.10, "
+                                       "6.1, 6.12); and rdma-core 60 is not in the fork matrix"),
+            std::string::npos)
+      << doctor::MatrixCell(f);
+  // A version doctor could not read: no column, and no guess.
+  f = Debian11(-1);
+  EXPECT_EQ(doctor::MatrixCell(f),
+            "docs/fork-matrix.md has no column for this machine: the rdma-core version is "
+            "unknown, so no column of it applies (measured: 33, 44, 56); the verdicts here come "
+            "from this boot's probe and what the kernel reports, not from a measured cell");
+}
+
+// 5.10 without fork support (the matrix's stale cells): fix withholds hugetlb ranges; the
+// kernel copies anonymous and THP pages, and nothing marks them, so fix has nothing to undo.
+TEST(DoctorFixMode, KindTheKernelDoesNotCopyIsWithheld) {
+  Check c = doctor::CheckFixMode(Debian11(44));
+  EXPECT_EQ(c.name, "fix mode");
+  EXPECT_EQ(c.verdict, Verdict::kWarn) << c.detail;
+  EXPECT_EQ(
+      c.detail.rfind("would make a fork after registration safe here for hugetlb memory. ", 0), 0u)
+      << c.detail;
+  EXPECT_NE(c.detail.find(
+                "hugetlb: the kernel does not copy this memory at fork (this boot's probe), so a "
+                "fork after registration leaves the parent's data STALE: fix withholds the range "
+                "from the child (MADV_DONTFORK for the fork): the parent's data stays intact; "
+                "the child must not touch it"),
+            std::string::npos)
+      << c.detail;
+  EXPECT_NE(c.detail.find("anonymous and thp: nothing to fix while fork support is off (the "
+                          "kernel copies this memory for the child at fork (this boot's "
+                          "probe)); if a library turns it on (ibv_fork_init(): UCX, NCCL), fix "
+                          "keeps the child alive where fork support marked the range "
+                          "MADV_DONTFORK (the child gets a copy)"),
+            std::string::npos)
+      << c.detail;
+  // The cells that show it: this kernel's column, the kinds' rows without fork support and
+  // with what a library turns on.
+  EXPECT_NE(c.detail.find("Matrix cells: docs/fork-matrix.md, column \"5.10.0-32-amd64 "
+                          "rdma-core 44\", rows \"anonymous, small pages (64 KiB)\" with fork "
+                          "support \"off\" and \"ibv_fork_init()\"; \"anonymous THP (2 MiB, "
+                          "MADV_HUGEPAGE)\" with fork support \"off\" and \"ibv_fork_init()\"; "
+                          "\"hugetlb (2 MiB, MAP_HUGETLB)\" with fork support \"off\" and "
+                          "\"ibv_fork_init()\""),
+            std::string::npos)
+      << c.detail;
+  EXPECT_EQ(c.advice,
+            "for a program that forks after RDMA init, FORKGUARD_MODE=fix: hugetlb registrations "
+            "are withheld from the child, so the parent's data stays intact (the child must not "
+            "touch them). The child still must not use the inherited RDMA context, PDs and QPs");
+}
+
+// 5.10 with RDMAV_FORK_SAFE=1 (rdma-core 56 marks every registration: the kernel does not
+// report copy-on-fork): fix gives the child a copy of anonymous and THP ranges; hugetlb ones
+// stay MADV_DONTFORK, which is what keeps the parent intact there.
+TEST(DoctorFixMode, KindTheKernelCopiesIsCopiedForTheChild) {
+  Check c = doctor::CheckFixMode(Debian11(56, /*fork_safe_env=*/true));
+  EXPECT_EQ(c.verdict, Verdict::kWarn) << c.detail;
+  EXPECT_EQ(c.detail.rfind("would make a fork after registration safe here for anonymous and "
+                           "thp memory. ",
+                           0),
+            0u)
+      << c.detail;
+  EXPECT_NE(c.detail.find("anonymous and thp: the kernel copies this memory for the child at "
+                          "fork (this boot's probe), but fork support (RDMAV_FORK_SAFE=1) marks "
+                          "its registrations MADV_DONTFORK, so a child that touches them dies: "
+                          "fix keeps the child alive where fork support marked the range "
+                          "MADV_DONTFORK (the child gets a copy)"),
+            std::string::npos)
+      << c.detail;
+  EXPECT_NE(c.detail.find("hugetlb: the kernel does not copy this memory at fork (this boot's "
+                          "probe); fork support (RDMAV_FORK_SAFE=1) already makes its "
+                          "registrations MADV_DONTFORK, which keeps the parent's data intact: "
+                          "fix leaves them so (the child must not touch them)"),
+            std::string::npos)
+      << c.detail;
+  EXPECT_NE(c.detail.find("column \"5.10.0-32-amd64 rdma-core 56\", rows \"anonymous, small "
+                          "pages (64 KiB)\" with fork support \"off\" and "
+                          "\"RDMAV_FORK_SAFE=1\""),
+            std::string::npos)
+      << c.detail;
+  EXPECT_EQ(c.advice,
+            "for a program that forks after RDMA init, FORKGUARD_MODE=fix: a child that touches "
+            "anonymous and thp registrations gets a copy and lives. The child still must not use "
+            "the inherited RDMA context, PDs and QPs");
+  // With RDMAV_HUGEPAGES_SAFE=1 the hugetlb cells are the rows that say so.
+  DoctorFacts hp = Debian11(56, true);
+  hp.m.hugepages_safe = true;
+  EXPECT_NE(doctor::CheckFixMode(hp).detail.find(
+                "\"hugetlb (2 MiB, MAP_HUGETLB)\" with fork support \"off\" and "
+                "\"RDMAV_FORK_SAFE=1 RDMAV_HUGEPAGES_SAFE=1\""),
+            std::string::npos);
+}
+
+// Nothing can tell what the kernel does with hugetlb pages (no copy-on-fork reported, no
+// hugetlb pages to probe with): fix keeps the parent intact, and says why.
+TEST(DoctorFixMode, UnknownKindIsWithheldSayingWhy) {
+  Check c = doctor::CheckFixMode(Machine("6.1.0-57-amd64", 44, Tri::kUnknown, PinFate::kIntact,
+                                         PinFate::kIntact, PinFate::kUnknown));
+  EXPECT_EQ(c.verdict, Verdict::kOk) << c.detail;
+  EXPECT_TRUE(c.advice.empty());
+  EXPECT_EQ(c.detail.rfind("no known harm to undo here as things stand. ", 0), 0u) << c.detail;
+  EXPECT_NE(c.detail.find("hugetlb: fix withholds the range (MADV_DONTFORK for the fork: the "
+                          "parent's data stays intact, the child must not touch it) because the "
+                          "kernel does not report copy-on-fork (RDMA netlink) and for pinned "
+                          "hugetlb pages the probe found fewer than two free hugetlb pages "
+                          "(vm.nr_hugepages)"),
+            std::string::npos)
+      << c.detail;
+}
+
+// A kernel that reports copy-on-fork with rdma-core >= 51: rdma-core marks nothing even with
+// fork support on, the kernel copies every kind: fix has nothing to do.
+TEST(DoctorFixMode, NothingToFixOnACopyOnForkKernelWithNewRdmaCore) {
+  Check c = doctor::CheckFixMode(Machine("6.12.117+deb13-amd64", 56, Tri::kYes, PinFate::kIntact,
+                                         PinFate::kIntact, PinFate::kIntact, true));
+  EXPECT_EQ(c.verdict, Verdict::kOk) << c.detail;
+  EXPECT_EQ(c.detail.rfind("nothing to fix here as things stand. anonymous, thp and hugetlb: "
+                           "nothing to fix: the kernel copies this memory for the child at fork "
+                           "(this boot's probe) and this rdma-core does not mark it "
+                           "MADV_DONTFORK. Matrix cells: docs/fork-matrix.md, column "
+                           "\"6.12.117+deb13-amd64 rdma-core 56\"",
+                           0),
+            0u)
+      << c.detail;
+}
+
+// FORKGUARD_MODE=fix already set: what it does here, no advice.
+TEST(DoctorFixMode, SetSaysWhatItDoes) {
+  DoctorFacts f = Debian11(44);
+  f.mode = "fix";
+  Check c = doctor::CheckFixMode(f);
+  EXPECT_EQ(c.verdict, Verdict::kOk) << c.detail;
+  EXPECT_TRUE(c.advice.empty());
+  EXPECT_EQ(c.detail.rfind("FORKGUARD_MODE=fix is set. ", 0), 0u) << c.detail;
+  EXPECT_NE(c.detail.find("hugetlb: the kernel does not copy this memory"), std::string::npos);
 }
 
 }  // namespace
