@@ -123,8 +123,9 @@ def explode(rcdir):
         fs = os.path.basename(g)[len("group-"):]
         asked = {"bare": read(os.path.join(g, "kinds")).split(),
                  "warn": read(os.path.join(g, "kinds")).split(),
+                 "fix": read(os.path.join(g, "kinds")).split(),
                  "error": read(os.path.join(g, "error.kinds")).split()}
-        for run in ("bare", "warn", "error"):
+        for run in ("bare", "warn", "error", "fix"):
             kinds = ",".join(asked[run]).split(",") if asked[run] else []
             rcv = read(os.path.join(g, run + ".rc")).strip()
             if rcv == "" or not kinds:
@@ -279,7 +280,61 @@ def truth_label(t):
     return "+".join(x for x in TRUTHS if x in t) if t else "unknown"
 
 
-def analyze_cell(d, kernel, rc):
+def kernel_copies(rcdir, kind):
+    """Whether this kernel copies `kind` at fork, from the cell without fork support (its
+    truth without the shim: nothing, or stale); None when that cell has no truth."""
+    bare, _ = measured(os.path.join(rcdir, f"{kind}-off"), "bare")
+    if bare is None or bare.get("reg") == "refused":
+        return None
+    t, _ = truth_of(bare)
+    if t is None:
+        return None
+    return "stale" not in t
+
+
+def analyze_fix(d, t, kind, copies):
+    """FORKGUARD_MODE=fix in one cell: (facts for the doc, problems). The truth under fix
+    must be `nothing` wherever the kernel copies the kind, and never stale; a dead child is
+    allowed only where the kernel does not copy and the fork event names the range (fix
+    withheld it, or left rdma-core's MADV_DONTFORK)."""
+    fx, why = measured(d, "fix")
+    if fx is None:
+        return {}, [f"FORKGUARD_MODE=fix did not run: {why}"]
+    tf, why = truth_of(fx)
+    info = {"fix": fx}
+    if tf is None:
+        return info, [f"under FORKGUARD_MODE=fix: {why}"]
+    info["fix_truth"] = sorted(tf)
+    ev = fork_event(os.path.join(d, "fix-log"))
+    ranges = (ev or {}).get("ranges") or []
+    info["fix_action"] = (ev or {}).get("action")
+    info["fix_ranges"] = sorted({r.get("fixed") or ("dontfork" if r.get("dontfork") else "unchanged")
+                                 for r in ranges})
+    problems = []
+    if "stale" in tf:
+        problems.append("under FORKGUARD_MODE=fix the data went stale")
+    if "refused" in t:
+        if tf != t:
+            problems.append(f"registration refused: under fix {truth_label(tf)}, "
+                            f"without the shim {truth_label(t)}")
+    elif copies and tf != {"nothing"}:
+        problems.append(f"under FORKGUARD_MODE=fix {truth_label(tf)}, where this kernel copies "
+                        f"{kind} memory (its cell without fork support: nothing)")
+    elif "child-segv" in tf:
+        told = any(r.get("fixed") == "withheld" or (r.get("dontfork") and r.get("fixed") != "copied")
+                   for r in ranges)
+        if copies is None:
+            problems.append("under FORKGUARD_MODE=fix the child died, and whether this kernel copies "
+                            f"{kind} memory is not established")
+        elif not told:
+            problems.append("under FORKGUARD_MODE=fix the child died on a range the fork event "
+                            "does not name as withheld")
+    if ev is None:
+        problems.append("under FORKGUARD_MODE=fix: no fork event in its event log")
+    return info, problems
+
+
+def analyze_cell(d, kernel, rc, copies=None):
     cell = {"dir": d}
     bare, why = measured(d, "bare")
     if bare is None:
@@ -327,7 +382,14 @@ def analyze_cell(d, kernel, rc):
                 problems.append("FORKGUARD_MODE=error did not refuse the fork")
             elif not intact:
                 problems.append("FORKGUARD_MODE=error refused the fork but the data went stale")
+    info, fix_problems = analyze_fix(d, t, os.path.basename(d).split("-", 1)[0], copies)
+    cell.update(info)
+    problems += fix_problems
     return cell, "; ".join(problems)
+
+
+def fix_label(cell):
+    return truth_label(set(cell["fix_truth"])) if "fix_truth" in cell else "not measured"
 
 
 def verdict_label(cell):
@@ -397,7 +459,7 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                     d = os.path.join(kd, rc, f"{kind}-{fs}")
                     if not os.path.isdir(d):
                         continue
-                    cell, problem = analyze_cell(d, k, rc)
+                    cell, problem = analyze_cell(d, k, rc, kernel_copies(os.path.join(kd, rc), kind))
                     cell.update({"kernel": k, "rdma_core": rc, "kind": kind, "fork_support_cell": fs,
                                  "ok": not problem, "problem": problem})
                     del cell["dir"]
@@ -407,7 +469,8 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                     for x in cell.get("truth", []) or ["unknown"]:
                         counts[x] += 1
                     name = (f"kernel {kinfo['uname'] or k} / rdma-core {rc} / {kind} / fork support "
-                            f"{FS_TEXT[fs]}: truth {tl}, verdict {verdict_label(cell)}")
+                            f"{FS_TEXT[fs]}: truth {tl}, verdict {verdict_label(cell)}, "
+                            f"under fix {fix_label(cell)}")
                     cases.append((name, problem))
                     failed += bool(problem)
                     print(f"matrix-lane: {'PASS' if not problem else 'FAIL'} {name}"
@@ -465,6 +528,46 @@ def outcome_text(m):
     return "; ".join(parts)
 
 
+def fix_text(cell):
+    """The fix mode column: the truth under fix and what the shim did to the range."""
+    if "fix_truth" not in cell:
+        return ""
+    did = [r for r in cell.get("fix_ranges", []) if r in ("copied", "withheld", "failed")]
+    return f"**{fix_label(cell)}**" + (f" ({', '.join(did)})" if did else "")
+
+
+def fix_summary(res):
+    """Per kernel: the harmful cells (child-segv or stale without the shim) that fix made
+    `nothing`, and those it did not, with why."""
+    out = []
+    for k in res["kernels"]:
+        name = k["uname"] or k["kernel"]
+        harmful = [c for c in k["cells"] if {"child-segv", "stale"} & set(c.get("truth", []))
+                   and "refused" not in c.get("truth", [])]
+        if not harmful or not any("fix_truth" in c for c in harmful):
+            continue
+        made = [c for c in harmful if c.get("fix_truth") == ["nothing"]]
+        rest = [c for c in harmful if c.get("fix_truth") != ["nothing"]]
+        out.append(f"- {name}: {len(made)} of {len(harmful)} harmful cells (child-segv or stale without "
+                   f"forkguard) are `nothing` under fix"
+                   + (f"; {len(rest)} are not:" if rest else "."))
+        why = {}
+        for c in rest:
+            ft = c.get("fix_truth")
+            if ft == ["child-segv"] and "stale" not in ft and c["ok"]:
+                reason = ("the kernel does not copy this memory at fork: the range is withheld from the "
+                          "child (parent's data intact, the child that touches it dies)")
+            elif ft is None:
+                reason = "not measured under fix: " + (c.get("problem") or "?")
+            else:
+                reason = f"under fix {fix_label(c)}: " + (c.get("problem") or "?")
+            why.setdefault(reason, []).append(
+                f"rdma-core {c['rdma_core']} {c['kind']} / {FS_TEXT[c['fork_support_cell']]}")
+        for reason, cs in why.items():
+            out.append(f"  - {reason}: " + "; ".join(cs))
+    return out
+
+
 def doc(path):
     with open(path) as f:
         res = json.load(f)
@@ -493,6 +596,12 @@ def doc(path):
     w("`inherited-rdma`, always present here, is left out). A cell passes when the verdict says")
     w("`child-segv` exactly where the child died and `parent-corruption` exactly where data went stale;")
     w("in stale cells `FORKGUARD_MODE=error` must refuse the fork and the data come out intact.")
+    w("")
+    w("Fix: the same cell under `FORKGUARD_MODE=fix` (the truth measured again, and what the shim did")
+    w("to the range: `copied` = made `MADV_DOFORK` for the fork, `withheld` = made `MADV_DONTFORK` for")
+    w("it, each undone in the parent after the fork). The truth under fix must be `nothing` wherever")
+    w("the kernel copies the kind (its cell without fork support: nothing), and never `stale`; a dead")
+    w("child is allowed only where the kernel does not copy and the fork event names the range.")
     w("")
     c = res.get("counts", {})
     cells = [x for k in res["kernels"] for x in k["cells"]]
@@ -530,15 +639,23 @@ def doc(path):
                         hl.append(f"- {name}, rdma-core {rc}: `forkguard doctor` (fork support off) "
                                   f"**{d.get('status')}**, advice: \"{d.get('advice') or 'none'}\" "
                                   f"({'agrees with the cells' if d['ok'] else 'WRONG: ' + d['problem']})")
+    fl = fix_summary(res)
     if hl:
         w("## Highlights")
         w("")
         for line in hl:
             w(line)
         w("")
+    if fl:
+        w("## Fix mode")
+        w("")
+        for line in fl:
+            w(line)
+        w("")
     w("## Overview")
     w("")
-    w("Truth per cell, and the verdict where it differs (**✗ verdict**); ✓ where they agree.")
+    w("Truth per cell, and the verdict where it differs (**✗ verdict**); ✓ where they agree; then")
+    w("the truth under `FORKGUARD_MODE=fix` (→ fix).")
     w("")
     cols = [(k, rc) for k in res["kernels"] for rc in
             dict.fromkeys(c["rdma_core"] for c in k["cells"])]
@@ -556,7 +673,8 @@ def doc(path):
                         row.append("")
                         continue
                     t = truth_label(set(cell.get("truth", [])))
-                    row.append(f"{t} ✓" if cell["ok"] else f"{t} **✗ {verdict_label(cell)}**")
+                    fx = f" → fix {fix_label(cell)}" if "fix_truth" in cell else ""
+                    row.append(f"{t} ✓{fx}" if cell["ok"] else f"{t} **✗ {verdict_label(cell)}**{fx}")
                 if any(row):
                     w(f"| {KIND_TEXT[kind]} | {FS_TEXT[fs]} | " + " | ".join(row) + " |")
         w("")
@@ -589,8 +707,8 @@ def doc(path):
             if st:
                 w("In the guest: " + ", ".join(f"{n} {v} s" for n, v in st.items()) + ".")
                 w("")
-            w("| memory | fork support | what happened | truth | verdict | kernel copy-on-fork (source) | error mode | |")
-            w("|---|---|---|---|---|---|---|---|")
+            w("| memory | fork support | what happened | truth | verdict | kernel copy-on-fork (source) | error mode | fix mode | |")
+            w("|---|---|---|---|---|---|---|---|---|")
             for cell in (x for x in k["cells"] if x["rdma_core"] == rc):
                 cof = cell.get("kernel_cof")
                 cofs = "?" if "reasons" not in cell else (
@@ -601,7 +719,7 @@ def doc(path):
                 mark = "ok" if cell["ok"] else "**WRONG**: " + cell["problem"]
                 w(f"| {KIND_TEXT[cell['kind']]} | {FS_TEXT[cell['fork_support_cell']]} | "
                   f"{outcome_text(cell.get('bare'))} | **{truth_label(set(cell.get('truth', [])))}** | "
-                  f"{verdict_label(cell)} | {cofs} | {err} | {mark} |")
+                  f"{verdict_label(cell)} | {cofs} | {err} | {fix_text(cell)} | {mark} |")
             w("")
             for dc in k.get("doctor", {}).get(rc, []):
                 which = "RDMAV_FORK_SAFE=1" if "RDMAV_FORK_SAFE=1" in dc["name"] else "off"

@@ -13,9 +13,10 @@ echo done > "$RAW/kernel-5.10/finished"
 fails=0
 check() { if eval "$2"; then echo "ok: $1"; else echo "FAILED: $1"; fails=$((fails + 1)); fi; }
 
-# cell DIR RUN JSON-OVERRIDES [REASONS]: one fork_truth run and (shim runs) its fork event
+# cell DIR RUN JSON-OVERRIDES [REASONS [RANGES]]: one fork_truth run and (shim runs) its fork
+# event, RANGES its "ranges" entries (fix mode: what it did to each)
 cell() {
-	local d=$RAW/kernel-5.10/44/$1 run=$2 over=$3 reasons=${4:-}
+	local d=$RAW/kernel-5.10/44/$1 run=$2 over=$3 reasons=${4:-} ranges=${5:-}
 	mkdir -p "$d"
 	/usr/bin/python3 - "$d/$run.json" "$over" <<'PY'
 import json, sys
@@ -28,18 +29,28 @@ PY
 	echo 0 > "$d/$run.rc"
 	if [ "$run" != bare ]; then
 		mkdir -p "$d/$run-log"
-		echo "{\"event\":\"fork\",\"verdict\":\"hazard\",\"reasons\":[$reasons],\"kernel_cof\":false}" \
+		echo "{\"event\":\"fork\",\"verdict\":\"hazard\",\"reasons\":[$reasons],\"kernel_cof\":false,\"ranges\":[$ranges]}" \
 			> "$d/$run-log/forkguard.h.1.1.jsonl"
 	fi
 }
-# right: nothing happened, the verdict names neither
+# right: nothing happened, the verdict names neither; fix changed nothing
 cell anon-off bare '{}'; cell anon-off warn '{}' '"inherited-rdma"'
-# right: the child died, child-segv
+cell anon-off fix '{}' '"inherited-rdma"' '{"dontfork":false}'
+# right: the child died, child-segv; under fix the kernel copies anon (anon-off): it lives
 cell anon-env bare '{"child":"segv"}'; cell anon-env warn '{"child":"segv"}' '"child-segv","inherited-rdma"'
-# right: stale, parent-corruption, error mode intact
+cell anon-env fix '{}' '"child-segv","inherited-rdma"' '{"dontfork":true,"fixed":"copied"}'
+# right: stale, parent-corruption, error mode intact; fix withholds it: the child dies, the
+# parent's data is intact
 cell hugetlb-off bare '{"device_reads":"stale","device_writes":"lost"}'
 cell hugetlb-off warn '{"device_reads":"stale","device_writes":"lost"}' '"parent-corruption"'
 cell hugetlb-off error '{"fork":"refused","fork_errno":1,"child":"none"}' '"parent-corruption"'
+cell hugetlb-off fix '{"child":"segv"}' '"parent-corruption"' '{"dontfork":false,"fixed":"withheld"}'
+# wrong: under fix the child still dies where the kernel copies anon memory
+cell anon-init bare '{"child":"segv"}'; cell anon-init warn '{"child":"segv"}' '"child-segv"'
+cell anon-init fix '{"child":"segv"}' '"child-segv"' '{"dontfork":true}'
+# wrong: under fix the data went stale
+cell hugetlb-init+hp bare '{"child":"segv"}'; cell hugetlb-init+hp warn '{"child":"segv"}' '"child-segv"'
+cell hugetlb-init+hp fix '{"device_reads":"stale"}' '"child-segv"' '{"dontfork":false}'
 # wrong: corruption claimed where nothing happened
 cell thp-off bare '{}'; cell thp-off warn '{}' '"parent-corruption"'
 # unestablished: the device read neither pattern
@@ -72,7 +83,7 @@ G=$RAW/kernel-5.10/33
 mkdir -p "$G/group-off/warn-log" "$G/group-off/error-log" "$G/group-env"
 L33='"libibverbs":"/usr/lib/x86_64-linux-gnu/libibverbs.so.1.11.33.2","reg":"ok","reg_errno":0,"dontfork":false,"fork_errno":0'
 echo anon,hugetlb > "$G/group-off/kinds"
-for run in bare warn; do
+for run in bare warn fix; do
 	{
 		echo "{\"kind\":\"anon\",\"pid\":7,$L33,\"fork\":\"ok\",\"device_reads\":\"fresh\",\"device_writes\":\"seen\",\"child\":\"alive\"}"
 		echo "{\"kind\":\"hugetlb\",\"pid\":7,$L33,\"fork\":\"ok\",\"device_reads\":\"stale\",\"device_writes\":\"lost\",\"child\":\"alive\"}"
@@ -84,6 +95,14 @@ done
 	echo '{"event":"fork","verdict":"hazard","reasons":["inherited-rdma"]}'
 	echo '{"event":"fork","verdict":"hazard","reasons":["parent-corruption","inherited-rdma"]}'
 } > "$G/group-off/warn-log/forkguard.h.7.1.jsonl"
+mkdir -p "$G/group-off/fix-log"
+# fix: the same outcomes as without it here (nothing for anon; the run's hugetlb line says
+# stale: a failure, below)
+{
+	echo '{"event":"header","pid":7}'
+	echo '{"event":"fork","verdict":"hazard","reasons":["inherited-rdma"],"ranges":[]}'
+	echo '{"event":"fork","verdict":"hazard","reasons":["parent-corruption","inherited-rdma"],"ranges":[{"fixed":"withheld"}]}'
+} > "$G/group-off/fix-log/forkguard.h.7.1.jsonl"
 echo '{"event":"header","pid":8}' > "$G/group-off/warn-log/forkguard.h.8.1.jsonl"  # the child's
 echo hugetlb > "$G/group-off/error.kinds"
 echo "{\"kind\":\"hugetlb\",\"pid\":9,$L33,\"fork\":\"refused\",\"device_reads\":\"fresh\",\"device_writes\":\"seen\",\"child\":\"none\"}" > "$G/group-off/error.json"
@@ -97,6 +116,10 @@ echo "fork_truth: error: the thp buffer is not backed by a huge page" > "$G/grou
 mkdir -p "$G/group-env/warn-log"
 echo "{\"kind\":\"anon\",\"pid\":6,$L33,\"fork\":\"ok\",\"device_reads\":\"fresh\",\"device_writes\":\"seen\",\"child\":\"segv\"}" > "$G/group-env/warn.json"
 echo 2 > "$G/group-env/warn.rc"
+mkdir -p "$G/group-env/fix-log"
+echo "{\"kind\":\"anon\",\"pid\":4,$L33,\"fork\":\"ok\",\"device_reads\":\"fresh\",\"device_writes\":\"seen\",\"child\":\"alive\"}" > "$G/group-env/fix.json"
+echo 2 > "$G/group-env/fix.rc"
+{ echo '{"event":"header","pid":4}'; echo '{"event":"fork","verdict":"hazard","reasons":["child-segv","inherited-rdma"],"ranges":[{"dontfork":true,"fixed":"copied"}]}'; } > "$G/group-env/fix-log/forkguard.h.4.1.jsonl"
 { echo '{"event":"header","pid":6}'; echo '{"event":"fork","verdict":"hazard","reasons":["child-segv","inherited-rdma"]}'; } > "$G/group-env/warn-log/forkguard.h.6.1.jsonl"
 # doctor with rdma-core 33 is wrong without fork support: anonymous memory is not stale
 doctor 33 off warn "Without fork support a fork after registration leaves thp memory intact, anonymous and hugetlb memory STALE in the parent" "fork workers before RDMA init"
@@ -107,10 +130,12 @@ rc=$?
 cat "$T/log"
 check "exit 1 when a cell failed" '[ $rc = 1 ]'
 x() { grep -c "$1" "$OUT/matrix.xml"; }
-check "pass: anon off (nothing)" 'grep -q "anon / fork support off: truth nothing, verdict inherited-rdma only\"/>" "$OUT/matrix.xml"'
-check "pass: anon env (child-segv)" 'grep -q "anon / fork support RDMAV_FORK_SAFE=1: truth child-segv, verdict child-segv\"/>" "$OUT/matrix.xml"'
-check "pass: hugetlb off (stale)" 'grep -q "hugetlb / fork support off: truth stale, verdict parent-corruption\"/>" "$OUT/matrix.xml"'
-check "fail: corruption claimed" 'grep -q "thp / fork support off: truth nothing, verdict parent-corruption\"><failure message=\"verdict claims parent-corruption\"" "$OUT/matrix.xml"'
+check "pass: anon off (nothing)" 'grep -q "anon / fork support off: truth nothing, verdict inherited-rdma only, under fix nothing\"/>" "$OUT/matrix.xml"'
+check "pass: anon env (child-segv)" 'grep -q "anon / fork support RDMAV_FORK_SAFE=1: truth child-segv, verdict child-segv, under fix nothing\"/>" "$OUT/matrix.xml"'
+check "pass: hugetlb off (stale), withheld under fix" 'grep -q "hugetlb / fork support off: truth stale, verdict parent-corruption, under fix child-segv\"/>" "$OUT/matrix.xml"'
+check "fail: fix left the child dying where the kernel copies" 'grep -q "anon / fork support ibv_fork_init(): truth child-segv, verdict child-segv, under fix child-segv\"><failure message=\"under FORKGUARD_MODE=fix child-segv, where this kernel copies anon memory" "$OUT/matrix.xml"'
+check "fail: stale under fix" 'grep -q "under fix stale\"><failure message=\"under FORKGUARD_MODE=fix the data went stale" "$OUT/matrix.xml"'
+check "fail: corruption claimed" 'grep -q "thp / fork support off: truth nothing, verdict parent-corruption, under fix not measured\"><failure message=\"verdict claims parent-corruption;" "$OUT/matrix.xml"'
 check "fail: neither pattern" 'grep -q "thp / fork support RDMAV_FORK_SAFE=1: truth unknown.*truth not established: the device" "$OUT/matrix.xml"'
 check "fail: wrong rdma-core" 'grep -q "shared / fork support off: truth unknown.*not rdma-core 44" "$OUT/matrix.xml"'
 check "fail: program error" 'grep -q "file / fork support off: truth unknown.*exit 2: fork_truth: error: no RDMA device" "$OUT/matrix.xml"'
@@ -122,11 +147,11 @@ check "pass: doctor 44 off" 'grep -q "rdma-core 44 / doctor with fork support of
 check "pass: doctor 44 env" 'grep -q "rdma-core 44 / doctor with fork support RDMAV_FORK_SAFE=1 says what the cells measured\"/>" "$OUT/matrix.xml"'
 check "fail: doctor 33 calls anonymous memory stale" 'grep -q "rdma-core 33 / doctor with fork support off.*leaves anonymous memory STALE, measured nothing" "$OUT/matrix.xml"'
 check "pass: doctor 33 env" 'grep -q "rdma-core 33 / doctor with fork support RDMAV_FORK_SAFE=1 says what the cells measured\"/>" "$OUT/matrix.xml"'
-check "group: anon off split out" 'grep -q "rdma-core 33 / anon / fork support off: truth nothing, verdict inherited-rdma only\"/>" "$OUT/matrix.xml"'
-check "group: hugetlb off, its own fork event and error run" 'grep -q "rdma-core 33 / hugetlb / fork support off: truth stale, verdict parent-corruption\"/>" "$OUT/matrix.xml"'
-check "group: anon env before the failure" 'grep -q "rdma-core 33 / anon / fork support RDMAV_FORK_SAFE=1: truth child-segv, verdict child-segv\"/>" "$OUT/matrix.xml"'
+check "group: anon off split out" 'grep -q "rdma-core 33 / anon / fork support off: truth nothing, verdict inherited-rdma only, under fix nothing\"/>" "$OUT/matrix.xml"'
+check "group: hugetlb off, its own fork event and error run; stale under fix fails" 'grep -q "rdma-core 33 / hugetlb / fork support off: truth stale, verdict parent-corruption, under fix stale\"><failure message=\"under FORKGUARD_MODE=fix the data went stale" "$OUT/matrix.xml"'
+check "group: anon env before the failure" 'grep -q "rdma-core 33 / anon / fork support RDMAV_FORK_SAFE=1: truth child-segv, verdict child-segv, under fix nothing\"/>" "$OUT/matrix.xml"'
 check "group: the kind that failed fails" 'grep -q "rdma-core 33 / thp / fork support RDMAV_FORK_SAFE=1: truth unknown.*exit 2: fork_truth: error: the thp buffer" "$OUT/matrix.xml"'
-check "19 testcases, 10 failed" '[ "$(x "<testcase")" = 19 ] && [ "$(x "<failure")" = 10 ]'
+check "21 testcases, 13 failed" '[ "$(x "<testcase")" = 21 ] && [ "$(x "<failure")" = 13 ]'
 check "results.json counts" '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(not (r[\"counts\"][\"stale\"]==3 and r[\"counts\"][\"unknown\"]==4))" "$OUT/results.json"'
 /usr/bin/python3 "$ANALYZE" doc "$OUT/results.json" > "$T/doc.md"
 check "the doc marks a wrong verdict" 'grep -q "nothing \*\*✗ parent-corruption\*\*" "$T/doc.md"'
