@@ -69,9 +69,26 @@ void FixedRanges(TextBuffer& out, int n, uint64_t bytes, unsigned kinds) {
   out.Char(')');
 }
 
+// The MRs fix mode withheld from the child, "0x..-0x.., 0x..-0x.. and N more".
+void WithheldList(TextBuffer& out, const ForkReport& r) {
+  if (r.mr_fix == nullptr || r.snap == nullptr) return;
+  constexpr int kListed = 4;
+  int total = 0;
+  for (int i = 0; i < r.snap->mr_count; ++i) {
+    if (r.mr_fix[i] != FixAction::kWithheld) continue;
+    if (total < kListed) {
+      const MrRecord& m = r.snap->mrs[i];
+      out.Str(total == 0 ? ": " : ", ").Ptr(m.addr).Char('-').Ptr(m.addr + m.len);
+    }
+    ++total;
+  }
+  if (total > kListed) out.Str(" and ").Dec(total - kListed).Str(" more");
+}
+
 // What fix mode did, without a line break: "N ranges (...) copied for the child; M ranges
-// (...) withheld from it (the child must not touch them)".
-void FormatFixDone(TextBuffer& out, const FixSummary& f) {
+// (...) withheld from it (the child must not touch them: 0x..-0x..)".
+void FormatFixDone(TextBuffer& out, const ForkReport& r) {
+  const FixSummary& f = r.fix;
   if (f.copied > 0) {
     FixedRanges(out, f.copied, f.copied_bytes, f.copied_kinds);
     out.Str(" made MADV_DOFORK for the fork: the child gets a copy, the parent keeps its pages");
@@ -82,6 +99,7 @@ void FormatFixDone(TextBuffer& out, const FixSummary& f) {
     out.Str(
         " made MADV_DONTFORK for the fork, so that the parent's data stays intact: the child "
         "has no mapping there and must not touch them");
+    WithheldList(out, r);
   }
 }
 
@@ -457,7 +475,7 @@ void FormatFixModeLine(TextBuffer& out, const ForkReport& r) {
   if (!f.changed()) {
     out.Str("nothing to change: the kernel keeps every registered range intact as it is");
   } else {
-    FormatFixDone(out, f);
+    FormatFixDone(out, r);
   }
   if (f.failed > 0) {
     out.Str("; ");
@@ -474,7 +492,7 @@ void FormatFixedForkLine(TextBuffer& out, const ForkReport& r) {
   out.Str("forkguard: fork made safe in pid ").Dec(r.who.pid).Str(" (").Str(r.who.prog);
   if (r.who.rank >= 0) out.Str(", rank ").Dec(r.who.rank);
   out.Str(" on ").Str(r.who.host).Str("): ");
-  FormatFixDone(out, r.fix);
+  FormatFixDone(out, r);
   if ((r.verdict.reasons & kInheritedRdma) != 0) {
     out.Str("; the child must not use the inherited RDMA context, PDs or QPs");
   }
