@@ -392,6 +392,69 @@ def fix_label(cell):
     return truth_label(set(cell["fix_truth"])) if "fix_truth" in cell else "not measured"
 
 
+def first_boot(kd, rc, cells):
+    """The first processes of the boot (RAW/kernel-K/fg-matrix-firstboot/): the boot's probe
+    as the shipped unit runs it, then hugetlb and anonymous memory under the shim in warn and
+    in fix mode with nothing in the user's cache. Their verdicts must be those of the same
+    kinds' cells without fork support (rdma-core `rc`, measured later in the boot), and fix
+    must keep the parent's data intact. (name, problem, facts) per kind."""
+    fb = os.path.join(kd, "fg-matrix-firstboot")
+    by = {c["kind"]: c for c in cells if c["fork_support_cell"] == "off" and c["rdma_core"] == rc}
+    unit_rc = read(os.path.join(fb, "unit.rc")).strip()
+    unit = read(os.path.join(fb, "unit-command")).strip()
+    out = []
+    runs = {}
+    for mode in ("warn", "fix"):
+        lines = json_lines(read(os.path.join(fb, mode + ".json")))
+        pid = lines[0].get("pid") if lines else None
+        forks = []
+        for path in sorted(glob.glob(os.path.join(fb, mode + "-log", "*.jsonl"))):
+            ev = log_events(path)
+            if ev and ev[0].get("event") == "header" and ev[0].get("pid") == pid:
+                forks = [e for e in ev if e.get("event") == "fork"]
+        runs[mode] = (lines, forks, read(os.path.join(fb, mode + ".rc")).strip(),
+                      read(os.path.join(fb, mode + ".err")))
+    for kind in ("hugetlb", "anon"):
+        name = f"first process of the boot / {kind}: the verdict from the boot's probe, and fix"
+        facts, problems = {"unit": unit, "unit_rc": unit_rc}, []
+        if unit_rc != "0":
+            problems.append(f"the boot's probe ({unit or 'no command'}) exited {unit_rc or '?'}: "
+                            + read(os.path.join(fb, "unit.out")).strip()[-200:])
+        cell = by.get(kind)
+        t = set(cell.get("truth", [])) if cell else set()
+        if not t:
+            problems.append(f"no truth for the {kind} cell without fork support to compare with")
+        for mode in ("warn", "fix"):
+            lines, forks, rcv, err = runs[mode]
+            i = next((j for j, x in enumerate(lines) if x.get("kind") == kind), None)
+            if i is None or i >= len(forks):
+                problems.append(f"{mode}: no result or fork event (exit {rcv or '?'}: "
+                                f"{err.strip()[-200:]})")
+                continue
+            m, ev = lines[i], forks[i]
+            mt, why = truth_of(m)
+            reasons = [r for r in ev.get("reasons") or [] if r != "inherited-rdma"]
+            facts[mode] = {"truth": sorted(mt) if mt else why, "reasons": reasons,
+                           "action": ev.get("action"), "pin_probe": ev.get("pin_probe"),
+                           "fixed": [r.get("fixed") for r in ev.get("ranges") or [] if r.get("fixed")]}
+            if mode == "warn" and t:
+                want = ["parent-corruption"] if "stale" in t else []
+                if reasons != want:
+                    problems.append(f"the first process's verdict is {reasons or 'none'}; "
+                                    f"the cell measured {truth_label(t)}")
+                if (ev.get("pin_probe") or {}).get("anonymous") == "not-probed":
+                    problems.append("the first process had no probe result for this boot")
+            if mode == "fix":
+                if mt is None or "stale" in mt:
+                    problems.append(f"under fix the data went stale ({why or truth_label(mt)})")
+                if "stale" in t and "withheld" not in facts[mode]["fixed"]:
+                    problems.append("fix did not withhold the range this kernel does not copy")
+                if "stale" not in t and t and facts[mode]["fixed"]:
+                    problems.append(f"fix changed a range that needed nothing: {facts[mode]['fixed']}")
+        out.append((name, "; ".join(problems), facts))
+    return out
+
+
 def verdict_label(cell):
     if "reasons" not in cell:
         return "none"
@@ -480,6 +543,16 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                               "no cell ran"))
                 failed += 1
                 continue
+            if rc == rcs[0] and os.path.isdir(os.path.join(kd, "fg-matrix-firstboot")):
+                kinfo["first_boot"] = []
+                for name, problem, facts in first_boot(kd, rc, rc_cells):
+                    name = f"kernel {kinfo['uname'] or k} / {name}"
+                    kinfo["first_boot"].append({"name": name, "ok": not problem, "problem": problem,
+                                                **facts})
+                    cases.append((name, problem))
+                    failed += bool(problem)
+                    print(f"matrix-lane: {'PASS' if not problem else 'FAIL'} {name}"
+                          + (f"\n    | {problem}" if problem else ""))
             kinfo.setdefault("doctor", {})[rc] = []
             for name, problem, facts in doctor_checks(kd, rc, rc_cells):
                 name = f"kernel {kinfo['uname'] or k} / {name}"
@@ -609,11 +682,14 @@ def doc(path):
     others = res.get("failed", 0) - bad
     docs_ = [d for k in res["kernels"] for v in k.get("doctor", {}).values() for d in v]
     dbad = sum(1 for d in docs_ if not d["ok"])
-    others = others - dbad
+    fbs = [f for k in res["kernels"] for f in k.get("first_boot", [])]
+    fbad = sum(1 for f in fbs if not f["ok"])
+    others = others - dbad - fbad
     w(f"**{len(cells)} cells measured, {bad} failed** (the verdict disagrees with the truth, or the truth "
       "could not be established). Truths: " + ", ".join(f"{c.get(x, 0)} {x}" for x in TRUTHS)
       + (f", {c['unknown']} not established" if c.get("unknown") else "") + "."
       + (f" `forkguard doctor` checked against the cells {len(docs_)} times, {dbad} wrong." if docs_ else "")
+      + (f" The first process of a boot checked {len(fbs)} times, {fbad} wrong." if fbs else "")
       + (f" {others} more failure(s): a kernel or rdma-core that did not run (below)." if others else "")
       + (f" Lane time {res['seconds']} s (fetch {res.get('fetch_seconds', '?')} s)."
          if str(res.get("seconds", "?")) != "?" else ""))
@@ -693,6 +769,15 @@ def doc(path):
             w("```")
             w(k["boot_error"])
             w("```")
+            w("")
+        for f in k.get("first_boot", []):
+            kind = "hugetlb" if "/ hugetlb:" in f["name"] else "anonymous"
+            wv, fx = f.get("warn") or {}, f.get("fix") or {}
+            w(f"First process of the boot, {kind} memory, fork support off (nothing run before it but "
+              f"the boot's probe, `{f.get('unit') or '?'}`): verdict **{', '.join(wv.get('reasons') or []) or 'nothing'}**"
+              f" (pin probe as it read it: {', '.join(f'{a} {b}' for a, b in (wv.get('pin_probe') or {}).items()) or '?'});"
+              f" under fix: {', '.join(fx.get('fixed') or []) or 'nothing changed'}, truth **{truth_label(set(fx.get('truth') or [])) if isinstance(fx.get('truth'), list) else '?'}**"
+              + (" — right." if f["ok"] else f" — **WRONG**: {f['problem']}."))
             w("")
         if not k["cells"]:
             continue

@@ -125,6 +125,33 @@ echo 2 > "$G/group-env/fix.rc"
 doctor 33 off warn "Without fork support a fork after registration leaves thp memory intact, anonymous and hugetlb memory STALE in the parent" "fork workers before RDMA init"
 doctor 33 env warn "on: a forked child that touches registered memory dies with SIGSEGV" "unset RDMAV_FORK_SAFE"
 
+# the first processes of the boot: hugetlb right (parent-corruption from the boot's probe,
+# withheld under fix); anonymous wrong (its verdict claims parent-corruption)
+FB=$RAW/kernel-5.10/fg-matrix-firstboot
+mkdir -p "$FB/warn-log" "$FB/fix-log"
+echo 0 > "$FB/unit.rc"; echo "/usr/bin/forkguard probe --system" > "$FB/unit-command"
+L44='"libibverbs":"/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0","reg":"ok","reg_errno":0,"dontfork":false,"fork_errno":0,"fork":"ok","device_writes":"seen"'
+{
+	echo "{\"kind\":\"hugetlb\",\"pid\":3,$L44,\"device_reads\":\"stale\",\"child\":\"alive\"}"
+	echo "{\"kind\":\"anon\",\"pid\":3,$L44,\"device_reads\":\"fresh\",\"child\":\"alive\"}"
+} > "$FB/warn.json"
+{
+	echo "{\"kind\":\"hugetlb\",\"pid\":2,$L44,\"device_reads\":\"fresh\",\"child\":\"segv\"}"
+	echo "{\"kind\":\"anon\",\"pid\":2,$L44,\"device_reads\":\"fresh\",\"child\":\"alive\"}"
+} > "$FB/fix.json"
+echo 0 > "$FB/warn.rc"; echo 0 > "$FB/fix.rc"
+PP='"pin_probe":{"anonymous":"intact","thp":"intact","hugetlb":"stale"}'
+{
+	echo '{"event":"header","pid":3}'
+	echo "{\"event\":\"fork\",\"reasons\":[\"parent-corruption\",\"inherited-rdma\"],$PP,\"ranges\":[{}]}"
+	echo "{\"event\":\"fork\",\"reasons\":[\"parent-corruption\",\"inherited-rdma\"],$PP,\"ranges\":[{}]}"
+} > "$FB/warn-log/forkguard.h.3.1.jsonl"
+{
+	echo '{"event":"header","pid":2}'
+	echo "{\"event\":\"fork\",\"action\":\"fixed\",\"reasons\":[\"parent-corruption\"],$PP,\"ranges\":[{\"fixed\":\"withheld\"}]}"
+	echo "{\"event\":\"fork\",\"reasons\":[\"inherited-rdma\"],$PP,\"ranges\":[{}]}"
+} > "$FB/fix-log/forkguard.h.2.1.jsonl"
+
 /usr/bin/python3 "$ANALYZE" junit "$RAW" "$OUT" --kernels=5.10,6.12 --rdma-cores=44,33,56 > "$T/log" 2>&1
 rc=$?
 cat "$T/log"
@@ -151,7 +178,9 @@ check "group: anon off split out" 'grep -q "rdma-core 33 / anon / fork support o
 check "group: hugetlb off, its own fork event and error run; stale under fix fails" 'grep -q "rdma-core 33 / hugetlb / fork support off: truth stale, verdict parent-corruption, under fix stale\"><failure message=\"under FORKGUARD_MODE=fix the data went stale" "$OUT/matrix.xml"'
 check "group: anon env before the failure" 'grep -q "rdma-core 33 / anon / fork support RDMAV_FORK_SAFE=1: truth child-segv, verdict child-segv, under fix nothing\"/>" "$OUT/matrix.xml"'
 check "group: the kind that failed fails" 'grep -q "rdma-core 33 / thp / fork support RDMAV_FORK_SAFE=1: truth unknown.*exit 2: fork_truth: error: the thp buffer" "$OUT/matrix.xml"'
-check "21 testcases, 13 failed" '[ "$(x "<testcase")" = 21 ] && [ "$(x "<failure")" = 13 ]'
+check "pass: first process of the boot, hugetlb" 'grep -q "first process of the boot / hugetlb: the verdict from the boot.s probe, and fix\"/>" "$OUT/matrix.xml"'
+check "fail: first process of the boot, anonymous" 'grep -q "first process of the boot / anon: .*><failure message=\"the first process.s verdict is \[.parent-corruption.\]; the cell measured nothing" "$OUT/matrix.xml"'
+check "23 testcases, 14 failed" '[ "$(x "<testcase")" = 23 ] && [ "$(x "<failure")" = 14 ]'
 check "results.json counts" '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(not (r[\"counts\"][\"stale\"]==3 and r[\"counts\"][\"unknown\"]==4))" "$OUT/results.json"'
 /usr/bin/python3 "$ANALYZE" doc "$OUT/results.json" > "$T/doc.md"
 check "the doc marks a wrong verdict" 'grep -q "nothing \*\*✗ parent-corruption\*\*" "$T/doc.md"'
