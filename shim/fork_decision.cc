@@ -406,12 +406,15 @@ void GatherForkFacts(const RdmaFds& fds, ForkVia via, ForkFacts* f) {
 // Why this thread's fork is not fixed although the mode is fix (set when the window could
 // not be entered; shim/fork_fix.h).
 __thread const char* t_fix_not_entered __attribute__((tls_model("initial-exec")));
+// The fork being decided on this thread entered the window (a fork nested in it from a
+// signal handler did not, and must neither plan nor apply: the plan is the outer fork's).
+__thread bool t_fix_this_fork __attribute__((tls_model("initial-exec")));
 
 // FORKGUARD_MODE=fix: plans and applies the changes for this fork (undone after it by
 // AfterForkParent / the atfork parent handler), from the facts the verdict was decided from.
 void FixFork(ForkFacts& f) {
   ForkReport& r = f.report;
-  if (!InFixWindow()) {
+  if (!t_fix_this_fork || !InFixWindow()) {
     r.fix.not_fixed =
         t_fix_not_entered != nullptr ? t_fix_not_entered : "the fix window was not entered";
     return;
@@ -643,7 +646,10 @@ bool CoreAtforkDecide(ForkFrame* out) {
   // fork every first write to a page faults (one more fault per clean fork).
   if (CleanWithoutLooking() && !GlobalEventLog().enabled()) return false;
   bool fixing = g_config.mode == Mode::kFix && EnterFixWindow(&t_fix_not_entered);
+  bool outer = t_fix_this_fork;
+  t_fix_this_fork = fixing;
   ForkDecision d = Decide(ForkVia::kAtfork, t_busy != 0);
+  t_fix_this_fork = outer;
   out->hazard = d.hazard;
   out->explain_segv = d.explain_segv;
   out->fix_window = fixing;
@@ -695,7 +701,10 @@ ForkDecision BeforeFork(ForkVia via) {
     CheckUnseenChild();
     bool fixing =
         g_config.mode == Mode::kFix && !CleanWithoutLooking() && EnterFixWindow(&t_fix_not_entered);
+    bool outer = t_fix_this_fork;
+    t_fix_this_fork = fixing;
     d = Decide(via, t_busy != 0);
+    t_fix_this_fork = outer;
     if (fixing) {
       d.fix_window = true;
       if (d.fail) EndFix(&d);  // no fork: undo now
