@@ -106,7 +106,8 @@ std::string Text(const ProbeOutcome& o) {
     from += std::string(from.empty() ? "" : " and ") + "the system cache " + o.system_cache;
   }
   if (o.probed_now) {
-    out += from.empty() ? "probed now" : "from " + from + ", the rest probed now";
+    out +=
+        from.empty() ? "probed now" : "from " + from + ", what they left unknown probed again now";
   } else {
     out += "from " + from;
   }
