@@ -36,8 +36,11 @@ grep -qx "ExecStart=$T/prefix/bin/forkguard probe --system" "$T/prefix/lib/syste
 grep -qx "ExecStart=/usr/bin/forkguard probe --system" "$T/deb/forkguard/lib/systemd/system/forkguard-probe.service" ||
 	fail "the .deb's unit's ExecStart: $(grep ExecStart "$T/deb/forkguard/lib/systemd/system/forkguard-probe.service" 2>&1)"
 # The .deb enables and starts it (maintainer scripts, as dh_installsystemd writes them).
-grep -qF 'deb-systemd-helper enable "$UNIT"' packaging/debian/forkguard.postinst && grep -qx 'UNIT=forkguard-probe.service' packaging/debian/forkguard.postinst ||
+# shellcheck disable=SC2016 # the script's own text, $UNIT unexpanded
+if ! grep -qx 'UNIT=forkguard-probe.service' packaging/debian/forkguard.postinst ||
+	! grep -qF 'deb-systemd-helper enable "$UNIT"' packaging/debian/forkguard.postinst; then
 	fail "packaging/debian/forkguard.postinst does not enable forkguard-probe.service"
+fi
 for s in postinst prerm postrm; do
 	sh -n "packaging/debian/forkguard.$s" || fail "packaging/debian/forkguard.$s: not a valid shell script"
 done

@@ -78,6 +78,7 @@ contents() {
 	# The boot probe's unit runs the package's CLI, and the postinst enables and starts it.
 	dpkg-deb --fsys-tarfile "$DEBFILE" | tar -xO ./lib/systemd/system/forkguard-probe.service |
 		grep -qx 'ExecStart=/usr/bin/forkguard probe --system' || { echo "the unit's ExecStart is not /usr/bin/forkguard probe --system"; return 1; }
+	# shellcheck disable=SC2016 # the script's own text, $UNIT unexpanded
 	for f in 'UNIT=forkguard-probe.service' 'deb-systemd-helper enable "$UNIT"' 'deb-systemd-invoke start "$UNIT"'; do
 		dpkg-deb -I "$DEBFILE" postinst | grep -qF -- "$f" || { echo "the postinst lacks: $f"; return 1; }
 	done
