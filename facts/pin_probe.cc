@@ -296,8 +296,8 @@ bool PinProbeCacheDir(char* out, size_t cap) {
 }
 
 bool PinProbeCacheDir(char* out, size_t cap, bool secure) {
-  // Under AT_SECURE the environment is the unprivileged caller's: it names no path here, and
-  // there is no system-wide cache to fall back on.
+  // Under AT_SECURE the environment is the unprivileged caller's: it names no path here (the
+  // system cache, at its fixed path, is read instead).
   if (secure) return false;
   const char* dir = getenv("FORKGUARD_CACHE_DIR");
   int n = -1;

@@ -32,8 +32,9 @@ PinProbe RunPinProbe();
 
 // The cache directory: $FORKGUARD_CACHE_DIR, else $XDG_CACHE_HOME/forkguard, else
 // $HOME/.cache/forkguard. False when none can be named, and always in a process under
-// AT_SECURE (setuid, setgid, capabilities): its environment is its caller's, and there is no
-// system-wide cache. The `secure` overloads take that instead of getauxval(AT_SECURE) (tests).
+// AT_SECURE (setuid, setgid, capabilities): its environment is its caller's (such a process
+// reads root's system cache only). The `secure` overloads take that instead of getauxval(AT_SECURE)
+// (tests).
 bool PinProbeCacheDir(char* out, size_t cap);
 bool PinProbeCacheDir(char* out, size_t cap, bool secure);
 // This boot's cache file (DIR/pin-probe-BOOT_ID). False without a boot id or directory.
@@ -66,8 +67,8 @@ bool SystemPinProbeCachePath(const char* dir, char* out, size_t cap);
 bool ReadSystemPinProbeCache(PinProbe* out, const char* dir);
 // Writes it (root only: the directory must end up root's): `dir`'s parent opened O_DIRECTORY |
 // O_NOFOLLOW, `dir` created 0755 there if missing and opened the same way (refused unless
-// owned by the effective user and not writable by group or others; an existing one of this
-// user is made 0755), the file written 0644 under a temporary name and renamed into place.
+// owned by the effective user; an existing one with another mode is made 0755), the file
+// written 0644 under a temporary name (O_EXCL|O_NOFOLLOW) and renamed into place.
 // False with a reason in `err`.
 bool WriteSystemPinProbeCache(const PinProbe& p, const char* dir, char* err, size_t cap);
 
@@ -80,8 +81,7 @@ bool WriteSystemPinProbeCache(const PinProbe& p, const char* dir, char* err, siz
 void MergePinProbe(const PinProbe* user, const PinProbe* system, PinProbe* out);
 
 // Writes the user's cache atomically (a temporary file renamed into place), creating the
-// directory (0700).
-// False with a reason in `err`.
+// directory (0700). False with a reason in `err`.
 bool WritePinProbeCache(const PinProbe& p, char* err, size_t cap);
 // This boot's answer: the caches (ReadPinProbeCache), else a fresh probe written to the
 // user's cache; a kind they have as unknown for a reason that can change within a boot (no
