@@ -22,7 +22,7 @@ inline constexpr char kVersion[] = "0.1.0";
 
 // Exit statuses shared by the subcommands (documented in each --help).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFail = 1;          // doctor: a check failed
+inline constexpr int kExitFail = 1;          // doctor: a check failed; probe: not written
 inline constexpr int kExitUsage = 2;         // bad command line
 inline constexpr int kExitHazard = 3;        // --fail-on hazard and a hazardous fork was seen
 inline constexpr int kExitUnwatched = 4;     // run --require-watched: a process ran unwatched
@@ -41,6 +41,7 @@ int RunMain(int argc, char** argv, const char* argv0);
 int ReportMain(int argc, char** argv);
 int DoctorMain(int argc, char** argv, const char* argv0);
 int PsMain(int argc, char** argv);
+int ProbeMain(int argc, char** argv);
 // `forkguard ps`'s table (--format text) of a census.
 std::string PsText(const api::Census& c);
 
@@ -80,10 +81,12 @@ const flags::FlagTable& RunFlags();
 const flags::FlagTable& ReportFlags();
 const flags::FlagTable& DoctorFlags();
 const flags::FlagTable& PsFlags();
+const flags::FlagTable& ProbeFlags();
 std::string RunHelp();
 std::string ReportHelp();
 std::string DoctorHelp();
 std::string PsHelp();
+std::string ProbeHelp();
 extern const char kMainHelp[];
 
 }  // namespace forkguard::cli

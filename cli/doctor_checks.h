@@ -29,7 +29,9 @@ struct DoctorFacts {
   std::string fork_env;  // "RDMAV_FORK_SAFE=1" when set
   std::string mode;      // FORKGUARD_MODE as set; "" when unset
   bool probed_now = false;
+  unsigned from = 0;  // facts::kFromUserCache | kFromSystemCache: the caches read
   std::string cache_path;
+  std::string system_cache_path;
 };
 
 // "anonymous, thp and hugetlb".

@@ -53,9 +53,12 @@ DESCRIPTION
                         measured without an RDMA device: io_uring registered
                         buffers, a fork, a write in the parent. Intact: copied
                         for the child; STALE: the parent's data goes stale
-                        (silent corruption). Run once per boot and cached in
-                        $FORKGUARD_CACHE_DIR, else $XDG_CACHE_HOME/forkguard,
-                        else ~/.cache/forkguard (the shim reads it there)
+                        (silent corruption). Read from this boot's caches
+                        (root's /run/forkguard, written by `forkguard probe
+                        --system` at boot, and this user's), else run now and
+                        cached in $FORKGUARD_CACHE_DIR, else
+                        $XDG_CACHE_HOME/forkguard, else ~/.cache/forkguard
+                        (the shim reads both; see forkguard probe --help)
       rdma-core         the libibverbs version (from the library's file name)
       fork env          RDMAV_FORK_SAFE / IBV_FORK_SAFE / RDMAV_HUGEPAGES_SAFE
                         as set (what they do here: fork support)
@@ -203,9 +206,12 @@ DoctorFacts GatherFacts() {
   }
   f.m.hugepages_safe = facts::HugepagesSafeFromEnvironment();
   if (const char* mode = getenv("FORKGUARD_MODE")) f.mode = mode;
-  f.m.probe = facts::PinProbeForThisBoot(&f.probed_now);
+  f.m.probe = facts::PinProbeForThisBoot(&f.probed_now, &f.from);
   char cache[1200];
   if (facts::PinProbeCachePath(cache, sizeof(cache))) f.cache_path = cache;
+  if (facts::SystemPinProbeCachePath(facts::kSystemPinProbeDir, cache, sizeof(cache))) {
+    f.system_cache_path = cache;
+  }
   return f;
 }
 
@@ -270,7 +276,9 @@ Check CheckPinnedPages(const DoctorFacts& f) {
   }
   d += f.probed_now ? ". Probed now (io_uring registered buffers, fork, parent write)"
                     : ". From this boot's probe";
-  if (!f.cache_path.empty()) d += "; cached in " + f.cache_path;
+  if ((f.from & facts::kFromSystemCache) != 0) d += "; the system cache " + f.system_cache_path;
+  if (!f.cache_path.empty() && ((f.from & facts::kFromUserCache) != 0 || f.probed_now))
+    d += "; cached in " + f.cache_path;
   if (stale)
     return {"pinned pages", Verdict::kWarn, d,
             "registered memory of a STALE kind is silently corrupted by a fork after "

@@ -44,18 +44,21 @@ TEST(Help, MainSynopsisNamesOnlyRealOptions) {
       test_support::RunProgram({forkguard::test_support::Runfile("cli/forkguard"), "--help"});
   ASSERT_EQ(r.status, 0) << r.err;
   std::istringstream in(r.out);
-  std::string line, run, report, doctor, ps;
+  std::string line, run, report, doctor, ps, probe;
   while (std::getline(in, line)) {
     if (line.rfind("    forkguard run ", 0) == 0) run = line;
     if (line.rfind("    forkguard report ", 0) == 0) report = line;
     if (line.rfind("    forkguard doctor", 0) == 0) doctor = line;
     if (line.rfind("    forkguard ps", 0) == 0) ps = line;
+    if (line.rfind("    forkguard probe", 0) == 0) probe = line;
   }
-  ASSERT_FALSE(run.empty() || report.empty() || doctor.empty() || ps.empty()) << r.out;
+  ASSERT_FALSE(run.empty() || report.empty() || doctor.empty() || ps.empty() || probe.empty())
+      << r.out;
   EXPECT_EQ(Unknown(run, RunFlags()), Mismatches{}) << run;
   EXPECT_EQ(Unknown(report, ReportFlags()), Mismatches{}) << report;
   EXPECT_EQ(Unknown(doctor, DoctorFlags()), Mismatches{}) << doctor;
   EXPECT_EQ(Unknown(ps, PsFlags()), Mismatches{}) << ps;
+  EXPECT_EQ(Unknown(probe, ProbeFlags()), Mismatches{}) << probe;
   // Every report format.
   EXPECT_NE(report.find("--format " + TheReportMakingFlags().format.value), std::string::npos)
       << report;
@@ -68,6 +71,7 @@ TEST(Help, EachSynopsisNamesOnlyRealOptionsAndEveryFormat) {
   EXPECT_EQ(Unknown(Synopsis(ReportHelp()), ReportFlags()), Mismatches{});
   EXPECT_EQ(Unknown(Synopsis(DoctorHelp()), DoctorFlags()), Mismatches{});
   EXPECT_EQ(Unknown(Synopsis(PsHelp()), PsFlags()), Mismatches{});
+  EXPECT_EQ(Unknown(Synopsis(ProbeHelp()), ProbeFlags()), Mismatches{});
   const std::string formats = "--format " + TheReportMakingFlags().format.value;
   EXPECT_NE(Synopsis(RunHelp()).find(formats), std::string::npos) << RunHelp();
   EXPECT_NE(Synopsis(ReportHelp()).find(formats), std::string::npos) << ReportHelp();
@@ -76,7 +80,7 @@ TEST(Help, EachSynopsisNamesOnlyRealOptionsAndEveryFormat) {
 // `forkguard help CMD` and `forkguard CMD --help` (and -h) print the same text.
 TEST(Help, HelpCommandAndOptionAgree) {
   std::string fg = forkguard::test_support::Runfile("cli/forkguard");
-  for (const char* cmd : {"run", "report", "doctor", "ps"}) {
+  for (const char* cmd : {"run", "report", "doctor", "ps", "probe"}) {
     test_support::ProgramResult a = test_support::RunProgram({fg, "help", cmd});
     test_support::ProgramResult b = test_support::RunProgram({fg, cmd, "--help"});
     test_support::ProgramResult c = test_support::RunProgram({fg, cmd, "-h"});

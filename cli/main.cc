@@ -20,6 +20,7 @@ SYNOPSIS
                      [--baseline OLD.json --fail-on new-hazard] LOG_DIR_OR_FILE...
     forkguard doctor
     forkguard ps [--format text|json]
+    forkguard probe [--system] [--json] [--quiet]
     forkguard help [COMMAND] | --help | --version
 
 DESCRIPTION
@@ -39,12 +40,15 @@ COMMANDS
     doctor   check devices, kernel, rdma-core, limits and the shim itself
     ps       the processes on this node that hold RDMA state, and what a fork
              would do to each now (no shim, no root needed)
+    probe    measure what this kernel does to pinned pages at fork (once per
+             boot; --system: as root, for every process of the boot)
 
     `forkguard COMMAND --help` describes each command and its exit statuses.
 
 EXIT STATUS
     0 success; 1 doctor found a failing check (ps: the RDMA netlink dump
-    failed); 2 bad command line;
+    failed; probe --system: the system cache was not written); 2 bad command
+    line;
     3 --fail-on hazard saw a hazardous fork (new-hazard: one the baseline lacks);
     125 forkguard itself failed;
     run also exits with the program's status (128+N when killed by signal N),
@@ -74,6 +78,7 @@ int Main(int argc, char** argv) {
                        : topic == "report" ? ReportHelp()
                        : topic == "doctor" ? DoctorHelp()
                        : topic == "ps"     ? PsHelp()
+                       : topic == "probe"  ? ProbeHelp()
                                            : kMainHelp;
     fputs(text.c_str(), stdout);
     return kExitOk;
@@ -81,12 +86,16 @@ int Main(int argc, char** argv) {
   // The command's arguments: its name is their argv[0].
   std::string program = "forkguard";
   try {
-    if (cmd == "run" || cmd == "report" || cmd == "doctor" || cmd == "ps") program += " " + cmd;
+    if (cmd == "run" || cmd == "report" || cmd == "doctor" || cmd == "ps" || cmd == "probe") {
+      program += " " + cmd;
+    }
     if (cmd == "run") return RunMain(argc - 1, argv + 1, argv[0]);
     if (cmd == "report") return ReportMain(argc - 1, argv + 1);
     if (cmd == "doctor") return DoctorMain(argc - 1, argv + 1, argv[0]);
     if (cmd == "ps") return PsMain(argc - 1, argv + 1);
-    throw flags::UsageError("unknown command '" + cmd + "' (commands: run, report, doctor, ps)");
+    if (cmd == "probe") return ProbeMain(argc - 1, argv + 1);
+    throw flags::UsageError("unknown command '" + cmd +
+                            "' (commands: run, report, doctor, ps, probe)");
   } catch (const flags::UsageError& e) {
     return flags::ReportUsageError(program, e);
   }

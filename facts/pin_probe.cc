@@ -296,8 +296,8 @@ bool PinProbeCacheDir(char* out, size_t cap) {
 }
 
 bool PinProbeCacheDir(char* out, size_t cap, bool secure) {
-  // Under AT_SECURE the environment is the unprivileged caller's: it names no path here, and
-  // there is no system-wide cache to fall back on.
+  // Under AT_SECURE the environment is the unprivileged caller's: it names no path here (the
+  // system cache, at its fixed path, is read instead).
   if (secure) return false;
   const char* dir = getenv("FORKGUARD_CACHE_DIR");
   int n = -1;
@@ -391,22 +391,17 @@ bool ParsePinProbe(const char* text, PinProbe* out) {
   return true;
 }
 
-bool ReadPinProbeCache(PinProbe* out) { return ReadPinProbeCache(out, getauxval(AT_SECURE) != 0); }
+namespace {
 
-bool ReadPinProbeCache(PinProbe* out, bool secure) {
-  char path[1200];
-  if (!PinProbeCachePath(path, sizeof(path), secure)) return false;
-  // O_NONBLOCK: a FIFO (or a device) in its place opens at once and is refused below, never
-  // waited on. O_NOCTTY: a terminal there does not become ours.
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return false;
+// Reads a cache file opened O_NOFOLLOW|O_NONBLOCK: used only if it is a regular file owned by
+// `uid` (or root) that no one else can write, of a cache's size.
+bool ReadCacheFd(int fd, uid_t uid, PinProbe* out) {
   struct stat st;
   char text[2048];
   size_t n = 0;
-  // Only a regular file of this user (or root) that no one else can write, of a cache's size.
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            (st.st_uid == geteuid() || st.st_uid == 0) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 &&
-            st.st_size > 0 && static_cast<size_t>(st.st_size) < sizeof(text);
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == uid || st.st_uid == 0) &&
+            (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && st.st_size > 0 &&
+            static_cast<size_t>(st.st_size) < sizeof(text);
   while (ok && n < sizeof(text) - 1) {
     ssize_t got = read(fd, text + n, sizeof(text) - 1 - n);
     if (got < 0 && errno == EINTR) continue;
@@ -418,6 +413,85 @@ bool ReadPinProbeCache(PinProbe* out, bool secure) {
   if (!ok || n == 0) return false;
   text[n] = '\0';
   return ParsePinProbe(text, out);
+}
+
+// O_NONBLOCK: a FIFO (or a device) in a cache file's place opens at once and is refused by
+// ReadCacheFd, never waited on. O_NOCTTY: a terminal there does not become ours.
+constexpr int kCacheOpenFlags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+
+}  // namespace
+
+bool ReadUserPinProbeCache(PinProbe* out, bool secure) {
+  char path[1200];
+  if (!PinProbeCachePath(path, sizeof(path), secure)) return false;
+  int fd = open(path, kCacheOpenFlags);
+  return fd >= 0 && ReadCacheFd(fd, geteuid(), out);
+}
+
+bool SystemPinProbeCachePath(const char* dir, char* out, size_t cap) {
+  char boot[64];
+  if (!BootId(boot, sizeof(boot))) return false;
+  int n = snprintf(out, cap, "%s/pin-probe-%s", dir, boot);
+  return n > 0 && static_cast<size_t>(n) < cap;
+}
+
+bool ReadSystemPinProbeCache(PinProbe* out, const char* dir) {
+  char boot[64];
+  char name[128];
+  if (!BootId(boot, sizeof(boot))) return false;
+  snprintf(name, sizeof(name), "pin-probe-%s", boot);
+  // The directory is root's and no one else's to write: nothing in it was put there by a user
+  // (a file owned by root could otherwise be moved in from elsewhere, or replaced).
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return false;
+  struct stat st;
+  bool ok = fstat(dfd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+            (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+  int fd = ok ? openat(dfd, name, kCacheOpenFlags) : -1;
+  close(dfd);
+  return fd >= 0 && ReadCacheFd(fd, 0, out);
+}
+
+void MergePinProbe(const PinProbe* user, const PinProbe* system, PinProbe* out) {
+  PinProbe m;
+  for (int i = 0; i < kMemoryKinds; ++i) {
+    const PinProbe* from = nullptr;
+    if (user != nullptr && user->fate[i] != PinFate::kUnknown) {
+      from = user;
+    } else if (system != nullptr && system->fate[i] != PinFate::kUnknown) {
+      from = system;
+    } else if (user != nullptr && user->why[i] != ProbeWhy::kNotProbed) {
+      from = user;
+    } else {
+      from = system;
+    }
+    if (from == nullptr) continue;
+    m.fate[i] = from->fate[i];
+    m.why[i] = from->why[i];
+    m.err[i] = from->err[i];
+  }
+  *out = m;
+}
+
+bool ReadPinProbeCache(PinProbe* out) { return ReadPinProbeCache(out, getauxval(AT_SECURE) != 0); }
+
+bool ReadPinProbeCache(PinProbe* out, bool secure) {
+  return ReadPinProbeCache(out, secure, kSystemPinProbeDir, nullptr);
+}
+
+bool ReadPinProbeCache(PinProbe* out, bool secure, const char* system_dir, unsigned* from) {
+  PinProbe user;
+  PinProbe system;
+  // Under AT_SECURE the user's cache is not named (PinProbeCacheDir); the system cache is
+  // root's under a fixed path, nothing the caller's environment chose.
+  bool have_user = ReadUserPinProbeCache(&user, secure);
+  bool have_system = system_dir != nullptr && ReadSystemPinProbeCache(&system, system_dir);
+  if (from != nullptr) {
+    *from = (have_user ? kFromUserCache : 0u) | (have_system ? kFromSystemCache : 0u);
+  }
+  if (!have_user && !have_system) return false;
+  MergePinProbe(have_user ? &user : nullptr, have_system ? &system : nullptr, out);
+  return true;
 }
 
 bool WritePinProbeCache(const PinProbe& p, char* err, size_t cap) {
@@ -462,20 +536,21 @@ bool WritePinProbeCache(const PinProbe& p, char* err, size_t cap) {
   return false;
 }
 
-PinProbe PinProbeForThisBoot(bool* probed) {
+bool ProbeAgain(ProbeWhy w) {
+  return w != ProbeWhy::kNone && w != ProbeWhy::kNoIoUring && w != ProbeWhy::kIoUringDisabled &&
+         w != ProbeWhy::kNotProbeable;
+}
+
+PinProbe PinProbeForThisBoot(bool* probed, unsigned* from, const char* system_dir) {
   PinProbe p;
-  if (ReadPinProbeCache(&p)) {
+  if (ReadPinProbeCache(&p, getauxval(AT_SECURE) != 0, system_dir, from)) {
     // A kind left unknown for a reason that can change during a boot (hugetlb pages
     // reserved since, THP turned on, a higher memlock limit, a passing failure) is probed
     // again; io_uring's absence is not.
     bool again = false;
     for (MemoryKind k : {MemoryKind::kAnonymous, MemoryKind::kThp, MemoryKind::kHugetlb}) {
       int i = static_cast<int>(k);
-      ProbeWhy w = p.why[i];
-      if (p.fate[i] != PinFate::kUnknown || w == ProbeWhy::kNoIoUring ||
-          w == ProbeWhy::kIoUringDisabled || w == ProbeWhy::kNotProbeable) {
-        continue;
-      }
+      if (p.fate[i] != PinFate::kUnknown || !ProbeAgain(p.why[i])) continue;
       ProbeKind(k, &p);
       again = true;
     }
@@ -491,6 +566,81 @@ PinProbe PinProbeForThisBoot(bool* probed) {
   WritePinProbeCache(p, err, sizeof(err));
   if (probed != nullptr) *probed = true;
   return p;
+}
+
+bool WriteSystemPinProbeCache(const PinProbe& p, const char* dir, char* err, size_t cap) {
+  // DIR as its parent and its last component: each opened O_NOFOLLOW | O_DIRECTORY, so that
+  // no symbolic link planted on the way is followed.
+  char parent[1024];
+  const char* slash = strrchr(dir, '/');
+  const char* base = slash != nullptr ? slash + 1 : nullptr;
+  if (dir[0] != '/' || base == nullptr || base[0] == '\0' || strcmp(base, ".") == 0 ||
+      strcmp(base, "..") == 0 || static_cast<size_t>(slash - dir) >= sizeof(parent)) {
+    snprintf(err, cap, "%s: not an absolute directory path", dir);
+    return false;
+  }
+  size_t plen = slash == dir ? 1 : static_cast<size_t>(slash - dir);
+  memcpy(parent, dir, plen);
+  parent[plen] = '\0';
+  char name[128];
+  char tmp[160];
+  char boot[64];
+  if (!BootId(boot, sizeof(boot))) {
+    snprintf(err, cap, "no boot id (/proc/sys/kernel/random/boot_id)");
+    return false;
+  }
+  snprintf(name, sizeof(name), "pin-probe-%s", boot);
+  snprintf(tmp, sizeof(tmp), ".%s.%d.tmp", name, static_cast<int>(getpid()));
+  int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (pfd < 0) {
+    snprintf(err, cap, "open %s: %s", parent, strerror(errno));
+    return false;
+  }
+  if (mkdirat(pfd, base, 0755) != 0 && errno != EEXIST) {
+    snprintf(err, cap, "mkdir %s: %s", dir, strerror(errno));
+    close(pfd);
+    return false;
+  }
+  int dfd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int e = errno;
+  close(pfd);
+  if (dfd < 0) {
+    snprintf(err, cap, "open %s: %s", dir, strerror(e));
+    return false;
+  }
+  struct stat st;
+  if (fstat(dfd, &st) != 0 || st.st_uid != geteuid()) {
+    snprintf(err, cap, "%s is owned by uid %u, not by this user (%u): refused", dir,
+             static_cast<unsigned>(st.st_uid), static_cast<unsigned>(geteuid()));
+    close(dfd);
+    return false;
+  }
+  // Readable by everyone, written by its owner only (whatever the umask made it).
+  if ((st.st_mode & 07777) != 0755 && fchmod(dfd, 0755) != 0) {
+    snprintf(err, cap, "chmod 0755 %s: %s", dir, strerror(errno));
+    close(dfd);
+    return false;
+  }
+  int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    snprintf(err, cap, "create %s/%s: %s", dir, tmp, strerror(errno));
+    close(dfd);
+    return false;
+  }
+  char text[2048];
+  size_t len = FormatPinProbe(p, text, sizeof(text));
+  bool ok = fchmod(fd, 0644) == 0 && write(fd, text, len) == static_cast<ssize_t>(len);
+  e = errno;
+  ok = close(fd) == 0 && ok;
+  if (ok && renameat(dfd, tmp, dfd, name) == 0) {
+    close(dfd);
+    return true;
+  }
+  if (!ok) errno = e;
+  snprintf(err, cap, "write %s/%s: %s", dir, name, strerror(errno));
+  unlinkat(dfd, tmp, 0);
+  close(dfd);
+  return false;
 }
 
 }  // namespace forkguard::facts

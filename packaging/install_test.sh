@@ -30,5 +30,19 @@ diff <(packaging/stage list deb | sed 's|.*/||' | grep -vxE 'copyright|changelog
 grep -qx "optional $T/prefix/lib/slurm/spank_forkguard.so default=off mode=warn shim=$T/prefix/lib/libforkguard.so forkguard=$T/prefix/bin/forkguard" \
 	"$T/prefix/etc/slurm/plugstack.conf.d/forkguard.conf" ||
 	fail "the installed plugstack line: $(tail -n 1 "$T/prefix/etc/slurm/plugstack.conf.d/forkguard.conf" 2>&1)"
+# The boot probe's unit runs the installed CLI (the .deb's: /usr/bin/forkguard).
+grep -qx "ExecStart=$T/prefix/bin/forkguard probe --system" "$T/prefix/lib/systemd/system/forkguard-probe.service" ||
+	fail "the installed unit's ExecStart: $(grep ExecStart "$T/prefix/lib/systemd/system/forkguard-probe.service" 2>&1)"
+grep -qx "ExecStart=/usr/bin/forkguard probe --system" "$T/deb/forkguard/lib/systemd/system/forkguard-probe.service" ||
+	fail "the .deb's unit's ExecStart: $(grep ExecStart "$T/deb/forkguard/lib/systemd/system/forkguard-probe.service" 2>&1)"
+# The .deb enables and starts it (maintainer scripts, as dh_installsystemd writes them).
+# shellcheck disable=SC2016 # the script's own text, $UNIT unexpanded
+if ! grep -qx 'UNIT=forkguard-probe.service' packaging/debian/forkguard.postinst ||
+	! grep -qF 'deb-systemd-helper enable "$UNIT"' packaging/debian/forkguard.postinst; then
+	fail "packaging/debian/forkguard.postinst does not enable forkguard-probe.service"
+fi
+for s in postinst prerm postrm; do
+	sh -n "packaging/debian/forkguard.$s" || fail "packaging/debian/forkguard.$s: not a valid shell script"
+done
 [ "$rc" = 0 ] && echo "PASS: install and .deb trees from packaging/manifest"
 exit $rc

@@ -16,7 +16,15 @@
  *                         report so far, DIR/forkguard-JOB.STEP.html or
  *                         DIR/USER/forkguard-JOB.STEP.html (needs log= with %j)
  *       report_timeout=SECONDS   the report's time bound (default: 120)
- *       forkguard=PATH    the CLI that writes it (default: /usr/bin/forkguard)
+ *       forkguard=PATH    the CLI that writes it, and runs the pin probe (default:
+ *                         /usr/bin/forkguard)
+ *       probe_timeout=SECONDS    the pin probe's time bound (default: 10)
+ *
+ * When slurmd starts (slurm_spank_init in the slurmd context, as root), `forkguard probe
+ * --system --quiet` writes this boot's pin probe to /run/forkguard, where the shim in every
+ * task reads it (what a fork does to pinned pages of each memory kind on this node's kernel),
+ * killed after probe_timeout seconds. A probe that fails is one line in slurmd's log; slurmd
+ * starts as before.
  *
  * In each task, just before it execs (slurm_spank_task_init, remote context), the shim is
  * appended to LD_PRELOAD (what is there stays, and comes first) and FORKGUARD_MODE and
@@ -79,6 +87,7 @@ static char shim[FG_PATH_MAX] = FG_DEFAULT_SHIM;
 static char site_report[FG_PATH_MAX] = "";
 static char cli[FG_PATH_MAX] = "/usr/bin/forkguard";
 static unsigned report_timeout = 120;
+static unsigned probe_timeout = 10;
 /* srun's step and its user, learned in slurm_spank_local_user_init (local context), for the
  * report. */
 static uint32_t local_job = 0, local_step = 0;
@@ -168,18 +177,18 @@ static void copy_absolute(char* dst, size_t size, const char* key, const char* v
                 shown(val, v));
 }
 
-/* report_timeout=SECONDS: 1 to FG_TIMEOUT_MAX, digits only. */
-static void parse_timeout(const char* val) {
+/* KEY=SECONDS (report_timeout, probe_timeout): 1 to FG_TIMEOUT_MAX, digits only. */
+static void parse_timeout(const char* key, const char* val, unsigned* out) {
   unsigned long n = 0;
   const char* p = val;
   for (; *p >= '0' && *p <= '9' && n <= FG_TIMEOUT_MAX; ++p) n = n * 10 + (unsigned long)(*p - '0');
   if (p == val || *p != '\0' || n < 1 || n > FG_TIMEOUT_MAX) {
     char v[FG_SHOWN_SIZE];
-    slurm_error("forkguard: plugstack.conf report_timeout=%s: expected seconds, 1 to %d; ignored",
+    slurm_error("forkguard: plugstack.conf %s=%s: expected seconds, 1 to %d; ignored", key,
                 shown(val, v), FG_TIMEOUT_MAX);
     return;
   }
-  report_timeout = (unsigned)n;
+  *out = (unsigned)n;
 }
 
 /* plugstack.conf arguments. A bad one is reported and ignored: it must not fail jobs. */
@@ -218,13 +227,15 @@ static void parse_args(int ac, char** av) {
     } else if (k == 6 && strncmp(a, "report", k) == 0) {
       copy_absolute(site_report, sizeof(site_report), "report", v);
     } else if (k == 14 && strncmp(a, "report_timeout", k) == 0) {
-      parse_timeout(v);
+      parse_timeout("report_timeout", v, &report_timeout);
+    } else if (k == 13 && strncmp(a, "probe_timeout", k) == 0) {
+      parse_timeout("probe_timeout", v, &probe_timeout);
     } else if (k == 9 && strncmp(a, "forkguard", k) == 0) {
       copy_absolute(cli, sizeof(cli), "forkguard", v);
     } else {
       slurm_error(
           "forkguard: plugstack.conf argument '%s': unknown (default, mode, log, "
-          "shim, report, report_timeout, forkguard); ignored",
+          "shim, report, report_timeout, forkguard, probe_timeout); ignored",
           shown(a, shown_buf));
     }
   }
@@ -232,9 +243,73 @@ static void parse_args(int ac, char** av) {
 
 static int enabled(void) { return job_choice == -1 ? site_on : job_choice; }
 
+static int wait_bounded(pid_t pid, unsigned seconds, int* st);
+
+/* slurmd, as it starts (root): `forkguard probe --system --quiet`, this boot's pin probe into
+ * /run/forkguard for every process of the node, bounded by probe_timeout. A failure is one
+ * line in slurmd's log, with the first line the CLI wrote to its standard error. */
+static void probe_system(void) {
+  static const char tail[] = "no system pin-probe cache (/run/forkguard) from slurmd";
+  /* The pipe's ends above the standard descriptors (close-on-exec, the read end not
+   * blocking), so that the child's dup2 onto 2 and its /dev/null on 0 and 1 touch neither. */
+  int raw[2], err_pipe[2] = {-1, -1};
+  if (pipe(raw) != 0) {
+    slurm_error("forkguard: cannot run %s probe --system (pipe: %s); %s", cli, strerror(errno),
+                tail);
+    return;
+  }
+  for (int i = 0; i < 2; ++i) err_pipe[i] = fcntl(raw[i], F_DUPFD_CLOEXEC, 3);
+  int e = errno;
+  close(raw[0]);
+  close(raw[1]);
+  if (err_pipe[0] < 0 || err_pipe[1] < 0 || fcntl(err_pipe[0], F_SETFL, O_NONBLOCK) != 0) {
+    if (err_pipe[0] >= 0) e = errno;
+    for (int i = 0; i < 2; ++i)
+      if (err_pipe[i] >= 0) close(err_pipe[i]);
+    slurm_error("forkguard: cannot run %s probe --system (pipe: %s); %s", cli, strerror(e), tail);
+    return;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  char* argv[] = {cli, "probe", "--system", "--quiet", NULL};
+  extern char** environ;
+  pid_t pid;
+  int rc = posix_spawn(&pid, cli, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(err_pipe[1]);
+  int st = 0, ended = rc == 0 ? wait_bounded(pid, probe_timeout, &st) : -1;
+  int wait_errno = errno;
+  /* Its first line of errors, if any (the pipe does not block: a grandchild that kept it
+   * open is not waited for). */
+  char said[256] = "", said_shown[FG_SHOWN_SIZE];
+  ssize_t n = read(err_pipe[0], said, sizeof(said) - 1);
+  close(err_pipe[0]);
+  said[n > 0 ? n : 0] = '\0';
+  said[strcspn(said, "\n")] = '\0';
+  if (rc != 0) {
+    slurm_error("forkguard: cannot run %s probe --system (%s); %s", cli, strerror(rc), tail);
+  } else if (ended < 0) {
+    slurm_error("forkguard: cannot wait for %s probe --system (%s); %s", cli, strerror(wait_errno),
+                tail);
+  } else if (ended == 0) {
+    slurm_error(
+        "forkguard: %s probe --system took longer than probe_timeout=%u seconds: "
+        "killed; %s",
+        cli, probe_timeout, tail);
+  } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    slurm_error("forkguard: %s probe --system failed (%s %d%s%s); %s", cli,
+                WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
+                said[0] != '\0' ? ": " : "", said[0] != '\0' ? shown(said, said_shown) : "", tail);
+  }
+}
+
 int slurm_spank_init(spank_t sp, int ac, char** av) {
   parse_args(ac, av);
   spank_context_t ctx = spank_context();
+  if (ctx == S_CTX_SLURMD) probe_system();
   if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR || ctx == S_CTX_REMOTE) {
     spank_err_t e = spank_option_register(sp, &forkguard_option);
     if (e != ESPANK_SUCCESS)

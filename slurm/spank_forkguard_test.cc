@@ -702,3 +702,84 @@ TEST_F(SpankForkguardTest, StepEndReportFailureIsOneLineAndKeepsItsErrors) {
   ASSERT_EQ(g_log.size(), 1u);
   EXPECT_NE(g_log[0].find("report=relative/dir: not an absolute path"), std::string::npos);
 }
+
+// slurmd, as it starts: `forkguard probe --system --quiet` once, its stdin and stdout
+// /dev/null; nothing logged when it succeeds. Not run in the other contexts.
+TEST_F(SpankForkguardTest, SlurmdStartRunsTheSystemProbe) {
+  std::string tmp = getenv("TEST_TMPDIR"), ran = tmp + "/probe-ran";
+  unlink(ran.c_str());
+  std::string body = "echo \"$*\" >> " + ran + "; echo out; cat; exit 0";
+  std::string cli = FakeCli(tmp, body.c_str());
+  g_context = S_CTX_SLURMD;
+  g_remote = 0;
+  {
+    Plugin p({"forkguard=" + cli});  // default=off: the probe runs all the same
+    EXPECT_EQ(p.init_rc(), 0);
+  }
+  EXPECT_EQ(ReadFile(ran), "probe --system --quiet\n");
+  EXPECT_TRUE(g_log.empty()) << g_log[0];
+  EXPECT_TRUE(g_registered.empty()) << "no --forkguard option in slurmd";
+  for (spank_context_t c : {S_CTX_LOCAL, S_CTX_REMOTE, S_CTX_ALLOCATOR, S_CTX_JOB_SCRIPT}) {
+    unlink(ran.c_str());
+    g_context = c;
+    Plugin q({"forkguard=" + cli});
+    EXPECT_EQ(ReadFile(ran), "<missing>") << "context " << c;
+  }
+}
+
+// A probe that fails, hangs or is not there: one line in slurmd's log (with the CLI's first
+// line of errors, escaped), and slurm_spank_init still returns 0.
+TEST_F(SpankForkguardTest, SlurmdStartProbeFailureIsOneLine) {
+  std::string tmp = getenv("TEST_TMPDIR");
+  const std::string tail = "; no system pin-probe cache (/run/forkguard) from slurmd";
+  g_context = S_CTX_SLURMD;
+  g_remote = 0;
+  std::string cli = FakeCli(
+      tmp,
+      "printf 'forkguard probe: cannot write the system cache: \\033[31mno\\nsecond\\n' >&2; "
+      "exit 1");
+  {
+    Plugin p({"forkguard=" + cli});
+    EXPECT_EQ(p.init_rc(), 0);
+  }
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: " + cli +
+                          " probe --system failed (exit 1: forkguard probe: cannot write the "
+                          "system cache: \\x1b[31mno)" +
+                          tail);
+
+  g_log.clear();
+  cli = FakeCli(tmp, "exec sleep 20");
+  timespec start, end;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  {
+    Plugin p({"forkguard=" + cli, "probe_timeout=1"});
+    EXPECT_EQ(p.init_rc(), 0);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  double s = static_cast<double>(end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) / 1e9;
+  EXPECT_GE(s, 1.0);
+  EXPECT_LT(s, 5.0);
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: " + cli +
+                          " probe --system took longer than probe_timeout=1 seconds: killed" +
+                          tail);
+
+  g_log.clear();
+  {
+    Plugin p({"forkguard=" + tmp + "/none"});
+    EXPECT_EQ(p.init_rc(), 0);
+  }
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "error: forkguard: cannot run " + tmp +
+                          "/none probe --system (No such file or directory)" + tail);
+
+  // A bad bound: said, and the default (10 s) stays.
+  g_log.clear();
+  g_context = S_CTX_REMOTE;
+  Plugin q({"probe_timeout=0", "probe_timeout=1x"});
+  ASSERT_EQ(g_log.size(), 2u);
+  EXPECT_EQ(g_log[0],
+            "error: forkguard: plugstack.conf probe_timeout=0: expected seconds, 1 to 86400; "
+            "ignored");
+}

@@ -2,9 +2,11 @@
 # tests/package/check.sh - the Debian package (scripts/package), one JUnit case per check
 # (scripts/test counts them):
 #   on the host: it builds; lintian reports no error; the files are where they belong and
-#   Depends names the libraries the binaries link; the man pages (help2man, pandoc) render
-#   without groff warnings and carry every option of each command's --help, every FORKGUARD_*
-#   variable of docs/forkguard.7.md and the event log's events;
+#   Depends names the libraries the binaries link; forkguard-probe.service runs
+#   /usr/bin/forkguard probe --system and the postinst enables and starts it; the man pages
+#   (help2man, pandoc) render without groff warnings and carry every option of each
+#   command's --help, every FORKGUARD_* variable of docs/forkguard.7.md and the event log's
+#   events;
 #   the packages hold exactly packaging/manifest's "deb" rows; scripts/install PREFIX gives a
 #   working CLI and everything README's "Using it on your own trainer" uses
 #   (packaging/check-install);
@@ -67,10 +69,18 @@ contents() {
 		"-rw-r--r-- ./usr/lib/python3/dist-packages/forkguard/torch.py" \
 		"-rw-r--r-- ./usr/share/man/man1/forkguard.1.gz" "-rw-r--r-- ./usr/share/man/man1/forkguard-run.1.gz" \
 		"-rw-r--r-- ./usr/share/man/man1/forkguard-report.1.gz" "-rw-r--r-- ./usr/share/man/man1/forkguard-doctor.1.gz" \
-		"-rw-r--r-- ./usr/share/man/man1/forkguard-ps.1.gz" \
+		"-rw-r--r-- ./usr/share/man/man1/forkguard-ps.1.gz" "-rw-r--r-- ./usr/share/man/man1/forkguard-probe.1.gz" \
+		"-rw-r--r-- ./lib/systemd/system/forkguard-probe.service" \
 		"-rw-r--r-- ./usr/share/man/man7/forkguard.7.gz" "-rw-r--r-- ./usr/share/doc/forkguard/copyright" \
 		"-rw-r--r-- ./usr/share/doc/forkguard/changelog.Debian.gz" "-rw-r--r-- ./usr/share/doc/forkguard/EVENT_LOG.md"; do
 		grep -qxF -- "$f" <<<"$list" || { echo "not in the package: $f"; echo "$list"; return 1; }
+	done
+	# The boot probe's unit runs the package's CLI, and the postinst enables and starts it.
+	dpkg-deb --fsys-tarfile "$DEBFILE" | tar -xO ./lib/systemd/system/forkguard-probe.service |
+		grep -qx 'ExecStart=/usr/bin/forkguard probe --system' || { echo "the unit's ExecStart is not /usr/bin/forkguard probe --system"; return 1; }
+	# shellcheck disable=SC2016 # the script's own text, $UNIT unexpanded
+	for f in 'UNIT=forkguard-probe.service' 'deb-systemd-helper enable "$UNIT"' 'deb-systemd-invoke start "$UNIT"'; do
+		dpkg-deb -I "$DEBFILE" postinst | grep -qF -- "$f" || { echo "the postinst lacks: $f"; return 1; }
 	done
 	# and nothing but packaging/manifest's rows
 	diff <(packaging/stage list deb | sed -n 's|^forkguard:|.|p' | sort) \
@@ -92,7 +102,7 @@ manpages() {
 		[ -z "$w" ] || { echo "groff warnings in ${f##*/}:"; echo "$w"; bad=1; }
 	done
 	seven=$(LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$x/usr/share/man/man7/forkguard.7.gz" 2>/dev/null | col -b)
-	for c in run report doctor ps; do
+	for c in run report doctor ps probe; do
 		page=$x/usr/share/man/man1/forkguard-$c.1.gz
 		text=$(LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$page" 2>/dev/null | col -b)
 		grep -q "^NAME" <<<"$text" || { echo "forkguard-$c(1) has no NAME"; bad=1; }
