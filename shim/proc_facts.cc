@@ -31,7 +31,8 @@ void SmapsScanner::Line(const char* s, size_t n) {
       if (stored_ < out_.dc_cap) out_.dc[stored_++] = Vma{cur_.start, cur_.end};
     }
     if (out_.keep_count > 0 && kinds_stored_ < out_.kinds_cap && Kept(cur_.start, cur_.end)) {
-      out_.kinds[kinds_stored_++] = KindVma{cur_.start, cur_.end, cur_.Kind(), cur_.dontfork, cur_.page_size};
+      out_.kinds[kinds_stored_++] =
+          KindVma{cur_.start, cur_.end, cur_.Kind(), cur_.dontfork, cur_.page_size};
     }
     have_vma_ = false;
   }
