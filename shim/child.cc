@@ -34,6 +34,7 @@ struct TableEntry {
   uintptr_t page_start;
   uintptr_t page_end;
   const char* call;  // static string in the shim
+  bool withheld;     // fix mode made it MADV_DONTFORK for the fork
   int nips;
   uintptr_t ips[RawStack::kCapacity];
   size_t text_off;
@@ -110,7 +111,7 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
         // Line by line, each prefixed and in one write (shim/stderr_line.h).
         WriteStderrLines(head, n);
         WriteStderrLines(t->text + e.text_off, e.text_len);
-        const char* tail = ChildSegvTail();
+        const char* tail = e.withheld ? ChildSegvTailWithheld() : ChildSegvTail();
         WriteStderrLines(tail);
       }
       EventLog& log = GlobalEventLog();
@@ -143,7 +144,8 @@ void SegvHandler(int sig, siginfo_t* info, void* uctx) {
 }  // namespace
 
 // ---- Parent side (not signal-safe: symbolizes with dladdr). ----
-bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork, bool quiet) {
+bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork, bool quiet,
+                           const FixAction* mr_fix) {
   int count = 0;
   for (int i = 0; i < snap.mr_count; ++i) count += mr_dontfork[i] ? 1 : 0;
   if (count > kMaxTableEntries) count = kMaxTableEntries;
@@ -174,6 +176,7 @@ bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork, b
     e.page_start = m.addr & ~(page - 1);
     e.page_end = (m.addr + m.len + page - 1) & ~(page - 1);
     e.call = RdmaCallName(m.call);
+    e.withheld = mr_fix != nullptr && mr_fix[i] == FixAction::kWithheld;
     e.nips = m.stack.depth;
     for (int k = 0; k < m.stack.depth; ++k) e.ips[k] = m.stack.ips[k];
     TextBuffer text(t->text + text_used, kTextPerEntry);

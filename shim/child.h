@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "shim/fork_fix.h"
 #include "shim/message.h"
 #include "shim/state.h"
 
@@ -31,7 +32,9 @@ namespace forkguard {
 // SIGSEGV handler uses (symbolizes the registering stacks; may call dladdr). Returns false
 // when it could not be built (the child then just gets no explanation). With `quiet`
 // (FORKGUARD_QUIET) the child prints nothing and only logs child_segv.
-bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork, bool quiet);
+// `mr_fix` (may be null): what fix mode did per MR; a withheld range's explanation says so.
+bool PrepareChildSegvTable(const StateSnapshot& snap, const bool* mr_dontfork, bool quiet,
+                           const FixAction* mr_fix = nullptr);
 // Parent, after the fork returned (or failed): the table is no longer needed in the parent.
 void ReleaseChildSegvTable();
 

@@ -488,7 +488,7 @@ ForkDecision ApplyMode(ForkFacts& f, ForkVia via) {
           (absent[i] && r.mr_fix[i] != FixAction::kCopied) || r.mr_fix[i] == FixAction::kWithheld;
       any = any || absent[i];
     }
-    if (any) d.explain_segv = PrepareChildSegvTable(*r.snap, absent, g_config.quiet);
+    if (any) d.explain_segv = PrepareChildSegvTable(*r.snap, absent, g_config.quiet, r.mr_fix);
   } else if (r.verdict.dontfork_mrs > 0) {
     d.explain_segv = PrepareChildSegvTable(*r.snap, r.mr_dontfork, g_config.quiet);
   }

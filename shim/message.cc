@@ -456,6 +456,13 @@ const char* ChildSegvTail() {
          "pages MADV_DONTFORK, so they do not exist in this child\n";
 }
 
+const char* ChildSegvTailWithheld() {
+  return "forkguard: FORKGUARD_MODE=fix made these pages MADV_DONTFORK for the fork, so that the "
+         "parent's data stays intact (this kernel does not copy such pinned pages at fork): they "
+         "do "
+         "not exist in this child\n";
+}
+
 void FormatFixModeLine(TextBuffer& out, const ForkReport& r) {
   const FixSummary& f = r.fix;
   out.Str("  mode: fix - ");

@@ -89,5 +89,7 @@ struct ChildSegvRange {
 size_t FormatChildSegv(char* buf, size_t cap, long pid, uintptr_t addr,
                        const ChildSegvRange& range);
 const char* ChildSegvTail();
+// The same for a range fix mode withheld from the child.
+const char* ChildSegvTailWithheld();
 
 }  // namespace forkguard

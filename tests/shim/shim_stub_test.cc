@@ -701,6 +701,8 @@ TEST(ShimStubFix, WithheldRangeIsGoneInTheChildAndRestoredInTheParent) {
   EXPECT_NE(std::string::npos, r.proc.err.find("made MADV_DONTFORK for the fork")) << Ctx(r);
   // The child's SIGSEGV is explained: the range was withheld from it.
   EXPECT_NE(std::string::npos, r.proc.err.find("registered for RDMA")) << Ctx(r);
+  EXPECT_NE(std::string::npos, r.proc.err.find("FORKGUARD_MODE=fix made these pages MADV_DONTFORK"))
+      << Ctx(r);
   Json fork = OneEvent(r, "fork");
   EXPECT_EQ("fixed", fork["action"].str) << Ctx(r);
   int withheld = 0;
