@@ -117,6 +117,7 @@
   X(Partial, "partial")                   \
   X(Via, "via")                           \
   X(Fix, "fix")                           \
+  X(Fixed, "fixed")                       \
   X(ChildExecs, "child_execs")            \
   X(HeldBy, "held_by")                    \
   X(ForkSupport, "fork_support")          \
@@ -242,6 +243,7 @@
   X(Ranges, Effect)              \
   X(Ranges, Basis)               \
   X(Ranges, Probe)               \
+  X(Ranges, Fixed)               \
   X(Live, Contexts)              \
   X(Live, Pds)                   \
   X(Live, Mrs)                   \
