@@ -9,7 +9,7 @@ every process forks 200 times (a DataLoader forking its workers every epoch):
   - the numbers it shows equal `forkguard report --format json`'s: summary cards,
     findings and their counts; after "Expand all", one timeline row and one tree
     entry per process, one fork mark per fork (hazard marks = hazardous forks),
-    one SIGSEGV mark per child death (a process with more forks than are listed draws its
+    one made-safe mark per fork fix mode made safe, one SIGSEGV mark per child death (a process with more forks than are listed draws its
     listed forks as marks and counts every fork in bars);
   - the 4096-process page is under 20 MB;
   - a screenshot of each (expanded) page is saved in $TEST_UNDECLARED_OUTPUTS_DIR
@@ -164,7 +164,7 @@ EXPANDED_JS = r"""(() => {
     }
   });
   return {rows: q('#hosts .prow'), tree: q('#tree li[data-proc]'), forks, hazard, marks,
-          segv: q('#hosts .m-segv'), inits: q('#hosts .m-init'),
+          segv: q('#hosts .m-segv'), inits: q('#hosts .m-init'), fixed: q('#hosts .m-fork.fixed'),
           height: document.documentElement.scrollHeight};
 })()"""
 
@@ -187,6 +187,8 @@ def check_page(browser, name, html_path, report, out_dir, expand=True, shot_heig
             "clean_forks": s["clean_forks"], "hazard_sites": s["hazard_sites"],
             "spawns": s["spawns"], "children_segv": s["children_segv"],
             "notes": len(report["notes"])}
+    if "fixed_forks" in s:  # fix mode made forks safe: a card of its own
+        want["fixed_forks"] = s["fixed_forks"]
     for k, v in want.items():
         check(got["cards"].get(k) == v, f"{name}: card {k} shows {got['cards'].get(k)}, JSON says {v}")
     check(len(got["findings"]) == len(report["findings"]),
@@ -207,6 +209,8 @@ def check_page(browser, name, html_path, report, out_dir, expand=True, shot_heig
               f"{name}: {ex['marks']} fork marks for the {len(report['forks'])} forks listed")
         check(ex["hazard"] == s["hazard_forks"],
               f"{name}: {ex['hazard']} hazard marks for {s['hazard_forks']} hazardous forks")
+        fixed = sum(1 for f in report["forks"] if f["action"] == "fixed")
+        check(ex["fixed"] == fixed, f"{name}: {ex['fixed']} made-safe marks for {fixed} fixed forks listed")
         check(ex["segv"] == s["children_segv"],
               f"{name}: {ex['segv']} SIGSEGV marks for {s['children_segv']} deaths")
         inits = sum(1 for p in report["processes"] if p["rdma_initialized"])
