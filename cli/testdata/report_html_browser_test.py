@@ -145,8 +145,14 @@ COUNT_JS = r"""(() => {
   document.querySelectorAll('#cards .card').forEach(c => cards[c.dataset.key] = Number(c.querySelector('b').textContent));
   const findings = [...document.querySelectorAll('#findings .finding')].map(f => ({
       count: Number(f.dataset.count), heading: f.querySelector('h3 code').textContent}));
+  // Each host's summary line: "host h: N processes, F forks (H hazardous)".
+  let hostForks = 0, hostHazard = 0;
+  document.querySelectorAll('#hosts > details.host > summary').forEach(s => {
+    const m = s.textContent.match(/, (\d+) forks? \((\d+) hazardous\)/);
+    if (m) { hostForks += Number(m[1]); hostHazard += Number(m[2]); }
+  });
   return {ready: document.body.dataset.ready === '1', cards, findings,
-          hosts: document.querySelectorAll('#hosts > details.host').length};
+          hosts: document.querySelectorAll('#hosts > details.host').length, hostForks, hostHazard};
 })()"""
 
 EXPANDED_JS = r"""(() => {
@@ -198,6 +204,9 @@ def check_page(browser, name, html_path, report, out_dir, expand=True, shot_heig
         check(shown["heading"].startswith(f["location"]),
               f"{name}: finding {f['id']} headed {shown['heading']!r} (JSON location {f['location']!r})")
     check(got["hosts"] == len(s["hosts"]), f"{name}: {got['hosts']} host timelines")
+    check(got["hostForks"] == s["forks"] and got["hostHazard"] == s["hazard_forks"],
+          f"{name}: the host lines count {got['hostForks']} forks ({got['hostHazard']} hazardous), "
+          f"JSON says {s['forks']} ({s['hazard_forks']})")
     if expand:
         t = time.time()
         ex = browser.eval(EXPANDED_JS)
