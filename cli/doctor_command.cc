@@ -533,9 +533,9 @@ void CheckShim(const char* argv0, std::vector<Check>* out) {
                     ""});
   if (const char* m = getenv("FORKGUARD_MODE")) {
     std::string mode = m;
-    if (mode != "warn" && mode != "error" && mode != "abort" && mode != "off")
+    if (mode != "warn" && mode != "error" && mode != "abort" && mode != "fix" && mode != "off")
       out->push_back({"FORKGUARD_MODE", Verdict::kWarn, "\"" + mode + "\" is not a mode",
-                      "use warn, error, abort or off (the shim falls back to warn)"});
+                      "use warn, error, abort, fix or off (the shim falls back to warn)"});
     else
       out->push_back({"FORKGUARD_MODE", Verdict::kOk, mode, ""});
   }

@@ -72,6 +72,10 @@ class FileNotes {
   }
   void Add(int line, const std::string& kind, const std::string& detail) {
     ++out_->lines_skipped;
+    Note(line, kind, detail);
+  }
+  // A problem in a line that is still read (a value read as absent).
+  void Note(int line, const std::string& kind, const std::string& detail) {
     int& seen = seen_[kind];
     if (seen++ < kNotesPerKind) {
       out_->notes.push_back(
@@ -527,6 +531,7 @@ void TallyFork(const Event& e, FileState* state, FileState::Proc* proc, ProcessL
     s.fix = e.fix;
     s.fix_library = e.fix_library;
   }
+  s.fix_tally.Take(e.fix_tally);
   if (e.action == "failed" && !e.errno_text.empty() && s.errnos.size() < kMaxErrnos &&
       std::find(s.errnos.begin(), s.errnos.end(), e.errno_text) == s.errnos.end())
     s.errnos.push_back(e.errno_text);
@@ -668,6 +673,51 @@ void Strings(const Fields& o, Key key, size_t max, std::vector<std::string>* out
   }
 }
 
+// A fork range's `fixed` value `v` (fix mode's change to it) into the fork's tally: "copied"
+// and "withheld" count for a fork whose action is "fixed" (`fix->forks` 1; another fork's
+// child got no such change), "failed" for any fork. Any other value is read as unchanged,
+// with one note per line (*noted).
+void TallyFixedRange(element v, std::string_view kind, int64_t len, FixTally* fix, FileState* state,
+                     bool* noted) {
+  std::string_view s;
+  bool is_string = v.get_string().get(s) == simdjson::SUCCESS;
+  if (is_string && s == "failed") {
+    fix->failed_ranges = SatAdd(fix->failed_ranges, 1);
+    return;
+  }
+  bool copied = is_string && s == "copied", withheld = is_string && s == "withheld";
+  if (!copied && !withheld) {
+    if (!*noted && state != nullptr && state->notes != nullptr) {
+      // At most 64 bytes of it, cut where a UTF-8 character starts.
+      std::string shown = is_string ? std::string(s) : simdjson::minify(v);
+      if (shown.size() > 64) {
+        size_t cut = 64;
+        while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xc0) == 0x80) --cut;
+        shown = shown.substr(0, cut) + "…";
+      }
+      if (is_string) shown = JsonQuote(shown);
+      state->notes->Note(state->lineno,
+                         "a fork range's \"fixed\" is not copied, withheld or failed (read "
+                         "as unchanged)",
+                         shown);
+    }
+    *noted = true;
+    return;
+  }
+  if (fix->forks == 0) return;
+  size_t k = 0;
+  while (k + 1 < std::size(FixTally::kKinds) && kind != FixTally::kKinds[k]) ++k;
+  if (copied) {
+    fix->copied_ranges = SatAdd(fix->copied_ranges, 1);
+    fix->copied_bytes = SatAdd(fix->copied_bytes, len);
+    fix->copied_kinds |= 1u << k;
+  } else {
+    fix->withheld_ranges = SatAdd(fix->withheld_ranges, 1);
+    fix->withheld_bytes = SatAdd(fix->withheld_bytes, len);
+    fix->withheld_kinds |= 1u << k;
+  }
+}
+
 // The typed fields of `e.type` from `o`.
 void DecodeEvent(const Fields& o, FileState::Proc* proc, ProcessLog* p, Event* e,
                  FileState* state) {
@@ -720,14 +770,20 @@ void DecodeEvent(const Fields& o, FileState::Proc* proc, ProcessLog* p, Event* e
         e->init_stack = StackAt(init, Key::kStack, proc, p, state);
       }
       simdjson::dom::array a;
+      FixTally& fix = e->fix_tally;
+      fix.forks = e->action == "fixed" ? 1 : 0;
+      bool fix_noted = false;
       if (Member(o, Key::kRanges, &x) && x.get_array().get(a) == simdjson::SUCCESS) {
         for (element r : a) {
           object ro;
           if (r.get_object().get(ro) != simdjson::SUCCESS) continue;
           ++e->ranges;
-          e->range_bytes = SatAdd(e->range_bytes,
-                                  std::clamp<int64_t>(Int(ro, Key::kLen, 0), 0, limits::kMaxBytes));
+          int64_t len = std::clamp<int64_t>(Int(ro, Key::kLen, 0), 0, limits::kMaxBytes);
+          e->range_bytes = SatAdd(e->range_bytes, len);
           if (Bool(ro, Key::kDontfork, false)) ++e->dontfork_ranges;
+          element fe;
+          if (Member(ro, Key::kFixed, &fe))
+            TallyFixedRange(fe, StrView(ro, Key::kKind), len, &fix, state, &fix_noted);
         }
       }
       e->threads = Int(o, Key::kThreads, 0);
@@ -1451,6 +1507,24 @@ void Merge(LogSet&& part, LogSet* out) {
 }
 
 }  // namespace
+
+void FixTally::Take(const FixTally& o) {
+  forks = SatAdd(forks, o.forks);
+  copied_ranges = SatAdd(copied_ranges, o.copied_ranges);
+  copied_bytes = SatAdd(copied_bytes, o.copied_bytes);
+  withheld_ranges = SatAdd(withheld_ranges, o.withheld_ranges);
+  withheld_bytes = SatAdd(withheld_bytes, o.withheld_bytes);
+  copied_kinds |= o.copied_kinds;
+  withheld_kinds |= o.withheld_kinds;
+  failed_ranges = SatAdd(failed_ranges, o.failed_ranges);
+}
+
+std::vector<std::string> FixTally::KindNames(unsigned mask) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < std::size(kKinds); ++k)
+    if (mask & (1u << k)) out.emplace_back(kKinds[k]);
+  return out;
+}
 
 void ForkRangesAtWorst::Take(int ranges, int64_t range_bytes, int dontfork, int64_t threads,
                              std::optional<bool> cof) {

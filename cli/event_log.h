@@ -54,6 +54,32 @@ struct Note {
   std::string text;
 };
 
+// What fix mode (FORKGUARD_MODE=fix) did at forks: a fork's `action` "fixed" and its ranges'
+// `fixed` (shim/EVENT_LOG.md). Per fork, then summed over the forks taken in (each sum held
+// at the int64 range, whatever the number of forks).
+struct FixTally {
+  // The memory kinds a range can be of, one bit each in the *_kinds masks; a kind the reader
+  // does not know (or none) counts as the last, "unknown".
+  static constexpr const char* kKinds[] = {"anonymous", "thp",          "hugetlb",
+                                           "shared",    "private-file", "unknown"};
+  int64_t forks = 0;  // forks made safe: action "fixed"
+  // Of the ranges of those forks: made MADV_DOFORK for the fork (the child got a copy), and
+  // made MADV_DONTFORK for it (the child had no mapping there). Bytes are the ranges' lengths.
+  int64_t copied_ranges = 0;
+  int64_t copied_bytes = 0;
+  int64_t withheld_ranges = 0;
+  int64_t withheld_bytes = 0;
+  unsigned copied_kinds = 0;  // bit i: kKinds[i]
+  unsigned withheld_kinds = 0;
+  // Ranges of any fork (fixed or not: a withhold that failed fails the fork) whose madvise
+  // failed: left as they were.
+  int64_t failed_ranges = 0;
+  bool empty() const { return forks == 0 && failed_ranges == 0; }
+  void Take(const FixTally& o);
+  // The names of the kinds in `mask`, in kKinds order.
+  static std::vector<std::string> KindNames(unsigned mask);
+};
+
 // One decoded line: the common fields, then the fields of the event types the
 // report reads (defaults when absent or mistyped; a bad field never drops the
 // line). Decoded once, straight from simdjson; nothing keeps the JSON text.
@@ -98,6 +124,7 @@ struct Event {
   int dontfork_ranges = 0;
   int64_t threads = 0;
   std::optional<bool> kernel_cof;
+  FixTally fix_tally;  // what fix mode did at this fork (forks: 1 when its action is "fixed")
   // fork_child, spawn
   int64_t child_pid = -1;
   // child_segv
@@ -171,11 +198,12 @@ struct ForkSite : ForkRangesAtWorst {
   int64_t last_ts_ns = 0;
   int64_t children = 0;                    // fork_child lines that name a child of a fork here
   std::map<std::string, int64_t> reasons;  // reason -> forks with it
-  std::map<std::string, int64_t> actions;  // proceeded/failed/aborted/off -> forks
+  std::map<std::string, int64_t> actions;  // proceeded/failed/aborted/fixed/off -> forks
   std::map<std::string, int64_t> via;
   std::string fix;  // of the first fork here that named one
   std::string fix_library;
   std::vector<std::string> errnos;  // distinct, when action is failed (at most 16)
+  FixTally fix_tally;               // what fix mode did at the forks here, summed
   // RDMA init as the forks saw it: the first fork with one; ages over all.
   bool has_init = false;
   std::string init_call;

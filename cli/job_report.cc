@@ -201,6 +201,9 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
       }
       for (const auto& x : fs.errnos)
         if (std::find(g.errnos.begin(), g.errnos.end(), x) == g.errnos.end()) g.errnos.push_back(x);
+      g.fix_tally.Take(fs.fix_tally);
+      r.fix_tally.Take(fs.fix_tally);
+      n.fixed_forks = SatAdd(n.fixed_forks, fs.fix_tally.forks);
       if (fs.has_init) {
         if (fs.min_age_ms >= 0) {
           g.min_age_ms = g.min_age_ms < 0 ? fs.min_age_ms : std::min(g.min_age_ms, fs.min_age_ms);

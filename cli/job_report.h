@@ -37,6 +37,7 @@ struct ProcessNode {
   std::vector<int> children;
   int forks = 0;  // exact, like every count here
   int hazard_forks = 0;
+  int64_t fixed_forks = 0;    // of them, made safe by fix mode (action "fixed")
   int forks_listed = 0;       // of them in JobReport::fork_list (ProcessLog::fork_sample)
   int64_t fork_children = 0;  // fork_child lines (children forked that the parent saw)
   int64_t first_fork_ns = 0;  // 0 when no fork
@@ -60,7 +61,7 @@ struct ForkGroup : ForkRangesAtWorst {  // the ranges: worst case over the group
   std::string site;
   std::string verdict;                 // "hazard" / "clean"
   std::map<std::string, int> reasons;  // reason -> forks with it
-  std::map<std::string, int> actions;  // proceeded/failed/aborted/off -> forks
+  std::map<std::string, int> actions;  // proceeded/failed/aborted/fixed/off -> forks
   std::map<std::string, int> via;
   int count = 0;
   std::set<int> processes;
@@ -77,6 +78,7 @@ struct ForkGroup : ForkRangesAtWorst {  // the ranges: worst case over the group
   int children_segv = 0;
   int children_exec = 0;
   std::vector<std::string> errnos;  // when action is failed
+  FixTally fix_tally;               // what fix mode did at the group's forks
   // The shim's fix rule for this site (first fork of the group that named one).
   std::string fix_rule;
   std::string fix_library;
@@ -160,6 +162,9 @@ struct JobReport {
   int64_t forks = 0;
   int64_t hazard_forks = 0;
   int64_t suppressed_forks = 0;
+  // What fix mode did, over every fork: fix_tally.forks were made safe (still counted in
+  // hazard_forks: their verdict stands, and inherited-rdma is not something fix changes).
+  FixTally fix_tally;
   int64_t fork_children = 0;  // fork_child lines
   int64_t spawns = 0;
   // Set by the report command, not by BuildJobReport: the suppression file's entries with

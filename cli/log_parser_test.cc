@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/event_log.h"
+#include "cli/format.h"
 #include "cli/job_report.h"
 #include "cli/json.h"
 #include "cli/report_render.h"
@@ -625,7 +626,8 @@ TEST(LogParserV2, SymbolizesByPathCheckingTheBuildId) {
   EXPECT_NE(good.func.find("V2SymbolizedFunction"), std::string::npos) << good.func;
   Frame other = good;
   other.func.clear();
-  other.build_id = "00" + self.build_id.substr(2);
+  // Another build-id: its first byte changed (whatever it was).
+  other.build_id = (self.build_id.compare(0, 2, "00") == 0 ? "11" : "00") + self.build_id.substr(2);
   Frame other2 = other;
   sym.Symbolize(&other);
   sym.Symbolize(&other2);
@@ -736,6 +738,85 @@ TEST(HostileLog, RegisteredBytesSaturate) {
   ASSERT_EQ(l.processes.size(), 1u);
   EXPECT_EQ(l.processes[0].summary.registered_bytes, INT64_MAX);
   EXPECT_EQ(l.processes[0].summary.registrations, 20000 * (int64_t{1} << 40));
+  EXPECT_FALSE(FormatsOf(l).empty());
+}
+
+// Fix mode's forks (shim/EVENT_LOG.md: action "fixed", ranges[].fixed): the copied and withheld
+// ranges of a fixed fork are counted with their bytes and kinds; "failed" for any fork; a range
+// of a fork that was not fixed adds no copy or withhold.
+TEST(LogParserV2, FixedForksAreTallied) {
+  LogSet l;
+  ParseLogText("forkguard.h.5.1.jsonl",
+               R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":5,"start_ns":1}
+{"event":"fork","ts":10,"seq":0,"verdict":"hazard","reasons":["child-segv","inherited-rdma"],"action":"fixed","site":"0xa","ranges":[{"addr":4096,"len":4096,"call":"ibv_reg_mr","dontfork":true,"kind":"anonymous","fixed":"copied"},{"addr":8192,"len":8192,"call":"ibv_reg_mr","dontfork":true,"kind":"thp","fixed":"copied"},{"addr":2097152,"len":2097152,"call":"ibv_reg_mr","dontfork":false,"kind":"hugetlb","fixed":"withheld"},{"addr":65536,"len":4096,"call":"ibv_reg_mr","dontfork":true,"kind":"anonymous","fixed":"failed"},{"addr":131072,"len":4096,"call":"ibv_reg_mr","dontfork":true,"kind":"anonymous"}]}
+{"event":"fork","ts":20,"seq":1,"verdict":"hazard","reasons":["parent-corruption"],"action":"failed","errno":1,"site":"0xa","ranges":[{"addr":2097152,"len":2097152,"call":"ibv_reg_mr","kind":"hugetlb","fixed":"failed"}]}
+{"event":"fork","ts":30,"seq":2,"verdict":"hazard","reasons":["child-segv"],"action":"proceeded","site":"0xa","ranges":[{"addr":4096,"len":4096,"call":"ibv_reg_mr","dontfork":true,"kind":"anonymous","fixed":"copied"}]}
+)",
+               &l);
+  EXPECT_TRUE(l.notes.empty()) << l.notes[0].text;
+  ASSERT_EQ(l.processes.size(), 1u);
+  const ProcessLog& p = l.processes[0];
+  EXPECT_EQ(p.forks, 3);
+  ASSERT_EQ(p.fork_sites.size(), 1u);
+  const FixTally& f = p.fork_sites[0].fix_tally;
+  EXPECT_EQ(f.forks, 1);
+  EXPECT_EQ(f.copied_ranges, 2);
+  EXPECT_EQ(f.copied_bytes, 4096 + 8192);
+  EXPECT_EQ(FixTally::KindNames(f.copied_kinds), (std::vector<std::string>{"anonymous", "thp"}));
+  EXPECT_EQ(f.withheld_ranges, 1);
+  EXPECT_EQ(f.withheld_bytes, 2097152);
+  EXPECT_EQ(FixTally::KindNames(f.withheld_kinds), std::vector<std::string>{"hugetlb"});
+  EXPECT_EQ(f.failed_ranges, 2);
+  EXPECT_EQ(p.fork_sites[0].actions.at("fixed"), 1);
+  JobReport r = BuildJobReport(l, nullptr);
+  EXPECT_EQ(r.fix_tally.forks, 1);
+  EXPECT_EQ(r.fix_tally.failed_ranges, 2);
+  EXPECT_EQ(r.processes[0].fixed_forks, 1);
+  EXPECT_EQ(r.hazard_forks, 3);  // the verdict stands
+}
+
+// Every `fixed` is hostile input: a value that is none of copied/withheld/failed (a string, a
+// number, an object, a long string) is read as unchanged with one note per line, the line
+// still read (not counted as skipped); a kind the reader does not know counts as "unknown";
+// lengths are clamped and their sums saturate.
+TEST(HostileLog, FixedRangesBadValuesAreNotedAndSumsSaturate) {
+  std::string text =
+      R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":5,"start_ns":1})"
+      "\n"
+      R"({"event":"fork","ts":2,"seq":0,"verdict":"hazard","action":"fixed","site":"0xb","ranges":[{"addr":0,"len":4096,"fixed":"shredded"},{"addr":0,"len":4096,"fixed":7},{"addr":0,"len":4096,"kind":"\u001b[2Jodd","fixed":"copied"}]})"
+      "\n"
+      R"({"event":"fork","ts":3,"seq":1,"verdict":"hazard","action":"fixed","site":"0xb","ranges":[{"addr":0,"len":4096,"fixed":{"x":[1,2,3]}}]})"
+      "\n"
+      R"({"event":"fork","ts":4,"seq":2,"verdict":"hazard","action":"fixed","site":"0xb","ranges":[{"addr":0,"len":4096,"fixed":")" +
+      std::string(63, 'z') + "\xc3\xa9" + std::string(5000, 'z') + R"("}]})" + "\n";
+  for (int i = 0; i < 9000; ++i)
+    text +=
+        R"({"event":"fork","ts":5,"seq":3,"verdict":"hazard","action":"fixed","site":"0xb","ranges":[{"addr":0,"len":9223372036854775807,"kind":"hugetlb","fixed":"withheld"}]})"
+        "\n";
+  LogSet l;
+  ParseLogText("forkguard.h.5.1.jsonl", text, &l);
+  EXPECT_EQ(l.lines_skipped, 0);
+  ASSERT_EQ(l.processes.size(), 1u);
+  const ProcessLog& p = l.processes[0];
+  EXPECT_EQ(p.forks, 3 + 9000);
+  ASSERT_EQ(l.notes.size(), 3u);
+  for (const Note& n : l.notes) {
+    EXPECT_NE(n.text.find("\"fixed\" is not copied, withheld or failed (read as unchanged)"),
+              std::string::npos)
+        << n.text;
+    EXPECT_LT(n.text.size(), 200u) << n.text;
+    EXPECT_EQ(EscapeText(n.text), n.text);  // cut where a character starts: valid UTF-8
+    EXPECT_EQ(n.where.rfind("forkguard.h.5.1.jsonl:", 0), 0u) << n.where;
+  }
+  EXPECT_NE(l.notes[0].text.find("\"shredded\""), std::string::npos) << l.notes[0].text;
+  EXPECT_NE(l.notes[1].text.find("{\"x\":[1,2,3]}"), std::string::npos) << l.notes[1].text;
+  const FixTally& f = p.fork_sites[0].fix_tally;
+  EXPECT_EQ(f.forks, 3 + 9000);
+  EXPECT_EQ(f.copied_ranges, 1);
+  EXPECT_EQ(FixTally::KindNames(f.copied_kinds), std::vector<std::string>{"unknown"});
+  EXPECT_EQ(f.withheld_ranges, 9000);
+  EXPECT_EQ(f.withheld_bytes, INT64_MAX);  // 9000 × 1 PiB (each clamped) saturates
+  EXPECT_EQ(f.failed_ranges, 0);
   EXPECT_FALSE(FormatsOf(l).empty());
 }
 

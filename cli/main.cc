@@ -13,7 +13,7 @@ const char kMainHelp[] = R"(NAME
     forkguard - find, explain and stop fork() after RDMA initialization
 
 SYNOPSIS
-    forkguard run [--mode warn|error|abort|off] [--log DIR] [--fail-on hazard]
+    forkguard run [--mode warn|error|abort|fix|off] [--log DIR] [--fail-on hazard]
                   [--suppressions FILE] [--require-watched] -- CMD...
     forkguard report [--format text|json|markdown|html|trace|sarif|junit|github]
                      [--fail-on hazard] [--suppressions FILE]
@@ -30,7 +30,8 @@ DESCRIPTION
     off, a kernel that does not copy pinned pages of that memory kind at fork),
     and the child inherits RDMA resources it
     can never use. forkguard preloads libforkguard.so into a program, decides at
-    each fork whether it is a hazard, warns (or fails the fork, or aborts), logs
+    each fork whether it is a hazard, warns (or fails the fork, aborts, or
+    makes the fork safe per registered range: --mode fix), logs
     every decision, and explains it: where RDMA was initialized and where fork
     was called.
 

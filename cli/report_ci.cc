@@ -210,6 +210,7 @@ std::string RenderSarif(const JobReport& r, const std::string& version) {
     Json props = Json::object();
     props["reportId"] = id;
     props["forks"] = g.count;
+    if (g.fix_tally.forks > 0) props["fixedForks"] = g.fix_tally.forks;  // made safe by fix mode
     props["processes"] = static_cast<int64_t>(g.processes.size());
     Json ranks = Json::array();
     for (int64_t x : g.ranks) ranks.emplace_back(x);

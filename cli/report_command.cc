@@ -49,6 +49,9 @@ DESCRIPTION
         why it is a hazard, where fork was called and where RDMA was first
         initialized (stacks), the registered memory at the fork, what happened
         to the children, and the fix;
+      - the forks fix mode (FORKGUARD_MODE=fix) made safe: "N forks made safe",
+        the bytes copied for the children and withheld from them, and their
+        memory kinds (overall and per call site; they stay hazardous forks);
       - the clean forks (no live RDMA resources) per call site;
       - every RDMA initialization site;
       - the children killed by SIGSEGV touching RDMA-registered memory;
@@ -58,8 +61,9 @@ DESCRIPTION
       - a note ("file:line: what") for every input problem: truncated last
         lines, garbage, binary data, unknown schema major versions (skipped),
         timestamps, pids and counts out of range (the line skipped: every field
-        is treated as hostile), empty directories, unreadable files. Everything
-        else is still reported.
+        is treated as hostile), a fork range's "fixed" that is none of copied,
+        withheld or failed (read as unchanged), empty directories, unreadable
+        files. Everything else is still reported.
 
     Jobs stay apart. Every event names its job (the shim reads SLURM_JOB_ID,
     TORCHELASTIC_RUN_ID, PBS_JOBID, LSB_JOBID, PMIX_NAMESPACE), so two jobs'

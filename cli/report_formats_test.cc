@@ -2,7 +2,10 @@
 // root): control characters, line breaks followed by CI workflow commands, terminal escapes,
 // Markdown links, and the placeholders the JSON report and the HTML page once spliced at.
 // Names must stay text on their own line; each document must stay well formed.
+#include <unistd.h>
+
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -234,6 +237,144 @@ TEST(ReportFormats, HtmlPageSplicesItsDataByPosition) {
             "orkguard: the marks\x02");
   EXPECT_EQ(data["M"][0][0][0], "c");  // the process's first mark: its clean fork
   EXPECT_TRUE(data["findings"].is_array());
+}
+
+// --- fix mode ----------------------------------------------------------------------------
+// cli/testdata/fix_mode: a process in FORKGUARD_MODE=fix whose two forks at one site were made
+// safe (action "fixed"; each a 4 KiB anonymous MADV_DONTFORK range "copied" for the child and
+// a 2 MiB hugetlb range "withheld" from it), and its two children; written by hand after
+// shim/EVENT_LOG.md. Its text, JSON and Markdown reports are checked in next to it.
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+constexpr char kFixDir[] = "cli/testdata/fix_mode";
+
+// The report of the fix-mode logs in `format`, read from the runfiles root (the paths in the
+// report are then the workspace-relative ones the snapshots hold).
+std::string FixModeReport(const char* format) {
+  std::string snapshot = forkguard::test_support::Runfile("cli/testdata/fix_mode.report.txt");
+  std::string root =
+      snapshot.substr(0, snapshot.size() - std::string("cli/testdata/fix_mode.report.txt").size());
+  EXPECT_EQ(chdir(root.c_str()), 0) << root;
+  LogSet logs;
+  ReadLogs({kFixDir}, &logs);
+  EXPECT_TRUE(logs.notes.empty()) << logs.notes[0].where << ": " << logs.notes[0].text;
+  ReportOptions o;
+  o.format = format;
+  o.symbolize = false;
+  int64_t hazards = 0;
+  return RenderLogs(std::move(logs), o, &hazards);
+}
+
+TEST(ReportFormats, FixedForksTheSameAsTheSnapshots) {
+  for (const auto& [format, ext] :
+       {std::pair{"text", "txt"}, {"json", "json"}, {"markdown", "md"}}) {
+    std::string got = FixModeReport(format);
+    std::string want =
+        Slurp(forkguard::test_support::Runfile(std::string("cli/testdata/fix_mode.report.") + ext));
+    ASSERT_FALSE(want.empty()) << ext;
+    EXPECT_EQ(got, want) << format;
+    ExpectOnlyText(format, got);
+  }
+}
+
+// What the snapshots say, each number from the logs: 2 forks made safe, 2 × 4 KiB copied for
+// the children (anonymous), 2 × 2 MiB withheld from them (hugetlb); still hazards (the verdict
+// stands, inherited-rdma is not something fix changes), and no child counted as harmed.
+TEST(ReportFormats, FixedForksCountedAsMadeSafe) {
+  std::string text = FixModeReport("text");
+  EXPECT_NE(text.find("fix mode: 2 forks made safe: 8.0 KiB copied for the children (anonymous), "
+                      "4.0 MiB withheld from them\n  (hugetlb)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("note: action: 2 fixed; 2 children forked\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 forks (2 hazardous, 2 made safe)"), std::string::npos) << text;
+
+  Json doc;
+  std::string error;
+  ASSERT_TRUE(ParseJson(FixModeReport("json"), &doc, &error)) << error;
+  const Json& s = doc["summary"];
+  EXPECT_EQ(s["forks"], 2);
+  EXPECT_EQ(s["hazard_forks"], 2);
+  EXPECT_EQ(s["fixed_forks"], 2);
+  EXPECT_EQ(s["children_segv"], 0);
+  EXPECT_EQ(s["made_safe"]["copied"]["bytes"], 8192);
+  EXPECT_EQ(s["made_safe"]["copied"]["ranges"], 2);
+  EXPECT_EQ(s["made_safe"]["copied"]["kinds"], Json::array({"anonymous"}));
+  EXPECT_EQ(s["made_safe"]["withheld"]["bytes"], 4194304);
+  EXPECT_EQ(s["made_safe"]["withheld"]["kinds"], Json::array({"hugetlb"}));
+  EXPECT_EQ(s["made_safe"]["failed_ranges"], 0);
+  ASSERT_EQ(doc["findings"].size(), 1u);
+  EXPECT_EQ(doc["findings"][0]["made_safe"], s["made_safe"]);
+  EXPECT_EQ(doc["findings"][0]["actions"]["fixed"], 2);
+  EXPECT_EQ(doc["processes"][0]["fixed_forks"], 2);
+  ASSERT_EQ(doc["forks"].size(), 2u);
+  for (const Json& f : doc["forks"]) EXPECT_EQ(f["action"], "fixed");
+
+  std::string md = FixModeReport("markdown");
+  EXPECT_NE(md.find("\nfix mode: 2 forks made safe: 8.0 KiB copied"), std::string::npos) << md;
+  EXPECT_NE(md.find("- **fix mode**: 2 forks made safe"), std::string::npos) << md;
+}
+
+// The HTML page draws a fixed fork as a mark of its own (a hazard made safe, not a harmful one)
+// and shows the count as a card; the trace names it and does not colour it as harm; SARIF
+// tells the finding's fixed forks.
+TEST(ReportFormats, FixedForksInHtmlTraceAndSarif) {
+  std::string html = FixModeReport("html");
+  const std::string open = "<script type=\"application/json\" id=\"fg-data\">";
+  size_t a = html.find(open);
+  ASSERT_NE(a, std::string::npos);
+  a += open.size();
+  size_t b = html.find("</script>", a);
+  ASSERT_NE(b, std::string::npos);
+  Json data;
+  std::string error;
+  ASSERT_TRUE(ParseJson(html.substr(a, b - a), &data, &error)) << error;
+  EXPECT_EQ(data["summary"]["fixed_forks"], 2);
+  int fixed_marks = 0, harm_marks = 0;
+  for (const Json& marks : data["M"])
+    for (const Json& m : marks) {
+      fixed_marks += m[0] == "f";
+      harm_marks += m[0] == "h";
+    }
+  EXPECT_EQ(fixed_marks, 2);
+  EXPECT_EQ(harm_marks, 0);
+  EXPECT_NE(data["findings"][0]["made_safe"].get<std::string>().find("2 forks made safe"),
+            std::string::npos);
+  EXPECT_NE(html.find("forks made safe (fix mode)"), std::string::npos);
+
+  Json trace;
+  ASSERT_TRUE(ParseJson(FixModeReport("trace"), &trace, &error)) << error;
+  EXPECT_EQ(trace["otherData"]["fixed_forks"], 2);
+  int fixed_events = 0;
+  for (const Json& e : trace["traceEvents"]) {
+    if (e.value("name", "") != "fork (hazard, made safe)") continue;
+    ++fixed_events;
+    EXPECT_EQ(e["cname"], "good");
+    EXPECT_EQ(e["args"]["action"], "fixed");
+  }
+  EXPECT_EQ(fixed_events, 2);
+
+  Json sarif;
+  ASSERT_TRUE(ParseJson(FixModeReport("sarif"), &sarif, &error)) << error;
+  EXPECT_EQ(sarif["runs"][0]["results"][0]["properties"]["fixedForks"], 2);
+}
+
+// Without a fixed fork in the input nothing of fix mode appears: the reports of before stay
+// byte for byte what they were.
+TEST(ReportFormats, NoFixedForkNoFixModeWords) {
+  Logs l = Read(kHostileLog);
+  for (const std::string& out : {RenderText(l.report), RenderMarkdown(l.report),
+                                 RenderJson(l.report), RenderSarif(l.report, "0")}) {
+    EXPECT_EQ(out.find("made safe"), std::string::npos) << out;
+    EXPECT_EQ(out.find("made_safe"), std::string::npos) << out;
+    EXPECT_EQ(out.find("fixed"), std::string::npos) << out;
+  }
 }
 
 }  // namespace

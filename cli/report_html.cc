@@ -107,7 +107,9 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
         case TimelineMark::Kind::kFork: {
           bool hazard = m.verdict == "hazard";
           bool stopped = m.action == "failed" || m.action == "aborted";
-          x.emplace_back(!hazard ? "c" : stopped ? "x" : "h");
+          // A hazardous fork fix mode made safe: neither stopped nor left to do harm.
+          bool fixed = m.action == "fixed";
+          x.emplace_back(!hazard ? "c" : stopped ? "x" : fixed ? "f" : "h");
           x.emplace_back(us);
           x.emplace_back(m.child);
           x.emplace_back(m.site_id);
@@ -184,6 +186,7 @@ std::string RenderHtml(const JobReport& r, const Timeline& t) {
     if (g.max_ranges > 0 || g.max_threads > 0 || g.kernel_cof) f["at_fork"] = RangesPhrase(g);
     f["actions"] = ActionsPhrase(g);
     f["children"] = ChildrenPhrase(g);
+    if (!g.fix_tally.empty()) f["made_safe"] = FixPhrase(g.fix_tally);
     f["fix"] = FixFor(g);
     findings.push_back(std::move(f));
   }

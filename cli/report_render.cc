@@ -96,6 +96,44 @@ std::string RangesPhrase(const ForkGroup& g) {
 }
 
 // "rdma_common.py:20 in open_rdma (pyverbs)" for a Python init stack, "" otherwise.
+std::string FixPhrase(const FixTally& f) {
+  std::string s = Plural(f.forks, "fork", "forks") + " made safe";
+  auto kinds = [](unsigned mask) {
+    std::string k;
+    for (const std::string& name : FixTally::KindNames(mask)) k += (k.empty() ? "" : ", ") + name;
+    return k.empty() ? k : " (" + k + ")";
+  };
+  std::string parts;
+  if (f.copied_ranges > 0)
+    parts = FormatBytes(f.copied_bytes) + " copied for the children" + kinds(f.copied_kinds);
+  if (f.withheld_ranges > 0)
+    parts += (parts.empty() ? "" : ", ") + FormatBytes(f.withheld_bytes) +
+             (f.copied_ranges > 0 ? " withheld from them" : " withheld from the children") +
+             kinds(f.withheld_kinds);
+  if (!parts.empty()) s += ": " + parts;
+  if (f.failed_ranges > 0)
+    s += "; " + Plural(f.failed_ranges, "range", "ranges") + " fix mode could not change";
+  return s;
+}
+
+Json FixJson(const FixTally& f) {
+  Json o = Json::object();
+  o["forks"] = f.forks;
+  auto part = [](int64_t ranges, int64_t bytes, unsigned mask) {
+    Json x = Json::object();
+    x["ranges"] = ranges;
+    x["bytes"] = bytes;
+    Json kinds = Json::array();
+    for (const std::string& k : FixTally::KindNames(mask)) kinds.emplace_back(k);
+    x["kinds"] = std::move(kinds);
+    return x;
+  };
+  o["copied"] = part(f.copied_ranges, f.copied_bytes, f.copied_kinds);
+  o["withheld"] = part(f.withheld_ranges, f.withheld_bytes, f.withheld_kinds);
+  o["failed_ranges"] = f.failed_ranges;
+  return o;
+}
+
 std::string PythonInitSite(const Stack& st) {
   StackView v = ViewStack(st);
   if (!v.python) return "";
@@ -149,7 +187,11 @@ void AppendTree(std::string* out, const JobReport& r, int i, const std::string& 
             Plural(p.registrations, "registration", "registrations");
   }
   if (p.forks) line += ", " + Plural(p.forks, "fork", "forks");
-  if (p.hazard_forks) line += " (" + std::to_string(p.hazard_forks) + " hazardous)";
+  if (p.hazard_forks) {
+    line += " (" + std::to_string(p.hazard_forks) + " hazardous";
+    if (p.fixed_forks) line += ", " + std::to_string(p.fixed_forks) + " made safe";
+    line += ")";
+  }
   if (p.died_segv) line += ", killed by SIGSEGV";
   if (p.exec_after_fork) line += ", exec'd";
   if (p.exit_status) line += ", exit " + std::to_string(*p.exit_status);
@@ -278,6 +320,7 @@ Json GroupJson(const JobReport& r, const ForkGroup& g, int id) {
     o["kernel_cof"] = g.kernel_cof ? Json(*g.kernel_cof) : Json();
     o["max_threads"] = g.max_threads;
   }
+  if (!g.fix_tally.empty()) o["made_safe"] = FixJson(g.fix_tally);
   Json ch = Json::object();
   ch["forked"] = g.children_forked;
   ch["segv"] = g.children_segv;
@@ -299,6 +342,7 @@ std::string RenderText(const JobReport& r, int width_in, bool show_native) {
   size_t width = static_cast<size_t>(std::max(width_in, 40));
   std::string out;
   out += Fit("forkguard: " + SummaryLine(r), width) + "\n";
+  if (!r.fix_tally.empty()) out += Wrap("", "  ", "fix mode: " + FixPhrase(r.fix_tally), width);
   if (static_cast<int64_t>(r.fork_list.size()) < r.forks)
     out += Wrap("", "  ",
                 "(every fork is counted per call site; " + std::to_string(r.fork_list.size()) +
@@ -335,6 +379,8 @@ std::string RenderText(const JobReport& r, int width_in, bool show_native) {
       out += Wrap("  note:", "      ", "at the fork: " + RangesPhrase(g), width);
     out +=
         Wrap("  note:", "      ", "action: " + ActionsPhrase(g) + "; " + ChildrenPhrase(g), width);
+    if (!g.fix_tally.empty())
+      out += Wrap("  note:", "      ", "fix mode: " + FixPhrase(g.fix_tally), width);
     out += Wrap("  help:", "      ", FixFor(g), width);
   }
 
@@ -478,6 +524,7 @@ void AddForkCounts(const JobReport& r, Json& s) {
   s["hazard_sites"] = static_cast<int64_t>(r.hazard_groups.size());
   s["spawns"] = r.spawns;
   s["children_segv"] = static_cast<int64_t>(r.deaths.size());
+  if (!r.fix_tally.empty()) s["fixed_forks"] = r.fix_tally.forks;
 }
 
 namespace {
@@ -492,6 +539,7 @@ Json ReportToJsonImpl(const JobReport& r, bool forks_marker) {
   s["hosts"] = std::move(hosts);
   s["ranks"] = RankArray(r.ranks);
   AddForkCounts(r, s);
+  if (!r.fix_tally.empty()) s["made_safe"] = FixJson(r.fix_tally);
   s["files_read"] = r.files_read;
   s["lines_used"] = r.lines_used;
   s["lines_skipped"] = r.lines_skipped;
@@ -600,6 +648,8 @@ Json ReportToJsonImpl(const JobReport& r, bool forks_marker) {
     x["start_ns"] = p.start_ns;
     x["forks"] = p.forks;
     x["hazard_forks"] = p.hazard_forks;
+    if (p.fixed_forks)
+      x["fixed_forks"] = p.fixed_forks;  // only then: older reports stay as they were
     x["rdma_initialized"] = p.rdma_initialized;
     x["killed_segv"] = p.died_segv;
     x["exec_after_fork"] = p.exec_after_fork;
@@ -678,6 +728,8 @@ std::string RenderMarkdown(const JobReport& r, bool show_native) {
                    Plural(static_cast<int64_t>(r.hazard_groups.size()), "call site", "call sites")
              : std::string("no hazardous fork");
   out += "\n\n" + MarkdownText(SummaryLine(r)) + "\n";
+  if (!r.fix_tally.empty())
+    out += "\n" + MarkdownText("fix mode: " + FixPhrase(r.fix_tally)) + "\n";
   if (!r.hazard_groups.empty()) {
     out += "\n| # | call site | forks | processes | ranks | reasons | children killed |\n";
     out += "|---|---|---:|---:|---|---|---:|\n";
@@ -700,6 +752,8 @@ std::string RenderMarkdown(const JobReport& r, bool show_native) {
         out += "- **" + MarkdownText(reason) + "**: " + MarkdownText(ExplainReason(reason)) + "\n";
       out += "- " + MarkdownText(RangesPhrase(g)) + "\n";
       out += "- " + MarkdownText(ActionsPhrase(g) + "; " + ChildrenPhrase(g)) + "\n";
+      if (!g.fix_tally.empty())
+        out += "- **fix mode**: " + MarkdownText(FixPhrase(g.fix_tally)) + "\n";
       out += "- **fix**: " + MarkdownText(FixFor(g)) + "\n\n";
       out += "<details><summary>stacks</summary>\n\n```text\nfork called at:\n";
       std::string st;

@@ -27,8 +27,14 @@ std::string SiteLabel(const Stack& s);
 // Phrases shared by the renderers (text, Markdown, HTML).
 std::string SummaryLine(const JobReport& r);
 // The summary's fork counts, in the JSON report's order: forks, hazard_forks, clean_forks,
-// hazard_sites, spawns, children_segv (the JSON report and the HTML page's data).
+// hazard_sites, spawns, children_segv, and fixed_forks when fix mode made any fork safe (the
+// JSON report and the HTML page's data).
 void AddForkCounts(const JobReport& r, Json& s);
+// What fix mode did: "2 forks made safe: 8.0 KiB copied for the children (anonymous),
+// 2.0 MiB withheld from them (hugetlb)", and the ranges it could not change.
+std::string FixPhrase(const FixTally& f);
+// The same as an object: forks, copied and withheld {ranges, bytes, kinds}, failed_ranges.
+Json FixJson(const FixTally& f);
 std::string ProcessesPhrase(const ForkGroup& g);
 std::string ActionsPhrase(const ForkGroup& g);
 std::string ChildrenPhrase(const ForkGroup& g);

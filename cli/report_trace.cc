@@ -134,7 +134,8 @@ void RenderTrace(const JobReport& r, const Timeline& t, const TraceSink& sink) {
           color = "grey";
           break;
         case TimelineMark::Kind::kFork:
-          name = "fork (" + m.verdict + ")";
+          // A hazardous fork fix mode made safe is not drawn as a harmful one.
+          name = "fork (" + m.verdict + (m.action == "fixed" ? ", made safe" : "") + ")";
           cat = "fork";
           a["verdict"] = m.verdict;
           {
@@ -151,7 +152,7 @@ void RenderTrace(const JobReport& r, const Timeline& t, const TraceSink& sink) {
                                 : r.clean_groups[m.site_id - 1 - r.hazard_groups.size()];
             a["site"] = SiteHeading(g.stack);
           }
-          color = m.verdict == "hazard" ? "terrible" : "good";
+          color = m.verdict == "hazard" && m.action != "fixed" ? "terrible" : "good";
           break;
         case TimelineMark::Kind::kSpawn:
           name = "spawn: " + m.call;
@@ -211,6 +212,7 @@ void RenderTrace(const JobReport& r, const Timeline& t, const TraceSink& sink) {
   other["processes"] = static_cast<int64_t>(r.processes.size());
   other["forks"] = r.forks;
   other["hazard_forks"] = r.hazard_forks;
+  if (!r.fix_tally.empty()) other["fixed_forks"] = r.fix_tally.forks;
   buf += "],\"displayTimeUnit\":\"ms\",\"otherData\":" + WriteJson(other, -1) + "}\n";
   sink(buf);
 }

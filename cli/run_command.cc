@@ -37,7 +37,7 @@ const char kRunHelpHead[] = R"(NAME
     forkguard run - run a program under libforkguard.so and report its forks
 
 SYNOPSIS
-    forkguard run [--mode warn|error|abort|off] [--log DIR] [--keep-log]
+    forkguard run [--mode warn|error|abort|fix|off] [--log DIR] [--keep-log]
                   [--audit|--no-audit] [--fail-on hazard|never] [--require-watched]
                   [--suppressions FILE]
                   [--format text|json|markdown|html|trace|sarif|junit|github]
@@ -143,12 +143,21 @@ struct RunOwnFlags {
 };
 
 const RunOwnFlags kRunOwn = {
-    .mode = {"mode", "warn|error|abort|off", "",
+    .mode = {"mode", "warn|error|abort|fix|off", "",
              R"(What the shim does at a hazardous fork (FORKGUARD_MODE): warn (default)
 prints a message and lets fork proceed; error makes fork() fail (-1,
 errno EPERM; daemon() EPERM, _Fork() and forkpty() ENOMEM) so the
 program sees an error at the line that forked; abort prints the
-message and aborts for a core dump; off decides nothing (no
+message and aborts for a core dump; fix makes the fork safe, per
+registered range, from the same rule and measured facts as the
+verdict: a MADV_DONTFORK range of memory the kernel copies at fork is
+made MADV_DOFORK for the fork (the child gets a copy and lives), a
+range the kernel does not copy (or where nothing can tell) is made
+MADV_DONTFORK for the fork (the parent's data stays intact, the
+child has no mapping there), each restored in the parent right after;
+one line on stderr ("fork made safe"), and a withhold that fails
+fails the fork as in error mode; the child must still not use the
+inherited RDMA context, PDs and QPs. off decides nothing (no
 messages, no atfork handlers; the log gets only its process_start
 line). Never failed or aborted, only warned about: a fork whose child
 execs at once (subprocess with preexec_fn) and one where only
@@ -186,8 +195,8 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
   const RunOwnFlags& f = kRunOwn;
   for (const auto& [name, v] : opts.given()) {
     if (name == f.mode.name) {
-      if (v != "warn" && v != "error" && v != "abort" && v != "off")
-        throw UsageError("--mode takes warn, error, abort or off");
+      if (v != "warn" && v != "error" && v != "abort" && v != "fix" && v != "off")
+        throw UsageError("--mode takes warn, error, abort, fix or off");
       o.mode = v;
     } else if (name == f.log.name) {
       if (v.empty()) throw UsageError("--log needs a directory");

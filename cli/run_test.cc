@@ -202,7 +202,7 @@ TEST(Run, UsageErrorsAndHelp) {
   EXPECT_EQ(none.err, usage("no command given"));
   ProgramResult loud = RunForkguard({"--mode", "loud", "--", "true"});
   EXPECT_EQ(loud.status, 2);
-  EXPECT_EQ(loud.err, usage("--mode takes warn, error, abort or off"));
+  EXPECT_EQ(loud.err, usage("--mode takes warn, error, abort, fix or off"));
   ProgramResult bogus = RunForkguard({"--bogus", "--", "true"});
   EXPECT_EQ(bogus.status, 2);
   EXPECT_EQ(bogus.err, usage("unknown option --bogus"));

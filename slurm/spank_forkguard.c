@@ -3,12 +3,12 @@
  * with `srun --forkguard`. Written in C: slurm/spank.h's SPANK_PLUGIN() and its option table
  * are C declarations (C++ would give them internal linkage and mangled names).
  *
- *   srun|sbatch|salloc --forkguard[=warn|error|abort|off]
+ *   srun|sbatch|salloc --forkguard[=warn|error|abort|fix|off]
  *       turns it on for this job with the given mode (no value: the site's mode), or off.
  *
  *   plugstack.conf:  optional /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_forkguard.so ARGS
  *       default=on|off    on: every job without --forkguard=off (default: off)
- *       mode=warn|error|abort   the mode of a job that does not name one (default: warn)
+ *       mode=warn|error|abort|fix   the mode of a job that does not name one (default: warn)
  *       log=TEMPLATE      FORKGUARD_LOG for the tasks (the shim expands %j %h %r %p %%),
  *                         unless the task's environment already has one
  *       shim=PATH         the shim (default: the Debian package's path)
@@ -123,7 +123,8 @@ static const char* shown(const char* v, char* out) {
 }
 
 static int valid_mode(const char* m) {
-  return strcmp(m, "warn") == 0 || strcmp(m, "error") == 0 || strcmp(m, "abort") == 0;
+  return strcmp(m, "warn") == 0 || strcmp(m, "error") == 0 || strcmp(m, "abort") == 0 ||
+         strcmp(m, "fix") == 0;
 }
 
 static int on_option(int val, const char* optarg, int remote) {
@@ -140,7 +141,8 @@ static int on_option(int val, const char* optarg, int remote) {
   }
   if (!valid_mode(optarg)) {
     char v[FG_SHOWN_SIZE];
-    slurm_error("forkguard: --forkguard=%s: expected warn, error, abort or off", shown(optarg, v));
+    slurm_error("forkguard: --forkguard=%s: expected warn, error, abort, fix or off",
+                shown(optarg, v));
     return -1;
   }
   job_choice = 1;
@@ -152,7 +154,7 @@ static int on_option(int val, const char* optarg, int remote) {
  * spank_options[] table: sbatch and salloc (the allocator context) only see registered ones. */
 static struct spank_option forkguard_option = {
     "forkguard",
-    "[warn|error|abort|off]",
+    "[warn|error|abort|fix|off]",
     "catch fork() after RDMA initialization in the tasks (forkguard's shim); "
     "the value is its mode, off turns a site default off",
     2,
@@ -217,7 +219,7 @@ static void parse_args(int ac, char** av) {
         copy_arg(site_mode, sizeof(site_mode), "mode", v);
       else
         slurm_error(
-            "forkguard: plugstack.conf mode=%s: expected warn, error or abort; "
+            "forkguard: plugstack.conf mode=%s: expected warn, error, abort or fix; "
             "ignored",
             shown(v, shown_buf));
     } else if (k == 3 && strncmp(a, "log", k) == 0) {

@@ -212,6 +212,26 @@ TEST_F(SpankForkguardTest, OptionModeWinsOverTheEnvironment) {
   EXPECT_EQ(env("FORKGUARD_MODE"), "error");
 }
 
+// Fix mode: asked by a job, or the site's mode for jobs that name none.
+TEST_F(SpankForkguardTest, FixModeFromTheOptionAndFromTheSite) {
+  {
+    Plugin job({"shim=" + shim_});
+    ASSERT_EQ(job.SetOption("fix"), 0);
+    job.RunStep();
+    EXPECT_EQ(env("LD_PRELOAD"), shim_);
+    EXPECT_EQ(env("FORKGUARD_MODE"), "fix");
+  }
+  g_env.clear();
+  g_registered.clear();
+  {
+    Plugin site({"default=on", "mode=fix", "shim=" + shim_});
+    site.RunStep();
+    EXPECT_EQ(env("LD_PRELOAD"), shim_);
+    EXPECT_EQ(env("FORKGUARD_MODE"), "fix");
+  }
+  EXPECT_TRUE(g_log.empty());
+}
+
 TEST_F(SpankForkguardTest, SiteDefaultOnWithModeAndLogTemplate) {
   Plugin p({"default=on", "mode=abort", "log=/shared/fg/%j/%h", "shim=" + shim_});
   EXPECT_EQ(p.init_rc(), 0);
@@ -255,14 +275,16 @@ TEST_F(SpankForkguardTest, BadOptionValueIsAnErrorBadSiteArgumentsAreIgnored) {
   EXPECT_EQ(g_log[0],
             "error: forkguard: plugstack.conf default=maybe: expected on or off; ignored");
   EXPECT_EQ(g_log[1],
-            "error: forkguard: plugstack.conf mode=loud: expected warn, error or abort; ignored");
+            "error: forkguard: plugstack.conf mode=loud: expected warn, error, abort or fix; "
+            "ignored");
   EXPECT_EQ(g_log[4],
             "error: forkguard: plugstack.conf argument 'noequals': expected KEY=VALUE; ignored");
   g_log.clear();
   g_remote = 0;
   EXPECT_EQ(p.SetOption("loud"), -1);
   ASSERT_EQ(g_log.size(), 1u);
-  EXPECT_EQ(g_log[0], "error: forkguard: --forkguard=loud: expected warn, error, abort or off");
+  EXPECT_EQ(g_log[0],
+            "error: forkguard: --forkguard=loud: expected warn, error, abort, fix or off");
   p.RunStep();  // still off: the defaults stand
   EXPECT_EQ(env("LD_PRELOAD"), "<unset>");
 }
@@ -288,8 +310,8 @@ TEST_F(SpankForkguardTest, BadValuesAreLoggedEscapedAndCapped) {
             "x"});
   ASSERT_EQ(g_log.size(), 5u);
   EXPECT_EQ(g_log[0],
-            "error: forkguard: plugstack.conf mode=\\x1b[31mred\\x0a: expected warn, error or "
-            "abort; ignored");
+            "error: forkguard: plugstack.conf mode=\\x1b[31mred\\x0a: expected warn, error, "
+            "abort or fix; ignored");
   EXPECT_EQ(g_log[1],
             "error: forkguard: plugstack.conf argument 'noequals\\x0d\\x1b]0;x\\x07': expected "
             "KEY=VALUE; ignored");
@@ -304,7 +326,8 @@ TEST_F(SpankForkguardTest, BadValuesAreLoggedEscapedAndCapped) {
   g_log.clear();
   EXPECT_EQ(p.SetOption("\x1b[2J"), -1);
   ASSERT_EQ(g_log.size(), 1u);
-  EXPECT_EQ(g_log[0], "error: forkguard: --forkguard=\\x1b[2J: expected warn, error, abort or off");
+  EXPECT_EQ(g_log[0],
+            "error: forkguard: --forkguard=\\x1b[2J: expected warn, error, abort, fix or off");
 }
 
 TEST_F(SpankForkguardTest, ShimReadableIsCheckedForTheEffectiveUid) {

@@ -9,7 +9,7 @@ every process forks 200 times (a DataLoader forking its workers every epoch):
   - the numbers it shows equal `forkguard report --format json`'s: summary cards,
     findings and their counts; after "Expand all", one timeline row and one tree
     entry per process, one fork mark per fork (hazard marks = hazardous forks),
-    one SIGSEGV mark per child death (a process with more forks than are listed draws its
+    one made-safe mark per fork fix mode made safe, one SIGSEGV mark per child death (a process with more forks than are listed draws its
     listed forks as marks and counts every fork in bars);
   - the 4096-process page is under 20 MB;
   - a screenshot of each (expanded) page is saved in $TEST_UNDECLARED_OUTPUTS_DIR
@@ -145,8 +145,14 @@ COUNT_JS = r"""(() => {
   document.querySelectorAll('#cards .card').forEach(c => cards[c.dataset.key] = Number(c.querySelector('b').textContent));
   const findings = [...document.querySelectorAll('#findings .finding')].map(f => ({
       count: Number(f.dataset.count), heading: f.querySelector('h3 code').textContent}));
+  // Each host's summary line: "host h: N processes, F forks (H hazardous)".
+  let hostForks = 0, hostHazard = 0;
+  document.querySelectorAll('#hosts > details.host > summary').forEach(s => {
+    const m = s.textContent.match(/, (\d+) forks? \((\d+) hazardous\)/);
+    if (m) { hostForks += Number(m[1]); hostHazard += Number(m[2]); }
+  });
   return {ready: document.body.dataset.ready === '1', cards, findings,
-          hosts: document.querySelectorAll('#hosts > details.host').length};
+          hosts: document.querySelectorAll('#hosts > details.host').length, hostForks, hostHazard};
 })()"""
 
 EXPANDED_JS = r"""(() => {
@@ -164,7 +170,7 @@ EXPANDED_JS = r"""(() => {
     }
   });
   return {rows: q('#hosts .prow'), tree: q('#tree li[data-proc]'), forks, hazard, marks,
-          segv: q('#hosts .m-segv'), inits: q('#hosts .m-init'),
+          segv: q('#hosts .m-segv'), inits: q('#hosts .m-init'), fixed: q('#hosts .m-fork.fixed'),
           height: document.documentElement.scrollHeight};
 })()"""
 
@@ -187,6 +193,8 @@ def check_page(browser, name, html_path, report, out_dir, expand=True, shot_heig
             "clean_forks": s["clean_forks"], "hazard_sites": s["hazard_sites"],
             "spawns": s["spawns"], "children_segv": s["children_segv"],
             "notes": len(report["notes"])}
+    if "fixed_forks" in s:  # fix mode made forks safe: a card of its own
+        want["fixed_forks"] = s["fixed_forks"]
     for k, v in want.items():
         check(got["cards"].get(k) == v, f"{name}: card {k} shows {got['cards'].get(k)}, JSON says {v}")
     check(len(got["findings"]) == len(report["findings"]),
@@ -196,6 +204,9 @@ def check_page(browser, name, html_path, report, out_dir, expand=True, shot_heig
         check(shown["heading"].startswith(f["location"]),
               f"{name}: finding {f['id']} headed {shown['heading']!r} (JSON location {f['location']!r})")
     check(got["hosts"] == len(s["hosts"]), f"{name}: {got['hosts']} host timelines")
+    check(got["hostForks"] == s["forks"] and got["hostHazard"] == s["hazard_forks"],
+          f"{name}: the host lines count {got['hostForks']} forks ({got['hostHazard']} hazardous), "
+          f"JSON says {s['forks']} ({s['hazard_forks']})")
     if expand:
         t = time.time()
         ex = browser.eval(EXPANDED_JS)
@@ -207,6 +218,8 @@ def check_page(browser, name, html_path, report, out_dir, expand=True, shot_heig
               f"{name}: {ex['marks']} fork marks for the {len(report['forks'])} forks listed")
         check(ex["hazard"] == s["hazard_forks"],
               f"{name}: {ex['hazard']} hazard marks for {s['hazard_forks']} hazardous forks")
+        fixed = sum(1 for f in report["forks"] if f["action"] == "fixed")
+        check(ex["fixed"] == fixed, f"{name}: {ex['fixed']} made-safe marks for {fixed} fixed forks listed")
         check(ex["segv"] == s["children_segv"],
               f"{name}: {ex['segv']} SIGSEGV marks for {s['children_segv']} deaths")
         inits = sum(1 for p in report["processes"] if p["rdma_initialized"])

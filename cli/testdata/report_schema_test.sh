@@ -2,9 +2,10 @@
 # The JSON report validates against docs/report-schema.json (JSON Schema 2020-12,
 # checked with python3-jsonschema) and carries the generated job's true counts:
 # 64 processes, the worker-pool call site grouped xN over the right processes.
-# Usage: report_schema_test.sh FORKGUARD JOB_GENERATOR SCHEMA CORPUS_SEED_FILE
+# A job in fix mode (forks made safe) validates too, with its made_safe counts.
+# Usage: report_schema_test.sh FORKGUARD JOB_GENERATOR SCHEMA CORPUS_SEED_FILE FIX_MODE_LOG
 set -euo pipefail
-fg=$1 gen=$2 schema=$3 corpus=$(dirname "$4")
+fg=$1 gen=$2 schema=$3 corpus=$(dirname "$4") fix_mode=$(dirname "$5")
 py=/usr/bin/python3
 tmp=$(mktemp -d "${TEST_TMPDIR:-/tmp}/schema.XXXXXX")
 "$py" -c 'import jsonschema' 2>/dev/null || {
@@ -19,6 +20,7 @@ rc=0; "$fg" report --format json --fail-on hazard "$tmp/job" > /dev/null || rc=$
 "$fg" report --format json "$corpus" "$tmp/missing" > "$tmp/corpus.json"
 mkdir "$tmp/empty"
 "$fg" report --format json "$tmp/empty" > "$tmp/empty.json"
+"$fg" report --format json --no-symbolize "$fix_mode" > "$tmp/fixed.json"
 
 "$py" - "$schema" "$tmp" <<'PY'
 import copy, json, sys
@@ -37,6 +39,10 @@ def valid(name):
     print(f"ok: {name}.json validates")
     return doc
 job = valid("job"); junk = valid("junk"); corpus = valid("corpus"); empty = valid("empty")
+fixed = valid("fixed")
+assert "fixed_forks" not in job["summary"] and "made_safe" not in job["summary"], job["summary"]
+assert fixed["summary"]["fixed_forks"] == 2 == fixed["summary"]["made_safe"]["forks"], fixed["summary"]
+assert fixed["findings"][0]["made_safe"]["withheld"]["kinds"] == ["hugetlb"], fixed["findings"][0]
 
 def check(doc, truth, label):
     t = json.load(open(f"{tmp}/{truth}"))
@@ -78,6 +84,8 @@ b = copy.deepcopy(job); b["findings"][0]["count"] = 0; bad.append(b)
 b = copy.deepcopy(job); b["findings"][0]["stack"][0]["off"] = "12"; bad.append(b)
 b = copy.deepcopy(job); b["schema"] = "forkguard.report/2"; bad.append(b)
 b = copy.deepcopy(job); del b["findings"][0]["init"]; bad.append(b)
+b = copy.deepcopy(fixed); b["summary"]["made_safe"]["copied"]["kinds"] = ["heap"]; bad.append(b)
+b = copy.deepcopy(fixed); del b["findings"][0]["made_safe"]["failed_ranges"]; bad.append(b)
 for i, b in enumerate(bad):
     assert not v.is_valid(b), f"mutation {i} was accepted"
 print(f"ok: {len(bad)} broken reports rejected")

@@ -173,7 +173,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Require(atoi(env.value[3].c_str()) == c.stack_depth, "stack depth changed without a warning",
             env.value[3]);
   }
-  const char* modes[] = {"warn", "error", "abort", "off"};
+  const char* modes[] = {"warn", "error", "abort", "fix", "off"};
   if (env.set[0]) {
     bool valid = false;
     for (const char* m : modes) valid |= strcasecmp(env.value[0].c_str(), m) == 0;
