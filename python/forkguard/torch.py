@@ -2,6 +2,7 @@
 
     import forkguard.torch
     forkguard.torch.patch()              # mode from $FORKGUARD_TORCH, default "error"
+                                         # ("off" under FORKGUARD_MODE=fix)
     forkguard.torch.patch(mode="switch")
 
 A DataLoader with num_workers > 0 forks its workers when its iterator starts (with the
@@ -13,7 +14,9 @@ default "fork" start method). patch() wraps that start: when a fork now would be
             (the dataset must then be picklable, as for any non-fork start method);
   "warn":   prints the message on stderr once and lets the fork happen;
   "off":    nothing.
-Loaders that already use a non-fork context are left alone.
+Loaders that already use a non-fork context are left alone. Under FORKGUARD_MODE=fix the
+shim makes each such fork safe itself (the workers get copies of registered memory the kernel
+copies, and never see memory it would corrupt), so without FORKGUARD_TORCH the check is off.
 """
 
 import os
@@ -25,8 +28,14 @@ MODES = ("error", "switch", "warn", "off")
 _state = {"mode": None, "original": None, "warned": False}
 
 
+def _default_mode():
+    fix = os.environ.get("FORKGUARD_MODE", "").strip().lower() == "fix"
+    return "off" if fix else "error"
+
+
 def _mode_from_env():
-    value = os.environ.get("FORKGUARD_TORCH", "error").strip().lower() or "error"
+    default = _default_mode()
+    value = os.environ.get("FORKGUARD_TORCH", default).strip().lower() or default
     if value not in MODES:
         raise ValueError("FORKGUARD_TORCH=%s: expected one of %s" % (value, ", ".join(MODES)))
     return value
