@@ -220,7 +220,9 @@ TEST_F(ForkEntry, EachRangeHasItsMemoryKindAndEffect) {
 #ifdef FORKGUARD_TEST_REAL
   // The guest's 6.1 reports copy-on-fork over RDMA netlink: nothing happens to the range.
   EXPECT_EQ("nothing", range.String("effect")) << Ctx(a);
-  if (boot_probe.empty()) EXPECT_EQ("reported-cof", range.String("basis")) << Ctx(a);
+  if (boot_probe.empty()) {
+    EXPECT_EQ("reported-cof", range.String("basis")) << Ctx(a);
+  }
 #else
   if (boot_probe.empty()) {
     // The host has no ib_core: nothing reported, nothing probed - unknown, and said why.
