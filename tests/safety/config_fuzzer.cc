@@ -137,7 +137,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // Fields in range and terminated.
   Require(c.mode == forkguard::Mode::kWarn || c.mode == forkguard::Mode::kError ||
-              c.mode == forkguard::Mode::kAbort || c.mode == forkguard::Mode::kOff,
+              c.mode == forkguard::Mode::kAbort || c.mode == forkguard::Mode::kOff ||
+              c.mode == forkguard::Mode::kFix,
           "mode out of range");
   Require(
       c.report == forkguard::ReportPolicy::kOnce || c.report == forkguard::ReportPolicy::kAlways,
