@@ -2,11 +2,14 @@
 // loader's batches over RDMA to a second process and verifies every byte; with
 // --init-rdma-first (RDMA + fork support before the workers are forked) the
 // workers lose the registered slot region and die of SIGSEGV, and the demo
-// fails saying so.
+// fails saying so; under the shim's fix mode the same wrong order works.
+#include <stdio.h>
+
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/audit/log_lines.h"
 #include "tests/support/rdma_device.h"
 #include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
@@ -49,6 +52,44 @@ TEST(RefloaderDemo, InitRdmaFirstKillsTheWorkersAndSaysWhy) {
   EXPECT_NE(out.find("loader: fork check: forking 2 loader worker(s) now would be a hazard"),
             std::string::npos)
       << out;
+}
+
+// The same wrong order under the shim in fix mode: the slot region (shared memory that
+// ibv_fork_init made MADV_DONTFORK) is MADV_DOFORK for each worker's fork and DONTFORK again
+// in serve right after, so the workers share the slots and live, and serve, which accepts
+// its consumer only after the forks, streams every batch over the same registration.
+TEST(RefloaderDemo, InitRdmaFirstUnderFixModeDeliversEveryBatchVerified) {
+  auto dev = forkguard::test_support::RequireRdmaDevice();
+  std::string log_dir = forkguard::test_support::MakeTempDir("fglog");
+  auto [rc, out] =
+      Refloader({"demo", "--ip", dev.ip, "--port", "7805", "--init-rdma-first", "--epochs", "3"},
+                {"LD_PRELOAD=" + forkguard::test_support::Runfile("shim/libforkguard.so"),
+                 "FORKGUARD_MODE=fix", "FORKGUARD_LOG=" + log_dir, "FORKGUARD_REPORT="});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("2 worker(s) forked"), std::string::npos) << out;
+  EXPECT_NE(out.find("AFTER RDMA init"), std::string::npos) << out;
+  EXPECT_NE(out.find("forkguard: fork made safe in pid "), std::string::npos) << out;
+  EXPECT_EQ(out.find("killed by signal"), std::string::npos) << out;
+  EXPECT_EQ(out.find("verdict: hazard"), std::string::npos) << out;
+  EXPECT_NE(out.find("serve: sent 192 batches (3 epochs)"), std::string::npos) << out;
+  EXPECT_NE(out.find("consume: received 192 batches (3 epochs)"), std::string::npos) << out;
+  EXPECT_NE(out.find("CRC32C verified on 192/192 batches, record order checked on 6144 samples"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("OK: every batch arrived in order and verified"), std::string::npos) << out;
+  // Each worker's fork was fixed: the registered slots (and the transport's own buffers)
+  // copied - shared, for the slots - and nothing withheld.
+  std::vector<std::string> log = forkguard::test_support::ReadLogLines(log_dir);
+  auto fixed =
+      forkguard::test_support::LinesWith(log, {"\"event\":\"fork\"", "\"action\":\"fixed\""});
+  EXPECT_EQ(fixed.size(), 2u) << ::testing::PrintToString(log);
+  for (const std::string& f : fixed) {
+    EXPECT_NE(f.find("\"fixed\":\"copied\""), std::string::npos) << f;
+    EXPECT_EQ(f.find("\"fixed\":\"withheld\""), std::string::npos) << f;
+  }
+  printf("refloader --init-rdma-first, fix: %zu fixed forks, %s\n", fixed.size(),
+         out.find("CRC32C verified on 192/192") != std::string::npos ? "192/192 batches verified"
+                                                                     : "NOT all batches verified");
 }
 
 // --fork-check error under the shim: the loader refuses at start, naming where RDMA was first

@@ -26,3 +26,23 @@ def open_rdma():
 
 def total(loader):
     return int(sum(batch.sum() for batch in loader))  # MARK:iterate
+
+
+PAGE = 4096
+
+
+def pattern(n, seed):
+    """n bytes of a pattern that differs per seed (what the readers check)."""
+    return bytes((i * 7 + seed * 31 + 3) & 0xFF for i in range(n))
+
+
+def register_inside(pd, data, offset, length):
+    """Registers bytes [offset, offset + length) of bytearray `data` (heap memory, its pages
+    shared with the bytes around them) and returns (mr, first page offset, end page offset):
+    the bytes of `data` that share a page with the MR."""
+    import ctypes
+    base = ctypes.addressof((ctypes.c_char * len(data)).from_buffer(data))
+    mr = MR(pd, length, e.IBV_ACCESS_LOCAL_WRITE, address=base + offset)  # MARK:register-inside
+    lo = max(0, (base + offset) // PAGE * PAGE - base)
+    hi = min(len(data), -(-(base + offset + length) // PAGE) * PAGE - base)
+    return mr, lo, hi

@@ -4,6 +4,7 @@
 // FORKGUARD_TEST_REAL, fork_entry_rdma_test (tag rdma: rxe0 with rdma-core 44).
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <string>
@@ -326,6 +327,43 @@ TEST_F(ForkEntry, UcxForkInitGetsTheUcxFix) {
   ASSERT_TRUE(n.proc.Exited(0)) << Ctx(n);
   EXPECT_TRUE(Has(n.proc.out, "child exited 0")) << Ctx(n);
   EXPECT_TRUE(Has(n.proc.err, "  fork support: off")) << Ctx(n);
+}
+
+// The same UCX program under warn, then fix: fix makes the DONTFORK registration
+// MADV_DOFORK for the fork (this kernel copies anonymous memory at fork), so the child gets a
+// copy holding the parent's data and lives, and its write stays out of the parent's buffer.
+TEST_F(ForkEntry, UcxForkInitUnderFixModeKeepsTheChildAliveWithTheParentsData) {
+  ShimRun w =
+      RunUnderShim("tests/shim/ucx_fork", {}, "warn", {"RXE_DEV=" + dev_.name}, Verbs::kReal);
+  ASSERT_TRUE(w.proc.Exited(0)) << Ctx(w);
+  EXPECT_TRUE(Has(w.proc.out, "child killed by signal 11")) << Ctx(w);
+  EXPECT_TRUE(Has(w.proc.out, "parent buffer: intact")) << Ctx(w);
+
+  ShimRun r =
+      RunUnderShim("tests/shim/ucx_fork", {}, "fix", {"RXE_DEV=" + dev_.name}, Verbs::kReal);
+  ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
+  ASSERT_TRUE(Has(r.proc.out, "ucp_init: ok")) << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "child exited 0")) << "the child saw the parent's data\n" << Ctx(r);
+  EXPECT_TRUE(Has(r.proc.out, "parent buffer: intact")) << Ctx(r);
+  ExpectSaid(r, {"forkguard: fork made safe in pid " + std::to_string(r.proc.pid)});
+  EXPECT_FALSE(Has(r.proc.err, "verdict: hazard")) << Ctx(r);
+  Json f = OneEvent(r, "fork");
+  EXPECT_EQ("fixed", f.String("action")) << Ctx(r);
+  int copied = 0, other = 0;
+  for (const Json& range : f["ranges"].array) {
+    copied += range["fixed"].str == "copied";
+    other += range["fixed"].str == "withheld" || range["fixed"].str == "failed";
+  }
+  EXPECT_GE(copied, 1) << Ctx(r);
+  EXPECT_EQ(other, 0) << Ctx(r);
+  // For the record: what each mode did to the child.
+  auto child_line = [](const std::string& out) {
+    size_t at = out.find("child ");
+    return at == std::string::npos ? std::string("(no child line)")
+                                   : out.substr(at, out.find('\n', at) - at);
+  };
+  printf("ucx_fork, warn: %s; fix: %s\n", child_line(w.proc.out).c_str(),
+         child_line(r.proc.out).c_str());
 }
 
 // The same program with its id still alive: an ordinary hazard, failed in error mode.

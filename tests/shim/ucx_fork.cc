@@ -1,9 +1,12 @@
 // ucx_fork: what a UCX program does - ucp_init (UCX turns fork support on with
 // ibv_fork_init by default, UCX_IB_FORK_INIT=try), then RDMA registration, then fork;
-// the child touches the registered buffer. No UCX headers (Debian ships only the runtime,
+// the child reads the registered buffer, checks it holds the parent's pattern and writes to it
+// (its own copy). No UCX headers (Debian ships only the runtime,
 // libucx0): libucp.so.0 is dlopen'ed and ucp_params_t is declared here with the fields
 // used (UCX 1.13, ucp/api/ucp.h). Output: "ucp_init: ok", "registered", "fork: child=N",
-// "child exited N" / "child killed by signal N", "done"; errors: "ucx_fork: error: ..." exit 2.
+// "child exited N" (0: the child saw the parent's pattern, 3: it did not) / "child killed by
+// signal N", "parent buffer: intact" / "parent buffer: CHANGED" (the child's write must not
+// reach the parent), "done"; errors: "ucx_fork: error: ..." exit 2.
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
 #include <stdint.h>
@@ -31,6 +34,20 @@ struct UcpParams {  // ucp_params_t's first fields
 };
 constexpr uint64_t kFieldFeatures = 1u << 0;  // UCP_PARAM_FIELD_FEATURES
 constexpr uint64_t kFeatureTag = 1u << 0;     // UCP_FEATURE_TAG
+
+// What the parent writes, and the child and the parent check.
+char PatternAt(size_t i) { return static_cast<char>('a' + (i * 7) % 26); }
+
+void FillPattern(char* buf, size_t len) {
+  for (size_t i = 0; i < len; ++i) buf[i] = PatternAt(i);
+}
+
+bool HoldsPattern(const volatile char* buf, size_t len) {
+  for (size_t i = 0; i < len; ++i) {
+    if (buf[i] != PatternAt(i)) return false;
+  }
+  return true;
+}
 
 [[noreturn]] void Die(const char* what, const char* detail) {
   fprintf(stderr, "ucx_fork: error: %s: %s\n", what, detail);
@@ -76,20 +93,21 @@ extern "C" __attribute__((noinline)) char* fg_test_register_buffers(size_t len) 
   if (pd == nullptr) Die("ibv_alloc_pd", strerror(errno));
   void* buf = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (buf == MAP_FAILED) Die("mmap", strerror(errno));
-  memset(buf, 'p', len);
+  FillPattern(static_cast<char*>(buf), len);
   if (ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE) == nullptr)
     Die("ibv_reg_mr", strerror(errno));
   printf("registered\n");
   return static_cast<char*>(buf);
 }
 
-extern "C" __attribute__((noinline)) pid_t fg_test_fork_worker(char* buf) {
+extern "C" __attribute__((noinline)) pid_t fg_test_fork_worker(char* buf, size_t len) {
   fflush(stdout);
   pid_t pid = fork();
   if (pid == 0) {
     volatile char* b = buf;
+    bool right = HoldsPattern(b, len);
     b[0] = 'c';
-    _exit(0);
+    _exit(right ? 0 : 3);
   }
   return pid;
 }
@@ -98,8 +116,9 @@ int main() {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   void* ctx = nullptr;
   fg_test_ucx_init(&ctx);
-  char* buf = fg_test_register_buffers(4096);
-  pid_t pid = fg_test_fork_worker(buf);
+  constexpr size_t kLen = 4096;
+  char* buf = fg_test_register_buffers(kLen);
+  pid_t pid = fg_test_fork_worker(buf, kLen);
   if (pid < 0) {
     printf("fork failed: errno=%d\n", errno);
   } else {
@@ -111,6 +130,7 @@ int main() {
     } else {
       printf("child exited %d\n", WEXITSTATUS(st));
     }
+    printf("parent buffer: %s\n", HoldsPattern(buf, kLen) ? "intact" : "CHANGED");
   }
   printf("done\n");
   return 0;
