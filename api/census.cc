@@ -121,6 +121,8 @@ void ReadIdentity(pid_t pid, ProcessFacts* p) {
   // The launchers' variables, as the shim reads them in its own process.
   JobIdentity id = ReadJobIdentity(LookupEnv, &env);
   p->job = id.job;
+  auto mode = env.vars.find("FORKGUARD_MODE");
+  p->mode_env = mode == env.vars.end() ? std::string() : mode->second;
   if (id.rank >= 0) p->rank = id.rank;
 }
 

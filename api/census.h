@@ -34,7 +34,9 @@ struct ProcessFacts {
   std::optional<std::string> job;   // nullopt: environment not readable; "" none
   std::optional<long> rank;         // nullopt: not readable or none
   std::optional<bool> shim_loaded;  // libforkguard.so in /proc/PID/maps; nullopt unreadable
-  bool netlink = false;             // objects come from a working dump
+  // FORKGUARD_MODE as the process's environment sets it ("" unset); nullopt: not readable.
+  std::optional<std::string> mode_env;
+  bool netlink = false;  // objects come from a working dump
 
   bool HoldsRdma() const {
     return objects.total() > 0 || uverbs_fds.value_or(0) > 0 || rdma_cm_fds.value_or(0) > 0;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,10 @@ DESCRIPTION
                 so; JSON: null, and "unreadable" names the files)
       job, rank from the process's environment (the launchers' variables, as the
                 shim reads them), where readable
-      shim      whether libforkguard.so is mapped in it (/proc/PID/maps)
+      shim      whether libforkguard.so is mapped in it (/proc/PID/maps), and then its
+                mode as the process's environment sets it (FORKGUARD_MODE: warn, error,
+                abort, fix, off; warn when unset or not a mode, as the shim reads it;
+                "yes" when the environment is not readable)
       fork now  what a fork of it would be now, by the shim's own rule: clean, or
                 hazard (child-segv, parent-corruption, inherited-rdma). Without the
                 registrations' addresses (the kernel does not report them), every
@@ -86,6 +90,18 @@ std::vector<std::string> Unreadable(const api::ProcessFacts& p) {
   return out;
 }
 
+// The shim's mode in a process that loaded it, as the shim reads FORKGUARD_MODE (any case;
+// unset or not a mode: warn); nullopt when its environment is not readable.
+std::optional<std::string> ShimMode(const api::ProcessFacts& p) {
+  if (!p.mode_env) return std::nullopt;
+  std::string m;
+  for (char ch : *p.mode_env) m += static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+  for (const char* known : {"warn", "error", "abort", "fix", "off"}) {
+    if (m == known) return m;
+  }
+  return std::string("warn");
+}
+
 // What the verdict could not take into account, "" when nothing: without smaps the
 // MADV_DONTFORK marks of registered memory (child-segv) are not known.
 std::string VerdictUnknown(const api::ProcessFacts& p) {
@@ -100,21 +116,21 @@ std::string PsText(const api::Census& c) {
   std::string out;
   char line[512];
   snprintf(line, sizeof(line),
-           "%-7s %-15s %-10s %-5s %-4s %4s %4s %4s %9s %4s %4s %4s %8s %4s %4s  %s\n", "PID",
+           "%-7s %-15s %-10s %-5s %-5s %4s %4s %4s %9s %4s %4s %4s %8s %4s %4s  %s\n", "PID",
            "COMMAND", "JOB", "RANK", "SHIM", "CTX", "PD", "MR", "MR-BYTES", "CQ", "QP", "CM",
            "VMPIN", "FDS", "DC", "FORK NOW");
   out += line;
   bool unreadable = false;
   for (const api::ProcessFacts& p : c.processes) {
     ForkVerdict v = api::DecideForProcess(p, c.cof.value, nullptr);
-    std::string shim = p.shim_loaded ? (*p.shim_loaded ? "yes" : "no") : "-";
+    std::string shim = !p.shim_loaded ? "-" : !*p.shim_loaded ? "no" : ShimMode(p).value_or("yes");
     std::string job = p.job ? (p.job->empty() ? "" : *p.job) : "-";
     std::string rank = p.rank ? std::to_string(*p.rank) : (p.job ? "" : "-");
     std::string fds =
         p.uverbs_fds ? std::to_string(*p.uverbs_fds + p.rdma_cm_fds.value_or(0)) : "-";
     std::string pin = p.vm_pin_kb >= 0 ? FormatBytes(p.vm_pin_kb * 1024) : "-";
     snprintf(line, sizeof(line),
-             "%-7d %-15s %-10s %-5s %-4s %4d %4d %4d %9s %4d %4d %4d %8s %4s %4s  %s\n", p.pid,
+             "%-7d %-15s %-10s %-5s %-5s %4d %4d %4d %9s %4d %4d %4d %8s %4s %4s  %s\n", p.pid,
              Fit(p.comm, 15).c_str(), Fit(job, 10).c_str(), rank.c_str(), shim.c_str(),
              p.objects.contexts, p.objects.pds, p.objects.mrs,
              FormatBytes(static_cast<int64_t>(p.objects.mr_bytes)).c_str(), p.objects.cqs,
@@ -165,6 +181,9 @@ std::string FormatJson(const api::Census& c) {
     j["job"] = p.job ? Json(*p.job) : Json();
     j["rank"] = p.rank ? Json(*p.rank) : Json();
     j["shim_loaded"] = p.shim_loaded ? Json(*p.shim_loaded) : Json();
+    // The shim's mode in it (null: no shim, or its environment is not readable).
+    std::optional<std::string> mode = p.shim_loaded.value_or(false) ? ShimMode(p) : std::nullopt;
+    j["shim_mode"] = mode ? Json(*mode) : Json();
     Json o = Json::object();
     o["contexts"] = p.objects.contexts;
     o["pds"] = p.objects.pds;

@@ -112,7 +112,8 @@ TEST(PsRdma, ListsTheRdmaProcessesAsRootAndAsNobody) {
       true));
   ASSERT_NO_FATAL_FAILURE(Start(&shimmed, {holder},
                                 {"LD_PRELOAD=" + Runfile("shim/libforkguard.so"),
-                                 "RDMAV_FORK_SAFE=1", "RXE_DEV=" + dev.name, "FORKGUARD_QUIET=1"},
+                                 "RDMAV_FORK_SAFE=1", "RXE_DEV=" + dev.name, "FORKGUARD_QUIET=1",
+                                 "FORKGUARD_MODE=Fix"},
                                 true));
   // A process that holds nothing (cat, waiting on its stdin): never listed.
   ASSERT_NO_FATAL_FAILURE(Start(&idle, {"/bin/cat"}, {}, false));
@@ -146,6 +147,10 @@ TEST(PsRdma, ListsTheRdmaProcessesAsRootAndAsNobody) {
       EXPECT_EQ(GetInt(*p, "uverbs_fds", -1), 1) << text;
       EXPECT_FALSE(GetBool(*p, "shim_loaded", true)) << text;
       EXPECT_TRUE(GetBool(*s, "shim_loaded", false)) << text;
+      // The shim's mode, as the shim reads its variable (any case).
+      EXPECT_EQ(GetString(*s, "shim_mode"), "fix") << text;
+      EXPECT_TRUE(FindMember(*p, "shim_mode")->is_null()) << text;
+      EXPECT_NE(text.find(" fix "), std::string::npos) << text;
       // Fork support on: the registered range is MADV_DONTFORK.
       EXPECT_EQ(GetString(*s, "verdict"), "hazard (child-segv, inherited-rdma)") << text;
       EXPECT_TRUE(FindMember(*s, "verdict_unknown")->is_null()) << text;
@@ -156,6 +161,7 @@ TEST(PsRdma, ListsTheRdmaProcessesAsRootAndAsNobody) {
       EXPECT_TRUE(FindMember(*p, "job")->is_null()) << text;
       EXPECT_TRUE(FindMember(*p, "uverbs_fds")->is_null()) << text;
       EXPECT_TRUE(FindMember(*s, "shim_loaded")->is_null()) << text;
+      EXPECT_TRUE(FindMember(*s, "shim_mode")->is_null()) << text;
       EXPECT_TRUE(FindMember(*s, "dc_vmas")->is_null()) << text;
       EXPECT_EQ(GetString(*s, "verdict"), "hazard (inherited-rdma)") << text;
       // ... and that is said, not guessed: what could not be read, and what the verdict
