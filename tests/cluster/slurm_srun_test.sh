@@ -17,7 +17,7 @@
 if [ "$CLUSTER_NODE" = 0 ]; then
 	# ---- C: default=on, srun --forkguard=off ---------------------------------------------
 	plugstack "$SITE default=on"
-	check_grep "srun --help lists --forkguard" '--forkguard=.warn.error.abort.off.' <(srun --help 2>&1)
+	check_grep "srun --help lists --forkguard" '--forkguard=.warn.error.abort.fix.off.' <(srun --help 2>&1)
 	srun -N2 -n4 bash -c "$MAPS_TASK" > "$WORK/C-on.out" 2>&1
 	check_eq "C (control): default=on: the shim in all 4 tasks' maps" 4 "$(maps_count "$WORK/C-on.out")"
 	srun -N2 -n4 --forkguard=off bash -c "$MAPS_TASK" > "$WORK/C.out" 2>&1
