@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "api/forkguard.h"
-#include "shim/fork_decision.h"
+#include "shim/fork_report.h"
 #include "shim/state.h"
 
 namespace forkguard::core {

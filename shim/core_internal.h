@@ -12,8 +12,8 @@
 
 #include "shim/config.h"
 #include "shim/event_log.h"
-#include "shim/fork_decision.h"
 #include "shim/fork_frames.h"
+#include "shim/fork_report.h"
 #include "shim/job_identity.h"
 #include "shim/suppressions.h"
 #include "shim/sys.h"

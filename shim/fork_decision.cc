@@ -2,7 +2,7 @@
 // (BeforeFork), from our atfork prepare handler (a fork that bypassed them), and for
 // forkguard_fork_check() (QueryFork). A hazardous fork's decision is two steps: gathering its
 // facts (GatherForkFacts) and applying the mode to them (ApplyMode).
-#include "shim/fork_decision.h"
+#include "shim/fork_report.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -9,7 +9,7 @@
 // their one line themselves.
 #pragma once
 
-#include "shim/fork_decision.h"
+#include "shim/fork_report.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
 #include "shim/stack.h"

@@ -1,7 +1,8 @@
-// What one fork decision is about and what it found: the entry point it came through, the
-// errno a failed fork returns, and the facts gathered for a hazardous fork (ForkReport), which
-// the message (shim/message.h), the event log (shim/event_writer.h) and forkguard_fork_check
-// (shim/query.h) are written from. Decided in shim/fork_decision.cc.
+// The report of one fork decision: the entry point it came through, the errno a failed fork
+// returns, and the facts gathered for a hazardous fork (ForkReport), which the message
+// (shim/message.h), the event log (shim/event_writer.h) and forkguard_fork_check
+// (shim/query.h) are written from. The decision itself is shim/fork_decision.cc (declared in
+// shim/core.h); these types are its output, and nothing here decides.
 #pragma once
 
 #include <sys/types.h>
