@@ -1,5 +1,5 @@
 // What the core's files share and nothing else sees: the configuration and process facts that
-// core.cc (process init and config) sets, and the steps the RDMA hooks (rdma_hooks.cc), the
+// process_init.cc (process init and config) sets, and the steps the RDMA hooks (rdma_hooks.cc), the
 // process hooks (process_hooks.cc) and the fork decision (fork_decision.cc) call on each
 // other. Hidden like everything the shim compiles; declared hidden here as well, so that
 // another file's use of a global is a PC-relative access the same as a use within one file.
@@ -22,11 +22,11 @@
 
 namespace forkguard::core {
 
-// ---- Set by core.cc (process init and config). ----
+// ---- Set by process_init.cc (process init and config). ----
 
 // FORKGUARD_* as parsed by Init(); all zero bytes (mode warn, no log) until then.
 extern Config g_config;
-// Whether the /proc/self/fd scan can find anything (core.cc says when it is armed).
+// Whether the /proc/self/fd scan can find anything (process_init.cc says when it is armed).
 extern std::atomic<bool> g_backstop_armed;
 // The program's name as it started, and whether the environment is ours to read.
 extern char g_prog[256];

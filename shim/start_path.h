@@ -12,7 +12,7 @@
 // and by the fork and open fast paths (libforkguard.ld gathers `.bss.forkguard_start` at
 // the start of .bss): one page rather than one in every file's .bss.
 // What is not needed by a process that never touches RDMA is not done at start at all
-// (core.cc, Init). `scripts/bench shim --start-only` measures it; docs/shim-cost.md
+// (process_init.cc, Init). `scripts/bench shim --start-only` measures it; docs/shim-cost.md
 // has the figures.
 #pragma once
 
