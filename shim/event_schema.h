@@ -1,6 +1,7 @@
 // forkguard.event/2: the names of the log's records, events and keys, in one place for the
-// shim's writers (shim/event_log.cc, shim/event_writer.cc, shim/child.cc, shim/process_init.cc), the
-// CLI's decoder (cli/event_log.cc) and the test job generator (cli/testdata/job_generator*).
+// shim's writers (shim/event_log.cc, shim/event_writer.cc, shim/child.cc,
+// shim/process_init.cc), the CLI's decoder (cli/event_log.cc) and the test job generator
+// (cli/testdata/job_generator*).
 // X-macro lists: each name is written once here, and the enums, the constants and the
 // tables below come from the lists. Plain constexpr strings: the shim uses them on its fork
 // path, without libstdc++ allocation (a leaf header). What each one means:
