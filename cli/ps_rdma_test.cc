@@ -110,11 +110,11 @@ TEST(PsRdma, ListsTheRdmaProcessesAsRootAndAsNobody) {
       &plain, {holder},
       {"RANK=3", "SLURM_JOB_ID=777", "RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE=", "IBV_FORK_SAFE="},
       true));
-  ASSERT_NO_FATAL_FAILURE(Start(&shimmed, {holder},
-                                {"LD_PRELOAD=" + Runfile("shim/libforkguard.so"),
-                                 "RDMAV_FORK_SAFE=1", "RXE_DEV=" + dev.name, "FORKGUARD_QUIET=1",
-                                 "FORKGUARD_MODE=Fix"},
-                                true));
+  ASSERT_NO_FATAL_FAILURE(
+      Start(&shimmed, {holder},
+            {"LD_PRELOAD=" + Runfile("shim/libforkguard.so"), "RDMAV_FORK_SAFE=1",
+             "RXE_DEV=" + dev.name, "FORKGUARD_QUIET=1", "FORKGUARD_MODE=Fix"},
+            true));
   // A process that holds nothing (cat, waiting on its stdin): never listed.
   ASSERT_NO_FATAL_FAILURE(Start(&idle, {"/bin/cat"}, {}, false));
   std::string fg = PublicCopy(Runfile("cli/forkguard"));
