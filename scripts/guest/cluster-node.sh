@@ -16,6 +16,11 @@ infra() { echo "rxe-cluster node$NODE: $*"; echo "infra: $*" > "$ME/infra" 2>/de
 mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /dev/pts /dev/shm /run/cluster
 mount -t devpts devpts /dev/pts; mount -t tmpfs tmpfs /dev/shm
+# What systemd mounts on a real machine, for `forkguard watch`: the active LSM list, the
+# tracepoints' ids, the BPF filesystem (pinned links).
+mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
+mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 # devtmpfs has no /dev/fd (bash process substitution, /dev/stdin...): udev is not there to make it
 ln -sfn /proc/self/fd /dev/fd; ln -sf /proc/self/fd/0 /dev/stdin; ln -sf /proc/self/fd/1 /dev/stdout; ln -sf /proc/self/fd/2 /dev/stderr
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 clusterctl /run/cluster || infra "cannot mount the control share"
