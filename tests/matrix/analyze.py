@@ -27,7 +27,9 @@ import glob
 import json
 import os
 import sys
-import xml.sax.saxutils as su
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "support"))
+import junit as junit_xml  # noqa: E402 (tests/support/junit.py: the one JUnit writer)
 
 KIND_TEXT = {
     "anon": "anonymous, small pages (64 KiB)",
@@ -568,16 +570,9 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
     results["failed"] = failed
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
-    with open(os.path.join(out, "matrix.xml"), "w") as f:
-        f.write('<?xml version="1.0" encoding="UTF-8"?>\n')
-        f.write(f'<testsuite name="matrix-lane" tests="{n}" failures="{failed}">\n')
-        for name, problem in cases:
-            f.write(f"<testcase classname=\"matrix-lane\" name={su.quoteattr(name)}")
-            if problem:
-                f.write(f"><failure message={su.quoteattr(problem)}/></testcase>\n")
-            else:
-                f.write("/>\n")
-        f.write("</testsuite>\n")
+    junit_xml.write(os.path.join(out, "matrix.xml"), "matrix-lane",
+                    (junit_xml.Case(name, failure=problem or None, classname="matrix-lane")
+                     for name, problem in cases))
     print(f"matrix-lane: {n - failed} passed, {failed} failed; truths: "
           + ", ".join(f"{counts[x]} {x}" for x in TRUTHS + ["unknown"]))
     return 0 if failed == 0 and n > 0 else 1
