@@ -10,7 +10,7 @@
 #   the packages hold exactly packaging/manifest's "deb" rows; scripts/install PREFIX gives a
 #   working CLI and everything README's "Using it on your own trainer" uses
 #   (packaging/check-install);
-#   in the Soft-RoCE guest (scripts/rxe-vm; its root is a writable overlay): dpkg -i;
+#   in the Soft-RoCE guest (scripts/guests/rxe-vm; its root is a writable overlay): dpkg -i;
 #   /usr/bin/forkguard doctor finds its shim in /usr/lib/x86_64-linux-gnu/forkguard;
 #   forkguard run --mode error --fail-on hazard catches a program that forks after RDMA
 #   init on rxe0 and exits 3; forkguard run keeps a program's exit status; man finds
@@ -219,7 +219,7 @@ EOF
 chmod +x "$JOB"
 GOUT=$OUT/guest
 mkdir -p "$GOUT"
-RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-900} RXE_VM_OUT_HOST=$GOUT scripts/rxe-vm -- "$JOB" > "$OUT/guest.log" 2>&1
+RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-900} RXE_VM_OUT_HOST=$GOUT scripts/guests/rxe-vm -- "$JOB" > "$OUT/guest.log" 2>&1
 vm_rc=$?
 
 rc_is() { [ "$(cat "$GOUT/$1.rc" 2>/dev/null)" = "$2" ]; }

@@ -640,7 +640,7 @@ TEST(ShimStub, UnrelatedChildSegvNotBlamedOnRdma) {
 
 // FORKGUARD_MODE=fix over given machine facts: a pin-probe cache for this boot in a private
 // directory (what `forkguard probe` writes), so that the fix follows what it says. What the
-// device really does under fix is the fork matrix's (scripts/matrix-lane).
+// device really does under fix is the fork matrix's (scripts/lanes/matrix-lane).
 std::string ProbeCacheWith(const std::string& name, const std::string& anonymous_fate) {
   std::string dir = std::string(getenv("TEST_TMPDIR")) + "/probe-" + name;
   mkdir(dir.c_str(), 0700);

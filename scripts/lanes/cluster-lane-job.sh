@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The job scripts/cluster-lane runs on both nodes of scripts/rxe-cluster, sourced after the
+# The job scripts/lanes/cluster-lane runs on both nodes of scripts/guests/rxe-cluster, sourced after the
 # lines that set RES and PER_TEST_TIMEOUT: run_one INDEX LABEL BINARY KILLS_NODE runs one
 # test binary as `bazel test` would (cwd = its runfiles, TEST_SRCDIR/TEST_WORKSPACE/
 # TEST_TMPDIR), with CLUSTER_TEST_WORK = its own directory on the shared filesystem and

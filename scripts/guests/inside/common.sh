@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# What both guests' jobs use (scripts/guest/rxe-vm-job.sh, scripts/guest/cluster-node.sh).
+# What both guests' jobs use (scripts/guests/inside/rxe-vm-job.sh, scripts/guests/inside/cluster-node.sh).
 
 # The guest's uptime in seconds.
 up() { cut -d' ' -f1 /proc/uptime; }

@@ -1,10 +1,10 @@
 # shellcheck shell=bash
-# scripts/lib/guest.sh - what scripts/rxe-vm and scripts/rxe-cluster share, sourced by both:
+# scripts/guests/boot.sh - what scripts/guests/rxe-vm and scripts/guests/rxe-cluster share, sourced by both:
 # the kernel and its modules, the stage-1 initramfs (static busybox + the modules that reach
-# the host's / over virtio-9p + scripts/guest/init), and the kernel image QEMU boots.
+# the host's / over virtio-9p + scripts/guests/inside/init), and the kernel image QEMU boots.
 # The caller defines PROG and die() (exit 125: an infrastructure failure).
 
-GUEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../guest" && pwd -P)
+GUEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/inside" && pwd -P)
 
 # The guests' kernel command line, before guest.name= and guest.job=. no_timer_check: on a
 # loaded host a TCG guest's IO-APIC timer check can fail ("IO-APIC + timer doesn't work!",
@@ -79,7 +79,7 @@ add_mod() {
 }
 
 # Writes $1/initramfs.gz: static busybox, the modules that reach 9p and overlayfs, and
-# scripts/guest/init, which mounts the host's / read-only under a tmpfs overlay and
+# scripts/guests/inside/init, which mounts the host's / read-only under a tmpfs overlay and
 # switch_roots into it to run the job named by the kernel's guest.job= parameter.
 build_initramfs() {
 	local run=$1 m rel

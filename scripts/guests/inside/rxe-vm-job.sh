@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The guest side of scripts/rxe-vm, sourced by the job it writes (after the lines that set
+# The guest side of scripts/guests/rxe-vm, sourced by the job it writes (after the lines that set
 # RXE_VM_PAIR, RXE_VM_TICKER, KVER, MODDIR and OVERLAY, before the command): mounts, the
 # Soft-RoCE device rxe0 on dummy0 (and with RXE_VM_PAIR=1 rxea <-> rxeb over a veth pair),
 # the variables the command sees. finish RC reports the command's status and powers off.

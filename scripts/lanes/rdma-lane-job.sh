@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The job scripts/rdma-lane runs in the Soft-RoCE guest (or on a native device), sourced
+# The job scripts/lanes/rdma-lane runs in the Soft-RoCE guest (or on a native device), sourced
 # after the lines that set OUT: run_one LABEL BINARY TIMEOUT runs one test binary the way
 # `bazel test` would (cwd = its runfiles, TEST_SRCDIR/TEST_WORKSPACE/TEST_TMPDIR set, gtest
 # XML written) and counts it in pass/fail; summary reports the counts (its status: 0 when

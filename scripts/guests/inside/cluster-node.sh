@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The guest side of scripts/rxe-cluster, sourced by the job it writes for each node (after
+# The guest side of scripts/guests/rxe-cluster, sourced by the job it writes for each node (after
 # the lines that set NODE, PEER, IP, PEER_IP, MAC, PEER_MAC, MTU, SHARED_MNT, STATIC_ARP,
 # CLOCK_SYNC, PEER_WAIT, TICKER, SLURM and SLURM_PAIR; before the command): mounts, eth0 and
 # rxe0 on the wire, the start barrier with the peer, the variables the command sees.
