@@ -38,16 +38,16 @@ struct file;
 struct vm_area_struct {
   unsigned long vm_start;
   unsigned long vm_end;
-  struct vm_area_struct *vm_next;  // before Linux 6.1's maple tree only
+  struct vm_area_struct* vm_next;  // before Linux 6.1's maple tree only
   unsigned long vm_flags;
-  struct file *vm_file;
+  struct file* vm_file;
 };
 
 struct task_struct {
   int pid;
   int tgid;
-  struct mm_struct *mm;
-  struct task_struct *real_parent;
+  struct mm_struct* mm;
+  struct task_struct* real_parent;
 };
 
 struct trace_event_raw_sys_enter {

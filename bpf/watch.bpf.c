@@ -304,8 +304,7 @@ int BPF_PROG(fg_task_alloc, struct task_struct* task, unsigned long clone_flags,
 // Where BPF LSM is not active (Linux 5.10 without lsm=...,bpf): the same judgment as a
 // return-value override of security_task_alloc.
 SEC("fmod_ret/security_task_alloc")
-int BPF_PROG(fg_task_alloc_fallback, struct task_struct* task, unsigned long clone_flags,
-             int ret) {
+int BPF_PROG(fg_task_alloc_fallback, struct task_struct* task, unsigned long clone_flags, int ret) {
   if (ret) return ret;
   return judge(clone_flags);
 }

@@ -23,7 +23,14 @@ typedef __s32 fgw_s32;
 
 // Memory kinds as the kernel shows them (facts::MemoryKind's order; THP cannot be told
 // from the mapping's flags, so it is "anonymous" here).
-enum fgw_kind { FGW_ANON = 0, FGW_THP = 1, FGW_HUGETLB = 2, FGW_SHARED = 3, FGW_FILE = 4, FGW_NONE = 5 };
+enum fgw_kind {
+  FGW_ANON = 0,
+  FGW_THP = 1,
+  FGW_HUGETLB = 2,
+  FGW_SHARED = 3,
+  FGW_FILE = 4,
+  FGW_NONE = 5
+};
 // facts::ForkEffect's order.
 enum fgw_effect { FGW_NOTHING = 0, FGW_CHILD_SEGV = 1, FGW_PARENT_CORRUPTION = 2, FGW_UNKNOWN = 3 };
 // Enforcement levels.
@@ -36,7 +43,7 @@ enum fgw_type {
   FGW_FORK = 4,        // a fork judged in the parent before the child exists
   FGW_FORK_CHILD = 5,  // that fork's child: `child`
   FGW_EXIT = 6,
-  FGW_DEVICE_OPEN = 7, // a uverbs or rdma_cm file opened (advice: 0 uverbs, 1 rdma_cm)
+  FGW_DEVICE_OPEN = 7,  // a uverbs or rdma_cm file opened (advice: 0 uverbs, 1 rdma_cm)
 };
 
 struct fgw_range {
@@ -60,12 +67,12 @@ struct fgw_event {
   fgw_u64 len;
   fgw_s32 advice;
   // FGW_FORK:
-  fgw_u32 refused;      // the fork was refused (-EPERM) by the kernel hook
-  fgw_u32 vma_busy;     // a range's mapping could not be read (its mm lock was taken)
-  fgw_u32 mrs;          // MRs tracked for the process (may exceed FGW_FORK_RANGES)
-  fgw_u64 pinned_pages; // mm->pinned_vm
+  fgw_u32 refused;       // the fork was refused (-EPERM) by the kernel hook
+  fgw_u32 vma_busy;      // a range's mapping could not be read (its mm lock was taken)
+  fgw_u32 mrs;           // MRs tracked for the process (may exceed FGW_FORK_RANGES)
+  fgw_u64 pinned_pages;  // mm->pinned_vm
   fgw_u64 clone_flags;
-  fgw_u32 reasons;      // bit 0 child-segv, bit 1 parent-corruption, bit 2 inherited-rdma
+  fgw_u32 reasons;  // bit 0 child-segv, bit 1 parent-corruption, bit 2 inherited-rdma
   fgw_u32 nranges;
   struct fgw_range ranges[FGW_FORK_RANGES];
 };
