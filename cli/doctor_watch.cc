@@ -1,0 +1,81 @@
+#include "cli/doctor_watch.h"
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace forkguard::cli::doctor {
+
+WatcherFacts GatherWatcherFacts() {
+  WatcherFacts w;
+  btf* vmlinux = btf__load_vmlinux_btf();
+  if (libbpf_get_error(vmlinux) == 0 && vmlinux != nullptr) {
+    w.btf = true;
+    w.find_vma = btf__find_by_name_kind(vmlinux, "bpf_find_vma", BTF_KIND_FUNC) > 0;
+    w.task_alloc_hook = btf__find_by_name_kind(vmlinux, "bpf_lsm_task_alloc", BTF_KIND_FUNC) > 0;
+    w.fmod_ret_target = btf__find_by_name_kind(vmlinux, "security_task_alloc", BTF_KIND_FUNC) > 0;
+    btf__free(vmlinux);
+  }
+  std::ifstream f("/sys/kernel/security/lsm");
+  if (f && std::getline(f, w.lsm)) w.lsm_known = true;
+  w.uid = geteuid();
+  w.root = w.uid == 0;
+  return w;
+}
+
+namespace {
+bool HasBpf(const std::string& list) {
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    if (list.compare(at, comma - at, "bpf") == 0) return true;
+    at = comma + 1;
+  }
+  return false;
+}
+}  // namespace
+
+Check CheckWatcher(const WatcherFacts& w) {
+  Check c{"watcher", Verdict::kOk, "", ""};
+  if (!w.btf) {
+    c.verdict = Verdict::kWarn;
+    c.detail =
+        "forkguard watch cannot run here: the kernel has no BTF (/sys/kernel/btf/vmlinux, "
+        "CONFIG_DEBUG_INFO_BTF)";
+    c.advice =
+        "use the shim (forkguard run, the SPANK plugin); the watcher needs a kernel with BTF";
+    return c;
+  }
+  if (!w.find_vma) {
+    c.verdict = Verdict::kWarn;
+    c.detail =
+        "forkguard watch cannot run here yet: this kernel has no bpf_find_vma helper (Linux 5.17 "
+        "or later), which the watcher reads each registered range's mapping with";
+    c.advice = "use the shim (forkguard run, the SPANK plugin)";
+    return c;
+  }
+  bool lsm = w.lsm_known && HasBpf(w.lsm) && w.task_alloc_hook;
+  if (!lsm && !w.fmod_ret_target) {
+    c.verdict = Verdict::kWarn;
+    c.detail =
+        "forkguard watch cannot judge forks here: BPF LSM is not active and security_task_alloc "
+        "is not in the kernel's BTF";
+    c.advice = "boot with lsm=...,bpf (the active list is in /sys/kernel/security/lsm)";
+    return c;
+  }
+  c.detail = "forkguard watch can run here (BTF, bpf_find_vma); forks are judged ";
+  if (lsm) {
+    c.detail += "by the BPF LSM hook task_alloc (active LSMs: " + w.lsm + ")";
+  } else {
+    c.detail += std::string("by fmod_ret on security_task_alloc: BPF LSM is not ") +
+                (w.lsm_known ? "in the active list (" + w.lsm + ")"
+                             : "known to be active (/sys/kernel/security/lsm unreadable)");
+  }
+  c.detail += w.root ? "; running as root" : "; it loads BPF programs: run it as root";
+  return c;
+}
+
+}  // namespace forkguard::cli::doctor
