@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 
 namespace forkguard::cli::doctor {
@@ -22,6 +23,14 @@ WatcherFacts GatherWatcherFacts() {
   if (f && std::getline(f, w.lsm)) w.lsm_known = true;
   w.uid = geteuid();
   w.root = w.uid == 0;
+  if (w.root) {
+    w.load_tried = true;
+    libbpf_print_fn_t old = libbpf_set_print(nullptr);
+    int r = libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_KPROBE, nullptr);
+    libbpf_set_print(old);
+    w.loads = r == 1;
+    w.load_errno = r < 0 ? -r : 0;
+  }
   return w;
 }
 
@@ -66,6 +75,17 @@ Check CheckWatcher(const WatcherFacts& w) {
     c.advice = "boot with lsm=...,bpf (the active list is in /sys/kernel/security/lsm)";
     return c;
   }
+  if (w.load_tried && !w.loads) {
+    c.verdict = Verdict::kWarn;
+    c.detail = std::string(
+                   "forkguard watch cannot run here: the kernel has what it needs (BTF, "
+                   "bpf_find_vma) but refused to load a BPF program for this root "
+                   "process") +
+               (w.load_errno ? std::string(" (") + strerror(w.load_errno) + ")" : "") +
+               ": a container or a seccomp policy withholds bpf()";
+    c.advice = "run the watcher on the host, outside the container (it watches the containers too)";
+    return c;
+  }
   c.detail = "forkguard watch can run here (BTF, bpf_find_vma); forks are judged ";
   if (lsm) {
     c.detail += "by the BPF LSM hook task_alloc (active LSMs: " + w.lsm + ")";
@@ -74,7 +94,8 @@ Check CheckWatcher(const WatcherFacts& w) {
                 (w.lsm_known ? "in the active list (" + w.lsm + ")"
                              : "known to be active (/sys/kernel/security/lsm unreadable)");
   }
-  c.detail += w.root ? "; running as root" : "; it loads BPF programs: run it as root";
+  c.detail +=
+      w.root ? "; a BPF program loads for root here" : "; it loads BPF programs: run it as root";
   return c;
 }
 

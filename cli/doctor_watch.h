@@ -18,6 +18,11 @@ struct WatcherFacts {
   bool fmod_ret_target = false;  // security_task_alloc is in the BTF
   bool root = false;
   unsigned uid = 0;
+  // As root: whether the kernel loads a trivial BPF program for this process (a container
+  // or a seccomp policy may refuse what the kernel has); errno when it did not.
+  bool load_tried = false;
+  bool loads = false;
+  int load_errno = 0;
 };
 
 // Reads the facts (no privilege needed: the BTF and the LSM list are world-readable).

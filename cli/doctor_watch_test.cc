@@ -2,6 +2,7 @@
 // the hook that judges forks, and root.
 #include "cli/doctor_watch.h"
 
+#include <errno.h>
 #include <unistd.h>
 
 #include "gtest/gtest.h"
@@ -12,6 +13,7 @@ namespace {
 WatcherFacts Debian12Root() {
   WatcherFacts w;
   w.btf = w.find_vma = w.lsm_known = w.task_alloc_hook = w.fmod_ret_target = w.root = true;
+  w.load_tried = w.loads = true;
   w.lsm = "landlock,lockdown,yama,apparmor,bpf";
   return w;
 }
@@ -19,15 +21,17 @@ WatcherFacts Debian12Root() {
 TEST(DoctorWatch, Debian12AsRootJudgesInTheLsmHook) {
   Check c = CheckWatcher(Debian12Root());
   EXPECT_EQ(c.verdict, Verdict::kOk);
-  EXPECT_EQ(c.detail,
-            "forkguard watch can run here (BTF, bpf_find_vma); forks are judged by the BPF LSM "
-            "hook task_alloc (active LSMs: landlock,lockdown,yama,apparmor,bpf); running as root");
+  EXPECT_EQ(
+      c.detail,
+      "forkguard watch can run here (BTF, bpf_find_vma); forks are judged by the BPF LSM "
+      "hook task_alloc (active LSMs: landlock,lockdown,yama,apparmor,bpf); a BPF program loads "
+      "for root here");
 }
 
 TEST(DoctorWatch, WithoutBpfInTheLsmListTheFallbackJudges) {
   WatcherFacts w = Debian12Root();
   w.lsm = "landlock,lockdown,yama,apparmor";
-  w.root = false;
+  w.root = w.load_tried = w.loads = false;
   w.uid = 1000;
   Check c = CheckWatcher(w);
   EXPECT_EQ(c.verdict, Verdict::kOk);
@@ -57,6 +61,19 @@ TEST(DoctorWatch, EachMissingPartIsNamed) {
   c = CheckWatcher(w);
   EXPECT_EQ(c.verdict, Verdict::kWarn);
   EXPECT_EQ(c.advice, "boot with lsm=...,bpf (the active list is in /sys/kernel/security/lsm)");
+}
+
+// Root in a container whose policy refuses bpf(): the kernel has everything, the load fails.
+TEST(DoctorWatch, ARefusedLoadIsSaid) {
+  WatcherFacts w = Debian12Root();
+  w.loads = false;
+  w.load_errno = EPERM;
+  Check c = CheckWatcher(w);
+  EXPECT_EQ(c.verdict, Verdict::kWarn);
+  EXPECT_NE(c.detail.find("refused to load a BPF program for this root process (Operation not "
+                          "permitted): a container or a seccomp policy withholds bpf()"),
+            std::string::npos)
+      << c.detail;
 }
 
 // The facts of this machine are read without privilege and without failing.
