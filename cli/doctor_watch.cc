@@ -1,13 +1,30 @@
 #include "cli/doctor_watch.h"
 
+#include "bpf/watch.skel.h"
+
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstring>
 #include <fstream>
 
 namespace forkguard::cli::doctor {
+
+namespace {
+bool HasBpf(const std::string& list) {
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    if (list.compare(at, comma - at, "bpf") == 0) return true;
+    at = comma + 1;
+  }
+  return false;
+}
+}  // namespace
 
 WatcherFacts GatherWatcherFacts() {
   WatcherFacts w;
@@ -25,27 +42,24 @@ WatcherFacts GatherWatcherFacts() {
   w.root = w.uid == 0;
   if (w.root) {
     w.load_tried = true;
+    // The watcher's own object, loaded as `forkguard watch` loads it (not attached).
     libbpf_print_fn_t old = libbpf_set_print(nullptr);
-    int r = libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_KPROBE, nullptr);
+    watch_bpf* skel = watch_bpf__open();
+    if (skel == nullptr) {
+      w.load_errno = errno;
+    } else {
+      bool lsm = w.lsm_known && HasBpf(w.lsm) && w.task_alloc_hook;
+      bpf_program__set_autoload(
+          lsm ? skel->progs.fg_task_alloc_fallback : skel->progs.fg_task_alloc, false);
+      int r = watch_bpf__load(skel);
+      w.loads = r == 0;
+      w.load_errno = r < 0 ? -r : 0;
+      watch_bpf__destroy(skel);
+    }
     libbpf_set_print(old);
-    w.loads = r == 1;
-    w.load_errno = r < 0 ? -r : 0;
   }
   return w;
 }
-
-namespace {
-bool HasBpf(const std::string& list) {
-  size_t at = 0;
-  while (at <= list.size()) {
-    size_t comma = list.find(',', at);
-    if (comma == std::string::npos) comma = list.size();
-    if (list.compare(at, comma - at, "bpf") == 0) return true;
-    at = comma + 1;
-  }
-  return false;
-}
-}  // namespace
 
 Check CheckWatcher(const WatcherFacts& w) {
   Check c{"watcher", Verdict::kOk, "", ""};
@@ -79,7 +93,7 @@ Check CheckWatcher(const WatcherFacts& w) {
     c.verdict = Verdict::kWarn;
     c.detail = std::string(
                    "forkguard watch cannot run here: the kernel has what it needs (BTF, "
-                   "bpf_find_vma) but refused to load a BPF program for this root "
+                   "bpf_find_vma) but refused to load its BPF programs for this root "
                    "process") +
                (w.load_errno ? std::string(" (") + strerror(w.load_errno) + ")" : "") +
                ": a container or a seccomp policy withholds bpf()";
@@ -94,8 +108,7 @@ Check CheckWatcher(const WatcherFacts& w) {
                 (w.lsm_known ? "in the active list (" + w.lsm + ")"
                              : "known to be active (/sys/kernel/security/lsm unreadable)");
   }
-  c.detail +=
-      w.root ? "; a BPF program loads for root here" : "; it loads BPF programs: run it as root";
+  c.detail += w.root ? "; its BPF programs load here" : "; it loads BPF programs: run it as root";
   return c;
 }
 

@@ -18,8 +18,9 @@ struct WatcherFacts {
   bool fmod_ret_target = false;  // security_task_alloc is in the BTF
   bool root = false;
   unsigned uid = 0;
-  // As root: whether the kernel loads a trivial BPF program for this process (a container
-  // or a seccomp policy may refuse what the kernel has); errno when it did not.
+  // As root: whether the kernel loads the watcher's BPF programs for this process (loaded,
+  // not attached: a container or a seccomp policy may refuse what the kernel has); errno
+  // when it did not.
   bool load_tried = false;
   bool loads = false;
   int load_errno = 0;

@@ -24,8 +24,8 @@ TEST(DoctorWatch, Debian12AsRootJudgesInTheLsmHook) {
   EXPECT_EQ(
       c.detail,
       "forkguard watch can run here (BTF, bpf_find_vma); forks are judged by the BPF LSM "
-      "hook task_alloc (active LSMs: landlock,lockdown,yama,apparmor,bpf); a BPF program loads "
-      "for root here");
+      "hook task_alloc (active LSMs: landlock,lockdown,yama,apparmor,bpf); its BPF programs load "
+      "here");
 }
 
 TEST(DoctorWatch, WithoutBpfInTheLsmListTheFallbackJudges) {
@@ -70,7 +70,7 @@ TEST(DoctorWatch, ARefusedLoadIsSaid) {
   w.load_errno = EPERM;
   Check c = CheckWatcher(w);
   EXPECT_EQ(c.verdict, Verdict::kWarn);
-  EXPECT_NE(c.detail.find("refused to load a BPF program for this root process (Operation not "
+  EXPECT_NE(c.detail.find("refused to load its BPF programs for this root process (Operation not "
                           "permitted): a container or a seccomp policy withholds bpf()"),
             std::string::npos)
       << c.detail;
