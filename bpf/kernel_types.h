@@ -29,8 +29,11 @@ struct pt_regs {
   unsigned long ip;
 };
 
+struct vm_area_struct;
+
 struct mm_struct {
   atomic64_t pinned_vm;  // pages pinned long-term (ib_umem_get adds, ib_umem_release subtracts)
+  struct vm_area_struct* mmap;  // the VMA list, before Linux 6.1's maple tree only
 };
 
 struct file;

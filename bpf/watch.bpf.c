@@ -21,6 +21,9 @@ char LICENSE[] SEC("license") = "GPL";
 // Set by the loader before the object loads.
 const volatile __u32 enforce = FGW_ENFORCE_OFF;
 const volatile __u32 watcher_tgid = 0;
+// No bpf_find_vma (before Linux 5.17): each range's kind and MADV_DONTFORK are read from the
+// VMA list at registration and kept by the madvise calls since (the *_cached programs).
+const volatile __u32 walk_vmas = 0;
 // effect_table[kind * 2 + dc]: enum fgw_effect.
 const volatile __u8 effect_table[12] = {FGW_UNKNOWN, FGW_UNKNOWN, FGW_UNKNOWN, FGW_UNKNOWN,
                                         FGW_UNKNOWN, FGW_UNKNOWN, FGW_UNKNOWN, FGW_UNKNOWN,
@@ -105,6 +108,34 @@ static __always_inline void emit_small(__u32 type, __u32 tgid, __u32 tid, __u64 
   bpf_ringbuf_submit(e, 0);
 }
 
+static __always_inline __u8 kind_of(unsigned long flags, int file_backed) {
+  if (flags & VM_SHARED) return FGW_SHARED;
+  if (flags & VM_HUGETLB) return FGW_HUGETLB;
+  if (file_backed) return FGW_FILE;
+  return FGW_ANON;
+}
+
+// The mapping at `addr` of the current process, from the VMA list (kernels before the maple
+// tree): its kind and MADV_DONTFORK into *m; m->known stays 0 when not found within the
+// first 4096 mappings.
+static __always_inline void read_mapping(__u64 addr, struct fgw_mr* m) {
+  if (!bpf_core_field_exists(((struct mm_struct*)0)->mmap)) return;
+  struct task_struct* t = (struct task_struct*)bpf_get_current_task();
+  struct vm_area_struct* v = BPF_CORE_READ(t, mm, mmap);
+  for (int i = 0; i < 4096 && v; i++) {
+    unsigned long start = BPF_CORE_READ(v, vm_start);
+    if (start > addr) break;
+    if (addr < BPF_CORE_READ(v, vm_end)) {
+      unsigned long flags = BPF_CORE_READ(v, vm_flags);
+      m->kind = kind_of(flags, BPF_CORE_READ(v, vm_file) != 0);
+      m->dc = (flags & VM_DONTCOPY) ? 1 : 0;
+      m->known = 1;
+      return;
+    }
+    v = BPF_CORE_READ(v, vm_next);
+  }
+}
+
 SEC("kprobe/ib_umem_get")
 int BPF_KPROBE(fg_umem_get, void* device, unsigned long addr, unsigned long size) {
   __u64 id = bpf_get_current_pid_tgid();
@@ -134,6 +165,8 @@ int BPF_KRETPROBE(fg_umem_get_ret, long ret) {
     p->mr[n].addr = r.addr;
     p->mr[n].len = r.len;
     p->mr[n].umem = (__u64)ret;
+    p->mr[n].known = 0;
+    if (walk_vmas) read_mapping(r.addr, &p->mr[n]);
     p->n = n + 1;
   } else {
     p->overflow++;
@@ -197,8 +230,17 @@ int fg_madvise(struct trace_event_raw_sys_enter* ctx) {
   long advice = BPF_CORE_READ(ctx, args[2]);
   if (advice != MADV_DONTFORK && advice != MADV_DOFORK) return 0;
   __u64 id = bpf_get_current_pid_tgid();
-  emit_small(FGW_MADVISE, id >> 32, (__u32)id, BPF_CORE_READ(ctx, args[0]),
-             BPF_CORE_READ(ctx, args[1]), (__s32)advice, 0);
+  __u64 start = BPF_CORE_READ(ctx, args[0]), len = BPF_CORE_READ(ctx, args[1]);
+  emit_small(FGW_MADVISE, id >> 32, (__u32)id, start, len, (__s32)advice, 0);
+  if (!walk_vmas) return 0;
+  __u32 tgid = id >> 32;
+  struct fgw_proc* p = bpf_map_lookup_elem(&procs, &tgid);
+  if (!p) return 0;
+  for (int i = 0; i < FGW_MAX_MRS; i++) {
+    if (i >= p->n) break;
+    if (p->mr[i].addr < start + len && start < p->mr[i].addr + p->mr[i].len)
+      p->mr[i].dc = advice == MADV_DONTFORK;
+  }
   return 0;
 }
 
@@ -210,28 +252,23 @@ struct vma_view {
 static long vma_cb(struct task_struct* task, struct vm_area_struct* vma, void* data) {
   struct vma_view* v = data;
   unsigned long flags = vma->vm_flags;
-  if (flags & VM_SHARED)
-    v->kind = FGW_SHARED;
-  else if (flags & VM_HUGETLB)
-    v->kind = FGW_HUGETLB;
-  else if (vma->vm_file)
-    v->kind = FGW_FILE;
-  else
-    v->kind = FGW_ANON;
+  v->kind = kind_of(flags, vma->vm_file != 0);
   v->dc = (flags & VM_DONTCOPY) ? 1 : 0;
   return 0;
 }
 
-// The verdict of a fork about to be made by the current process; 0 or -EPERM.
-static __always_inline int judge(unsigned long clone_flags) {
+// The verdict of a fork about to be made by the current process; 0 or -EPERM. `find_vma`:
+// each range's mapping read now (bpf_find_vma), else as kept since registration.
+static __always_inline int judge(unsigned long clone_flags, int find_vma) {
   if (clone_flags & CLONE_VM) return 0;  // a thread, vfork or posix_spawn
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32;
   if (tgid == watcher_tgid) return 0;
-  struct task_struct* t = bpf_get_current_task_btf();
-  struct mm_struct* mm = t->mm;
+  struct task_struct* t =
+      find_vma ? bpf_get_current_task_btf() : (struct task_struct*)bpf_get_current_task();
+  struct mm_struct* mm = BPF_CORE_READ(t, mm);
   if (!mm) return 0;  // a kernel thread
-  __u64 pinned = mm->pinned_vm.counter;
+  __u64 pinned = BPF_CORE_READ(mm, pinned_vm.counter);
   struct fgw_proc* p = bpf_map_lookup_elem(&procs, &tgid);
   if (!p && pinned == 0) return 0;  // no RDMA state the kernel knows of
   __u32 zero = 0;
@@ -257,7 +294,14 @@ static __always_inline int judge(unsigned long clone_flags) {
     for (int i = 0; i < FGW_MAX_MRS; i++) {
       if (i >= p->n) break;
       struct vma_view v = {.kind = FGW_NONE, .dc = 0};
-      long r = bpf_find_vma(t, p->mr[i].addr, vma_cb, &v, 0);
+      long r = -2;
+      if (find_vma) {
+        r = bpf_find_vma(t, p->mr[i].addr, vma_cb, &v, 0);
+      } else if (p->mr[i].known) {
+        v.kind = p->mr[i].kind;
+        v.dc = p->mr[i].dc;
+        r = 0;
+      }
       __u8 effect = FGW_UNKNOWN;
       if (r == 0) {
         __u32 k = v.kind * 2 + v.dc;
@@ -298,15 +342,30 @@ static __always_inline int judge(unsigned long clone_flags) {
 SEC("lsm/task_alloc")
 int BPF_PROG(fg_task_alloc, struct task_struct* task, unsigned long clone_flags, int ret) {
   if (ret) return ret;
-  return judge(clone_flags);
+  return judge(clone_flags, 1);
 }
 
-// Where BPF LSM is not active (Linux 5.10 without lsm=...,bpf): the same judgment as a
+// Where BPF LSM is not active (e.g. Linux 5.10 without lsm=...,bpf): the same judgment as a
 // return-value override of security_task_alloc.
 SEC("fmod_ret/security_task_alloc")
 int BPF_PROG(fg_task_alloc_fallback, struct task_struct* task, unsigned long clone_flags, int ret) {
   if (ret) return ret;
-  return judge(clone_flags);
+  return judge(clone_flags, 1);
+}
+
+// The same two without bpf_find_vma (before Linux 5.17): the mappings as kept since each
+// registration.
+SEC("lsm/task_alloc")
+int BPF_PROG(fg_task_alloc_cached, struct task_struct* task, unsigned long clone_flags, int ret) {
+  if (ret) return ret;
+  return judge(clone_flags, 0);
+}
+
+SEC("fmod_ret/security_task_alloc")
+int BPF_PROG(fg_task_alloc_fallback_cached, struct task_struct* task, unsigned long clone_flags,
+             int ret) {
+  if (ret) return ret;
+  return judge(clone_flags, 0);
 }
 
 SEC("tp_btf/sched_process_fork")

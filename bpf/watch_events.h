@@ -83,6 +83,12 @@ struct fgw_mr {
   fgw_u64 addr;
   fgw_u64 len;
   fgw_u64 umem;  // the kernel's ib_umem (0: registered before the watcher started)
+  // Where the kernel has no bpf_find_vma (before Linux 5.17): the mapping's kind and
+  // MADV_DONTFORK as read at registration (the VMA list) and kept by the madvise calls since.
+  fgw_u8 kind;
+  fgw_u8 dc;
+  fgw_u8 known;
+  fgw_u8 pad[5];
 };
 struct fgw_proc {
   fgw_u32 n;         // mr[0..n) are live

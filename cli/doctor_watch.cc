@@ -1,13 +1,10 @@
 #include "cli/doctor_watch.h"
 
-#include "bpf/watch.skel.h"
-
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <cstring>
 #include <fstream>
 
@@ -26,7 +23,25 @@ bool HasBpf(const std::string& list) {
 }
 }  // namespace
 
-WatcherFacts GatherWatcherFacts() {
+bool JudgesInLsm(const WatcherFacts& w) {
+  return w.lsm_known && HasBpf(w.lsm) && w.task_alloc_hook;
+}
+
+const char* ChooseJudgeProgram(watch_bpf* skel, const WatcherFacts& w) {
+  bpf_program* keep =
+      w.find_vma ? (JudgesInLsm(w) ? skel->progs.fg_task_alloc : skel->progs.fg_task_alloc_fallback)
+                 : (JudgesInLsm(w) ? skel->progs.fg_task_alloc_cached
+                                   : skel->progs.fg_task_alloc_fallback_cached);
+  for (bpf_program* p :
+       {skel->progs.fg_task_alloc, skel->progs.fg_task_alloc_fallback,
+        skel->progs.fg_task_alloc_cached, skel->progs.fg_task_alloc_fallback_cached}) {
+    bpf_program__set_autoload(p, p == keep);
+  }
+  skel->rodata->walk_vmas = w.find_vma ? 0 : 1;
+  return JudgesInLsm(w) ? "BPF LSM task_alloc" : "fmod_ret security_task_alloc";
+}
+
+WatcherFacts GatherWatcherFacts(bool try_load) {
   WatcherFacts w;
   btf* vmlinux = btf__load_vmlinux_btf();
   if (libbpf_get_error(vmlinux) == 0 && vmlinux != nullptr) {
@@ -40,7 +55,7 @@ WatcherFacts GatherWatcherFacts() {
   if (f && std::getline(f, w.lsm)) w.lsm_known = true;
   w.uid = geteuid();
   w.root = w.uid == 0;
-  if (w.root) {
+  if (w.root && try_load) {
     w.load_tried = true;
     // The watcher's own object, loaded as `forkguard watch` loads it (not attached).
     libbpf_print_fn_t old = libbpf_set_print(nullptr);
@@ -48,9 +63,7 @@ WatcherFacts GatherWatcherFacts() {
     if (skel == nullptr) {
       w.load_errno = errno;
     } else {
-      bool lsm = w.lsm_known && HasBpf(w.lsm) && w.task_alloc_hook;
-      bpf_program__set_autoload(
-          lsm ? skel->progs.fg_task_alloc_fallback : skel->progs.fg_task_alloc, false);
+      ChooseJudgeProgram(skel, w);
       int r = watch_bpf__load(skel);
       w.loads = r == 0;
       w.load_errno = r < 0 ? -r : 0;
@@ -72,15 +85,7 @@ Check CheckWatcher(const WatcherFacts& w) {
         "use the shim (forkguard run, the SPANK plugin); the watcher needs a kernel with BTF";
     return c;
   }
-  if (!w.find_vma) {
-    c.verdict = Verdict::kWarn;
-    c.detail =
-        "forkguard watch cannot run here yet: this kernel has no bpf_find_vma helper (Linux 5.17 "
-        "or later), which the watcher reads each registered range's mapping with";
-    c.advice = "use the shim (forkguard run, the SPANK plugin)";
-    return c;
-  }
-  bool lsm = w.lsm_known && HasBpf(w.lsm) && w.task_alloc_hook;
+  bool lsm = JudgesInLsm(w);
   if (!lsm && !w.fmod_ret_target) {
     c.verdict = Verdict::kWarn;
     c.detail =
@@ -100,7 +105,11 @@ Check CheckWatcher(const WatcherFacts& w) {
     c.advice = "run the watcher on the host, outside the container (it watches the containers too)";
     return c;
   }
-  c.detail = "forkguard watch can run here (BTF, bpf_find_vma); forks are judged ";
+  c.detail = std::string("forkguard watch can run here (BTF; ") +
+             (w.find_vma ? "bpf_find_vma: each range's mapping read at the fork"
+                         : "no bpf_find_vma (before Linux 5.17): each range's mapping read at "
+                           "registration and kept by the madvise calls since") +
+             "); forks are judged ";
   if (lsm) {
     c.detail += "by the BPF LSM hook task_alloc (active LSMs: " + w.lsm + ")";
   } else {

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "bpf/watch.skel.h"
 #include "cli/doctor_checks.h"
 
 namespace forkguard::cli::doctor {
@@ -26,8 +27,18 @@ struct WatcherFacts {
   int load_errno = 0;
 };
 
-// Reads the facts (no privilege needed: the BTF and the LSM list are world-readable).
-WatcherFacts GatherWatcherFacts();
+// Reads the facts (no privilege needed: the BTF and the LSM list are world-readable); as
+// root with `try_load`, also loads the watcher's object (load_tried, loads, load_errno).
+WatcherFacts GatherWatcherFacts(bool try_load = true);
+
+// Whether forks are judged by the BPF LSM hook (BPF LSM active, its task_alloc hook in the
+// BTF), else by fmod_ret on security_task_alloc.
+bool JudgesInLsm(const WatcherFacts& w);
+
+// Sets the object's programs up for this machine before it loads: the one fork-judging
+// program its kernel takes (LSM or fmod_ret; with bpf_find_vma or on the mappings kept
+// since registration) and walk_vmas. Returns the hook's name for messages.
+const char* ChooseJudgeProgram(watch_bpf* skel, const WatcherFacts& w);
 
 Check CheckWatcher(const WatcherFacts& w);
 

@@ -11,13 +11,13 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <fstream>
 #include <string>
 
 #include "api/census.h"
 #include "bpf/watch.skel.h"
 #include "bpf/watch_events.h"
 #include "cli/commands.h"
+#include "cli/doctor_watch.h"
 #include "cli/watch_log.h"
 #include "facts/fork_rule.h"
 #include "facts/machine_facts.h"
@@ -69,21 +69,6 @@ EXIT STATUS
 
 volatile sig_atomic_t g_stop = 0;
 void OnStop(int) { g_stop = 1; }
-
-// "bpf" in the active LSM list: the task_alloc hook can be a BPF LSM program.
-bool BpfLsmActive() {
-  std::ifstream f("/sys/kernel/security/lsm");
-  std::string list;
-  std::getline(f, list);
-  size_t at = 0;
-  while (at <= list.size()) {
-    size_t comma = list.find(',', at);
-    if (comma == std::string::npos) comma = list.size();
-    if (list.compare(at, comma - at, "bpf") == 0) return true;
-    at = comma + 1;
-  }
-  return false;
-}
 
 int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args) {
   if (level == LIBBPF_DEBUG) return 0;
@@ -195,16 +180,15 @@ int WatchMain(int argc, char** argv) {
           static_cast<uint8_t>(facts::DecideRange(m, r).effect);
     }
   }
-  bool lsm = BpfLsmActive();
-  bpf_program__set_autoload(lsm ? skel->progs.fg_task_alloc_fallback : skel->progs.fg_task_alloc,
-                            false);
-  logs.SetHook(lsm ? "lsm" : "fmod_ret");
+  doctor::WatcherFacts wf = doctor::GatherWatcherFacts(false);
+  const char* hook = doctor::ChooseJudgeProgram(skel, wf);
+  logs.SetHook(std::string(hook) + (wf.find_vma ? "" : ", mappings kept since registration"));
   int err = watch_bpf__load(skel);
   if (err == 0) err = watch_bpf__attach(skel);
   if (err != 0) {
     fprintf(stderr,
-            "forkguard watch: cannot load or attach the BPF programs (%s): the kernel needs BTF, "
-            "bpf_find_vma (Linux 5.17 or later) and the ib_core and ib_uverbs modules loaded\n",
+            "forkguard watch: cannot load or attach the BPF programs (%s): the kernel needs BTF "
+            "and the ib_core and ib_uverbs modules loaded (forkguard doctor: watcher)\n",
             strerror(-err));
     watch_bpf__destroy(skel);
     return kExitFail;
@@ -233,8 +217,8 @@ int WatchMain(int argc, char** argv) {
       fclose(f);
     }
   }
-  fprintf(stderr, "forkguard watch: watching (hook %s, enforce %s), logs in %s\n",
-          lsm ? "BPF LSM task_alloc" : "fmod_ret security_task_alloc", enforce_name.c_str(),
+  fprintf(stderr, "forkguard watch: watching (hook %s%s, enforce %s), logs in %s\n", hook,
+          wf.find_vma ? "" : ", mappings kept since registration", enforce_name.c_str(),
           dir.c_str());
 
   uint64_t lost_logged = 0;
