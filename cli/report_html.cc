@@ -6,7 +6,8 @@
 
 #include "cli/format.h"
 #include "cli/json.h"
-#include "cli/report_render.h"
+#include "cli/report_json.h"
+#include "cli/report_phrases.h"
 #include "cli/stack_view.h"
 
 namespace forkguard::cli {

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "cli/json.h"
-#include "cli/report_render.h"
+#include "cli/report_json.h"
 #include "cli/stack_view.h"
 
 namespace forkguard::cli {
