@@ -27,6 +27,56 @@ int CofValue(KernelCof c) {
 
 std::string Plural(int n, const char* what) { return std::to_string(n) + " " + what; }
 
+// The message a fork check without the shim gives: the verdict and its reasons, the facts
+// and where they came from (result's fields, filled already).
+std::string ProcCheckMessage(const forkguard_check_result& result, const ForkVerdict& v,
+                             const ProcessFacts& p, const std::vector<MrFate>& fates,
+                             const RdmaFds& fds, KernelCof cof, pid_t self) {
+  const bool netlink = p.netlink;
+  const ResourceCounts& mine = p.objects;
+  std::string msg = "forkguard: fork check in pid " + std::to_string(self) + " (no shim)\n";
+  msg += std::string("  verdict: ") + result.verdict + "\n";
+  if (v.dontfork_mrs > 0 || v.unattributed_dc > 0) {
+    int n = v.dontfork_mrs > 0 ? v.dontfork_mrs : v.unattributed_dc;
+    msg += "  child-segv: " + Plural(n, "range(s)") +
+           " marked MADV_DONTFORK; the child is killed by SIGSEGV if it touches them\n";
+  }
+  if (v.corruptible_mrs > 0) {
+    // Why, from the first such range's basis (the rule's own words).
+    std::string why;
+    for (size_t i = 0; i < p.mr_ranges.size(); ++i) {
+      if (fates[i].verdict.effect != facts::ForkEffect::kParentCorruption) continue;
+      char buf[256];
+      why = facts::BasisText(fates[i].verdict, buf, sizeof(buf));
+      break;
+    }
+    msg += "  parent-corruption: " + Plural(v.corruptible_mrs, "registered range(s)") +
+           " not MADV_DONTFORK whose pages the parent loses to the child at fork" +
+           (why.empty() ? std::string() : " (" + why + ")") + "\n";
+  }
+  if (v.unknown_mrs > 0) {
+    msg += "  unknown: " + Plural(v.unknown_mrs, "registered range(s)") +
+           " for which nothing on this machine tells what a fork does to them\n";
+  }
+  if ((v.reasons & kInheritedRdma) != 0) {
+    msg += "  inherited-rdma: the child inherits ";
+    msg += netlink ? Plural(mine.contexts, "device context(s), ") + Plural(mine.pds, "PD(s), ") +
+                         Plural(mine.mrs, "MR(s), ") + Plural(mine.qps, "QP(s), ") +
+                         Plural(mine.cm_ids, "rdma_cm id(s) and ")
+                   : std::string();
+    msg +=
+        Plural(fds.uverbs + fds.rdma_cm, "descriptor(s) on /dev/infiniband") + " it must not use\n";
+  }
+  msg += "  facts: VmPin " + std::to_string(result.vm_pin_kb) + " kB, " +
+         std::to_string(result.dc_vmas) + " MADV_DONTFORK mapping(s), kernel copy-on-fork: " +
+         (cof == KernelCof::kYes  ? "yes"
+          : cof == KernelCof::kNo ? "no"
+                                  : "unknown") +
+         " (" + result.kernel_cof_source + ")\n";
+  msg += std::string("  ") + result.detail + "\n";
+  return msg;
+}
+
 void ProcCheck(forkguard_check_result* out) {
   ResetResult(out, FORKGUARD_SOURCE_PROC);
   LearnRdmaDeviceNumbers();
@@ -89,46 +139,7 @@ void ProcCheck(forkguard_check_result* out) {
   }
   CopyField(out->detail, sizeof(out->detail), detail.c_str());
 
-  std::string msg = "forkguard: fork check in pid " + std::to_string(self) + " (no shim)\n";
-  msg += std::string("  verdict: ") + out->verdict + "\n";
-  if (v.dontfork_mrs > 0 || v.unattributed_dc > 0) {
-    int n = v.dontfork_mrs > 0 ? v.dontfork_mrs : v.unattributed_dc;
-    msg += "  child-segv: " + Plural(n, "range(s)") +
-           " marked MADV_DONTFORK; the child is killed by SIGSEGV if it touches them\n";
-  }
-  if (v.corruptible_mrs > 0) {
-    // Why, from the first such range's basis (the rule's own words).
-    std::string why;
-    for (size_t i = 0; i < p.mr_ranges.size(); ++i) {
-      if (fates[i].verdict.effect != facts::ForkEffect::kParentCorruption) continue;
-      char buf[256];
-      why = facts::BasisText(fates[i].verdict, buf, sizeof(buf));
-      break;
-    }
-    msg += "  parent-corruption: " + Plural(v.corruptible_mrs, "registered range(s)") +
-           " not MADV_DONTFORK whose pages the parent loses to the child at fork" +
-           (why.empty() ? std::string() : " (" + why + ")") + "\n";
-  }
-  if (v.unknown_mrs > 0) {
-    msg += "  unknown: " + Plural(v.unknown_mrs, "registered range(s)") +
-           " for which nothing on this machine tells what a fork does to them\n";
-  }
-  if ((v.reasons & kInheritedRdma) != 0) {
-    msg += "  inherited-rdma: the child inherits ";
-    msg += netlink ? Plural(mine.contexts, "device context(s), ") + Plural(mine.pds, "PD(s), ") +
-                         Plural(mine.mrs, "MR(s), ") + Plural(mine.qps, "QP(s), ") +
-                         Plural(mine.cm_ids, "rdma_cm id(s) and ")
-                   : std::string();
-    msg +=
-        Plural(fds.uverbs + fds.rdma_cm, "descriptor(s) on /dev/infiniband") + " it must not use\n";
-  }
-  msg += "  facts: VmPin " + std::to_string(out->vm_pin_kb) + " kB, " +
-         std::to_string(out->dc_vmas) + " MADV_DONTFORK mapping(s), kernel copy-on-fork: " +
-         (cof.value == KernelCof::kYes  ? "yes"
-          : cof.value == KernelCof::kNo ? "no"
-                                        : "unknown") +
-         " (" + out->kernel_cof_source + ")\n";
-  msg += std::string("  ") + out->detail + "\n";
+  std::string msg = ProcCheckMessage(*out, v, p, fates, fds, cof.value, self);
   CopyField(out->message, sizeof(out->message), msg.c_str());
 }
 

@@ -321,92 +321,107 @@ Check CheckForkEnv() {
           ""};
 }
 
-// The rdma-core x kernel x who case, per memory kind, from the rule.
-Check CheckForkSupport(const DoctorFacts& f) {
-  const facts::MachineFacts& m = f.m;
-  std::string rc = m.rdma_core >= 0 ? "rdma-core " + std::to_string(m.rdma_core) : "rdma-core ?";
-  std::string kernel = m.reported_cof == facts::Tri::kYes  ? "copy-on-fork kernel"
-                       : m.reported_cof == facts::Tri::kNo ? "kernel reports no copy-on-fork"
-                                                           : "kernel does not report copy-on-fork";
-  // What a fork after registration does to each kind without fork support.
+// What a fork after registration does to each memory kind without fork support: the kinds
+// it leaves intact, those it leaves stale in the parent and those nobody can tell, and that
+// as a sentence.
+struct WithoutForkSupport {
+  std::vector<facts::MemoryKind> intact, stale, unknown;
+  std::string sentence;
+};
+
+WithoutForkSupport ForkWithoutSupport(const facts::MachineFacts& m) {
   facts::MachineFacts off = m;
   off.fork_support = facts::ForkSupportBy::kOff;
-  std::vector<facts::MemoryKind> intact, stale, unknown;
+  WithoutForkSupport w;
   std::string unknown_why, stale_why;
   for (facts::MemoryKind k : kDoctorKinds) {
     facts::RangeVerdict v = facts::DecideRange(off, {k, facts::Tri::kNo});
-    if (v.effect == facts::ForkEffect::kNothing) intact.push_back(k);
+    if (v.effect == facts::ForkEffect::kNothing) w.intact.push_back(k);
     if (v.effect == facts::ForkEffect::kParentCorruption) {
-      stale.push_back(k);
+      w.stale.push_back(k);
       if (stale_why.empty()) stale_why = BasisOf(v);
     }
     if (v.effect == facts::ForkEffect::kUnknown) {
-      unknown.push_back(k);
+      w.unknown.push_back(k);
       if (unknown_why.empty()) unknown_why = BasisOf(v);
     }
   }
-  std::string without = "Without fork support a fork after registration leaves ";
-  if (!intact.empty()) without += KindList(intact) + " memory intact";
-  if (!stale.empty())
-    without += std::string(intact.empty() ? "" : ", ") + KindList(stale) +
+  std::string& without = w.sentence;
+  without = "Without fork support a fork after registration leaves ";
+  if (!w.intact.empty()) without += KindList(w.intact) + " memory intact";
+  if (!w.stale.empty())
+    without += std::string(w.intact.empty() ? "" : ", ") + KindList(w.stale) +
                " memory STALE in the parent (" + stale_why + ")";
-  if (!unknown.empty())
-    without += std::string(intact.empty() && stale.empty() ? "" : "; for ") + KindList(unknown) +
-               " memory it is unknown (" + unknown_why + ")";
+  if (!w.unknown.empty())
+    without += std::string(w.intact.empty() && w.stale.empty() ? "" : "; for ") +
+               KindList(w.unknown) + " memory it is unknown (" + unknown_why + ")";
+  return w;
+}
+
+// Fork support turned on by the environment (f.fork_env): what it does here, and whether to
+// unset it. `d` begins the detail.
+Check ForkSupportFromEnv(const DoctorFacts& f, std::string d, const WithoutForkSupport& w) {
+  const facts::MachineFacts& m = f.m;
+  const std::vector<facts::MemoryKind>& stale = w.stale;
+  const std::vector<facts::MemoryKind>& unknown = w.unknown;
+  const std::string& without = w.sentence;
+  std::string var = f.fork_env.substr(0, f.fork_env.find('='));
+  facts::Tri marks = facts::RegistrationMarksDontfork(m);
+  if (marks == facts::Tri::kNo)
+    return {"fork support", Verdict::kOk,
+            d +
+                ": rdma-core >= 51 does nothing here (the kernel reports copy-on-fork), so "
+                "registrations are not MADV_DONTFORK. A fork after registration: " +
+                EffectsLine(m),
+            ""};
+  if (marks == facts::Tri::kUnknown)
+    return {"fork support", Verdict::kWarn,
+            d +
+                ": with the rdma-core version unknown, whether registrations are "
+                "MADV_DONTFORK here is not known. " +
+                without,
+            "fork workers before RDMA init; the shim's message shows the ranges' dc flags"};
+  std::string reg =
+      m.reported_cof != facts::Tri::kYes
+          ? ": so rdma-core marks every registration MADV_DONTFORK (>= 51 too: it skips that "
+            "only where the kernel reports copy-on-fork)"
+      : stale.empty() && unknown.empty()
+          ? ": rdma-core < 51 marks every registration MADV_DONTFORK although this kernel "
+            "does not need it"
+          : ": rdma-core < 51 marks every registration MADV_DONTFORK";
+  d += reg +
+       ", and a forked child that touches registered memory (or heap sharing its pages) "
+       "dies with SIGSEGV. " +
+       without;
+  if (facts::HugetlbRegistrationMayFail(m) == facts::Tri::kYes)
+    d += ". Registering hugetlb memory can fail (rdma-core marks it in 4 KiB steps: ibv_reg_mr "
+         "EINVAL on 5.10) unless RDMAV_HUGEPAGES_SAFE=1";
+  if (stale.empty() && unknown.empty())
+    return {"fork support", Verdict::kWarn, d,
+            "unset " + var +
+                ": here it only kills children (the kernel keeps the parent's "
+                "data without it)"};
+  if (stale.empty())
+    return {"fork support", Verdict::kWarn, d,
+            "unset " + var + " unless the program registers " + KindList(unknown) +
+                " memory; better: fork workers before RDMA init"};
+  return {"fork support", Verdict::kWarn, d,
+          "fork workers before RDMA init and unset " + var + "; keep it only if the program " +
+              "must fork after registering " + KindList(stale) +
+              " memory, and then its children must not touch registered memory"};
+}
+
+// Fork support not turned on by the environment: what a fork after registration does, and
+// whether a library may still turn it on (UCX, NCCL). `rc_kernel`: rdma-core and the kernel.
+Check ForkSupportNotSet(const facts::MachineFacts& m, const std::string& rc_kernel,
+                        const WithoutForkSupport& w) {
+  const std::vector<facts::MemoryKind>& stale = w.stale;
+  const std::vector<facts::MemoryKind>& unknown = w.unknown;
   facts::Tri marks_if_on = [&] {
     facts::MachineFacts on = m;
     on.fork_support = facts::ForkSupportBy::kForkInit;
     return facts::RegistrationMarksDontfork(on);
   }();
-
-  if (!f.fork_env.empty()) {
-    std::string var = f.fork_env.substr(0, f.fork_env.find('='));
-    std::string d = "on, turned on by the environment (" + f.fork_env + "); " + rc + ", " + kernel;
-    facts::Tri marks = facts::RegistrationMarksDontfork(m);
-    if (marks == facts::Tri::kNo)
-      return {"fork support", Verdict::kOk,
-              d +
-                  ": rdma-core >= 51 does nothing here (the kernel reports copy-on-fork), so "
-                  "registrations are not MADV_DONTFORK. A fork after registration: " +
-                  EffectsLine(m),
-              ""};
-    if (marks == facts::Tri::kUnknown)
-      return {"fork support", Verdict::kWarn,
-              d +
-                  ": with the rdma-core version unknown, whether registrations are "
-                  "MADV_DONTFORK here is not known. " +
-                  without,
-              "fork workers before RDMA init; the shim's message shows the ranges' dc flags"};
-    std::string reg =
-        m.reported_cof != facts::Tri::kYes
-            ? ": so rdma-core marks every registration MADV_DONTFORK (>= 51 too: it skips that "
-              "only where the kernel reports copy-on-fork)"
-        : stale.empty() && unknown.empty()
-            ? ": rdma-core < 51 marks every registration MADV_DONTFORK although this kernel "
-              "does not need it"
-            : ": rdma-core < 51 marks every registration MADV_DONTFORK";
-    d += reg +
-         ", and a forked child that touches registered memory (or heap sharing its pages) "
-         "dies with SIGSEGV. " +
-         without;
-    if (facts::HugetlbRegistrationMayFail(m) == facts::Tri::kYes)
-      d += ". Registering hugetlb memory can fail (rdma-core marks it in 4 KiB steps: ibv_reg_mr "
-           "EINVAL on 5.10) unless RDMAV_HUGEPAGES_SAFE=1";
-    if (stale.empty() && unknown.empty())
-      return {"fork support", Verdict::kWarn, d,
-              "unset " + var +
-                  ": here it only kills children (the kernel keeps the parent's "
-                  "data without it)"};
-    if (stale.empty())
-      return {"fork support", Verdict::kWarn, d,
-              "unset " + var + " unless the program registers " + KindList(unknown) +
-                  " memory; better: fork workers before RDMA init"};
-    return {"fork support", Verdict::kWarn, d,
-            "fork workers before RDMA init and unset " + var + "; keep it only if the program " +
-                "must fork after registering " + KindList(stale) +
-                " memory, and then its children must not touch registered memory"};
-  }
-
   const char* ucx = getenv("UCX_IB_FORK_INIT");
   std::string ucx_state = ucx != nullptr
                               ? std::string("UCX_IB_FORK_INIT=") + ucx
@@ -414,7 +429,7 @@ Check CheckForkSupport(const DoctorFacts& f) {
   bool ucx_off = ucx != nullptr && (std::string(ucx) == "n" || std::string(ucx) == "no" ||
                                     std::string(ucx) == "0" || std::string(ucx) == "off");
   std::string d =
-      "not turned on by the environment; " + rc + ", " + kernel + "; " + ucx_state + ". " + without;
+      "not turned on by the environment; " + rc_kernel + "; " + ucx_state + ". " + w.sentence;
   if (marks_if_on == facts::Tri::kYes && !ucx_off) {
     d += ". A library can still call ibv_fork_init() itself - UCX does, NCCL always - and then "
          "this rdma-core marks its registrations MADV_DONTFORK (a child that touches them dies); "
@@ -430,6 +445,20 @@ Check CheckForkSupport(const DoctorFacts& f) {
                 " memory intact by making registered memory MADV_DONTFORK: the child then must "
                 "not touch it"};
   return {"fork support", Verdict::kOk, d, ""};
+}
+
+// The rdma-core x kernel x who case, per memory kind, from the rule.
+Check CheckForkSupport(const DoctorFacts& f) {
+  const facts::MachineFacts& m = f.m;
+  std::string rc = m.rdma_core >= 0 ? "rdma-core " + std::to_string(m.rdma_core) : "rdma-core ?";
+  std::string kernel = m.reported_cof == facts::Tri::kYes  ? "copy-on-fork kernel"
+                       : m.reported_cof == facts::Tri::kNo ? "kernel reports no copy-on-fork"
+                                                           : "kernel does not report copy-on-fork";
+  WithoutForkSupport w = ForkWithoutSupport(m);
+  if (!f.fork_env.empty())
+    return ForkSupportFromEnv(
+        f, "on, turned on by the environment (" + f.fork_env + "); " + rc + ", " + kernel, w);
+  return ForkSupportNotSet(m, rc + ", " + kernel, w);
 }
 
 Check CheckMemlock() {

@@ -1,8 +1,8 @@
 // The CLI's text formatting: numbers, sizes, durations, hex, paths, fitting text to a
 // terminal's columns, and escaping for each output. One home for what the renderers
-// (report_render, report_html, stack_view, job_report, symbolizer) and the commands print; a
-// leaf (std only), so every output byte is decided here once. JSON strings are JsonQuote's
-// (json.h).
+// (report_text, report_json, report_markdown, report_html, stack_view, job_report,
+// symbolizer) and the commands print; a leaf (std only), so every output byte is decided here
+// once. JSON strings are JsonQuote's (json.h).
 #pragma once
 
 #include <cstddef>

@@ -101,14 +101,10 @@ std::vector<LogSet> SplitByJob(LogSet logs) {
   return out;
 }
 
-JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
-  JobReport r;
-  r.notes = logs.notes;
-  r.files_read = logs.files_read;
-  r.lines_used = logs.lines_used;
-  r.lines_skipped = logs.lines_skipped;
+namespace {
 
-  // Processes in a stable order: host, start time, pid.
+// Processes in a stable order: host, start time, pid.
+std::vector<const ProcessLog*> StableOrder(const LogSet& logs) {
   std::vector<const ProcessLog*> order;
   for (const auto& p : logs.processes) order.push_back(&p);
   std::stable_sort(order.begin(), order.end(), [](const ProcessLog* a, const ProcessLog* b) {
@@ -116,7 +112,11 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     if (a->first_ts_ns != b->first_ts_ns) return a->first_ts_ns < b->first_ts_ns;
     return a->pid < b->pid;
   });
+  return order;
+}
 
+void AddProcesses(JobReport* report, const std::vector<const ProcessLog*>& order) {
+  JobReport& r = *report;
   for (const ProcessLog* p : order) {
     ProcessNode n;
     n.host = p->host;
@@ -135,9 +135,12 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     if (n.rank) r.ranks.insert(*n.rank);
     r.processes.push_back(std::move(n));
   }
+}
 
-  // Parent links: same host, pid == ppid, the latest such process that started
-  // before the child (pids are reused on long jobs).
+// Parent links: same host, pid == ppid, the latest such process that started
+// before the child (pids are reused on long jobs).
+void LinkParents(JobReport* report) {
+  JobReport& r = *report;
   std::map<std::pair<std::string, int64_t>, std::vector<int>> by_pid;
   for (int i = 0; i < static_cast<int>(r.processes.size()); ++i)
     by_pid[{r.processes[i].host, r.processes[i].pid}].push_back(i);
@@ -156,18 +159,126 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
       r.processes[best].children.push_back(i);
     }
   }
+}
 
+// What the walk over the processes gathers, by key, before the report is ordered.
+struct Gathered {
   std::map<std::string, ForkGroup> groups;
   std::map<std::string, InitSite> inits;
   // Per process: the group key of each of its fork sites.
-  std::vector<std::vector<std::string>> site_keys(r.processes.size());
+  std::vector<std::vector<std::string>> site_keys;
   std::vector<ChildDeath> deaths;
   std::set<std::string> shim_notes;
+};
 
+// A process's fork site (tallied per site by the reader) into the job's group for it.
+void AddForkSite(JobReport* report, int i, const ProcessLog& pl, const ForkSite& fs,
+                 Gathered* gathered) {
+  JobReport& r = *report;
+  ProcessNode& n = r.processes[i];
+  std::string key = GroupKey(fs, pl, n.job);
+  ForkGroup& g = gathered->groups[key];
+  if (g.count == 0) {
+    g.key = key;
+    g.job = n.job;
+    g.site = fs.site;
+    g.verdict = fs.verdict;
+    g.stack = pl.StackAt(fs.stack);
+  }
+  g.count += static_cast<int>(fs.count);
+  g.processes.insert(i);
+  g.hosts.insert(n.host);
+  if (n.rank) g.ranks.insert(*n.rank);
+  n.hazard_forks += static_cast<int>(fs.hazard);
+  r.hazard_forks += fs.hazard;
+  if (fs.verdict == "suppressed") r.suppressed_forks += fs.count;
+  for (const auto& [x, c] : fs.reasons) g.reasons[x] += static_cast<int>(c);
+  for (const auto& [x, c] : fs.actions) g.actions[x] += static_cast<int>(c);
+  for (const auto& [x, c] : fs.via) g.via[x] += static_cast<int>(c);
+  if (g.fix_rule.empty() && !fs.fix.empty()) {
+    g.fix_rule = fs.fix;
+    g.fix_library = fs.fix_library;
+  }
+  for (const auto& x : fs.errnos)
+    if (std::find(g.errnos.begin(), g.errnos.end(), x) == g.errnos.end()) g.errnos.push_back(x);
+  g.fix_tally.Take(fs.fix_tally);
+  r.fix_tally.Take(fs.fix_tally);
+  n.fixed_forks = SatAdd(n.fixed_forks, fs.fix_tally.forks);
+  if (fs.has_init) {
+    if (fs.min_age_ms >= 0) {
+      g.min_age_ms = g.min_age_ms < 0 ? fs.min_age_ms : std::min(g.min_age_ms, fs.min_age_ms);
+      g.max_age_ms = std::max(g.max_age_ms, fs.max_age_ms);
+    }
+    if (g.init_call.empty()) {
+      g.init_call = fs.init_call;
+      g.init_device = fs.init_device;
+      g.init_stack = pl.StackAt(fs.init_stack);
+    }
+  }
+  g.Take(fs.max_ranges, fs.max_range_bytes, fs.dontfork_ranges, fs.max_threads, fs.kernel_cof);
+  int64_t stopped = 0;
+  for (const char* a : {"failed", "aborted"})
+    if (auto it = fs.actions.find(a); it != fs.actions.end()) stopped += it->second;
+  g.children_forked += static_cast<int>(fs.count - stopped);
+  gathered->site_keys[i].push_back(std::move(key));
+}
+
+// A process's other events: its start and exit, RDMA init sites, spawns, its exec or death
+// as a forked child, the shim's notes.
+void AddEvents(JobReport* report, int i, const ProcessLog& pl, Gathered* gathered) {
+  JobReport& r = *report;
+  ProcessNode& n = r.processes[i];
+  for (const Event& e : pl.events) {
+    if (e.kind == schema::EventType::kProcessStart) {
+      n.exe = e.exe;
+      n.mode = e.mode;
+      n.argv = e.argv;
+    } else if (e.kind == schema::EventType::kProcessExit) {
+      n.exited = true;
+      if (e.status) n.exit_status = e.status;
+    } else if (e.kind == schema::EventType::kRdmaInit) {
+      n.rdma_initialized = true;
+      const Stack& st = pl.StackAt(e.stack);
+      InitSite& s = gathered->inits[n.job + "|" + e.call + "|" + e.device + "|" + StackKey(st)];
+      if (s.count == 0) {
+        s.job = n.job;
+        s.call = e.call;
+        s.device = e.device;
+        s.stack = st;
+      }
+      ++s.count;
+      s.processes.insert(i);
+      if (n.rank) s.ranks.insert(*n.rank);
+    } else if (e.kind == schema::EventType::kSpawn) {
+      ++r.spawns;
+    } else if (e.kind == schema::EventType::kChildExec) {
+      n.exec_after_fork = true;
+    } else if (e.kind == schema::EventType::kChildSegv) {
+      n.died_segv = true;
+      ChildDeath d;
+      d.process = i;
+      d.parent = n.parent;
+      d.signal = e.signal;
+      d.addr = e.addr;
+      d.range_addr = e.range_addr;
+      d.range_len = e.range_len;
+      d.call = e.call;
+      d.reg_stack = pl.StackAt(e.stack);
+      gathered->deaths.push_back(std::move(d));
+    } else if (e.kind == schema::EventType::kNote) {
+      if (!e.text.empty() && gathered->shim_notes.size() < 50)
+        gathered->shim_notes.insert(n.prog + ": " + e.text);
+    }
+  }
+}
+
+Gathered GatherProcesses(JobReport* report, const std::vector<const ProcessLog*>& order) {
+  JobReport& r = *report;
+  Gathered gathered;
+  gathered.site_keys.resize(r.processes.size());
   for (int i = 0; i < static_cast<int>(order.size()); ++i) {
     ProcessNode& n = r.processes[i];
     const ProcessLog& pl = *order[i];
-    // Its forks, tallied per site by the reader, into the job's groups.
     n.forks = static_cast<int>(pl.forks);
     n.first_fork_ns = pl.first_fork_ns;
     n.last_fork_ns = pl.last_fork_ns;
@@ -175,127 +286,59 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     n.forks_listed = static_cast<int>(pl.fork_sample.size());
     r.forks += pl.forks;
     r.fork_children += pl.fork_children;
-    for (const ForkSite& fs : pl.fork_sites) {
-      std::string key = GroupKey(fs, pl, n.job);
-      ForkGroup& g = groups[key];
-      if (g.count == 0) {
-        g.key = key;
-        g.job = n.job;
-        g.site = fs.site;
-        g.verdict = fs.verdict;
-        g.stack = pl.StackAt(fs.stack);
-      }
-      g.count += static_cast<int>(fs.count);
-      g.processes.insert(i);
-      g.hosts.insert(n.host);
-      if (n.rank) g.ranks.insert(*n.rank);
-      n.hazard_forks += static_cast<int>(fs.hazard);
-      r.hazard_forks += fs.hazard;
-      if (fs.verdict == "suppressed") r.suppressed_forks += fs.count;
-      for (const auto& [x, c] : fs.reasons) g.reasons[x] += static_cast<int>(c);
-      for (const auto& [x, c] : fs.actions) g.actions[x] += static_cast<int>(c);
-      for (const auto& [x, c] : fs.via) g.via[x] += static_cast<int>(c);
-      if (g.fix_rule.empty() && !fs.fix.empty()) {
-        g.fix_rule = fs.fix;
-        g.fix_library = fs.fix_library;
-      }
-      for (const auto& x : fs.errnos)
-        if (std::find(g.errnos.begin(), g.errnos.end(), x) == g.errnos.end()) g.errnos.push_back(x);
-      g.fix_tally.Take(fs.fix_tally);
-      r.fix_tally.Take(fs.fix_tally);
-      n.fixed_forks = SatAdd(n.fixed_forks, fs.fix_tally.forks);
-      if (fs.has_init) {
-        if (fs.min_age_ms >= 0) {
-          g.min_age_ms = g.min_age_ms < 0 ? fs.min_age_ms : std::min(g.min_age_ms, fs.min_age_ms);
-          g.max_age_ms = std::max(g.max_age_ms, fs.max_age_ms);
-        }
-        if (g.init_call.empty()) {
-          g.init_call = fs.init_call;
-          g.init_device = fs.init_device;
-          g.init_stack = pl.StackAt(fs.init_stack);
-        }
-      }
-      g.Take(fs.max_ranges, fs.max_range_bytes, fs.dontfork_ranges, fs.max_threads, fs.kernel_cof);
-      int64_t stopped = 0;
-      for (const char* a : {"failed", "aborted"})
-        if (auto it = fs.actions.find(a); it != fs.actions.end()) stopped += it->second;
-      g.children_forked += static_cast<int>(fs.count - stopped);
-      site_keys[i].push_back(std::move(key));
-    }
-    for (const Event& e : pl.events) {
-      if (e.kind == schema::EventType::kProcessStart) {
-        n.exe = e.exe;
-        n.mode = e.mode;
-        n.argv = e.argv;
-      } else if (e.kind == schema::EventType::kProcessExit) {
-        n.exited = true;
-        if (e.status) n.exit_status = e.status;
-      } else if (e.kind == schema::EventType::kRdmaInit) {
-        n.rdma_initialized = true;
-        const Stack& st = pl.StackAt(e.stack);
-        InitSite& s = inits[n.job + "|" + e.call + "|" + e.device + "|" + StackKey(st)];
-        if (s.count == 0) {
-          s.job = n.job;
-          s.call = e.call;
-          s.device = e.device;
-          s.stack = st;
-        }
-        ++s.count;
-        s.processes.insert(i);
-        if (n.rank) s.ranks.insert(*n.rank);
-      } else if (e.kind == schema::EventType::kSpawn) {
-        ++r.spawns;
-      } else if (e.kind == schema::EventType::kChildExec) {
-        n.exec_after_fork = true;
-      } else if (e.kind == schema::EventType::kChildSegv) {
-        n.died_segv = true;
-        ChildDeath d;
-        d.process = i;
-        d.parent = n.parent;
-        d.signal = e.signal;
-        d.addr = e.addr;
-        d.range_addr = e.range_addr;
-        d.range_len = e.range_len;
-        d.call = e.call;
-        d.reg_stack = pl.StackAt(e.stack);
-        deaths.push_back(std::move(d));
-      } else if (e.kind == schema::EventType::kNote) {
-        if (!e.text.empty() && shim_notes.size() < 50) shim_notes.insert(n.prog + ": " + e.text);
-      }
-    }
+    for (const ForkSite& fs : pl.fork_sites) AddForkSite(&r, i, pl, fs, &gathered);
+    AddEvents(&r, i, pl, &gathered);
   }
+  return gathered;
+}
 
-  // Groups in report order: most forks first.
-  std::vector<ForkGroup> all;
-  for (auto& [k, g] : groups) all.push_back(std::move(g));
-  std::stable_sort(all.begin(), all.end(), [](const ForkGroup& a, const ForkGroup& b) {
-    if (a.count != b.count) return a.count > b.count;
-    return a.key < b.key;
-  });
+// Where each group went in the report: hazard_groups or clean_groups and its index there
+// (suppressed_groups apart).
+struct GroupIndex {
   std::map<std::string, std::pair<bool, int>> index;  // key -> (hazard?, index)
   std::map<std::string, int> suppressed_index;
-  for (auto& g : all) {
-    if (g.verdict == "suppressed") {
-      suppressed_index[g.key] = static_cast<int>(r.suppressed_groups.size());
-      r.suppressed_groups.push_back(std::move(g));
-      continue;
-    }
-    bool hazard = g.verdict == "hazard";
-    auto& v = hazard ? r.hazard_groups : r.clean_groups;
-    index[g.key] = {hazard, static_cast<int>(v.size())};
-    v.push_back(std::move(g));
-  }
-  auto group_of = [&](const std::string& key) -> ForkGroup* {
+
+  ForkGroup* Find(JobReport& r, const std::string& key) const {
     if (auto s = suppressed_index.find(key); s != suppressed_index.end())
       return &r.suppressed_groups[s->second];
     auto it = index.find(key);
     if (it == index.end()) return nullptr;
     auto& v = it->second.first ? r.hazard_groups : r.clean_groups;
     return &v[it->second.second];
-  };
-  // Which fork made each child: the fork_child line naming its pid (kept for every child
-  // with a log), else the parent's latest listed fork without a child before the child's
-  // first event.
+  }
+};
+
+// Groups in report order: most forks first.
+GroupIndex PlaceGroups(JobReport* report, std::map<std::string, ForkGroup> groups) {
+  JobReport& r = *report;
+  std::vector<ForkGroup> all;
+  for (auto& [k, g] : groups) all.push_back(std::move(g));
+  std::stable_sort(all.begin(), all.end(), [](const ForkGroup& a, const ForkGroup& b) {
+    if (a.count != b.count) return a.count > b.count;
+    return a.key < b.key;
+  });
+  GroupIndex placed;
+  for (auto& g : all) {
+    if (g.verdict == "suppressed") {
+      placed.suppressed_index[g.key] = static_cast<int>(r.suppressed_groups.size());
+      r.suppressed_groups.push_back(std::move(g));
+      continue;
+    }
+    bool hazard = g.verdict == "hazard";
+    auto& v = hazard ? r.hazard_groups : r.clean_groups;
+    placed.index[g.key] = {hazard, static_cast<int>(v.size())};
+    v.push_back(std::move(g));
+  }
+  return placed;
+}
+
+// Which fork made each child: the fork_child line naming its pid (kept for every child
+// with a log), else the parent's latest listed fork without a child before the child's
+// first event. Counts the children that died or exec'd into their group.
+std::vector<MadeBy> FindMadeBy(JobReport* report, const std::vector<const ProcessLog*>& order,
+                               const std::vector<std::vector<std::string>>& site_keys,
+                               const GroupIndex& placed) {
+  JobReport& r = *report;
   std::vector<std::map<int64_t, int>> by_child(r.processes.size());  // child pid -> site
   for (size_t i = 0; i < order.size(); ++i)
     for (const ChildLink& l : order[i]->child_links) by_child[i].emplace(l.child_pid, l.site);
@@ -313,11 +356,18 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
     }
     if (site < 0 || site >= static_cast<int>(site_keys[child.parent].size())) continue;
     made_by[c].group_key = &site_keys[child.parent][site];
-    if (ForkGroup* g = group_of(*made_by[c].group_key)) {
+    if (ForkGroup* g = placed.Find(r, *made_by[c].group_key)) {
       if (child.died_segv) ++g->children_segv;
       if (child.exec_after_fork) ++g->children_exec;
     }
   }
+  return made_by;
+}
+
+// Every listed fork (ProcessLog's sample) with its verdict and group.
+void ListForks(JobReport* report, const std::vector<const ProcessLog*>& order,
+               const std::vector<std::vector<std::string>>& site_keys, const GroupIndex& placed) {
+  JobReport& r = *report;
   for (size_t i = 0; i < order.size(); ++i) {
     for (const ForkSample& s : order[i]->fork_sample) {
       ForkEntry f;
@@ -330,26 +380,18 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
       f.reasons = s.reasons;
       f.tid = s.tid;
       f.line = s.line;
-      if (auto it = index.find(key); it != index.end()) {
+      if (auto it = placed.index.find(key); it != placed.index.end()) {
         f.hazard = it->second.first;
         f.group = it->second.second;
       }
       r.fork_list.push_back(std::move(f));
     }
   }
-  for (auto& d : deaths) {
-    if (const std::string* key = made_by[d.process].group_key) {
-      auto it = index.find(*key);
-      if (it != index.end() && it->second.first) d.group = it->second.second;
-    }
-  }
-  r.deaths = std::move(deaths);
+}
 
-  for (auto& [k, s] : inits) r.inits.push_back(std::move(s));
-  std::stable_sort(r.inits.begin(), r.inits.end(),
-                   [](const InitSite& a, const InitSite& b) { return a.count > b.count; });
-  r.shim_notes.assign(shim_notes.begin(), shim_notes.end());
-
+// summary.jobs: one entry per job id (processes without one under "").
+void SummarizeJobs(JobReport* report) {
+  JobReport& r = *report;
   std::map<std::string, JobSummary> jobs;
   for (const auto& p : r.processes) {
     JobSummary& j = jobs[p.job];
@@ -362,21 +404,56 @@ JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
   }
   for (const auto& g : r.hazard_groups) ++jobs[g.job].hazard_sites;
   for (auto& [id, j] : jobs) r.jobs.push_back(std::move(j));
+}
 
-  if (symbolizer) {
-    for (auto& g : r.hazard_groups) {
-      symbolizer->Symbolize(&g.stack);
-      symbolizer->Symbolize(&g.init_stack);
-    }
-    for (auto& g : r.clean_groups) symbolizer->Symbolize(&g.stack);
-    for (auto& g : r.suppressed_groups) {
-      symbolizer->Symbolize(&g.stack);
-      symbolizer->Symbolize(&g.init_stack);
-    }
-    for (auto& s : r.inits) symbolizer->Symbolize(&s.stack);
-    for (auto& d : r.deaths) symbolizer->Symbolize(&d.reg_stack);
-    for (Note& n : symbolizer->TakeNotes()) r.notes.push_back(std::move(n));
+void SymbolizeStacks(JobReport* report, Symbolizer* symbolizer) {
+  JobReport& r = *report;
+  for (auto& g : r.hazard_groups) {
+    symbolizer->Symbolize(&g.stack);
+    symbolizer->Symbolize(&g.init_stack);
   }
+  for (auto& g : r.clean_groups) symbolizer->Symbolize(&g.stack);
+  for (auto& g : r.suppressed_groups) {
+    symbolizer->Symbolize(&g.stack);
+    symbolizer->Symbolize(&g.init_stack);
+  }
+  for (auto& s : r.inits) symbolizer->Symbolize(&s.stack);
+  for (auto& d : r.deaths) symbolizer->Symbolize(&d.reg_stack);
+  for (Note& n : symbolizer->TakeNotes()) r.notes.push_back(std::move(n));
+}
+
+}  // namespace
+
+JobReport BuildJobReport(const LogSet& logs, Symbolizer* symbolizer) {
+  JobReport r;
+  r.notes = logs.notes;
+  r.files_read = logs.files_read;
+  r.lines_used = logs.lines_used;
+  r.lines_skipped = logs.lines_skipped;
+
+  std::vector<const ProcessLog*> order = StableOrder(logs);
+  AddProcesses(&r, order);
+  LinkParents(&r);
+  Gathered gathered = GatherProcesses(&r, order);
+
+  GroupIndex placed = PlaceGroups(&r, std::move(gathered.groups));
+  std::vector<MadeBy> made_by = FindMadeBy(&r, order, gathered.site_keys, placed);
+  ListForks(&r, order, gathered.site_keys, placed);
+  for (auto& d : gathered.deaths) {
+    if (const std::string* key = made_by[d.process].group_key) {
+      auto it = placed.index.find(*key);
+      if (it != placed.index.end() && it->second.first) d.group = it->second.second;
+    }
+  }
+  r.deaths = std::move(gathered.deaths);
+
+  for (auto& [k, s] : gathered.inits) r.inits.push_back(std::move(s));
+  std::stable_sort(r.inits.begin(), r.inits.end(),
+                   [](const InitSite& a, const InitSite& b) { return a.count > b.count; });
+  r.shim_notes.assign(gathered.shim_notes.begin(), gathered.shim_notes.end());
+
+  SummarizeJobs(&r);
+  if (symbolizer) SymbolizeStacks(&r, symbolizer);
   return r;
 }
 

@@ -1,7 +1,8 @@
 // The merged picture of a job: every process, rank and host from a set of
 // event logs, the process tree, each fork with its verdict, identical fork call
 // sites grouped ("×64"), where RDMA was initialized and which children died.
-// Pure analysis: reading is event_log.*, output is report_render.*.
+// Pure analysis: reading is event_log.*, output is report_text, report_json, report_markdown
+// (their shared phrases: report_phrases), report_html, report_trace and report_ci.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,132 @@ int SiteId(const JobReport& r, const ForkEntry& f) {
   return f.hazard ? f.group + 1 : static_cast<int>(r.hazard_groups.size()) + f.group + 1;
 }
 
+namespace {
+
+// Widens the process's span to `ts` (0: unknown).
+void See(ProcessTimeline* pt, int64_t ts) {
+  if (ts > 0) {
+    if (pt->begin_ns == 0 || ts < pt->begin_ns) pt->begin_ns = ts;
+    pt->end_ns = std::max(pt->end_ns, ts);
+  }
+}
+
+// Registrations are counted by the reader, not kept: its first few are drawn.
+void AddRegistrations(const ProcessLog& log, ProcessTimeline* pt) {
+  pt->registrations = log.summary.registrations;
+  pt->registered_bytes = log.summary.registered_bytes;
+  for (const RegistrationSample& reg : log.summary.first_registrations) {
+    if (static_cast<int>(pt->marks.size()) >= Timeline::kMaxRegisterMarks) break;
+    TimelineMark m;
+    m.kind = TimelineMark::Kind::kRegister;
+    m.ts_ns = reg.ts_ns;
+    m.tid = reg.tid;
+    m.call = reg.call;
+    m.bytes = reg.len;
+    m.dontfork = reg.dontfork;
+    pt->marks.push_back(std::move(m));
+  }
+}
+
+// Every fork counted in time bins (the reader's), without the empty bins at the end.
+void TakeForkBins(const ProcessLog& log, ProcessTimeline* pt) {
+  if (log.fork_bins.forks.empty()) return;
+  pt->bins_t0_ns = log.fork_bins.t0_ns;
+  pt->bin_width_ns = log.fork_bins.width_ns;
+  pt->bin_forks = log.fork_bins.forks;
+  pt->bin_hazard = log.fork_bins.hazard;
+  while (!pt->bin_forks.empty() && pt->bin_forks.back() == 0) {
+    pt->bin_forks.pop_back();
+    pt->bin_hazard.pop_back();
+  }
+}
+
+TimelineMark ForkMark(const JobReport& r, const ProcessNode& node, const ForkEntry& f) {
+  TimelineMark m;
+  m.kind = TimelineMark::Kind::kFork;
+  m.ts_ns = f.ts_ns;
+  m.tid = f.tid;
+  m.verdict = f.verdict;
+  m.action = f.action;
+  m.child_pid = f.child_pid;
+  m.site_id = SiteId(r, f);
+  m.reasons = f.reasons;
+  if (m.child_pid > 0)
+    for (int c : node.children)
+      if (r.processes[c].pid == m.child_pid) m.child = c;
+  return m;
+}
+
+// The mark of an event the timeline draws; false for the others.
+bool EventMark(const Event& e, TimelineMark* out) {
+  TimelineMark& m = *out;
+  m.ts_ns = e.ts_ns;
+  m.tid = e.tid;
+  m.call = e.call;
+  if (e.kind == schema::EventType::kRdmaInit) {
+    m.kind = TimelineMark::Kind::kRdmaInit;
+    m.device = e.device;
+  } else if (e.kind == schema::EventType::kSpawn) {
+    m.kind = TimelineMark::Kind::kSpawn;
+    m.child_pid = e.child_pid;
+  } else if (e.kind == schema::EventType::kChildExec) {
+    m.kind = TimelineMark::Kind::kExec;
+  } else if (e.kind == schema::EventType::kChildSegv) {
+    m.kind = TimelineMark::Kind::kSegv;
+    m.signal = e.signal;
+  } else if (e.kind == schema::EventType::kProcessExit) {
+    m.kind = TimelineMark::Kind::kExit;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string Ending(const ProcessNode& node) {
+  if (node.died_segv) return "killed by SIGSEGV";
+  if (node.exec_after_fork) return "exec'd";
+  if (node.exit_status) return "exit " + std::to_string(*node.exit_status);
+  if (node.exited) return "exit";
+  return "no exit record";
+}
+
+// Process i's line: its span, registrations, fork counts and bins, and its marks in time
+// order (`forks`: its listed forks, in log order).
+void BuildProcessTimeline(const ProcessLog& log, const JobReport& r, int i,
+                          const std::vector<const ForkEntry*>& forks, ProcessTimeline* pt) {
+  const ProcessNode& node = r.processes[i];
+  pt->begin_ns = node.start_ns;
+  pt->end_ns = node.start_ns;
+  pt->marks.reserve(
+      std::min<size_t>(log.summary.first_registrations.size(), Timeline::kMaxRegisterMarks) +
+      log.events.size() + forks.size());
+  AddRegistrations(log, pt);
+  if (log.summary.last_ts_ns > 0) pt->end_ns = std::max(pt->end_ns, log.summary.last_ts_ns);
+  pt->forks = node.forks;
+  pt->forks_listed = static_cast<int>(forks.size());
+  TakeForkBins(log, pt);
+  if (log.first_fork_ns > 0) See(pt, log.first_fork_ns);
+  if (log.last_fork_ns > 0) See(pt, log.last_fork_ns);
+  // The listed forks, in log order among the other events.
+  size_t fork_k = 0;
+  auto fork_mark = [&](const ForkEntry& f) {
+    See(pt, f.ts_ns);
+    pt->marks.push_back(ForkMark(r, node, f));
+  };
+  for (const Event& e : log.events) {
+    while (fork_k < forks.size() && forks[fork_k]->line < e.line) fork_mark(*forks[fork_k++]);
+    See(pt, e.ts_ns);
+    TimelineMark m;
+    if (EventMark(e, &m)) pt->marks.push_back(std::move(m));
+  }
+  while (fork_k < forks.size()) fork_mark(*forks[fork_k++]);
+  std::stable_sort(pt->marks.begin(), pt->marks.end(),
+                   [](const TimelineMark& a, const TimelineMark& b) { return a.ts_ns < b.ts_ns; });
+  pt->ending = Ending(node);
+}
+
+}  // namespace
+
 Timeline BuildTimeline(const LogSet& logs, const JobReport& r) {
   Timeline t;
   t.processes.resize(r.processes.size());
@@ -29,106 +155,8 @@ Timeline BuildTimeline(const LogSet& logs, const JobReport& r) {
     auto it = index.find({log.file, log.pid});
     if (it == index.end()) continue;
     int i = it->second;
-    const ProcessNode& node = r.processes[i];
     ProcessTimeline& pt = t.processes[i];
-    pt.begin_ns = node.start_ns;
-    pt.end_ns = node.start_ns;
-    size_t fork_k = 0;
-    pt.marks.reserve(
-        std::min<size_t>(log.summary.first_registrations.size(), Timeline::kMaxRegisterMarks) +
-        log.events.size() + forks[i].size());
-    // Registrations are counted by the reader, not kept: its first few are drawn.
-    pt.registrations = log.summary.registrations;
-    pt.registered_bytes = log.summary.registered_bytes;
-    for (const RegistrationSample& reg : log.summary.first_registrations) {
-      if (static_cast<int>(pt.marks.size()) >= Timeline::kMaxRegisterMarks) break;
-      TimelineMark m;
-      m.kind = TimelineMark::Kind::kRegister;
-      m.ts_ns = reg.ts_ns;
-      m.tid = reg.tid;
-      m.call = reg.call;
-      m.bytes = reg.len;
-      m.dontfork = reg.dontfork;
-      pt.marks.push_back(std::move(m));
-    }
-    if (log.summary.last_ts_ns > 0) pt.end_ns = std::max(pt.end_ns, log.summary.last_ts_ns);
-    pt.forks = node.forks;
-    pt.forks_listed = static_cast<int>(forks[i].size());
-    if (!log.fork_bins.forks.empty()) {
-      pt.bins_t0_ns = log.fork_bins.t0_ns;
-      pt.bin_width_ns = log.fork_bins.width_ns;
-      pt.bin_forks = log.fork_bins.forks;
-      pt.bin_hazard = log.fork_bins.hazard;
-      while (!pt.bin_forks.empty() && pt.bin_forks.back() == 0) {
-        pt.bin_forks.pop_back();
-        pt.bin_hazard.pop_back();
-      }
-    }
-    auto see = [&](int64_t ts) {
-      if (ts > 0) {
-        if (pt.begin_ns == 0 || ts < pt.begin_ns) pt.begin_ns = ts;
-        pt.end_ns = std::max(pt.end_ns, ts);
-      }
-    };
-    if (log.first_fork_ns > 0) see(log.first_fork_ns);
-    if (log.last_fork_ns > 0) see(log.last_fork_ns);
-    // The listed forks, in log order among the other events.
-    auto fork_mark = [&](const ForkEntry& f) {
-      see(f.ts_ns);
-      TimelineMark m;
-      m.kind = TimelineMark::Kind::kFork;
-      m.ts_ns = f.ts_ns;
-      m.tid = f.tid;
-      m.verdict = f.verdict;
-      m.action = f.action;
-      m.child_pid = f.child_pid;
-      m.site_id = SiteId(r, f);
-      m.reasons = f.reasons;
-      if (m.child_pid > 0)
-        for (int c : node.children)
-          if (r.processes[c].pid == m.child_pid) m.child = c;
-      pt.marks.push_back(std::move(m));
-    };
-    for (const Event& e : log.events) {
-      while (fork_k < forks[i].size() && forks[i][fork_k]->line < e.line)
-        fork_mark(*forks[i][fork_k++]);
-      see(e.ts_ns);
-      TimelineMark m;
-      m.ts_ns = e.ts_ns;
-      m.tid = e.tid;
-      m.call = e.call;
-      if (e.kind == schema::EventType::kRdmaInit) {
-        m.kind = TimelineMark::Kind::kRdmaInit;
-        m.device = e.device;
-      } else if (e.kind == schema::EventType::kSpawn) {
-        m.kind = TimelineMark::Kind::kSpawn;
-        m.child_pid = e.child_pid;
-      } else if (e.kind == schema::EventType::kChildExec) {
-        m.kind = TimelineMark::Kind::kExec;
-      } else if (e.kind == schema::EventType::kChildSegv) {
-        m.kind = TimelineMark::Kind::kSegv;
-        m.signal = e.signal;
-      } else if (e.kind == schema::EventType::kProcessExit) {
-        m.kind = TimelineMark::Kind::kExit;
-      } else {
-        continue;
-      }
-      pt.marks.push_back(std::move(m));
-    }
-    while (fork_k < forks[i].size()) fork_mark(*forks[i][fork_k++]);
-    std::stable_sort(
-        pt.marks.begin(), pt.marks.end(),
-        [](const TimelineMark& a, const TimelineMark& b) { return a.ts_ns < b.ts_ns; });
-    if (node.died_segv)
-      pt.ending = "killed by SIGSEGV";
-    else if (node.exec_after_fork)
-      pt.ending = "exec'd";
-    else if (node.exit_status)
-      pt.ending = "exit " + std::to_string(*node.exit_status);
-    else if (node.exited)
-      pt.ending = "exit";
-    else
-      pt.ending = "no exit record";
+    BuildProcessTimeline(log, r, i, forks[i], &pt);
     if (pt.begin_ns > 0) t0 = std::min(t0, pt.begin_ns);
     t1 = std::max(t1, pt.end_ns);
   }

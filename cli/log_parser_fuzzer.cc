@@ -12,7 +12,9 @@
 #include "cli/job_timeline.h"
 #include "cli/json.h"
 #include "cli/report_html.h"
-#include "cli/report_render.h"
+#include "cli/report_json.h"
+#include "cli/report_markdown.h"
+#include "cli/report_text.h"
 #include "cli/report_trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -11,7 +11,10 @@
 
 #include "cli/event_log.h"
 #include "cli/job_report.h"
-#include "cli/report_render.h"
+#include "cli/report_json.h"
+#include "cli/report_markdown.h"
+#include "cli/report_phrases.h"
+#include "cli/report_text.h"
 #include "cli/stack_view.h"
 #include "cli/symbolizer.h"
 #include "gtest/gtest.h"

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "cli/format.h"
-#include "cli/report_render.h"
+#include "cli/report_json.h"
 #include "flags/flags.h"
 
 namespace forkguard::cli {

@@ -6,7 +6,7 @@
 #include "cli/format.h"
 #include "cli/json.h"
 #include "cli/report_baseline.h"
-#include "cli/report_render.h"
+#include "cli/report_phrases.h"
 #include "cli/stack_view.h"
 
 namespace forkguard::cli {

@@ -17,7 +17,9 @@
 #include "cli/json.h"
 #include "cli/report_ci.h"
 #include "cli/report_html.h"
-#include "cli/report_render.h"
+#include "cli/report_json.h"
+#include "cli/report_markdown.h"
+#include "cli/report_text.h"
 #include "gtest/gtest.h"
 #include "tests/support/runfiles.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli/format.h"
-#include "cli/report_render.h"
+#include "cli/report_phrases.h"
 #include "cli/stack_view.h"
 #include "cli/symbolizer.h"
 #include "flags/flags.h"

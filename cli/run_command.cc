@@ -273,65 +273,61 @@ std::string RunHelp() { return kRunHelpHead + flags::ManHelp(RunFlags()) + kRunH
 
 namespace {
 
-int Run(int argc, char** argv, const char* argv0) {
-  // Options up to the first non-option or "--"; the rest is CMD and its arguments.
-  flags::Options opts =
-      flags::Options::Parse(argc, argv, RunFlags(), flags::Positionals::kAfterOptions);
-  if (opts.Has("help")) {
-    fputs(RunHelp().c_str(), stdout);
-    return kExitOk;
-  }
-  RunOptions o = ParseRunArgs(opts);
-
-  ShimLocation shim = LocateShim(argv0);
+// The shim and the audit module as `o` asks for them; false (said on stderr) when one that
+// is needed is missing.
+bool CheckShim(const RunOptions& o, const ShimLocation& shim) {
   if (shim.preload.empty()) {
     fprintf(stderr, "forkguard run: %s not found; searched:\n", kPreloadName);
     for (const auto& d : shim.searched) fprintf(stderr, "    %s\n", d.c_str());
     fprintf(stderr, "set FORKGUARD_SHIM_DIR to the directory that has it\n");
-    return kExitInternal;
+    return false;
   }
   if (o.audit == 1 && shim.audit.empty()) {
     fprintf(stderr, "forkguard run: --audit: %s not found next to %s\n", kAuditName,
             shim.preload.c_str());
-    return kExitInternal;
+    return false;
   }
-  bool use_audit = o.audit != 0 && !shim.audit.empty();
   if (o.audit == -1 && shim.audit.empty())
     fprintf(stderr,
             "forkguard run: note: %s not found, running without LD_AUDIT (calls made "
             "through dlopen handles are seen only by the descriptor backstop)\n",
             kAuditName);
+  return true;
+}
 
-  // The log directory: the user's (kept), or a private temporary one.
-  bool temp_log = o.log_dir.empty();
+// The log directory: the user's (kept), or a private temporary one; made absolute. False
+// (said on stderr) when it cannot be made.
+bool MakeLogDir(bool temp_log, std::string* log_dir) {
   if (temp_log) {
     const char* tmp = getenv("TMPDIR");
     std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/forkguard-run.XXXXXX";
     if (!mkdtemp(tmpl.data())) {
       fprintf(stderr, "forkguard run: cannot create a log directory in %s: %s\n",
               tmp && *tmp ? tmp : "/tmp", strerror(errno));
-      return kExitInternal;
+      return false;
     }
-    o.log_dir = tmpl;
+    *log_dir = tmpl;
   } else {
-    if (mkdir(o.log_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      fprintf(stderr, "forkguard run: cannot create %s: %s\n", o.log_dir.c_str(), strerror(errno));
-      return kExitInternal;
+    if (mkdir(log_dir->c_str(), 0700) != 0 && errno != EEXIST) {
+      fprintf(stderr, "forkguard run: cannot create %s: %s\n", log_dir->c_str(), strerror(errno));
+      return false;
     }
     struct stat st;
-    if (stat(o.log_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      fprintf(stderr, "forkguard run: --log %s is not a directory\n", o.log_dir.c_str());
-      return kExitInternal;
+    if (stat(log_dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      fprintf(stderr, "forkguard run: --log %s is not a directory\n", log_dir->c_str());
+      return false;
     }
   }
-  if (char* abs = realpath(o.log_dir.c_str(), nullptr)) {
-    o.log_dir = abs;
+  if (char* abs = realpath(log_dir->c_str(), nullptr)) {
+    *log_dir = abs;
     free(abs);
   }
-  // The report covers this run only, also when --log DIR has older logs.
-  std::set<std::string> before = ListDir(o.log_dir);
+  return true;
+}
 
-  // The program's environment: ours plus the shim settings.
+// The program's environment: ours plus the shim settings.
+std::vector<std::string> ProgramEnvironment(const RunOptions& o, const ShimLocation& shim,
+                                            bool use_audit) {
   std::vector<std::string> env;
   std::string preload = shim.preload, audit = shim.audit;
   for (char** e = environ; *e; ++e) {
@@ -357,15 +353,24 @@ int Run(int argc, char** argv, const char* argv0) {
   if (!o.mode.empty()) env.push_back("FORKGUARD_MODE=" + o.mode);
   env.push_back("FORKGUARD_LOG=" + o.log_dir);
   if (!o.suppressions.empty()) env.push_back("FORKGUARD_SUPPRESSIONS=" + o.suppressions);
+  return env;
+}
+
+// How CMD ended: err is posix_spawnp's (0: it ran, and status is waitpid's).
+struct Ended {
+  int err = 0;
+  pid_t pid = 0;  // CMD's process
+  int status = 0;
+  int exit_code = kExitInternal;
+};
+
+// Runs CMD with `env`, forwarding SIGINT, SIGTERM, SIGHUP and SIGQUIT to it, and waits.
+Ended SpawnAndWait(std::vector<std::string> cmd, std::vector<std::string> env) {
   std::vector<char*> envp, argvp;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
-  for (auto& s : o.cmd) argvp.push_back(s.data());
+  for (auto& s : cmd) argvp.push_back(s.data());
   argvp.push_back(nullptr);
-
-  // This boot's pin probe (facts/pin_probe.h), so that the shim finds it cached: the shim
-  // never probes (the probe forks). Runs once per boot; later runs read the cache.
-  facts::PinProbeForThisBoot(nullptr);
 
   // No SA_RESTART: the waitpid loop below retries on EINTR itself. A restarted wait would
   // also hide the signal from a runtime that defers handlers to the next intercepted call
@@ -386,14 +391,15 @@ int Run(int argc, char** argv, const char* argv0) {
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  int err = posix_spawnp(&pid, argvp[0], nullptr, &attr, argvp.data(), envp.data());
+  Ended ended;
+  ended.err = posix_spawnp(&pid, argvp[0], nullptr, &attr, argvp.data(), envp.data());
+  ended.pid = pid;
   posix_spawnattr_destroy(&attr);
-  int status = 0;
-  int exit_code;
-  if (err != 0) {
-    fprintf(stderr, "forkguard run: %s: %s\n", o.cmd[0].c_str(),
-            err == ENOENT ? "command not found" : strerror(err));
-    exit_code = err == ENOENT ? kExitNotFound : kExitCannotExec;
+  int& status = ended.status;
+  if (ended.err != 0) {
+    fprintf(stderr, "forkguard run: %s: %s\n", cmd[0].c_str(),
+            ended.err == ENOENT ? "command not found" : strerror(ended.err));
+    ended.exit_code = ended.err == ENOENT ? kExitNotFound : kExitCannotExec;
   } else {
     g_child.store(pid);
     if (int sig = g_pending.exchange(0)) kill(pid, sig);
@@ -401,15 +407,21 @@ int Run(int argc, char** argv, const char* argv0) {
     }
     g_child.store(0);
     if (WIFEXITED(status))
-      exit_code = WEXITSTATUS(status);
+      ended.exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status))
-      exit_code = 128 + WTERMSIG(status);
+      ended.exit_code = 128 + WTERMSIG(status);
     else
-      exit_code = kExitInternal;
+      ended.exit_code = kExitInternal;
   }
   for (int i = 0; i < 4; ++i) sigaction(kForwarded[i], &old_actions[i], nullptr);
+  return ended;
+}
 
-  // Report on the files this run created.
+// Reports on the files this run created (those in the log directory not in `before`),
+// removes a temporary log directory, and returns run's exit status.
+int ReportRun(const RunOptions& o, bool temp_log, const std::set<std::string>& before,
+              const Ended& ended) {
+  const int status = ended.status;
   std::vector<std::string> files;
   for (const auto& n : ListDir(o.log_dir))
     if (n != "." && n != ".." && !before.count(n)) files.push_back(o.log_dir + "/" + n);
@@ -419,12 +431,13 @@ int Run(int argc, char** argv, const char* argv0) {
   size_t unwatched = FindUnwatched(logs).size();
   // The program itself is watched when its pid logged: a static or setuid program, or one
   // that cleared LD_PRELOAD before the loader ran, leaves no log of its own.
-  bool top_unwatched = err == 0 && std::none_of(logs.processes.begin(), logs.processes.end(),
-                                                [&](const ProcessLog& p) { return p.pid == pid; });
+  bool top_unwatched =
+      ended.err == 0 && std::none_of(logs.processes.begin(), logs.processes.end(),
+                                     [&](const ProcessLog& p) { return p.pid == ended.pid; });
   int64_t hazards = 0;
   std::string report = RenderLogs(std::move(logs), o.report, &hazards);
   std::string out;
-  if (err == 0) {
+  if (ended.err == 0) {
     if (WIFSIGNALED(status))
       out += "forkguard run: " + o.cmd[0] + " was killed by signal " +
              std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")\n";
@@ -441,24 +454,51 @@ int Run(int argc, char** argv, const char* argv0) {
   fflush(stderr);
   if (temp_log && !o.keep_log) nftw(o.log_dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
 
-  if (err == 0 && o.report.fail_on_hazard && hazards > 0) return kExitHazard;
-  if (err == 0 && o.require_watched && top_unwatched) {
+  if (ended.err == 0 && o.report.fail_on_hazard && hazards > 0) return kExitHazard;
+  if (ended.err == 0 && o.require_watched && top_unwatched) {
     fprintf(stderr,
             "forkguard run: --require-watched: %s (pid %d) ran without the shim: it logged "
             "nothing%s\n",
-            o.cmd[0].c_str(), static_cast<int>(pid),
+            o.cmd[0].c_str(), static_cast<int>(ended.pid),
             unwatched > 0 ? (", and " + std::to_string(unwatched) + " more process" +
                              (unwatched == 1 ? "" : "es") + " ran without it")
                                 .c_str()
                           : "");
     return kExitUnwatched;
   }
-  if (err == 0 && o.require_watched && unwatched > 0) {
+  if (ended.err == 0 && o.require_watched && unwatched > 0) {
     fprintf(stderr, "forkguard run: --require-watched: %zu process%s ran without the shim\n",
             unwatched, unwatched == 1 ? "" : "es");
     return kExitUnwatched;
   }
-  return exit_code;
+  return ended.exit_code;
+}
+
+int Run(int argc, char** argv, const char* argv0) {
+  // Options up to the first non-option or "--"; the rest is CMD and its arguments.
+  flags::Options opts =
+      flags::Options::Parse(argc, argv, RunFlags(), flags::Positionals::kAfterOptions);
+  if (opts.Has("help")) {
+    fputs(RunHelp().c_str(), stdout);
+    return kExitOk;
+  }
+  RunOptions o = ParseRunArgs(opts);
+
+  ShimLocation shim = LocateShim(argv0);
+  if (!CheckShim(o, shim)) return kExitInternal;
+  bool use_audit = o.audit != 0 && !shim.audit.empty();
+
+  bool temp_log = o.log_dir.empty();
+  if (!MakeLogDir(temp_log, &o.log_dir)) return kExitInternal;
+  // The report covers this run only, also when --log DIR has older logs.
+  std::set<std::string> before = ListDir(o.log_dir);
+
+  std::vector<std::string> env = ProgramEnvironment(o, shim, use_audit);
+  // This boot's pin probe (facts/pin_probe.h), so that the shim finds it cached: the shim
+  // never probes (the probe forks). Runs once per boot; later runs read the cache.
+  facts::PinProbeForThisBoot(nullptr);
+  Ended ended = SpawnAndWait(o.cmd, std::move(env));
+  return ReportRun(o, temp_log, before, ended);
 }
 
 }  // namespace

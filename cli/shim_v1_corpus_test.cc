@@ -11,7 +11,7 @@
 #include "cli/event_log.h"
 #include "cli/job_report.h"
 #include "cli/json.h"
-#include "cli/report_render.h"
+#include "cli/report_json.h"
 #include "gtest/gtest.h"
 #include "tests/support/runfiles.h"
 

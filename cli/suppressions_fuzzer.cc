@@ -26,8 +26,9 @@
 #include "cli/fuzz_log_program.h"
 #include "cli/job_report.h"
 #include "cli/json.h"
-#include "cli/report_render.h"
+#include "cli/report_json.h"
 #include "cli/report_suppressions.h"
+#include "cli/report_text.h"
 #include "formats/suppressions.h"
 
 namespace {

@@ -197,13 +197,10 @@ void FormatPythonLines(TextBuffer& out, const PythonStack& py, const char* inden
   }
 }
 
-void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
-  const StateSnapshot& s = *r.snap;
-  const LiveCounts& c = s.counts;
+namespace {
 
-  FormatForkHead(out, r.who);
-  out.Char('\n');
-
+// "  verdict: hazard (child-segv, inherited-rdma)"
+void FormatVerdictLine(TextBuffer& out, const ForkReport& r) {
   out.Str("  verdict: hazard (");
   bool first = true;
   for (Reason reason : {kChildSegv, kParentCorruption, kInheritedRdma}) {
@@ -213,83 +210,69 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
     first = false;
   }
   out.Str(")\n");
+}
 
-  if ((r.verdict.reasons & kChildSegv) != 0) {
-    int n = r.verdict.dontfork_mrs + r.verdict.unattributed_dc;
-    out.Str("  child-segv: ");
-    out.Dec(n).Str(
-        " range(s) registered for RDMA are MADV_DONTFORK; the child is killed by "
-        "SIGSEGV if it touches them:\n");
-    int listed = 0;
-    for (int i = 0; i < s.mr_count && listed < kMaxListedRanges; ++i) {
-      if (r.mr_dontfork == nullptr || !r.mr_dontfork[i]) continue;
-      const MrRecord& m = s.mrs[i];
-      out.Str("    ").Ptr(m.addr).Char('-').Ptr(m.addr + m.len).Str(" (").Size(m.len).Str(") ");
-      out.Str(RdmaCallName(m.call)).Str(" by ");
-      FormatInnermostUserFrame(out, m.stack, demangle);
-      out.Char('\n');
-      ++listed;
-    }
-    for (int i = 0; i < r.verdict.unattributed_dc && i < r.dc_count && listed < kMaxListedRanges;
-         ++i) {
-      const Vma& v = r.dc_vmas[i];
-      out.Str("    ").Ptr(v.start).Char('-').Ptr(v.end).Str(" (").Size(v.end - v.start);
-      out.Str(") registered outside the calls forkguard sees (found in /proc/self/smaps)\n");
-      ++listed;
-    }
-    if (n > listed) out.Str("    ... and ").Dec(n - listed).Str(" more\n");
-  }
-
-  if ((r.verdict.reasons & kParentCorruption) != 0) {
-    out.Str("  parent-corruption: ");
-    Plural(out, r.verdict.corruptible_mrs, "registered range is", "registered ranges are");
-    out.Str(
-        " not protected by fork support (not MADV_DONTFORK) and this kernel does not copy "
-        "their pinned pages on fork: after the fork the parent's next write to them lands in "
-        "a new page while the device keeps reading and writing the old one - silent data "
-        "corruption:\n");
-    FormatRangesWithEffect(out, r, facts::ForkEffect::kParentCorruption, demangle);
-  }
-  if (r.verdict.unknown_mrs > 0 && r.mr_fate != nullptr) {
-    out.Str("  unknown: ");
-    Plural(out, r.verdict.unknown_mrs, "registered range:", "registered ranges:");
-    out.Str(" whether the parent's data survives the fork cannot be told here:\n");
-    FormatRangesWithEffect(out, r, facts::ForkEffect::kUnknown, demangle);
-  }
-
-  if ((r.verdict.reasons & kInheritedRdma) != 0) {
-    out.Str("  inherited-rdma: the child inherits ");
-    Plural(out, c.contexts, "device context", "device contexts");
-    if (s.devices[0] != '\0') out.Str(" (").Str(s.devices).Char(')');
-    out.Str(", ");
-    Plural(out, c.pds, "PD", "PDs");
-    out.Str(", ");
-    Plural(out, c.mrs, "MR", "MRs");
-    out.Str(", ");
-    out.Dec(c.cm_channels + c.cm_ids).Str(" rdma_cm channel(s)/id(s)");
-    if (c.uverbs_fds > 0 || c.rdma_cm_fds > 0) {
-      out.Str(" and ").Dec(c.uverbs_fds + c.rdma_cm_fds).Str(" descriptor(s) on /dev/infiniband");
-    }
-    out.Str(" it must not use");
-    if (r.verdict.library_cache_only) {
-      out.Str(
-          " - all of it held by librdmacm, which keeps its device context after "
-          "rdma_destroy_id/rdma_destroy_event_channel: the program released its own. A child "
-          "that calls librdmacm again reuses the parent's cached context, which does not work "
-          "there");
-    } else if (c.library_contexts > 0) {
-      out.Str(" (").Dec(c.library_contexts).Str(" context(s) held by librdmacm itself)");
-    }
+// The MADV_DONTFORK ranges a child touching them dies on: those the shim saw registered,
+// then those only /proc/self/smaps shows.
+void FormatChildSegvLines(TextBuffer& out, const ForkReport& r, bool demangle) {
+  const StateSnapshot& s = *r.snap;
+  int n = r.verdict.dontfork_mrs + r.verdict.unattributed_dc;
+  out.Str("  child-segv: ");
+  out.Dec(n).Str(
+      " range(s) registered for RDMA are MADV_DONTFORK; the child is killed by "
+      "SIGSEGV if it touches them:\n");
+  int listed = 0;
+  for (int i = 0; i < s.mr_count && listed < kMaxListedRanges; ++i) {
+    if (r.mr_dontfork == nullptr || !r.mr_dontfork[i]) continue;
+    const MrRecord& m = s.mrs[i];
+    out.Str("    ").Ptr(m.addr).Char('-').Ptr(m.addr + m.len).Str(" (").Size(m.len).Str(") ");
+    out.Str(RdmaCallName(m.call)).Str(" by ");
+    FormatInnermostUserFrame(out, m.stack, demangle);
     out.Char('\n');
+    ++listed;
   }
-  if (r.verdict.child_execs) {
-    out.Str("  child-execs: the child execs right away (")
-        .Str(r.child_exec_site != nullptr ? r.child_exec_site : "known fork+exec site")
-        .Str(
-            "): inherited RDMA objects are dropped by exec; only code it runs before exec "
-            "(preexec_fn) can touch the ranges above\n");
+  for (int i = 0; i < r.verdict.unattributed_dc && i < r.dc_count && listed < kMaxListedRanges;
+       ++i) {
+    const Vma& v = r.dc_vmas[i];
+    out.Str("    ").Ptr(v.start).Char('-').Ptr(v.end).Str(" (").Size(v.end - v.start);
+    out.Str(") registered outside the calls forkguard sees (found in /proc/self/smaps)\n");
+    ++listed;
   }
+  if (n > listed) out.Str("    ... and ").Dec(n - listed).Str(" more\n");
+}
 
+void FormatInheritedRdmaLine(TextBuffer& out, const ForkReport& r) {
+  const StateSnapshot& s = *r.snap;
+  const LiveCounts& c = s.counts;
+  out.Str("  inherited-rdma: the child inherits ");
+  Plural(out, c.contexts, "device context", "device contexts");
+  if (s.devices[0] != '\0') out.Str(" (").Str(s.devices).Char(')');
+  out.Str(", ");
+  Plural(out, c.pds, "PD", "PDs");
+  out.Str(", ");
+  Plural(out, c.mrs, "MR", "MRs");
+  out.Str(", ");
+  out.Dec(c.cm_channels + c.cm_ids).Str(" rdma_cm channel(s)/id(s)");
+  if (c.uverbs_fds > 0 || c.rdma_cm_fds > 0) {
+    out.Str(" and ").Dec(c.uverbs_fds + c.rdma_cm_fds).Str(" descriptor(s) on /dev/infiniband");
+  }
+  out.Str(" it must not use");
+  if (r.verdict.library_cache_only) {
+    out.Str(
+        " - all of it held by librdmacm, which keeps its device context after "
+        "rdma_destroy_id/rdma_destroy_event_channel: the program released its own. A child "
+        "that calls librdmacm again reuses the parent's cached context, which does not work "
+        "there");
+  } else if (c.library_contexts > 0) {
+    out.Str(" (").Dec(c.library_contexts).Str(" context(s) held by librdmacm itself)");
+  }
+  out.Char('\n');
+}
+
+// Where and when RDMA was first initialized, or that the shim did not see it.
+void FormatInitLines(TextBuffer& out, const ForkReport& r, bool demangle) {
+  const StateSnapshot& s = *r.snap;
+  const LiveCounts& c = s.counts;
   if (s.init.set) {
     int64_t age = r.now_mono_ns - s.init.mono_ns;
     if (age < 0) age = 0;
@@ -304,11 +287,10 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
     out.Dec(c.uverbs_fds).Str(" uverbs and ").Dec(c.rdma_cm_fds);
     out.Str(" rdma_cm descriptor(s) open; static libibverbs or a dlopen handle lookup)\n");
   }
+}
 
-  out.Str("  fork called at:\n");
-  if (r.fork_stack != nullptr) FormatStackLines(out, *r.fork_stack, "    ", demangle);
-  if (r.fork_py != nullptr) FormatPythonLines(out, *r.fork_py, "    ");
-
+// "  facts: 3 threads, 120 of vm.max_map_count 65530 mappings, <the kernel's facts>"
+void FormatFactsLine(TextBuffer& out, const ForkReport& r) {
   out.Str("  facts: ");
   if (r.threads >= 0) {
     Plural(out, r.threads, "thread", "threads");
@@ -322,12 +304,10 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
   out.Str(" mappings, ");
   FormatKernelFacts(out, r.cof, r.machine.probe);
   out.Char('\n');
+}
 
-  FormatForkSupportLine(out, r.fork_support, r.machine, &r.verdict);
-
-  FixRule rule = r.fix_rule >= 0 ? static_cast<FixRule>(r.fix_rule) : FixRule::kCProgram;
-  FormatFix(out, rule, r.fix_text_library);
-
+// What the mode does with this fork.
+void FormatModeLine(TextBuffer& out, const ForkReport& r) {
   const char* call = r.via == ForkVia::kFork ? "fork" : ForkViaName(r.via);
   if (!r.verdict.enforceable() && (r.mode == Mode::kError || r.mode == Mode::kAbort)) {
     out.Str("  mode: ").Str(ModeName(r.mode)).Str(" - not applied to this fork (");
@@ -369,6 +349,55 @@ void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
     case Mode::kOff:
       break;
   }
+}
+
+}  // namespace
+
+void FormatHazardMessage(TextBuffer& out, const ForkReport& r, bool demangle) {
+  FormatForkHead(out, r.who);
+  out.Char('\n');
+  FormatVerdictLine(out, r);
+  if ((r.verdict.reasons & kChildSegv) != 0) FormatChildSegvLines(out, r, demangle);
+
+  if ((r.verdict.reasons & kParentCorruption) != 0) {
+    out.Str("  parent-corruption: ");
+    Plural(out, r.verdict.corruptible_mrs, "registered range is", "registered ranges are");
+    out.Str(
+        " not protected by fork support (not MADV_DONTFORK) and this kernel does not copy "
+        "their pinned pages on fork: after the fork the parent's next write to them lands in "
+        "a new page while the device keeps reading and writing the old one - silent data "
+        "corruption:\n");
+    FormatRangesWithEffect(out, r, facts::ForkEffect::kParentCorruption, demangle);
+  }
+  if (r.verdict.unknown_mrs > 0 && r.mr_fate != nullptr) {
+    out.Str("  unknown: ");
+    Plural(out, r.verdict.unknown_mrs, "registered range:", "registered ranges:");
+    out.Str(" whether the parent's data survives the fork cannot be told here:\n");
+    FormatRangesWithEffect(out, r, facts::ForkEffect::kUnknown, demangle);
+  }
+
+  if ((r.verdict.reasons & kInheritedRdma) != 0) FormatInheritedRdmaLine(out, r);
+  if (r.verdict.child_execs) {
+    out.Str("  child-execs: the child execs right away (")
+        .Str(r.child_exec_site != nullptr ? r.child_exec_site : "known fork+exec site")
+        .Str(
+            "): inherited RDMA objects are dropped by exec; only code it runs before exec "
+            "(preexec_fn) can touch the ranges above\n");
+  }
+
+  FormatInitLines(out, r, demangle);
+
+  out.Str("  fork called at:\n");
+  if (r.fork_stack != nullptr) FormatStackLines(out, *r.fork_stack, "    ", demangle);
+  if (r.fork_py != nullptr) FormatPythonLines(out, *r.fork_py, "    ");
+
+  FormatFactsLine(out, r);
+  FormatForkSupportLine(out, r.fork_support, r.machine, &r.verdict);
+
+  FixRule rule = r.fix_rule >= 0 ? static_cast<FixRule>(r.fix_rule) : FixRule::kCProgram;
+  FormatFix(out, rule, r.fix_text_library);
+
+  FormatModeLine(out, r);
 }
 
 void FormatPartialHazardLine(TextBuffer& out, const ProcessIdentity& who, Mode mode,
