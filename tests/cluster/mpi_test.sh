@@ -33,16 +33,17 @@ if [ "$CLUSTER_NODE" = 0 ]; then
 	done
 	"$FG" report --format json "$LOG" > "$WORK/report.json" 2>"$WORK/report.err"
 	"$FG" report "$LOG" > "$WORK/report.txt" 2>&1
-	check_eq "report: one hazardous site" 1 "$(json_get "$WORK/report.json" 'len(d["findings"])')"
-	check_eq "report: x4" 4 "$(json_get "$WORK/report.json" 'd["findings"][0]["count"]')"
-	check_eq "report: in 4 processes" 4 "$(json_get "$WORK/report.json" 'd["findings"][0]["process_count"]')"
-	check_eq "report: ranks 0-3" "[0, 1, 2, 3]" "$(json_get "$WORK/report.json" 'sorted(d["findings"][0]["ranks"])')"
-	check_eq "report: 2 hosts" "['node0', 'node1']" "$(json_get "$WORK/report.json" 'sorted(d["findings"][0]["hosts"])')"
 	line=$(grep -n 'MARK:fork-after-init' "$JOB_PY" | cut -d: -f1)
-	check_eq "report: the fork is at mpi_job.py's fork line" "mpi_job.py:$line" \
-		"$(json_get "$WORK/report.json" 'd["findings"][0]["location"].rsplit("/", 1)[-1]')"
-	check_eq "report: RDMA initialized on rxe0 in every rank" "[0, 1, 2, 3]" \
-		"$(json_get "$WORK/report.json" 'sorted({r for i in d["rdma_inits"] if i["device"] == "rxe0" for r in i["ranks"]})')"
+	check_json "$WORK/report.json" \
+		"report: one hazardous site" 1 'len(d["findings"])' \
+		"report: x4" 4 'd["findings"][0]["count"]' \
+		"report: in 4 processes" 4 'd["findings"][0]["process_count"]' \
+		"report: ranks 0-3" "[0, 1, 2, 3]" 'sorted(d["findings"][0]["ranks"])' \
+		"report: 2 hosts" "['node0', 'node1']" 'sorted(d["findings"][0]["hosts"])' \
+		"report: the fork is at mpi_job.py's fork line" "mpi_job.py:$line" \
+		'd["findings"][0]["location"].rsplit("/", 1)[-1]' \
+		"report: RDMA initialized on rxe0 in every rank" "[0, 1, 2, 3]" \
+		'sorted({r for i in d["rdma_inits"] if i["device"] == "rxe0" for r in i["ranks"]})'
 	head -8 "$WORK/report.txt"
 	cluster-signal mpi-done
 else

@@ -29,12 +29,13 @@ if [ "$CLUSTER_NODE" = 0 ]; then
 	done
 	job=$(sed -n 's/.*"job":"\([0-9]*\)".*/\1/p' $(find fglog -name '*.jsonl' | head -1) | head -1)
 	"$FG" report --job "$job" --format json fglog > report.json 2> report.err
-	check_eq "report: one site x4 in 4 processes" "1 4 4" \
-		"$(json_get report.json 'len(d["findings"]), d["findings"][0]["count"], d["findings"][0]["process_count"]' | tr -d '(),')"
-	check_eq "report: ranks 0-3" "[0, 1, 2, 3]" "$(json_get report.json 'sorted(d["findings"][0]["ranks"])')"
-	check_eq "report: both hosts" "['node0', 'node1']" "$(json_get report.json 'sorted(d["findings"][0]["hosts"])')"
-	check_eq "report: RDMA initialized on rxe0 in every rank" "[0, 1, 2, 3]" \
-		"$(json_get report.json 'sorted({r for i in d["rdma_inits"] if i["device"] == "rxe0" for r in i["ranks"]})')"
+	check_json report.json \
+		"report: one site x4 in 4 processes" "1 4 4" \
+		'"{} {} {}".format(len(d["findings"]), d["findings"][0]["count"], d["findings"][0]["process_count"])' \
+		"report: ranks 0-3" "[0, 1, 2, 3]" 'sorted(d["findings"][0]["ranks"])' \
+		"report: both hosts" "['node0', 'node1']" 'sorted(d["findings"][0]["hosts"])' \
+		"report: RDMA initialized on rxe0 in every rank" "[0, 1, 2, 3]" \
+		'sorted({r for i in d["rdma_inits"] if i["device"] == "rxe0" for r in i["ranks"]})'
 	plugstack "# empty: no plugin"
 	slurm_logs_if_failed
 fi

@@ -22,10 +22,11 @@ checks() {
 	done
 	job=$(sed -n 's/.*"job":"\([0-9]*\)".*/\1/p' $(find "$logs" -name '*.jsonl' | head -1) | head -1)
 	"$FG" report --job "$job" --format json "$logs" > "$j" 2> "$j.err"
-	check_eq "$name report: one site x4" "1 4" "$(json_get "$j" 'len(d["findings"]), d["findings"][0]["count"]' | tr -d '(),')"
-	check_eq "$name report: ranks 0-3" "[0, 1, 2, 3]" "$(json_get "$j" 'sorted(d["findings"][0]["ranks"])')"
-	check_eq "$name report: both hosts" "['node0', 'node1']" "$(json_get "$j" 'sorted(d["findings"][0]["hosts"])')"
-	check_eq "$name report: one job, the Slurm job $job" "['$job']" "$(json_get "$j" '[x["job"] for x in d["summary"]["jobs"]]')"
+	check_json "$j" \
+		"$name report: one site x4" "1 4" '"{} {}".format(len(d["findings"]), d["findings"][0]["count"])' \
+		"$name report: ranks 0-3" "[0, 1, 2, 3]" 'sorted(d["findings"][0]["ranks"])' \
+		"$name report: both hosts" "['node0', 'node1']" 'sorted(d["findings"][0]["hosts"])' \
+		"$name report: one job, the Slurm job $job" "['$job']" '[x["job"] for x in d["summary"]["jobs"]]'
 }
 
 if [ "$CLUSTER_NODE" = 0 ]; then

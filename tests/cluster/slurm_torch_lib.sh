@@ -34,12 +34,13 @@ run_torch() {
 report_job() {
 	local name=$1 job=$2 j=$WORK/$1/report.json
 	"$FG" report --job "$job" --format json "$LOGS" > "$j" 2> "$j.err"
-	check_eq "$name report: one hazardous site" 1 "$(json_get "$j" 'len(d["findings"])')"
-	check_eq "$name report: x8 (2 DataLoader workers x 4 ranks)" 8 "$(json_get "$j" 'd["findings"][0]["count"]')"
-	check_eq "$name report: in 4 processes" 4 "$(json_get "$j" 'd["findings"][0]["process_count"]')"
-	check_eq "$name report: ranks 0-3" "[0, 1, 2, 3]" "$(json_get "$j" 'sorted(d["findings"][0]["ranks"])')"
-	check_eq "$name report: both hosts" "['node0', 'node1']" "$(json_get "$j" 'sorted(d["findings"][0]["hosts"])')"
-	check_eq "$name report: the Slurm job id" "['$job']" "$(json_get "$j" '[x["job"] for x in d["summary"]["jobs"]]')"
-	check_eq "$name report: the right order's forks are clean" 8 "$(json_get "$j" 'd["summary"]["hazard_forks"]')"
+	check_json "$j" \
+		"$name report: one hazardous site" 1 'len(d["findings"])' \
+		"$name report: x8 (2 DataLoader workers x 4 ranks)" 8 'd["findings"][0]["count"]' \
+		"$name report: in 4 processes" 4 'd["findings"][0]["process_count"]' \
+		"$name report: ranks 0-3" "[0, 1, 2, 3]" 'sorted(d["findings"][0]["ranks"])' \
+		"$name report: both hosts" "['node0', 'node1']" 'sorted(d["findings"][0]["hosts"])' \
+		"$name report: the Slurm job id" "['$job']" '[x["job"] for x in d["summary"]["jobs"]]' \
+		"$name report: the right order's forks are clean" 8 'd["summary"]["hazard_forks"]'
 }
 

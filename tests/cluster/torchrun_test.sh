@@ -74,19 +74,20 @@ cluster-barrier torch-report 300
 if [ "$N" = 0 ]; then
 	"$FG" report "$LOGA" > "$WORK/report-orders.txt" 2>&1
 	"$FG" report --format json "$LOGA" > "$WORK/report-orders.json" 2>"$WORK/report-orders.json.err"
-	check_eq "A report: one hazardous site" 1 "$(json_get "$WORK/report-orders.json" 'len(d["findings"])')"
-	check_eq "A report: x8" 8 "$(json_get "$WORK/report-orders.json" 'd["findings"][0]["count"]')"
-	check_eq "A report: in 4 processes" 4 "$(json_get "$WORK/report-orders.json" 'd["findings"][0]["process_count"]')"
-	check_eq "A report: ranks 0-3" "[0, 1, 2, 3]" "$(json_get "$WORK/report-orders.json" 'sorted(d["findings"][0]["ranks"])')"
-	check_eq "A report: 2 hosts" "['node0', 'node1']" "$(json_get "$WORK/report-orders.json" 'sorted(d["findings"][0]["hosts"])')"
-	check_eq "A report: 8 hazard forks in all (the right order's forks are clean)" 8 \
-		"$(json_get "$WORK/report-orders.json" 'd["summary"]["hazard_forks"]')"
+	check_json "$WORK/report-orders.json" \
+		"A report: one hazardous site" 1 'len(d["findings"])' \
+		"A report: x8" 8 'd["findings"][0]["count"]' \
+		"A report: in 4 processes" 4 'd["findings"][0]["process_count"]' \
+		"A report: ranks 0-3" "[0, 1, 2, 3]" 'sorted(d["findings"][0]["ranks"])' \
+		"A report: 2 hosts" "['node0', 'node1']" 'sorted(d["findings"][0]["hosts"])' \
+		"A report: 8 hazard forks in all (the right order's forks are clean)" 8 'd["summary"]["hazard_forks"]'
 	check_grep "A report (text): the site x8 in 4 processes" '×8 in' "$WORK/report-orders.txt"
 	check_grep "A report (text): 4 processes, ranks 0-3, 2 hosts" '4 processes \(ranks 0.3, 2 hosts\)' "$WORK/report-orders.txt"
 	"$FG" report --format json "$LOGB" > "$WORK/report-error.json" 2>/dev/null
-	check_eq "B report: every rank's fork failed" "{'failed': 4}" \
-		"$(json_get "$WORK/report-error.json" 'd["findings"][0]["actions"] if len(d["findings"]) == 1 else d["findings"]')"
-	check_eq "B report: ranks 0-3" "[0, 1, 2, 3]" "$(json_get "$WORK/report-error.json" 'sorted(d["findings"][0]["ranks"])')"
+	check_json "$WORK/report-error.json" \
+		"B report: every rank's fork failed" "{'failed': 4}" \
+		'd["findings"][0]["actions"] if len(d["findings"]) == 1 else d["findings"]' \
+		"B report: ranks 0-3" "[0, 1, 2, 3]" 'sorted(d["findings"][0]["ranks"])'
 	# Job identity from TORCHELASTIC_RUN_ID: both jobs' logs in one report stay apart.
 	"$FG" report --format json "$LOGA" "$LOGB" > "$WORK/report-both.json" 2>/dev/null
 	# (the torchrun agents themselves have no TORCHELASTIC_RUN_ID: their processes are job null)

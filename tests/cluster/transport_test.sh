@@ -53,8 +53,9 @@ fi
 cluster-barrier pipeline-done 120
 if [ "$CLUSTER_NODE" = 0 ]; then
 	"$FG" report --format json "$LOG" > "$WORK/report.json" 2>/dev/null
-	check_eq "merged report: both hosts" "['node0', 'node1']" "$(json_get "$WORK/report.json" 'sorted(d["summary"]["hosts"])')"
-	check_eq "merged report: no hazard (right order)" 0 "$(json_get "$WORK/report.json" 'd["summary"]["hazard_forks"]')"
-	check_eq "merged report: the loader's 2 worker forks, clean" 2 "$(json_get "$WORK/report.json" 'd["summary"]["clean_forks"]')"
+	check_json "$WORK/report.json" \
+		"merged report: both hosts" "['node0', 'node1']" 'sorted(d["summary"]["hosts"])' \
+		"merged report: no hazard (right order)" 0 'd["summary"]["hazard_forks"]' \
+		"merged report: the loader's 2 worker forks, clean" 2 'd["summary"]["clean_forks"]'
 fi
 finish

@@ -12,6 +12,11 @@
 #   4. under the gate it fails for the right reason: the fork failed with EPERM, the
 #      explanation and the gate's verdict are in its log, the event log in its outputs.
 # Usage: tests/consumer/check.sh [--junit FILE]
+#        tests/consumer/check.sh --build-only
+#   --build-only  only build what the checks build and run, at the lowest CPU priority, and
+#                 keep this workspace's Bazel server (it stays at that priority) for the
+#                 checks: scripts/test runs it in the background while the real-device
+#                 lane's guest leaves a core idle, so that the checks later find it built
 set -uo pipefail
 cd "$(dirname "$0")" || exit 2
 # shellcheck source=../support/junit.sh
@@ -25,6 +30,12 @@ OPTS=(--noshow_progress --symlink_prefix=/ --spawn_strategy=processwrapper-sandb
 PUBLIC=(@forkguard//:libforkguard.so @forkguard//:libforkguard_audit.so @forkguard//:forkguard
 	@forkguard//:refloader @forkguard//:gate)
 GATE=--run_under=@forkguard//:gate
+
+if [ "${1:-}" = --build-only ]; then
+	# A server started by a niced client is niced, and so is every action it runs.
+	bazel shutdown >/dev/null 2>&1
+	exec nice -n 19 bazel build "${OPTS[@]}" "${PUBLIC[@]}" //:all
+fi
 
 copts_on_every_target() {
 	local missing
