@@ -185,6 +185,8 @@ void WatchLogs::Preexisting(const api::ProcessFacts& f) {
 }
 
 void WatchLogs::Lost(uint64_t n) {
+  state_.lost += static_cast<int64_t>(n);
+  changed_ = true;
   Json j = Json::object();
   j["text"] = std::to_string(n) +
               " records of the watcher's ring buffer were lost (it was full): forks and "
@@ -200,6 +202,11 @@ void WatchLogs::Lost(uint64_t n) {
 void WatchLogs::WriteFork(Proc& p, const fgw_event& e, int64_t ts_ns) {
   ++forks_;
   if (e.refused) ++refused_;
+  WatchState::Proc& seen = state_.processes[e.tgid];
+  ++seen.forks;
+  if (e.refused) ++seen.refused;
+  seen.last = api::VerdictText(e.reasons);
+  changed_ = true;
   Json f = Json::object();
   Json reasons = Json::array();
   if (e.reasons & FGW_REASON_CHILD_SEGV) reasons.emplace_back("child-segv");
@@ -327,6 +334,7 @@ void WatchLogs::Record(const fgw_event& e) {
         Write(known->second, e.tgid, e.tgid, ts, "\"event\":\"process_exit\",\"status\":null");
         if (known->second.fd >= 0) close(known->second.fd);
         procs_.erase(known);
+        if (state_.processes.erase(e.tgid) > 0) changed_ = true;
       }
       break;
     default:

@@ -175,7 +175,20 @@ TEST(WatchRdma, JudgesTheProgramsThePreloadCannotSeeAsTheShimDoes) {
   as_nobody.gid = 65534;
   ProgramResult u1 = RunProgram({setuid_prog}, as_nobody);
   EXPECT_EQ(u1.status, 0) << u1.Describe();
+  // forkguard ps shows the running watcher, and stops showing it once it has stopped.
+  ProgramResult ps = RunProgram({Forkguard(), "ps", "--format", "json"}, {});
+  Json psj;
+  std::string pserr;
+  ASSERT_TRUE(ParseJson(ps.out, &psj, &pserr)) << pserr << ps.Describe();
+  const Json* watcher = FindMember(psj, "watcher");
+  ASSERT_TRUE(watcher != nullptr && watcher->is_object()) << ps.out;
+  EXPECT_EQ(GetString(*watcher, "enforce"), "off") << ps.out;
+  EXPECT_EQ(GetString(*watcher, "log"), w.dir()) << ps.out;
   ProgramResult stop = w.Stop();
+  ProgramResult ps_after = RunProgram({Forkguard(), "ps", "--format", "json"}, {});
+  ASSERT_TRUE(ParseJson(ps_after.out, &psj, &pserr)) << pserr << ps_after.Describe();
+  EXPECT_TRUE(FindMember(psj, "watcher") != nullptr && FindMember(psj, "watcher")->is_null())
+      << ps_after.out;
   EXPECT_EQ(stop.status, 0) << stop.Describe();
   EXPECT_NE(stop.err.find("0 records lost"), std::string::npos) << stop.err;
 
