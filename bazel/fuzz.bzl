@@ -4,7 +4,9 @@ libFuzzer needs clang and the project's C++ toolchain is gcc, so this rule compi
 its sources with clang++ in one action, with the project's flags (copts.bzl) and the fuzzing
 ones below. `srcs` are the sources compiled into the fuzzer (the target's own and those of
 the code under test), `hdrs` what they include (generated headers too: the output tree is on
-the include path), `linkopts` the system libraries they need. The result is executable:
+the include path), `deps` libraries of this workspace whose sources (srcs and hdrs, theirs
+and their dependencies') are compiled in too, so that a library's file list is written once,
+`linkopts` the system libraries they need. The result is executable:
 forkguard_fuzz_test runs it for a while over its corpus (tests/support/run_fuzzer.sh, tag
 "fuzz"), forkguard_corpus_test runs it once on each file of its corpus (run_corpus.sh: the
 regression test of what fuzzing found), scripts/fuzz runs every fuzzer longer."""
@@ -17,9 +19,28 @@ _FUZZ_FLAGS = [
     "-fno-sanitize-recover=undefined",
 ]
 
+# The source files of a cc_library and of everything it depends on in this workspace
+# (external repositories and //third_party's system libraries have none to compile here).
+_LibrarySourcesInfo = provider(fields = ["files"])
+
+def _library_sources_impl(target, ctx):
+    own = []
+    if not ctx.label.workspace_name:
+        for attr in ["srcs", "hdrs"]:
+            own += getattr(ctx.rule.files, attr, [])
+    deps = [d[_LibrarySourcesInfo].files for d in getattr(ctx.rule.attr, "deps", []) if _LibrarySourcesInfo in d]
+    return [_LibrarySourcesInfo(files = depset(own, transitive = deps))]
+
+_library_sources = aspect(
+    implementation = _library_sources_impl,
+    attr_aspects = ["deps"],
+)
+
 def _forkguard_fuzzer_impl(ctx):
     out = ctx.actions.declare_file(ctx.label.name)
-    sources = [f for f in ctx.files.srcs if f.extension in ["c", "cc"]]
+    libraries = depset(transitive = [d[_LibrarySourcesInfo].files for d in ctx.attr.deps]).to_list()
+    inputs = ctx.files.srcs + ctx.files.hdrs + libraries
+    sources = [f for f in ctx.files.srcs + libraries if f.extension in ["c", "cc"]]
     args = ctx.actions.args()
     args.add_all(FORKGUARD_COPTS + _FUZZ_FLAGS)
     args.add("-I.")
@@ -28,7 +49,7 @@ def _forkguard_fuzzer_impl(ctx):
     args.add_all(ctx.attr.linkopts)
     args.add("-o", out)
     ctx.actions.run_shell(
-        inputs = ctx.files.srcs + ctx.files.hdrs,
+        inputs = inputs,
         outputs = [out],
         command = "exec clang++ \"$@\"",
         arguments = [args],
@@ -43,6 +64,7 @@ forkguard_fuzzer = rule(
     attrs = {
         "srcs": attr.label_list(allow_files = [".c", ".cc"], mandatory = True),
         "hdrs": attr.label_list(allow_files = True),
+        "deps": attr.label_list(aspects = [_library_sources]),
         "linkopts": attr.string_list(),
     },
     executable = True,

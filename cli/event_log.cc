@@ -115,7 +115,7 @@ using simdjson::dom::object;
 using schema::EventType;
 using schema::Key;
 
-// A name of a fixed list (shim/event_schema.h) -> its index, N when it is none of them: a
+// A name of a fixed list (formats/event_schema.h) -> its index, N when it is none of them: a
 // hash table built at compile time (linear probing; one or two comparisons for a name
 // that is in the list).
 template <size_t N, size_t kSlots>

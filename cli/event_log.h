@@ -1,4 +1,4 @@
-// Reading forkguard event logs (schemas `forkguard.event/2` and `/1`, shim/EVENT_LOG.md).
+// Reading forkguard event logs (schemas `forkguard.event/2` and `/1`, formats/EVENT_LOG.md).
 // Each line is decoded once with simdjson into a typed Event; files stream
 // through a fixed buffer and are read in parallel.
 //
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cli/json.h"
-#include "shim/event_schema.h"
+#include "formats/event_schema.h"
 
 namespace forkguard::cli {
 
@@ -55,7 +55,7 @@ struct Note {
 };
 
 // What fix mode (FORKGUARD_MODE=fix) did at forks: a fork's `action` "fixed" and its ranges'
-// `fixed` (shim/EVENT_LOG.md). Per fork, then summed over the forks taken in (each sum held
+// `fixed` (formats/EVENT_LOG.md). Per fork, then summed over the forks taken in (each sum held
 // at the int64 range, whatever the number of forks).
 struct FixTally {
   // The memory kinds a range can be of, one bit each in the *_kinds masks; a kind the reader

@@ -69,7 +69,7 @@ TEST(ShimStub, NestedRegistrationCountedOnce) {
     EXPECT_EQ(4096, e.json.Int("len")) << Ctx(r);
     EXPECT_FALSE(e.json["stack"].array.empty()) << Ctx(r);
   }
-  // Deregistrations of tracked MRs are not logged (shim/EVENT_LOG.md, mr_deregister).
+  // Deregistrations of tracked MRs are not logged (formats/EVENT_LOG.md, mr_deregister).
   EXPECT_EQ(0u, r.log.OfPid("mr_deregister", r.proc.pid).size()) << Ctx(r);
   ExpectCleanRun(r);  // all released before the fork
 }

@@ -5,7 +5,7 @@
 // X-macro lists: each name is written once here, and the enums, the constants and the
 // tables below come from the lists. Plain constexpr strings: the shim uses them on its fork
 // path, without libstdc++ allocation (a leaf header). What each one means:
-// shim/EVENT_LOG.md; the shape as JSON Schema: docs/event-schema.json (a test checks that
+// formats/EVENT_LOG.md; the shape as JSON Schema: docs/event-schema.json (a test checks that
 // the lists below and that file name the same events and keys).
 #pragma once
 

@@ -1,8 +1,8 @@
-#include "shim/suppressions.h"
+#include "formats/suppressions.h"
 
 #include <cstring>
 
-#include "shim/text_buffer.h"
+#include "formats/text_buffer.h"
 
 namespace forkguard {
 namespace {

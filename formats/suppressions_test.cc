@@ -1,6 +1,6 @@
 // The suppression file format: entries, canonical text, matching, and one error line per
 // bad line naming the line and the valid keys.
-#include "shim/suppressions.h"
+#include "formats/suppressions.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "shim/fix_text.h"
+#include "formats/fix_text.h"
 
 #include <iterator>
 

@@ -3,7 +3,7 @@
 // name from the fork event's "fix" field. No I/O, no allocation (async-signal-safe).
 #pragma once
 
-#include "shim/text_buffer.h"
+#include "formats/text_buffer.h"
 
 namespace forkguard {
 
