@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <exception>
 #include <string>
 
 #include "api/census.h"
@@ -79,7 +80,14 @@ int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args)
 
 int OnRecord(void* ctx, void* data, size_t size) {
   if (size < sizeof(fgw_event)) return 0;
-  static_cast<WatchLogs*>(ctx)->Record(*static_cast<const fgw_event*>(data));
+  // One record must never stop the watcher (a process gone mid-read, a full disk): said, and
+  // the next record is read.
+  try {
+    static_cast<WatchLogs*>(ctx)->Record(*static_cast<const fgw_event*>(data));
+  } catch (const std::exception& e) {
+    fprintf(stderr, "forkguard watch: a record of pid %u not logged: %s\n",
+            static_cast<const fgw_event*>(data)->tgid, e.what());
+  }
   return 0;
 }
 
