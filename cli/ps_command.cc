@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/json.h"
+#include "cli/watch_state.h"
 #include "flags/flags.h"
 
 namespace forkguard::cli {
@@ -164,7 +165,45 @@ std::string PsText(const api::Census& c) {
 
 namespace {
 
-std::string FormatJson(const api::Census& c) {
+// What a running forkguard watch knows (cli/watch_state.h): a line per process of the
+// census it has judged a fork of.
+std::string WatcherText(const api::Census& c, const WatchState& w) {
+  std::string out = "forkguard watch (pid " + std::to_string(w.pid) + ", enforce " + w.enforce +
+                    ", " + EscapeText(w.hook) + ") judges every fork on this node; logs in " +
+                    EscapeText(w.log) + "\n";
+  for (const api::ProcessFacts& p : c.processes) {
+    auto it = w.processes.find(p.pid);
+    if (it == w.processes.end()) continue;
+    out += "  " + std::to_string(p.pid) + " " + EscapeText(p.comm) + ": " +
+           std::to_string(it->second.forks) + " fork" + (it->second.forks == 1 ? "" : "s") +
+           " judged (" + std::to_string(it->second.refused) + " refused), the last " +
+           EscapeText(it->second.last) + "\n";
+  }
+  if (w.lost > 0)
+    out += "  " + std::to_string(w.lost) + " records lost (its ring buffer was full)\n";
+  return out;
+}
+
+Json WatcherJson(const WatchState& w) {
+  Json j = Json::object();
+  j["pid"] = w.pid;
+  j["enforce"] = w.enforce;
+  j["hook"] = w.hook;
+  j["log"] = w.log;
+  j["lost"] = w.lost;
+  Json procs = Json::object();
+  for (const auto& [pid, p] : w.processes) {
+    Json x = Json::object();
+    x["forks"] = p.forks;
+    x["refused"] = p.refused;
+    x["last"] = p.last;
+    procs[std::to_string(pid)] = std::move(x);
+  }
+  j["processes"] = std::move(procs);
+  return j;
+}
+
+std::string FormatJson(const api::Census& c, const std::optional<WatchState>& w) {
   Json root = Json::object();
   root["schema"] = "forkguard.ps/1";
   Json devices = Json::array();
@@ -221,6 +260,8 @@ std::string FormatJson(const api::Census& c) {
   orphans["cm_ids"] = c.orphans.cm_ids;
   root["objects_without_pid"] = std::move(orphans);
   root["netlink_error"] = c.netlink_error.empty() ? Json() : Json(c.netlink_error);
+  // The running watcher's view (null: none runs).
+  root["watcher"] = w ? WatcherJson(*w) : Json();
   return WriteJson(root) + "\n";
 }
 
@@ -237,7 +278,8 @@ int PsMain(int argc, char** argv) {
     throw flags::UsageError("--format: expected text or json, not '" + format + "'");
   }
   api::Census c = api::TakeCensus();
-  std::string out = format == "json" ? FormatJson(c) : PsText(c);
+  std::optional<WatchState> w = ReadWatchState();
+  std::string out = format == "json" ? FormatJson(c, w) : PsText(c) + (w ? WatcherText(c, *w) : "");
   fputs(out.c_str(), stdout);
   return c.netlink_error.empty() ? kExitOk : kExitFail;
 }

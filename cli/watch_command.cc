@@ -7,10 +7,12 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <exception>
 #include <string>
 
 #include "api/census.h"
@@ -19,6 +21,7 @@
 #include "cli/commands.h"
 #include "cli/doctor_watch.h"
 #include "cli/watch_log.h"
+#include "cli/watch_state.h"
 #include "facts/fork_rule.h"
 #include "facts/machine_facts.h"
 #include "facts/pin_probe.h"
@@ -77,7 +80,14 @@ int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args)
 
 int OnRecord(void* ctx, void* data, size_t size) {
   if (size < sizeof(fgw_event)) return 0;
-  static_cast<WatchLogs*>(ctx)->Record(*static_cast<const fgw_event*>(data));
+  // One record must never stop the watcher (a process gone mid-read, a full disk): said, and
+  // the next record is read.
+  try {
+    static_cast<WatchLogs*>(ctx)->Record(*static_cast<const fgw_event*>(data));
+  } catch (const std::exception& e) {
+    fprintf(stderr, "forkguard watch: a record of pid %u not logged: %s\n",
+            static_cast<const fgw_event*>(data)->tgid, e.what());
+  }
   return 0;
 }
 
@@ -221,6 +231,17 @@ int WatchMain(int argc, char** argv) {
           wf.find_vma ? "" : ", mappings kept since registration", enforce_name.c_str(),
           dir.c_str());
 
+  // What forkguard ps reads: written now, then when it changes (at most twice a second).
+  logs.state().pid = getpid();
+  logs.state().enforce = enforce_name;
+  logs.state().hook = hook;
+  logs.state().log = dir;
+  std::string state_error;
+  if (!WriteWatchState(logs.state(), kWatchStateDir, &state_error))
+    fprintf(stderr, "forkguard watch: %s (forkguard ps will not show the watcher)\n",
+            state_error.c_str());
+  timespec last_state{};
+  clock_gettime(CLOCK_MONOTONIC, &last_state);
   uint64_t lost_logged = 0;
   while (!g_stop) {
     int n = ring_buffer__poll(rb, 250);
@@ -233,7 +254,16 @@ int WatchMain(int argc, char** argv) {
       logs.Lost(lost - lost_logged);
       lost_logged = lost;
     }
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((now.tv_sec - last_state.tv_sec) * 1000 + (now.tv_nsec - last_state.tv_nsec) / 1000000 >=
+            500 &&
+        logs.TakeChanged()) {
+      WriteWatchState(logs.state(), kWatchStateDir, &state_error);
+      last_state = now;
+    }
   }
+  RemoveWatchState(kWatchStateDir);
   // Detach first, then read what is left: nothing arrives after the last read.
   watch_bpf__detach(skel);
   ring_buffer__consume(rb);

@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
@@ -27,10 +26,27 @@ int64_t ClockNs(clockid_t id) {
 
 std::string Comm(const char* comm) { return std::string(comm, strnlen(comm, 16)); }
 
+// A /proc file of a process that may be gone at any moment (a read then fails with ESRCH):
+// read with read(2), "" when it cannot be.
+std::string ReadProc(uint32_t pid, const char* what) {
+  std::string path = "/proc/" + std::to_string(pid) + "/" + what;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || out.size() > (1 << 16)) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
 // The parent pid from /proc/PID/stat (after the command's closing parenthesis); -1 when gone.
 long ParentPid(uint32_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string stat = ReadProc(pid, "stat");
   size_t close = stat.rfind(')');
   if (close == std::string::npos) return -1;
   std::istringstream rest(stat.substr(close + 1));
@@ -41,8 +57,7 @@ long ParentPid(uint32_t pid) {
 }
 
 Json Argv(uint32_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string text = ReadProc(pid, "cmdline");
   Json argv = Json::array();
   size_t start = 0;
   while (start < text.size() && argv.size() < 32) {
@@ -185,6 +200,8 @@ void WatchLogs::Preexisting(const api::ProcessFacts& f) {
 }
 
 void WatchLogs::Lost(uint64_t n) {
+  state_.lost += static_cast<int64_t>(n);
+  changed_ = true;
   Json j = Json::object();
   j["text"] = std::to_string(n) +
               " records of the watcher's ring buffer were lost (it was full): forks and "
@@ -200,6 +217,11 @@ void WatchLogs::Lost(uint64_t n) {
 void WatchLogs::WriteFork(Proc& p, const fgw_event& e, int64_t ts_ns) {
   ++forks_;
   if (e.refused) ++refused_;
+  WatchState::Proc& seen = state_.processes[e.tgid];
+  ++seen.forks;
+  if (e.refused) ++seen.refused;
+  seen.last = api::VerdictText(e.reasons);
+  changed_ = true;
   Json f = Json::object();
   Json reasons = Json::array();
   if (e.reasons & FGW_REASON_CHILD_SEGV) reasons.emplace_back("child-segv");
@@ -327,6 +349,7 @@ void WatchLogs::Record(const fgw_event& e) {
         Write(known->second, e.tgid, e.tgid, ts, "\"event\":\"process_exit\",\"status\":null");
         if (known->second.fd >= 0) close(known->second.fd);
         procs_.erase(known);
+        if (state_.processes.erase(e.tgid) > 0) changed_ = true;
       }
       break;
     default:

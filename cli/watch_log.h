@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "api/census.h"
 #include "bpf/watch_events.h"
+#include "cli/watch_state.h"
 #include "facts/fork_rule.h"
 
 namespace forkguard::cli {
@@ -32,6 +34,11 @@ class WatchLogs {
   // `n` more records the ring buffer had no room for.
   void Lost(uint64_t n);
   void Close();
+
+  // What `forkguard ps` shows (cli/watch_state.h): the live processes judged, and whether
+  // that changed since the last call of TakeChanged.
+  WatchState& state() { return state_; }
+  bool TakeChanged() { return std::exchange(changed_, false); }
 
   int64_t forks() const { return forks_; }
   int64_t refused() const { return refused_; }
@@ -63,6 +70,8 @@ class WatchLogs {
   uint32_t self_pid_ = 0;
   size_t files_opened_ = 0;
   int64_t forks_ = 0, refused_ = 0;
+  WatchState state_;
+  bool changed_ = false;
 };
 
 }  // namespace forkguard::cli

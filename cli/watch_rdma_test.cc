@@ -175,10 +175,33 @@ TEST(WatchRdma, JudgesTheProgramsThePreloadCannotSeeAsTheShimDoes) {
   as_nobody.gid = 65534;
   ProgramResult u1 = RunProgram({setuid_prog}, as_nobody);
   EXPECT_EQ(u1.status, 0) << u1.Describe();
+  // forkguard ps shows the running watcher, and stops showing it once it has stopped.
+  ProgramResult ps =
+      RunProgram({Forkguard(), "ps", "--format", "json"}, test_support::RunOptions{});
+  Json psj;
+  std::string pserr;
+  ASSERT_TRUE(ParseJson(ps.out, &psj, &pserr)) << pserr << ps.Describe();
+  const Json* watcher = FindMember(psj, "watcher");
+  ASSERT_TRUE(watcher != nullptr && watcher->is_object()) << ps.out;
+  EXPECT_EQ(GetString(*watcher, "enforce"), "off") << ps.out;
+  EXPECT_EQ(GetString(*watcher, "log"), w.dir()) << ps.out;
   ProgramResult stop = w.Stop();
+  ProgramResult ps_after =
+      RunProgram({Forkguard(), "ps", "--format", "json"}, test_support::RunOptions{});
+  ASSERT_TRUE(ParseJson(ps_after.out, &psj, &pserr)) << pserr << ps_after.Describe();
+  EXPECT_TRUE(FindMember(psj, "watcher") != nullptr && FindMember(psj, "watcher")->is_null())
+      << ps_after.out;
   EXPECT_EQ(stop.status, 0) << stop.Describe();
   EXPECT_NE(stop.err.find("0 records lost"), std::string::npos) << stop.err;
 
+  // The hook that judged: BPF LSM's task_alloc where "bpf" is an active LSM, else fmod_ret.
+  std::string lsm = test_support::ReadFileOrEmpty("/sys/kernel/security/lsm");
+  bool bpf_lsm = ("," + lsm.substr(0, lsm.find('\n')) + ",").find(",bpf,") != std::string::npos;
+  EXPECT_NE(
+      stop.err.find(bpf_lsm ? "(hook BPF LSM task_alloc" : "(hook fmod_ret security_task_alloc"),
+      std::string::npos)
+      << "active LSMs: " << lsm << stop.err;
+  printf("active LSMs: %s%s", lsm.c_str(), stop.err.c_str());
   std::vector<Json> events = Events(w.dir(), "forkguard-watch.");
   std::vector<std::string> statics = ForkReasons(events, "hazard_prog_sta");
   EXPECT_EQ(statics, (std::vector<std::string>{shim[0], shim_off[0]})) << stop.err;
