@@ -5,7 +5,7 @@
 // all `.text.hot.*` sections together, so the child path costs one page, not one per file
 // (measured: three faults per fork before, scripts/bench shim). The group is about 1 KiB;
 // the fork() wrapper, first in it because interpose.cc is the library's own source and is
-// linked before shim_core's objects, is page-aligned so the group never straddles a page
+// linked before the shim's libraries, is page-aligned so the group never straddles a page
 // (`nm -n libforkguard.so` shows the layout).
 #pragma once
 

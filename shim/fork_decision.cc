@@ -2,8 +2,6 @@
 // (BeforeFork), from our atfork prepare handler (a fork that bypassed them), and for
 // forkguard_fork_check() (QueryFork). A hazardous fork's decision is two steps: gathering its
 // facts (GatherForkFacts) and applying the mode to them (ApplyMode).
-#include "shim/fork_report.h"
-
 #include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -24,28 +22,11 @@
 #include "shim/dontfork_view.h"
 #include "shim/event_writer.h"
 #include "shim/fix_advice.h"
+#include "shim/fork_report.h"
 #include "shim/message.h"
 #include "shim/python_stack.h"
 #include "shim/query.h"
 #include "shim/stack.h"
-
-namespace forkguard {
-
-const char* ForkViaName(ForkVia via) {
-  // Indexed by ForkVia. An array of arrays, not of pointers: no relocations to apply at load.
-  static constexpr char kNames[][8] = {"fork", "atfork", "_Fork", "daemon", "forkpty"};
-  static_assert(static_cast<size_t>(ForkVia::kForkpty) + 1 == sizeof(kNames) / sizeof(kNames[0]));
-  auto i = static_cast<size_t>(via);
-  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : kNames[0];
-}
-
-int FailErrno(ForkVia via) {
-  return via == ForkVia::kUnderscoreFork || via == ForkVia::kForkpty ? ENOMEM : EPERM;
-}
-
-const char* FailErrnoName(ForkVia via) { return FailErrno(via) == ENOMEM ? "ENOMEM" : "EPERM"; }
-
-}  // namespace forkguard
 
 namespace forkguard::core {
 namespace {
