@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "cli/event_log.h"
-#include "tests/support/event_records.h"
 #include "cli/json.h"
 #include "gtest/gtest.h"
+#include "tests/support/event_records.h"
 
 namespace forkguard::test_support {
 

@@ -16,9 +16,9 @@
 #include <sstream>
 
 #include "cli/event_log.h"
-#include "tests/support/event_records.h"
 #include "cli/json.h"
 #include "cli/symbolizer.h"
+#include "tests/support/event_records.h"
 
 namespace forkguard::test_support {
 namespace {
