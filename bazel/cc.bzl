@@ -7,7 +7,7 @@ every forkguard target shares, so that a BUILD file says only what is particular
   name + ".h"; forkguard_cc_binary's and forkguard_cc_test's `srcs` default to [name + ".cc"].
 - forkguard_cc_test: GoogleTest's main is a dependency unless the target names a GoogleTest
   library itself or says `gtest_main = False`.
-  `rdma = True`: a real-device test (tag "rdma": scripts/rdma-lane runs it in the Soft-RoCE
+  `rdma = True`: a real-device test (tag "rdma": scripts/lanes/rdma-lane runs it in the Soft-RoCE
   guest) with //tests/support:rdma_device, whose RequireRdmaDevice() it calls first.
 - forkguard_sh_test: sh_test whose script is name + ".sh" unless `srcs` says otherwise.
 

@@ -19,3 +19,14 @@ FORKGUARD_COPTS = ["-std=c++20"] + _COMMON
 
 # For targets whose sources are C only.
 FORKGUARD_C_COPTS = _COMMON
+
+# What the shim and the formats it compiles in (formats/) add: everything hidden (only the
+# wrappers are exported, by name), no exceptions, and initial-exec TLS (no __tls_get_addr on
+# the fork path).
+FORKGUARD_SHIM_COPTS = [
+    "-fvisibility=hidden",
+    "-fvisibility-inlines-hidden",
+    "-fno-exceptions",
+    "-fno-delete-null-pointer-checks",
+    "-ftls-model=initial-exec",
+]

@@ -2,11 +2,11 @@
 
 libFuzzer needs clang and the project's C++ toolchain is gcc, so this rule compiles and links
 its sources with clang++ in one action, with the project's flags (copts.bzl) and the fuzzing
-ones below. `srcs` are the fuzzer's own sources, `deps` the cc_library targets of the code
-under test: their sources, headers (generated ones too: the output tree is on the include
-path) and linkopts, and those of their deps, are compiled in (collected by an aspect), so a
-library's sources are listed once, in its own target. `hdrs` and `linkopts` add headers and
-system libraries of the fuzzer's own. The result is executable:
+ones below. `srcs` are the sources compiled into the fuzzer (the target's own and those of
+the code under test), `hdrs` what they include (generated headers too: the output tree is on
+the include path), `deps` libraries of this workspace whose sources (srcs and hdrs, theirs
+and their dependencies') are compiled in too, so that a library's file list is written once,
+`linkopts` the system libraries they need. The result is executable:
 forkguard_fuzz_test runs it for a while over its corpus (tests/support/run_fuzzer.sh, tag
 "fuzz"), forkguard_corpus_test runs it once on each file of its corpus (run_corpus.sh: the
 regression test of what fuzzing found), scripts/fuzz runs every fuzzer longer."""
@@ -19,47 +19,37 @@ _FUZZ_FLAGS = [
     "-fno-sanitize-recover=undefined",
 ]
 
-# What a cc_library and its deps compile: sources, headers, linkopts.
-_CcSourcesInfo = provider(fields = ["srcs", "hdrs", "linkopts"])
+# The source files of a cc_library and of everything it depends on in this workspace
+# (external repositories and //third_party's system libraries have none to compile here).
+_LibrarySourcesInfo = provider(fields = ["files"])
 
-def _cc_sources_aspect_impl(target, ctx):
-    rule = ctx.rule
-    deps = [d[_CcSourcesInfo] for d in getattr(rule.attr, "deps", []) if _CcSourcesInfo in d]
-    files = getattr(rule.files, "srcs", [])
-    return [_CcSourcesInfo(
-        srcs = depset(
-            [f for f in files if f.extension in ["c", "cc"]],
-            transitive = [d.srcs for d in deps],
-        ),
-        hdrs = depset(
-            [f for f in files if f.extension not in ["c", "cc"]] +
-            getattr(rule.files, "hdrs", []) + getattr(rule.files, "textual_hdrs", []),
-            transitive = [d.hdrs for d in deps],
-        ),
-        linkopts = depset(getattr(rule.attr, "linkopts", []), transitive = [d.linkopts for d in deps]),
-    )]
+def _library_sources_impl(target, ctx):
+    own = []
+    if not ctx.label.workspace_name:
+        for attr in ["srcs", "hdrs"]:
+            own += getattr(ctx.rule.files, attr, [])
+    deps = [d[_LibrarySourcesInfo].files for d in getattr(ctx.rule.attr, "deps", []) if _LibrarySourcesInfo in d]
+    return [_LibrarySourcesInfo(files = depset(own, transitive = deps))]
 
-_cc_sources_aspect = aspect(
-    implementation = _cc_sources_aspect_impl,
+_library_sources = aspect(
+    implementation = _library_sources_impl,
     attr_aspects = ["deps"],
 )
 
 def _forkguard_fuzzer_impl(ctx):
     out = ctx.actions.declare_file(ctx.label.name)
-    deps = [d[_CcSourcesInfo] for d in ctx.attr.deps]
-    srcs = depset(ctx.files.srcs, transitive = [d.srcs for d in deps]).to_list()
-    hdrs = depset(ctx.files.hdrs, transitive = [d.hdrs for d in deps]).to_list()
-    linkopts = depset(ctx.attr.linkopts, transitive = [d.linkopts for d in deps]).to_list()
-    sources = [f for f in srcs if f.extension in ["c", "cc"]]
+    libraries = depset(transitive = [d[_LibrarySourcesInfo].files for d in ctx.attr.deps]).to_list()
+    inputs = ctx.files.srcs + ctx.files.hdrs + libraries
+    sources = [f for f in ctx.files.srcs + libraries if f.extension in ["c", "cc"]]
     args = ctx.actions.args()
     args.add_all(FORKGUARD_COPTS + _FUZZ_FLAGS)
     args.add("-I.")
     args.add("-I" + ctx.bin_dir.path)
     args.add_all(sources)
-    args.add_all(linkopts)
+    args.add_all(ctx.attr.linkopts)
     args.add("-o", out)
     ctx.actions.run_shell(
-        inputs = srcs + hdrs,
+        inputs = inputs,
         outputs = [out],
         command = "exec clang++ \"$@\"",
         arguments = [args],
@@ -73,8 +63,8 @@ forkguard_fuzzer = rule(
     implementation = _forkguard_fuzzer_impl,
     attrs = {
         "srcs": attr.label_list(allow_files = [".c", ".cc"], mandatory = True),
-        "deps": attr.label_list(aspects = [_cc_sources_aspect]),
         "hdrs": attr.label_list(allow_files = True),
+        "deps": attr.label_list(aspects = [_library_sources]),
         "linkopts": attr.string_list(),
     },
     executable = True,

@@ -309,5 +309,5 @@ elif [ "$GUEST_ONLY" = 0 ]; then
 fi
 if [ "$HOST_ONLY" = 0 ]; then
 	echo "== scripts/bench shim: Soft-RoCE guest (rxe0, TCG) =="
-	RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1500} scripts/rxe-vm -- "$JOB" guest
+	RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-1500} scripts/guests/rxe-vm -- "$JOB" guest
 fi

@@ -13,7 +13,7 @@
 #   pipeline depth: 64 KiB -> 64 slots, 1 MiB -> 16 slots (ib_write_bw: 128 WRs)
 #
 # --two-hosts: the same comparison ACROSS the wire of the two-guest pair
-#   (scripts/rxe-cluster): transport sender on node0 -> receiver on node1, and
+#   (scripts/guests/rxe-cluster): transport sender on node0 -> receiver on node1, and
 #   ib_write_bw client on node0 -> server on node1 (the same direction), in one
 #   boot of the pair.
 #
@@ -88,7 +88,7 @@ for size in 64K 1M; do
 	printf '%-28s %9s MiB/s %7s MiB/s %7s\n' "$size (no checksum)" "$o" "$p" "$(awk -v o=$o -v p=$p 'BEGIN { if (p > 0) printf "%.2fx", o / p; else print "n/a" }')"
 done
 EOS
-	CLUSTER_TIMEOUT=${CLUSTER_TIMEOUT:-900} exec scripts/rxe-cluster -- "bash $JOB" "bash $JOB"
+	CLUSTER_TIMEOUT=${CLUSTER_TIMEOUT:-900} exec scripts/guests/rxe-cluster -- "bash $JOB" "bash $JOB"
 fi
 
 JOB=$(mktemp /tmp/forkguard-bench-transport.XXXXXX.sh)
@@ -139,4 +139,4 @@ c=$(ours 1M 16 | median)
 printf '%-28s %9s MiB/s %13s %7s\n' "1M (CRC32C both ends)" "$c" "" "$(awk -v o=$c -v p=$p 'BEGIN { if (p > 0) printf "%.2fx", o / p; else print "n/a" }')"
 EOS
 chmod +x "$JOB"
-RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-900} scripts/rxe-vm -- "$JOB"
+RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-900} scripts/guests/rxe-vm -- "$JOB"

@@ -42,6 +42,7 @@ int ReportMain(int argc, char** argv);
 int DoctorMain(int argc, char** argv, const char* argv0);
 int PsMain(int argc, char** argv);
 int ProbeMain(int argc, char** argv);
+int WatchMain(int argc, char** argv);
 // `forkguard ps`'s table (--format text) of a census.
 std::string PsText(const api::Census& c);
 
@@ -82,11 +83,13 @@ const flags::FlagTable& ReportFlags();
 const flags::FlagTable& DoctorFlags();
 const flags::FlagTable& PsFlags();
 const flags::FlagTable& ProbeFlags();
+const flags::FlagTable& WatchFlags();
 std::string RunHelp();
 std::string ReportHelp();
 std::string DoctorHelp();
 std::string PsHelp();
 std::string ProbeHelp();
+std::string WatchHelp();
 extern const char kMainHelp[];
 
 }  // namespace forkguard::cli

@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "cli/doctor_checks.h"
+#include "cli/doctor_watch.h"
 #include "cli/format.h"
 #include "cli/shim_locator.h"
 #include "facts/fork_rule.h"
@@ -85,6 +86,11 @@ DESCRIPTION
                         parent's data stays intact. Names the matrix cells
                         that show it where the matrix has this kernel and
                         rdma-core
+      watcher           whether forkguard watch can run here: the kernel's BTF,
+                        its bpf_find_vma helper (Linux 5.17 or later), the hook
+                        that judges forks (BPF LSM's task_alloc when "bpf" is in
+                        /sys/kernel/security/lsm, else fmod_ret on
+                        security_task_alloc), root
       memlock limit     RLIMIT_MEMLOCK (registration pins memory)
       vm.max_map_count  against this process's map count (MADV_DONTFORK splits
                         mappings; each registration can add two)
@@ -594,6 +600,7 @@ int DoctorMain(int argc, char** argv, const char* argv0) {
   checks.push_back(CheckForkSupport(facts));
   checks.back().detail += ". " + doctor::MatrixCell(facts);
   checks.push_back(doctor::CheckFixMode(facts));
+  checks.push_back(doctor::CheckWatcher(doctor::GatherWatcherFacts()));
   checks.push_back(CheckMemlock());
   checks.push_back(CheckMapCount());
   CheckShim(argv0, &checks);

@@ -13,7 +13,7 @@
 #include <simdjson.h>
 
 #include "cli/json.h"
-#include "shim/event_schema.h"
+#include "formats/event_schema.h"
 
 namespace forkguard::cli {
 
@@ -27,7 +27,7 @@ using simdjson::dom::element_type;
 using simdjson::dom::object;
 }  // namespace reader_names
 
-// A name of a fixed list (shim/event_schema.h) -> its index, N when it is none of them: a
+// A name of a fixed list (formats/event_schema.h) -> its index, N when it is none of them: a
 // hash table built at compile time (linear probing; one or two comparisons for a name
 // that is in the list).
 template <size_t N, size_t kSlots>

@@ -1,4 +1,4 @@
-// Reading forkguard event logs (schemas `forkguard.event/2` and `/1`, shim/EVENT_LOG.md).
+// Reading forkguard event logs (schemas `forkguard.event/2` and `/1`, formats/EVENT_LOG.md).
 // Each line is decoded once with simdjson into a typed Event; files stream
 // through a fixed buffer and are read in parallel.
 //

@@ -1,7 +1,7 @@
-// shim/event_schema.h against docs/event-schema.json: the same records, each with the same
+// formats/event_schema.h against docs/event-schema.json: the same records, each with the same
 // keys, the same keys in the objects inside them, and no name in the header's lists that
 // neither the JSON Schema nor a list uses.
-#include "shim/event_schema.h"
+#include "formats/event_schema.h"
 
 #include <gtest/gtest.h>
 

@@ -87,7 +87,7 @@ TEST(LogParser, ManyForksAreTalliedAndSampled) {
   EXPECT_EQ(all.processes[0].child_links.size(), static_cast<size_t>(kForks));
 }
 
-// Fix mode's forks (shim/EVENT_LOG.md: action "fixed", ranges[].fixed): the copied and withheld
+// Fix mode's forks (formats/EVENT_LOG.md: action "fixed", ranges[].fixed): the copied and withheld
 // ranges of a fixed fork are counted with their bytes and kinds; "failed" for any fork; a range
 // of a fork that was not fixed adds no copy or withhold.
 TEST(LogParserV2, FixedForksAreTallied) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "shim/event_schema.h"
+#include "formats/event_schema.h"
 
 namespace forkguard::cli::fuzz {
 namespace {

@@ -1,6 +1,6 @@
 // Structured fuzz inputs: a libFuzzer input read as a program (FuzzedDataProvider) that
 // writes forkguard event logs (forkguard.event/1 and /2: headers, module and stack records,
-// every event type of shim/event_schema.h with its keys) and suppression files, so that a
+// every event type of formats/event_schema.h with its keys) and suppression files, so that a
 // few bytes of input reach the report's analysis with well-formed lines carrying hostile
 // values: extreme numbers (INT64_MIN/MAX, 2^63, 1e300), long names, control characters,
 // invalid UTF-8, deep nesting. The fuzzers: cli/report_fuzzer.cc, cli/suppressions_fuzzer.cc.

@@ -141,7 +141,7 @@ TEST(JobReport, TextReadsLikeADiagnosticAndFits100Columns) {
   EXPECT_NE(text.find("41 children forked, 3 killed by SIGSEGV"), std::string::npos) << text;
   EXPECT_NE(text.find("help: start the workers before RDMA init"), std::string::npos);
   // The child's registering stack is addresses only (the shim writes it from a signal
-  // handler, without its stack table or module records: shim/EVENT_LOG.md).
+  // handler, without its stack table or module records: formats/EVENT_LOG.md).
   EXPECT_NE(text.find("note: the range was registered by ibv_reg_mr (in the parent) at:\n"
                       "      #0 ?? 0x"),
             std::string::npos)
@@ -364,7 +364,7 @@ TEST(JobReport, LogsWithoutJobFieldAreOneJob) {
 }
 
 // The shim chose the fix from the facts at the fork (its "fix" field): the report says the
-// same words as the live message (shim/fix_text.cc), not the generic advice.
+// same words as the live message (formats/fix_text.cc), not the generic advice.
 TEST(JobReport, FixComesFromTheShimsRule) {
   auto line = [](const char* fix, const char* extra) {
     return std::string(

@@ -17,7 +17,7 @@
 
 #include "cli/event_fields.h"
 #include "cli/process_log.h"
-#include "shim/event_schema.h"
+#include "formats/event_schema.h"
 
 namespace forkguard::cli {
 

@@ -21,6 +21,7 @@ SYNOPSIS
     forkguard doctor
     forkguard ps [--format text|json]
     forkguard probe [--system] [--json] [--quiet]
+    forkguard watch --log DIR [--enforce off|memory|all] [--ready-file FILE]
     forkguard help [COMMAND] | --help | --version
 
 DESCRIPTION
@@ -43,6 +44,9 @@ COMMANDS
              would do to each now (no shim, no root needed)
     probe    measure what this kernel does to pinned pages at fork (once per
              boot; --system: as root, for every process of the boot)
+    watch    judge every fork on this node in the kernel (BPF, root): static,
+             set-user-ID and container programs too; --enforce refuses the
+             harmful ones
 
     `forkguard COMMAND --help` describes each command and its exit statuses.
 
@@ -80,6 +84,7 @@ int Main(int argc, char** argv) {
                        : topic == "doctor" ? DoctorHelp()
                        : topic == "ps"     ? PsHelp()
                        : topic == "probe"  ? ProbeHelp()
+                       : topic == "watch"  ? WatchHelp()
                                            : kMainHelp;
     fputs(text.c_str(), stdout);
     return kExitOk;
@@ -87,7 +92,8 @@ int Main(int argc, char** argv) {
   // The command's arguments: its name is their argv[0].
   std::string program = "forkguard";
   try {
-    if (cmd == "run" || cmd == "report" || cmd == "doctor" || cmd == "ps" || cmd == "probe") {
+    if (cmd == "run" || cmd == "report" || cmd == "doctor" || cmd == "ps" || cmd == "probe" ||
+        cmd == "watch") {
       program += " " + cmd;
     }
     if (cmd == "run") return RunMain(argc - 1, argv + 1, argv[0]);
@@ -95,8 +101,9 @@ int Main(int argc, char** argv) {
     if (cmd == "doctor") return DoctorMain(argc - 1, argv + 1, argv[0]);
     if (cmd == "ps") return PsMain(argc - 1, argv + 1);
     if (cmd == "probe") return ProbeMain(argc - 1, argv + 1);
+    if (cmd == "watch") return WatchMain(argc - 1, argv + 1);
     throw flags::UsageError("unknown command '" + cmd +
-                            "' (commands: run, report, doctor, ps, probe)");
+                            "' (commands: run, report, doctor, ps, probe, watch)");
   } catch (const flags::UsageError& e) {
     return flags::ReportUsageError(program, e);
   }

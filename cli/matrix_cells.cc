@@ -7,11 +7,11 @@
 namespace forkguard::cli {
 namespace {
 
-// scripts/matrix-fetch: rdma-core 33 is bullseye's, 44 this machine's (bookworm's), 56
+// scripts/guests/matrix-fetch: rdma-core 33 is bullseye's, 44 this machine's (bookworm's), 56
 // trixie's source built; every kernel runs all three.
 constexpr int kAllRdmaCores[] = {44, 33, 56};
 
-// The document's column order (scripts/matrix-lane's kernels): 6.1 is the guest's own
+// The document's column order (scripts/lanes/matrix-lane's kernels): 6.1 is the guest's own
 // (bookworm), 5.10 bullseye's and 6.12 trixie's linux-image-*-amd64-unsigned.
 constexpr MatrixKernel kKernels[] = {
     {"6.1", "6.1.0-57-amd64", kAllRdmaCores},

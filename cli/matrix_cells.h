@@ -1,4 +1,4 @@
-// What the fork matrix (docs/fork-matrix.md, written by scripts/matrix-lane) measured: its
+// What the fork matrix (docs/fork-matrix.md, written by scripts/lanes/matrix-lane) measured: its
 // kernels and rdma-cores, and the labels of its rows. Compiled in, so that `forkguard doctor`
 // names a column only where one exists; //cli:matrix_cells_test checks this table against
 // the document's columns and rows, so the two cannot drift apart.

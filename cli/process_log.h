@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shim/event_schema.h"
+#include "formats/event_schema.h"
 
 namespace forkguard::cli {
 
@@ -43,7 +43,7 @@ struct Note {
 };
 
 // What fix mode (FORKGUARD_MODE=fix) did at forks: a fork's `action` "fixed" and its ranges'
-// `fixed` (shim/EVENT_LOG.md). Per fork, then summed over the forks taken in (each sum held
+// `fixed` (formats/EVENT_LOG.md). Per fork, then summed over the forks taken in (each sum held
 // at the int64 range, whatever the number of forks).
 struct FixTally {
   // The memory kinds a range can be of, one bit each in the *_kinds masks; a kind the reader

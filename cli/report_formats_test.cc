@@ -243,7 +243,7 @@ TEST(ReportFormats, HtmlPageSplicesItsDataByPosition) {
 // cli/testdata/fix_mode: a process in FORKGUARD_MODE=fix whose two forks at one site were made
 // safe (action "fixed"; each a 4 KiB anonymous MADV_DONTFORK range "copied" for the child and
 // a 2 MiB hugetlb range "withheld" from it), and its two children; written by hand after
-// shim/EVENT_LOG.md. Its text, JSON and Markdown reports are checked in next to it.
+// formats/EVENT_LOG.md. Its text, JSON and Markdown reports are checked in next to it.
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);

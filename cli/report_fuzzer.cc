@@ -33,7 +33,7 @@
 #include "cli/report_suppressions.h"
 #include "cli/report_trace.h"
 #include "cli/unwatched.h"
-#include "shim/suppressions.h"
+#include "formats/suppressions.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include "cli/report_baseline.h"
 #include "cli/report_suppressions.h"
 #include "cli/stack_view.h"
-#include "shim/fix_text.h"
+#include "formats/fix_text.h"
 
 namespace forkguard::cli {
 namespace {
@@ -26,7 +26,7 @@ constexpr char kPythonFix[] =
 }  // namespace
 
 // The fix in the terms of the program that forked: the shim's rule for the site when its
-// log names one (the words live in shim/fix_text.cc, shared with the live message), else
+// log names one (the words live in formats/fix_text.cc, shared with the live message), else
 // from the stack (logs of older shims).
 std::string FixFor(const ForkGroup& g) {
   FixRule rule;

@@ -1,5 +1,5 @@
 // Suppression files in the report (`forkguard report --suppressions FILE`,
-// `--emit-suppressions`): the format and the matcher are the shim's (shim/suppressions.h), so
+// `--emit-suppressions`): the format and the matcher are the shim's (formats/suppressions.h), so
 // the report silences exactly the forks the shim would. A suppressed fork keeps its place in
 // the report under the verdict "suppressed" and is counted against the entry that matched;
 // forks the shim suppressed at run time (their event names the entry) are counted the same.
@@ -13,7 +13,7 @@
 #include "cli/event_log.h"
 #include "cli/job_report.h"
 #include "cli/json.h"
-#include "shim/suppressions.h"
+#include "formats/suppressions.h"
 
 namespace forkguard::cli {
 

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <set>
@@ -416,6 +417,10 @@ int Run(int argc, char** argv, const char* argv0) {
   ReadLogs(files, &logs, o.report.threads);
   bool no_events = logs.processes.empty();
   size_t unwatched = FindUnwatched(logs).size();
+  // The program itself is watched when its pid logged: a static or setuid program, or one
+  // that cleared LD_PRELOAD before the loader ran, leaves no log of its own.
+  bool top_unwatched = err == 0 && std::none_of(logs.processes.begin(), logs.processes.end(),
+                                                [&](const ProcessLog& p) { return p.pid == pid; });
   int64_t hazards = 0;
   std::string report = RenderLogs(std::move(logs), o.report, &hazards);
   std::string out;
@@ -437,6 +442,17 @@ int Run(int argc, char** argv, const char* argv0) {
   if (temp_log && !o.keep_log) nftw(o.log_dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
 
   if (err == 0 && o.report.fail_on_hazard && hazards > 0) return kExitHazard;
+  if (err == 0 && o.require_watched && top_unwatched) {
+    fprintf(stderr,
+            "forkguard run: --require-watched: %s (pid %d) ran without the shim: it logged "
+            "nothing%s\n",
+            o.cmd[0].c_str(), static_cast<int>(pid),
+            unwatched > 0 ? (", and " + std::to_string(unwatched) + " more process" +
+                             (unwatched == 1 ? "" : "es") + " ran without it")
+                                .c_str()
+                          : "");
+    return kExitUnwatched;
+  }
   if (err == 0 && o.require_watched && unwatched > 0) {
     fprintf(stderr, "forkguard run: --require-watched: %zu process%s ran without the shim\n",
             unwatched, unwatched == 1 ? "" : "es");

@@ -1,4 +1,4 @@
-// libFuzzer target: suppression files (shim/suppressions.h, the parser and matcher the shim
+// libFuzzer target: suppression files (formats/suppressions.h, the parser and matcher the shim
 // and `forkguard report --suppressions` share) and their application to a report. The input
 // is a program (cli/fuzz_log_program.h): a suppression file (generated entries, or the raw
 // bytes of the input) and a small event log whose hazardous forks it may match.
@@ -28,7 +28,7 @@
 #include "cli/json.h"
 #include "cli/report_render.h"
 #include "cli/report_suppressions.h"
-#include "shim/suppressions.h"
+#include "formats/suppressions.h"
 
 namespace {
 

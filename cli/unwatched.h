@@ -1,6 +1,6 @@
 // The processes of a run that forkguard did not watch: programs exec'd without the shim
 // (their environment dropped LD_PRELOAD, a static binary, a setuid program), named by the
-// process that exec'd them (the shim's unwatched_exec record, shim/EVENT_LOG.md).
+// process that exec'd them (the shim's unwatched_exec record, formats/EVENT_LOG.md).
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "cli/json.h"
 #include "gtest/gtest.h"
@@ -111,6 +112,26 @@ TEST(Unwatched, ReportNamesThemFromTheLogs) {
   EXPECT_NE(r.out.find(", exec'd by env:\n      its environment has no LD_PRELOAD with the shim"),
             std::string::npos)
       << r.out;
+}
+
+// The program `run` starts is itself static: it logs nothing, and --require-watched fails
+// as for an unwatched child; without the flag the run keeps the program's status.
+TEST(Unwatched, TopLevelProgramUnwatchedFailsRequireWatched) {
+  std::string shim = forkguard::test_support::Runfile("shim/libforkguard.so");
+  std::string static_prog = forkguard::test_support::Runfile("cli/testdata/static_true");
+  std::vector<std::string> env = {"FORKGUARD_SHIM_DIR=" + shim.substr(0, shim.rfind('/'))};
+  std::string fg = forkguard::test_support::Runfile("cli/forkguard");
+  ProgramResult r =
+      RunProgram({fg, "run", "--no-audit", "--require-watched", "--", static_prog}, env);
+  EXPECT_EQ(r.status, 4) << r.err;
+  EXPECT_NE(r.err.find("no events were logged: the program may be static"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("forkguard run: --require-watched: " + static_prog + " (pid "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(") ran without the shim: it logged nothing\n"), std::string::npos) << r.err;
+  ProgramResult plain = RunProgram({fg, "run", "--no-audit", "--", static_prog}, env);
+  EXPECT_EQ(plain.status, 0) << plain.err;
 }
 
 TEST(Unwatched, EveryProcessWatchedPasses) {

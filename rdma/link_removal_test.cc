@@ -60,7 +60,7 @@ TEST(LinkRemoval, ReceiverLinkDeletedMidStreamBothEndsFail) {
   forkguard::test_support::RequireRdmaDevice();
   forkguard::test_support::RdmaDevice a, b;
   ASSERT_TRUE(forkguard::test_support::RdmaPair(&a, &b))
-      << "the rxea <-> rxeb pair is not set up: run through scripts/rdma-lane";
+      << "the rxea <-> rxeb pair is not set up: run through scripts/lanes/rdma-lane";
   std::string netdev;
   std::getline(std::ifstream("/sys/class/infiniband/" + b.name + "/ports/1/gid_attrs/ndevs/0"),
                netdev);

@@ -1,4 +1,4 @@
-// Real-device tests of the RDMA transport (tag "rdma": scripts/rdma-lane runs
+// Real-device tests of the RDMA transport (tag "rdma": scripts/lanes/rdma-lane runs
 // them in the Soft-RoCE guest). Every test runs on two topologies: both ends on
 // rxe0 (loopback through one device) and rxea <-> rxeb, two devices whose
 // traffic crosses a veth link. One end runs in this process, the other is
@@ -39,7 +39,7 @@ Topology GetTopology(const std::string& which) {
   forkguard::test_support::RdmaDevice a, b;
   if (!forkguard::test_support::RdmaPair(&a, &b)) {
     ADD_FAILURE() << "the two-device pair (rxea <-> rxeb) is not set up: run through "
-                     "scripts/rdma-lane (RXE_VM_PAIR=1)";
+                     "scripts/lanes/rdma-lane (RXE_VM_PAIR=1)";
     throw std::runtime_error("no rxea/rxeb pair");
   }
   return {which, a.ip, b.ip};

@@ -11,12 +11,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "formats/text_buffer.h"
 #include "shim/child_path.h"
 #include "shim/event_log.h"
 #include "shim/message.h"
 #include "shim/stderr_line.h"
 #include "shim/sys.h"
-#include "shim/text_buffer.h"
 
 namespace forkguard {
 

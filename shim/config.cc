@@ -7,8 +7,8 @@
 
 #include <strings.h>
 
+#include "formats/text_buffer.h"
 #include "names/name_table.h"
-#include "shim/text_buffer.h"
 
 namespace forkguard {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "shim/text_buffer.h"
+#include "formats/text_buffer.h"
 
 namespace forkguard {
 

@@ -10,12 +10,12 @@
 #include <atomic>
 #include <cstddef>
 
+#include "formats/suppressions.h"
 #include "shim/config.h"
 #include "shim/event_log.h"
 #include "shim/fork_frames.h"
 #include "shim/fork_report.h"
 #include "shim/job_identity.h"
-#include "shim/suppressions.h"
 #include "shim/sys.h"
 
 #pragma GCC visibility push(hidden)

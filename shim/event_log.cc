@@ -800,7 +800,7 @@ void EventLog::End(TextBuffer& b) {
     WriteLine(n.data(), n.size());
     return;
   }
-  // What was counted since the last line goes out with this one (EVENT_LOG.md, mr_counts).
+  // What was counted since the last line goes out with this one (formats/EVENT_LOG.md, mr_counts).
   if (counts_dirty_.load(std::memory_order_relaxed)) {
     WriteLineAndCounts(b.data(), b.size());
     return;

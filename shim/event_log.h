@@ -1,4 +1,4 @@
-// EventLog: the FORKGUARD_LOG=DIR JSON-lines writer (schema: shim/EVENT_LOG.md).
+// EventLog: the FORKGUARD_LOG=DIR JSON-lines writer (schema: formats/EVENT_LOG.md).
 //
 // One file per process; a forked child opens its own on its first event. Each line is
 // formatted into a preallocated buffer and written with one write(2) on an O_APPEND
@@ -12,13 +12,13 @@
 #include <atomic>
 #include <cstdint>
 
+#include "formats/event_schema.h"
+#include "formats/text_buffer.h"
 #include "shim/config.h"
-#include "shim/event_schema.h"
 #include "shim/python_stack.h"
 #include "shim/stack.h"
 #include "shim/state.h"
 #include "shim/sys.h"
-#include "shim/text_buffer.h"
 
 namespace forkguard {
 
@@ -71,7 +71,7 @@ class EventLog {
   void ResetInChild(int64_t start_ns);
 
   // Registrations at a site this file already has an mr_register line for are counted, not
-  // written (EVENT_LOG.md, `mr_counts`). A site is a registration stack with its call
+  // written (formats/EVENT_LOG.md, `mr_counts`). A site is a registration stack with its call
   // (nullptr: ibv_reg_mr) and dontfork. Counting is lock-free (per-site atomics); the counts
   // go out with the next line this process writes (End) and, when no line comes, with the
   // first count or deregistration 100 ms or more after the last such flush. All of these are

@@ -17,8 +17,8 @@
 
 #include <simdjson.h>
 
+#include "formats/text_buffer.h"
 #include "shim/child.h"
-#include "shim/text_buffer.h"
 
 namespace forkguard {
 namespace {

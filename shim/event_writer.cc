@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "shim/event_schema.h"
-#include "shim/fix_text.h"
+#include "formats/event_schema.h"
+#include "formats/fix_text.h"
 #include "shim/verdict.h"
 
 namespace forkguard {
@@ -105,7 +105,7 @@ void AppendForkSupport(TextBuffer& b, const ForkSupportFact& f) {
   b.Char('}');
 }
 
-// The fork event (EVENT_LOG.md, `fork`). `locked`: the line owns the log's lock.
+// The fork event (formats/EVENT_LOG.md, `fork`). `locked`: the line owns the log's lock.
 void AppendFork(TextBuffer& b, EventLog& log, bool locked, const ForkReport& r) {
   const ForkVerdict& v = r.verdict;
   // A hazard decided with the tables: everything the message says.

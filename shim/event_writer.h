@@ -1,5 +1,5 @@
-// The event log's records, one function per event (schema: shim/EVENT_LOG.md; names and keys:
-// shim/event_schema.h). Each renders what the core knows - for a fork, the decision's
+// The event log's records, one function per event (schema: formats/EVENT_LOG.md; names and keys:
+// formats/event_schema.h). Each renders what the core knows - for a fork, the decision's
 // ForkReport, as shim/message.cc renders it as text - and writes it through EventLog as one
 // line. All of them do nothing when the log is off; none calls malloc, so the fork path may
 // call them.

@@ -3,10 +3,10 @@
 // logic over stacks already captured: no I/O, no dlsym, no allocation.
 #pragma once
 
-#include "shim/fix_text.h"
+#include "formats/fix_text.h"
+#include "formats/text_buffer.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
-#include "shim/text_buffer.h"
 
 namespace forkguard {
 

@@ -15,6 +15,7 @@
 #include "api/check_result.h"
 #include "facts/fork_rule.h"
 #include "facts/machine_facts.h"
+#include "formats/suppressions.h"
 #include "shim/child.h"
 #include "shim/child_path.h"
 #include "shim/core.h"
@@ -27,7 +28,6 @@
 #include "shim/python_stack.h"
 #include "shim/query.h"
 #include "shim/stack.h"
-#include "shim/suppressions.h"
 
 namespace forkguard {
 

@@ -1,5 +1,5 @@
 // JobIdentity: who this process is in a launched job (rank, local rank, job id, host), read
-// once at init from the launchers' variables (list and order: shim/EVENT_LOG.md). Fixed-size
+// once at init from the launchers' variables (list and order: formats/EVENT_LOG.md). Fixed-size
 // storage: the fork path, the forked child and the SIGSEGV handler read it without
 // allocating.
 #pragma once

@@ -1,6 +1,6 @@
 // The FORKGUARD_LOG directory: its template expanded and the directory made ready and opened,
 // once per process at init. A forked child logs into its parent's directory through the
-// inherited descriptor, under a file name with its own pid (shim/EVENT_LOG.md); it walks the
+// inherited descriptor, under a file name with its own pid (formats/EVENT_LOG.md); it walks the
 // path again (OpenLogDir without `why`) only when the program closed or replaced that
 // descriptor.
 #pragma once
@@ -9,7 +9,7 @@
 
 #include <cstddef>
 
-#include "shim/text_buffer.h"
+#include "formats/text_buffer.h"
 
 namespace forkguard {
 

@@ -9,11 +9,11 @@
 // their one line themselves.
 #pragma once
 
+#include "formats/text_buffer.h"
 #include "shim/fork_report.h"
 #include "shim/proc_facts.h"
 #include "shim/python_stack.h"
 #include "shim/stack.h"
-#include "shim/text_buffer.h"
 #include "shim/verdict.h"
 
 namespace forkguard {

@@ -6,13 +6,13 @@
 
 #include <cstring>
 
+#include "formats/text_buffer.h"
 #include "shim/child.h"
 #include "shim/core.h"
 #include "shim/core_internal.h"
 #include "shim/event_writer.h"
 #include "shim/exec_watch.h"
 #include "shim/message.h"
-#include "shim/text_buffer.h"
 
 namespace forkguard::core {
 

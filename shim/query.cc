@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "api/check_result.h"
+#include "formats/text_buffer.h"
 #include "shim/stack.h"
-#include "shim/text_buffer.h"
 
 namespace forkguard {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "shim/text_buffer.h"
+#include "formats/text_buffer.h"
 
 namespace forkguard {
 

@@ -6,9 +6,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "formats/text_buffer.h"
 #include "shim/start_path.h"
 #include "shim/sys.h"
-#include "shim/text_buffer.h"
 
 namespace forkguard {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "cli/format.h"
 #include "cli/json.h"
-#include "shim/event_schema.h"
+#include "formats/event_schema.h"
 
 namespace forkguard::cli::testdata {
 

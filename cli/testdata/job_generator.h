@@ -1,5 +1,5 @@
 // Writes the event logs of a synthetic multi-rank job in the shim's format
-// (forkguard.event/2: header, module and stack records, events; shim/EVENT_LOG.md), as the
+// (forkguard.event/2: header, module and stack records, events; formats/EVENT_LOG.md), as the
 // shim would on a cluster: one file per process, named as the shim names it.
 // Used by the report tests (and the JSON schema test) before real logs exist,
 // and for jobs too big to run here. Stack frames point at real functions of

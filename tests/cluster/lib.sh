@@ -1,6 +1,6 @@
 # tests/cluster/lib.sh - sourced by the two-host tests (tag "cluster"). The same
-# test script runs on both nodes at once under scripts/cluster-lane; CLUSTER_NODE
-# says which half this is, the cluster-* helpers (scripts/rxe-cluster) join them.
+# test script runs on both nodes at once under scripts/lanes/cluster-lane; CLUSTER_NODE
+# says which half this is, the cluster-* helpers (scripts/guests/rxe-cluster) join them.
 #
 #   check NAME CMD...            run CMD; record PASS/FAIL NAME for this node
 #   check_grep NAME REGEX FILE   FILE has a line matching the extended REGEX
@@ -12,7 +12,7 @@
 # directory on the shared filesystem, the same path on both nodes), $HERE (this dir).
 set -u
 if [ -z "${CLUSTER_NODE:-}" ] || [ -z "${CLUSTER_SHARED:-}" ]; then
-	echo "$0: a two-host test: run it with scripts/cluster-lane (it needs the node0/node1 pair)" >&2
+	echo "$0: a two-host test: run it with scripts/lanes/cluster-lane (it needs the node0/node1 pair)" >&2
 	exit 1
 fi
 R=${TEST_SRCDIR:-$PWD/..}/forkguard

@@ -6,7 +6,7 @@
 # each rank forks after MPI_Init. The merged report over the shared directory has
 # every rank: one site x4 in 4 processes, ranks 0-3 (OMPI_COMM_WORLD_RANK), 2 hosts,
 # and RDMA initialized on rxe0 in every rank.
-. "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
+. "${TEST_SRCDIR:?run by scripts/lanes/cluster-lane}/forkguard/tests/cluster/lib.sh"
 JOB_PY=$(readlink -f "$HERE/mpi_job.py")
 LOG=$WORK/fglog; mkdir -p "$LOG"
 if [ "$CLUSTER_NODE" = 0 ]; then

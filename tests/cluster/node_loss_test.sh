@@ -7,7 +7,7 @@
 # 0, no IBV_WC_RETRY_EXC_ERR), so the transport's no-progress deadline is what
 # ends it; the test sets it to 10 s (the default is 60 s) and prints which
 # mechanism fired. Powers node1 off for good: runs last in the lane.
-. "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
+. "${TEST_SRCDIR:?run by scripts/lanes/cluster-lane}/forkguard/tests/cluster/lib.sh"
 TOOL=$(readlink -f "$R/rdma/transport_tool")
 IDLE_MS=10000
 BOUND=45 # s: a hang guard, not a performance target (the figure is printed)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The pair itself: each node has rxe0 ACTIVE on the wire, RDMA traffic crosses it
 # (ibv_rc_pingpong node1 -> node0), and the shared directory is coherent.
-. "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
+. "${TEST_SRCDIR:?run by scripts/lanes/cluster-lane}/forkguard/tests/cluster/lib.sh"
 check "rxe0 ACTIVE on $ME" grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state
 check_eq "hostname" "$ME" "$(hostname)"
 echo "written by $ME" > "$WORK/from.$ME"

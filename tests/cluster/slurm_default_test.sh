@@ -4,7 +4,7 @@
 # rank's wrong order caught and named), and its report: one site x8, ranks 0-3, both hosts,
 # the Slurm job id; the report srun writes when the step ends (plugstack report=DIR, root's
 # and 0755: the report goes in DIR itself): an HTML page, mode 0600, that names the Slurm job.
-. "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
+. "${TEST_SRCDIR:?run by scripts/lanes/cluster-lane}/forkguard/tests/cluster/lib.sh"
 . "$HERE/slurm_lib.sh"
 . "$HERE/slurm_torch_lib.sh"
 LOGS=$WORK/fglog

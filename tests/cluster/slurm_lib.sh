@@ -1,6 +1,6 @@
 # tests/cluster/slurm_lib.sh - sourced after lib.sh by the tests that run under the real
-# Slurm of the pair (tag "slurm": scripts/cluster-lane boots the pair with
-# CLUSTER_SLURM=1, scripts/slurm-pair). node0 submits; node1's slurmd runs its tasks.
+# Slurm of the pair (tag "slurm": scripts/lanes/cluster-lane boots the pair with
+# CLUSTER_SLURM=1, scripts/guests/inside/slurm-pair). node0 submits; node1's slurmd runs its tasks.
 #   PLUGIN                 spank_forkguard.so of this build
 #   plugstack LINE...      writes the pair's plugstack.conf (on the shared directory, read
 #                          by srun/sbatch on node0 and slurmstepd on both nodes)

@@ -3,7 +3,7 @@
 # of mpi_job.py (mpi4py; Open MPI 4.1's ofi MTL over libfabric verbs;ofi_rxm on rxe0,
 # MCA settings as environment variables), each rank forking after MPI_Init. The report of
 # the Slurm job: one site x4, ranks 0-3, both hosts, RDMA initialized on rxe0 in every rank.
-. "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
+. "${TEST_SRCDIR:?run by scripts/lanes/cluster-lane}/forkguard/tests/cluster/lib.sh"
 . "$HERE/slurm_lib.sh"
 JOB_PY=$(readlink -f "$HERE/mpi_job.py")
 

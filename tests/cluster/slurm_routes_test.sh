@@ -7,7 +7,7 @@
 #   3: srun forkguard run --log <shared> -- CMD
 # Each: all 4 tasks ran, each one's hazard message names its rank and host, and the job's
 # report over its log directory has the site x4 in ranks 0-3 on both hosts, with the job id.
-. "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
+. "${TEST_SRCDIR:?run by scripts/lanes/cluster-lane}/forkguard/tests/cluster/lib.sh"
 . "$HERE/slurm_lib.sh"
 FORK_PY=$(readlink -f "$HERE/fork_job.py")
 

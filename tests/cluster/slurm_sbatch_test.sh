@@ -5,7 +5,7 @@
 # the job fails, and forkguard's explanation is in the job's output file. Then salloc
 # (the other allocator context): `salloc --forkguard` puts the shim into the tasks of the
 # srun it runs, and `salloc --forkguard=off` under a site default of on keeps it out.
-. "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
+. "${TEST_SRCDIR:?run by scripts/lanes/cluster-lane}/forkguard/tests/cluster/lib.sh"
 . "$HERE/slurm_lib.sh"
 FORK_PY=$(readlink -f "$HERE/fork_job.py")
 

@@ -11,7 +11,7 @@
 #   D: default=off and no option: no shim; with --forkguard: the shim (the control);
 #   E: a plugstack whose shim path is missing: the job runs, without the shim, and each
 #      node's slurmd log has one line about it for that job.
-. "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
+. "${TEST_SRCDIR:?run by scripts/lanes/cluster-lane}/forkguard/tests/cluster/lib.sh"
 . "$HERE/slurm_lib.sh"
 . "$HERE/slurm_torch_lib.sh"
 if [ "$CLUSTER_NODE" = 0 ]; then

@@ -10,7 +10,7 @@
 # processes, ranks 0-3, 2 hosts; the two launches' logs stay apart as two jobs
 # (TORCHELASTIC_RUN_ID), B's log directory comes from a %j/%h template, and every
 # line the shim prints carries the host/rank/pid prefix.
-. "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
+. "${TEST_SRCDIR:?run by scripts/lanes/cluster-lane}/forkguard/tests/cluster/lib.sh"
 JOB_PY=$(readlink -f "$HERE/torch_job.py")
 N=$CLUSTER_NODE
 torchrun_args() { # rdzv-id port log-dir

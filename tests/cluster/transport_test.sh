@@ -6,7 +6,7 @@
 #      RDMA) -> `refloader consume --check-sequential` on node1, both under
 #      `forkguard run` with their logs on the shared directory: every batch
 #      verified, and the merged report has no hazard.
-. "${TEST_SRCDIR:?run by scripts/cluster-lane}/forkguard/tests/cluster/lib.sh"
+. "${TEST_SRCDIR:?run by scripts/lanes/cluster-lane}/forkguard/tests/cluster/lib.sh"
 TOOL=$(readlink -f "$R/rdma/transport_tool")
 REFLOADER=$(readlink -f "$R/refloader/refloader")
 wait_for() { # pattern file secs

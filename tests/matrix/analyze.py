@@ -1,4 +1,4 @@
-"""The fork matrix's results (scripts/matrix-lane): truth and verdict per cell.
+"""The fork matrix's results (scripts/lanes/matrix-lane): truth and verdict per cell.
 
   analyze.py junit RAW OUT --kernels=L --rdma-cores=L [--seconds=N --fetch-seconds=N]
                    [--note=TEXT]...   (a line for the doc's notes, e.g. how RAW was put together)
@@ -27,7 +27,9 @@ import glob
 import json
 import os
 import sys
-import xml.sax.saxutils as su
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "support"))
+import junit as junit_xml  # noqa: E402 (tests/support/junit.py: the one JUnit writer)
 
 KIND_TEXT = {
     "anon": "anonymous, small pages (64 KiB)",
@@ -124,8 +126,10 @@ def explode(rcdir):
         asked = {"bare": read(os.path.join(g, "kinds")).split(),
                  "warn": read(os.path.join(g, "kinds")).split(),
                  "fix": read(os.path.join(g, "kinds")).split(),
+                 "enforce": read(os.path.join(g, "kinds")).split(),
                  "error": read(os.path.join(g, "error.kinds")).split()}
-        for run in ("bare", "warn", "error", "fix"):
+        for run in ("bare", "warn", "error", "fix", "enforce"):
+            shim = run not in ("bare", "enforce")
             kinds = ",".join(asked[run]).split(",") if asked[run] else []
             rcv = read(os.path.join(g, run + ".rc")).strip()
             if rcv == "" or not kinds:
@@ -133,7 +137,7 @@ def explode(rcdir):
             err = read(os.path.join(g, run + ".err"))
             lines = json_lines(read(os.path.join(g, run + ".json")))
             forks = []
-            if run != "bare" and lines:
+            if shim and lines:
                 pid = lines[0].get("pid")
                 for path in sorted(glob.glob(os.path.join(g, run + "-log", "*.jsonl"))):
                     ev = log_events(path)
@@ -157,7 +161,7 @@ def explode(rcdir):
                 write(os.path.join(d, run + ".json"), json.dumps(line) + "\n")
                 write(os.path.join(d, run + ".rc"), "0\n")
                 write(os.path.join(d, run + ".err"), err)
-                if run != "bare":
+                if shim:
                     ld = os.path.join(d, run + "-log")
                     os.makedirs(ld, exist_ok=True)
                     j = lines.index(line)
@@ -334,7 +338,7 @@ def analyze_fix(d, t, kind, copies):
     return info, problems
 
 
-def analyze_cell(d, kernel, rc, copies=None):
+def analyze_cell(d, kernel, rc, copies=None, watcher=(False, "not run in this guest job")):
     cell = {"dir": d}
     bare, why = measured(d, "bare")
     if bare is None:
@@ -385,6 +389,9 @@ def analyze_cell(d, kernel, rc, copies=None):
     info, fix_problems = analyze_fix(d, t, os.path.basename(d).split("-", 1)[0], copies)
     cell.update(info)
     problems += fix_problems
+    info, enforce_problems = analyze_enforce(d, t, kernel, watcher)
+    cell.update(info)
+    problems += enforce_problems
     return cell, "; ".join(problems)
 
 
@@ -464,6 +471,62 @@ def verdict_label(cell):
     return "clean" if cell.get("verdict") == "clean" else "inherited-rdma only"
 
 
+# Kernels where `forkguard watch` must load (all of the matrix's have BTF; 5.10 has no
+# bpf_find_vma and BPF LSM is not in its default list: the fallback judges there); on others
+# its cells say why it did not run, and that is not a failure.
+WATCH_KERNELS = ("5.10", "6.1", "6.12")
+
+
+NOT_IN_JOB = "not run in this guest job"
+
+
+def watcher_ran(rcdir):
+    """Whether `forkguard watch --enforce memory` was watching for this rdma-core's enforce
+    runs: (True, "") or (False, why: its stderr's last line)."""
+    wd = os.path.join(rcdir, "watch")
+    if os.path.exists(os.path.join(wd, "ready")):
+        return True, ""
+    lines = [l for l in read(os.path.join(wd, "watch.err")).splitlines() if l.strip()]
+    if not os.path.isdir(wd):
+        return False, NOT_IN_JOB
+    return False, (lines[-1] if lines else f"exit {read(os.path.join(wd, 'watch.rc')).strip() or '?'}")
+
+
+def analyze_enforce(d, t, kernel, watcher):
+    """The cell without the shim under `forkguard watch --enforce memory`: (facts, problems).
+    The kernel must refuse the fork exactly where the truth is child-segv or stale, and a
+    fork it lets through must come out as without the watcher."""
+    ran, why = watcher
+    if not ran:
+        info = {"enforce": "not run", "enforce_why": why}
+        if kernel in WATCH_KERNELS and why != NOT_IN_JOB:
+            return info, [f"forkguard watch --enforce memory did not start: {why}"]
+        return info, []
+    m, why = measured(d, "enforce")
+    if m is None:
+        return {}, [f"under forkguard watch --enforce memory the cell did not run: {why}"]
+    want = "child-segv" in t or "stale" in t
+    refused = m.get("fork") == "refused"
+    info = {"enforce": "refused" if refused else "let through"}
+    problems = []
+    if refused and not want:
+        problems.append(f"forkguard watch --enforce memory refused a fork whose truth is {truth_label(t)}")
+    elif want and not refused:
+        problems.append(f"forkguard watch --enforce memory let through a fork whose truth is {truth_label(t)}")
+    elif refused and m.get("fork_errno") != 1:
+        problems.append(f"the refused fork's errno is {m.get('fork_errno')}, not EPERM")
+    elif not refused:
+        te, why = truth_of(m)
+        if te != t:
+            problems.append(f"under forkguard watch the outcome changed: {truth_label(t)} without it, "
+                            f"{truth_label(te) if te else why} with it")
+    return info, problems
+
+
+def enforce_label(cell):
+    return cell.get("enforce", "not measured")
+
+
 def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
     cases, results = [], {"kernels": [], "seconds": seconds, "fetch_seconds": fetch_seconds,
                           "notes": list(notes)}
@@ -522,7 +585,8 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                     d = os.path.join(kd, rc, f"{kind}-{fs}")
                     if not os.path.isdir(d):
                         continue
-                    cell, problem = analyze_cell(d, k, rc, kernel_copies(os.path.join(kd, rc), kind))
+                    cell, problem = analyze_cell(d, k, rc, kernel_copies(os.path.join(kd, rc), kind),
+                                                 watcher_ran(os.path.join(kd, rc)))
                     cell.update({"kernel": k, "rdma_core": rc, "kind": kind, "fork_support_cell": fs,
                                  "ok": not problem, "problem": problem})
                     del cell["dir"]
@@ -533,7 +597,8 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
                         counts[x] += 1
                     name = (f"kernel {kinfo['uname'] or k} / rdma-core {rc} / {kind} / fork support "
                             f"{FS_TEXT[fs]}: truth {tl}, verdict {verdict_label(cell)}, "
-                            f"under fix {fix_label(cell)}")
+                            f"under fix {fix_label(cell)}, under watch --enforce memory "
+                            f"{enforce_label(cell)}")
                     cases.append((name, problem))
                     failed += bool(problem)
                     print(f"matrix-lane: {'PASS' if not problem else 'FAIL'} {name}"
@@ -568,16 +633,9 @@ def junit(raw, out, kernels, rcs, seconds, fetch_seconds, notes=()):
     results["failed"] = failed
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
-    with open(os.path.join(out, "matrix.xml"), "w") as f:
-        f.write('<?xml version="1.0" encoding="UTF-8"?>\n')
-        f.write(f'<testsuite name="matrix-lane" tests="{n}" failures="{failed}">\n')
-        for name, problem in cases:
-            f.write(f"<testcase classname=\"matrix-lane\" name={su.quoteattr(name)}")
-            if problem:
-                f.write(f"><failure message={su.quoteattr(problem)}/></testcase>\n")
-            else:
-                f.write("/>\n")
-        f.write("</testsuite>\n")
+    junit_xml.write(os.path.join(out, "matrix.xml"), "matrix-lane",
+                    (junit_xml.Case(name, failure=problem or None, classname="matrix-lane")
+                     for name, problem in cases))
     print(f"matrix-lane: {n - failed} passed, {failed} failed; truths: "
           + ", ".join(f"{counts[x]} {x}" for x in TRUTHS + ["unknown"]))
     return 0 if failed == 0 and n > 0 else 1
@@ -641,6 +699,35 @@ def fix_summary(res):
     return out
 
 
+def enforce_summary(res):
+    """Per kernel: the cells whose fork `forkguard watch --enforce memory` refused, against
+    their truth; or why it did not run."""
+    out = []
+    for k in res["kernels"]:
+        name = k["uname"] or k["kernel"]
+        cells = [c for c in k["cells"] if "enforce" in c]
+        if not cells:
+            continue
+        ran = [c for c in cells if c["enforce"] != "not run"]
+        if not ran:
+            whys = sorted({c.get("enforce_why", "?") for c in cells})
+            out.append(f"- {name}: not run: " + "; ".join(whys))
+            continue
+        refused = [c for c in ran if c["enforce"] == "refused"]
+        harmful = [c for c in ran if {"child-segv", "stale"} & set(c.get("truth", []))]
+        right = [c for c in refused if c in harmful]
+        out.append(f"- {name}: {len(refused)} of {len(ran)} cells' forks refused by the kernel; "
+                   f"{len(harmful)} cells are child-segv or stale without forkguard, "
+                   f"{len(right)} of them refused"
+                   + ("." if len(right) == len(harmful) == len(refused) else
+                      f"; **{len(refused) - len(right)} refused wrongly, "
+                      f"{len(harmful) - len(right)} let through wrongly**."))
+        for c in refused:
+            out.append(f"  - refused: rdma-core {c['rdma_core']} {c['kind']} / "
+                       f"{FS_TEXT[c['fork_support_cell']]}: truth {truth_label(set(c.get('truth', [])))}")
+    return out
+
+
 def doc(path):
     with open(path) as f:
         res = json.load(f)
@@ -648,10 +735,10 @@ def doc(path):
     w = o.append
     w("# The fork matrix: what a fork does, measured, beside what forkguard says")
     w("")
-    w("Generated by `scripts/matrix-lane --write-doc` from its last run (do not edit by hand;")
-    w("`scripts/matrix-lane --doc-only` rewrites it from the last results). Every cell ran on a")
+    w("Generated by `scripts/lanes/matrix-lane --write-doc` from its last run (do not edit by hand;")
+    w("`scripts/lanes/matrix-lane --doc-only` rewrites it from the last results). Every cell ran on a")
     w("real Soft-RoCE device (`rxe0`) in the project's QEMU guest, booted once per kernel, with each")
-    w("rdma-core laid over `/` inside the guest in turn (`scripts/matrix-fetch` fetches the kernels")
+    w("rdma-core laid over `/` inside the guest in turn (`scripts/guests/matrix-fetch` fetches the kernels")
     w("and rdma-cores from Debian's registry into a cache; rdma-core 56 is built from trixie's source).")
     w("")
     w("How a cell is measured (`//tests/matrix:fork_truth`): register a buffer of the memory kind")
@@ -728,6 +815,16 @@ def doc(path):
         for line in fl:
             w(line)
         w("")
+    el = enforce_summary(res)
+    if el:
+        w("## Refused in the kernel: `forkguard watch --enforce memory`")
+        w("")
+        w("The same cells without the shim, under the watcher: the kernel must refuse the fork")
+        w("exactly where the truth is child-segv or stale, and change nothing else.")
+        w("")
+        for line in el:
+            w(line)
+        w("")
     w("## Overview")
     w("")
     w("Truth per cell, and the verdict where it differs (**✗ verdict**); ✓ where they agree; then")
@@ -792,8 +889,8 @@ def doc(path):
             if st:
                 w("In the guest: " + ", ".join(f"{n} {v} s" for n, v in st.items()) + ".")
                 w("")
-            w("| memory | fork support | what happened | truth | verdict | kernel copy-on-fork (source) | error mode | fix mode | |")
-            w("|---|---|---|---|---|---|---|---|---|")
+            w("| memory | fork support | what happened | truth | verdict | kernel copy-on-fork (source) | error mode | fix mode | watch --enforce memory | |")
+            w("|---|---|---|---|---|---|---|---|---|---|")
             for cell in (x for x in k["cells"] if x["rdma_core"] == rc):
                 cof = cell.get("kernel_cof")
                 cofs = "?" if "reasons" not in cell else (
@@ -804,7 +901,7 @@ def doc(path):
                 mark = "ok" if cell["ok"] else "**WRONG**: " + cell["problem"]
                 w(f"| {KIND_TEXT[cell['kind']]} | {FS_TEXT[cell['fork_support_cell']]} | "
                   f"{outcome_text(cell.get('bare'))} | **{truth_label(set(cell.get('truth', [])))}** | "
-                  f"{verdict_label(cell)} | {cofs} | {err} | {fix_text(cell)} | {mark} |")
+                  f"{verdict_label(cell)} | {cofs} | {err} | {fix_text(cell)} | {enforce_label(cell)} | {mark} |")
             w("")
             for dc in k.get("doctor", {}).get(rc, []):
                 which = "RDMAV_FORK_SAFE=1" if "RDMAV_FORK_SAFE=1" in dc["name"] else "off"

@@ -121,6 +121,16 @@ echo "{\"kind\":\"anon\",\"pid\":4,$L33,\"fork\":\"ok\",\"device_reads\":\"fresh
 echo 2 > "$G/group-env/fix.rc"
 { echo '{"event":"header","pid":4}'; echo '{"event":"fork","verdict":"hazard","reasons":["child-segv","inherited-rdma"],"ranges":[{"dontfork":true,"fixed":"copied"}]}'; } > "$G/group-env/fix-log/forkguard.h.4.1.jsonl"
 { echo '{"event":"header","pid":6}'; echo '{"event":"fork","verdict":"hazard","reasons":["child-segv","inherited-rdma"]}'; } > "$G/group-env/warn-log/forkguard.h.6.1.jsonl"
+# forkguard watch --enforce memory over rdma-core 33's cells: anon off let through (right),
+# hugetlb off let through (wrong: stale), anon env refused (right)
+mkdir -p "$G/watch"; : > "$G/watch/ready"; echo 0 > "$G/watch/watch.rc"
+{
+	echo "{\"kind\":\"anon\",\"pid\":11,$L33,\"fork\":\"ok\",\"device_reads\":\"fresh\",\"device_writes\":\"seen\",\"child\":\"alive\"}"
+	echo "{\"kind\":\"hugetlb\",\"pid\":11,$L33,\"fork\":\"ok\",\"device_reads\":\"stale\",\"device_writes\":\"lost\",\"child\":\"alive\"}"
+} > "$G/group-off/enforce.json"
+echo 0 > "$G/group-off/enforce.rc"
+echo "{\"kind\":\"anon\",\"pid\":12,\"fork\":\"refused\",\"fork_errno\":1,\"device_reads\":\"fresh\",\"device_writes\":\"seen\",\"child\":\"none\"}" > "$G/group-env/enforce.json"
+echo 2 > "$G/group-env/enforce.rc"
 # doctor with rdma-core 33 is wrong without fork support: anonymous memory is not stale
 doctor 33 off warn "Without fork support a fork after registration leaves thp memory intact, anonymous and hugetlb memory STALE in the parent" "fork workers before RDMA init"
 doctor 33 env warn "on: a forked child that touches registered memory dies with SIGSEGV" "unset RDMAV_FORK_SAFE"
@@ -157,12 +167,12 @@ rc=$?
 cat "$T/log"
 check "exit 1 when a cell failed" '[ $rc = 1 ]'
 x() { grep -c "$1" "$OUT/matrix.xml"; }
-check "pass: anon off (nothing)" 'grep -q "anon / fork support off: truth nothing, verdict inherited-rdma only, under fix nothing\"/>" "$OUT/matrix.xml"'
-check "pass: anon env (child-segv)" 'grep -q "anon / fork support RDMAV_FORK_SAFE=1: truth child-segv, verdict child-segv, under fix nothing\"/>" "$OUT/matrix.xml"'
-check "pass: hugetlb off (stale), withheld under fix" 'grep -q "hugetlb / fork support off: truth stale, verdict parent-corruption, under fix child-segv\"/>" "$OUT/matrix.xml"'
-check "fail: fix left the child dying where the kernel copies" 'grep -q "anon / fork support ibv_fork_init(): truth child-segv, verdict child-segv, under fix child-segv\"><failure message=\"under FORKGUARD_MODE=fix child-segv, where this kernel copies anon memory" "$OUT/matrix.xml"'
-check "fail: stale under fix" 'grep -q "under fix stale\"><failure message=\"under FORKGUARD_MODE=fix the data went stale" "$OUT/matrix.xml"'
-check "fail: corruption claimed" 'grep -q "thp / fork support off: truth nothing, verdict parent-corruption, under fix not measured\"><failure message=\"verdict claims parent-corruption;" "$OUT/matrix.xml"'
+check "pass: anon off (nothing)" 'grep -q "anon / fork support off: truth nothing, verdict inherited-rdma only, under fix nothing, under watch --enforce memory not run\"/>" "$OUT/matrix.xml"'
+check "pass: anon env (child-segv)" 'grep -q "anon / fork support RDMAV_FORK_SAFE=1: truth child-segv, verdict child-segv, under fix nothing, under watch --enforce memory not run\"/>" "$OUT/matrix.xml"'
+check "pass: hugetlb off (stale), withheld under fix" 'grep -q "hugetlb / fork support off: truth stale, verdict parent-corruption, under fix child-segv, under watch --enforce memory not run\"/>" "$OUT/matrix.xml"'
+check "fail: fix left the child dying where the kernel copies" 'grep -q "anon / fork support ibv_fork_init(): truth child-segv, verdict child-segv, under fix child-segv, under watch --enforce memory not run\"><failure message=\"under FORKGUARD_MODE=fix child-segv, where this kernel copies anon memory" "$OUT/matrix.xml"'
+check "fail: stale under fix" 'grep -q "under fix stale, under watch --enforce memory not run\"><failure message=\"under FORKGUARD_MODE=fix the data went stale" "$OUT/matrix.xml"'
+check "fail: corruption claimed" 'grep -q "thp / fork support off: truth nothing, verdict parent-corruption, under fix not measured, under watch --enforce memory not run\"><failure message=\"verdict claims parent-corruption;" "$OUT/matrix.xml"'
 check "fail: neither pattern" 'grep -q "thp / fork support RDMAV_FORK_SAFE=1: truth unknown.*truth not established: the device" "$OUT/matrix.xml"'
 check "fail: wrong rdma-core" 'grep -q "shared / fork support off: truth unknown.*not rdma-core 44" "$OUT/matrix.xml"'
 check "fail: program error" 'grep -q "file / fork support off: truth unknown.*exit 2: fork_truth: error: no RDMA device" "$OUT/matrix.xml"'
@@ -174,9 +184,9 @@ check "pass: doctor 44 off" 'grep -q "rdma-core 44 / doctor with fork support of
 check "pass: doctor 44 env" 'grep -q "rdma-core 44 / doctor with fork support RDMAV_FORK_SAFE=1 says what the cells measured\"/>" "$OUT/matrix.xml"'
 check "fail: doctor 33 calls anonymous memory stale" 'grep -q "rdma-core 33 / doctor with fork support off.*leaves anonymous memory STALE, measured nothing" "$OUT/matrix.xml"'
 check "pass: doctor 33 env" 'grep -q "rdma-core 33 / doctor with fork support RDMAV_FORK_SAFE=1 says what the cells measured\"/>" "$OUT/matrix.xml"'
-check "group: anon off split out" 'grep -q "rdma-core 33 / anon / fork support off: truth nothing, verdict inherited-rdma only, under fix nothing\"/>" "$OUT/matrix.xml"'
-check "group: hugetlb off, its own fork event and error run; stale under fix fails" 'grep -q "rdma-core 33 / hugetlb / fork support off: truth stale, verdict parent-corruption, under fix stale\"><failure message=\"under FORKGUARD_MODE=fix the data went stale" "$OUT/matrix.xml"'
-check "group: anon env before the failure" 'grep -q "rdma-core 33 / anon / fork support RDMAV_FORK_SAFE=1: truth child-segv, verdict child-segv, under fix nothing\"/>" "$OUT/matrix.xml"'
+check "group: anon off split out" 'grep -q "rdma-core 33 / anon / fork support off: truth nothing, verdict inherited-rdma only, under fix nothing, under watch --enforce memory let through\"/>" "$OUT/matrix.xml"'
+check "group: hugetlb off, its own fork event and error run; stale under fix fails" 'grep -q "rdma-core 33 / hugetlb / fork support off: truth stale, verdict parent-corruption, under fix stale, under watch --enforce memory let through\"><failure message=\"under FORKGUARD_MODE=fix the data went stale; forkguard watch --enforce memory let through a fork whose truth is stale" "$OUT/matrix.xml"'
+check "group: anon env before the failure" 'grep -q "rdma-core 33 / anon / fork support RDMAV_FORK_SAFE=1: truth child-segv, verdict child-segv, under fix nothing, under watch --enforce memory refused\"/>" "$OUT/matrix.xml"'
 check "group: the kind that failed fails" 'grep -q "rdma-core 33 / thp / fork support RDMAV_FORK_SAFE=1: truth unknown.*exit 2: fork_truth: error: the thp buffer" "$OUT/matrix.xml"'
 check "pass: first process of the boot, hugetlb" 'grep -q "first process of the boot / hugetlb: the verdict from the boot.s probe, and fix\"/>" "$OUT/matrix.xml"'
 check "fail: first process of the boot, anonymous" 'grep -q "first process of the boot / anon: .*><failure message=\"the first process.s verdict is \[.parent-corruption.\]; the cell measured nothing" "$OUT/matrix.xml"'
@@ -185,4 +195,5 @@ check "results.json counts" '/usr/bin/python3 -c "import json,sys; r=json.load(o
 /usr/bin/python3 "$ANALYZE" doc "$OUT/results.json" > "$T/doc.md"
 check "the doc marks a wrong verdict" 'grep -q "nothing \*\*✗ parent-corruption\*\*" "$T/doc.md"'
 check "the doc shows stale with error mode" 'grep -q "fork refused, data intact" "$T/doc.md"'
+check "the doc counts the watcher's refusals against the truth" 'grep -q "1 of 3 cells.* forks refused by the kernel; 2 cells are child-segv or stale without forkguard, 1 of them refused; \*\*0 refused wrongly, 1 let through wrongly\*\*" "$T/doc.md"'
 [ $fails = 0 ]

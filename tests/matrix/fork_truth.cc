@@ -1,6 +1,6 @@
 // fork_truth: what a fork really does to one registered buffer, measured with real
 // RDMA operations on one device (rxe0 in the Soft-RoCE guest). One run is one cell of
-// the fork matrix (scripts/matrix-lane): a memory kind, with fork support as the
+// the fork matrix (scripts/lanes/matrix-lane): a memory kind, with fork support as the
 // caller's environment (RDMAV_FORK_SAFE, RDMAV_HUGEPAGES_SAFE) and --fork-init say.
 // --kind takes a list: the kinds are measured one after the other in this process (fork
 // support is per process), each with its own buffer, MRs and child, deregistered and

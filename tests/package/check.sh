@@ -10,7 +10,7 @@
 #   the packages hold exactly packaging/manifest's "deb" rows; scripts/install PREFIX gives a
 #   working CLI and everything README's "Using it on your own trainer" uses
 #   (packaging/check-install);
-#   in the Soft-RoCE guest (scripts/rxe-vm; its root is a writable overlay): dpkg -i;
+#   in the Soft-RoCE guest (scripts/guests/rxe-vm; its root is a writable overlay): dpkg -i;
 #   /usr/bin/forkguard doctor finds its shim in /usr/lib/x86_64-linux-gnu/forkguard;
 #   forkguard run --mode error --fail-on hazard catches a program that forks after RDMA
 #   init on rxe0 and exits 3; forkguard run keeps a program's exit status; man finds
@@ -71,6 +71,8 @@ contents() {
 		"-rw-r--r-- ./usr/share/man/man1/forkguard-report.1.gz" "-rw-r--r-- ./usr/share/man/man1/forkguard-doctor.1.gz" \
 		"-rw-r--r-- ./usr/share/man/man1/forkguard-ps.1.gz" "-rw-r--r-- ./usr/share/man/man1/forkguard-probe.1.gz" \
 		"-rw-r--r-- ./lib/systemd/system/forkguard-probe.service" \
+		"-rw-r--r-- ./lib/systemd/system/forkguard-watch.service" \
+		"-rw-r--r-- ./usr/share/man/man1/forkguard-watch.1.gz" \
 		"-rw-r--r-- ./usr/share/man/man7/forkguard.7.gz" "-rw-r--r-- ./usr/share/doc/forkguard/copyright" \
 		"-rw-r--r-- ./usr/share/doc/forkguard/changelog.Debian.gz" "-rw-r--r-- ./usr/share/doc/forkguard/EVENT_LOG.md"; do
 		grep -qxF -- "$f" <<<"$list" || { echo "not in the package: $f"; echo "$list"; return 1; }
@@ -82,6 +84,13 @@ contents() {
 	for f in 'UNIT=forkguard-probe.service' 'deb-systemd-helper enable "$UNIT"' 'deb-systemd-invoke start "$UNIT"'; do
 		dpkg-deb -I "$DEBFILE" postinst | grep -qF -- "$f" || { echo "the postinst lacks: $f"; return 1; }
 	done
+	# The watcher's unit is shipped disabled: the postinst leaves it alone.
+	dpkg-deb --fsys-tarfile "$DEBFILE" | tar -xO ./lib/systemd/system/forkguard-watch.service |
+		grep -qx 'ExecStart=/usr/bin/forkguard watch --log /var/log/forkguard/watch --enforce off' ||
+		{ echo "the watcher unit's ExecStart is not /usr/bin/forkguard watch ..."; return 1; }
+	if dpkg-deb -I "$DEBFILE" postinst | grep -q 'forkguard-watch'; then
+		echo "the postinst enables or starts forkguard-watch.service (it ships disabled)"; return 1
+	fi
 	# and nothing but packaging/manifest's rows
 	diff <(packaging/stage list deb | sed -n 's|^forkguard:|.|p' | sort) \
 		<(dpkg-deb -c "$DEBFILE" | awk '$1 !~ /^d/ {print $6}' | sort) ||
@@ -210,7 +219,7 @@ EOF
 chmod +x "$JOB"
 GOUT=$OUT/guest
 mkdir -p "$GOUT"
-RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-900} RXE_VM_OUT_HOST=$GOUT scripts/rxe-vm -- "$JOB" > "$OUT/guest.log" 2>&1
+RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-900} RXE_VM_OUT_HOST=$GOUT scripts/guests/rxe-vm -- "$JOB" > "$OUT/guest.log" 2>&1
 vm_rc=$?
 
 rc_is() { [ "$(cat "$GOUT/$1.rc" 2>/dev/null)" = "$2" ]; }

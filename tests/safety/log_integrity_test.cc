@@ -5,7 +5,7 @@
 // line for is counted (mr_counts), not written: registrations (lines + counts) and
 // deregistrations exact. And processes SIGKILLed at any instant while their threads log:
 // every line written is whole, nothing but the lines in flight is lost, a stack record
-// always precedes its first use (EVENT_LOG.md), and the counts lost are only those not yet
+// always precedes its first use (formats/EVENT_LOG.md), and the counts lost are only those not yet
 // gone out with a line, never more than were made.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Stress on the real device (scripts/rdma-lane): 16 threads forking while 4
+// Stress on the real device (scripts/lanes/rdma-lane): 16 threads forking while 4
 // threads register/deregister on rxe0, a few hundred forks (3 phases x 16 x 6).
 #include <gtest/gtest.h>
 

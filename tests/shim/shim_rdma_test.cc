@@ -1,6 +1,6 @@
 // The shim on the real Soft-RoCE device (rxe0, rdma-core 44): verdicts, modes, log and
 // stacks of fork_after_rdma run under libforkguard.so with the real libibverbs and
-// librdmacm. Runs in the RDMA lane (scripts/rdma-lane //tests/shim:shim_rdma_test);
+// librdmacm. Runs in the RDMA lane (scripts/lanes/rdma-lane //tests/shim:shim_rdma_test);
 // without a device every test fails.
 #include <signal.h>
 

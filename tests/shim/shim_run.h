@@ -1,5 +1,5 @@
 // Running tests/shim/fork_after_rdma under libforkguard.so and checking what
-// the shim said (stderr, per the message contract) and logged (EVENT_LOG.md).
+// the shim said (stderr, per the message contract) and logged (formats/EVENT_LOG.md).
 #pragma once
 
 #include <string>

@@ -69,7 +69,7 @@ TEST(ShimStub, NestedRegistrationCountedOnce) {
     EXPECT_EQ(4096, e.json.Int("len")) << Ctx(r);
     EXPECT_FALSE(e.json["stack"].array.empty()) << Ctx(r);
   }
-  // Deregistrations of tracked MRs are not logged (shim/EVENT_LOG.md, mr_deregister).
+  // Deregistrations of tracked MRs are not logged (formats/EVENT_LOG.md, mr_deregister).
   EXPECT_EQ(0u, r.log.OfPid("mr_deregister", r.proc.pid).size()) << Ctx(r);
   ExpectCleanRun(r);  // all released before the fork
 }
@@ -640,7 +640,7 @@ TEST(ShimStub, UnrelatedChildSegvNotBlamedOnRdma) {
 
 // FORKGUARD_MODE=fix over given machine facts: a pin-probe cache for this boot in a private
 // directory (what `forkguard probe` writes), so that the fix follows what it says. What the
-// device really does under fix is the fork matrix's (scripts/matrix-lane).
+// device really does under fix is the fork matrix's (scripts/lanes/matrix-lane).
 std::string ProbeCacheWith(const std::string& name, const std::string& anonymous_fate) {
   std::string dir = std::string(getenv("TEST_TMPDIR")) + "/probe-" + name;
   mkdir(dir.c_str(), 0700);

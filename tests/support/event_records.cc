@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cli/log_lines.h"
-#include "shim/event_schema.h"
+#include "formats/event_schema.h"
 
 namespace forkguard::test_support {
 namespace {

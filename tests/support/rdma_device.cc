@@ -44,8 +44,8 @@ RdmaDevice RequireRdmaDevice() {
   }
   if (d.name.empty() || !PortActive(d.name)) {
     ADD_FAILURE() << "\n*** NO RDMA DEVICE ***\nThis test needs a real RDMA device with an "
-                     "ACTIVE port and found none.\nRun it through scripts/rdma-lane (boots the "
-                     "Soft-RoCE guest) instead of on the bare host.\n";
+                     "ACTIVE port and found none.\nRun it through scripts/lanes/rdma-lane (boots "
+                     "the Soft-RoCE guest) instead of on the bare host.\n";
     throw std::runtime_error("no RDMA device");
   }
   return d;

@@ -1,5 +1,5 @@
 // Locating a test's data files (built artifacts listed in `data`) through Bazel's runfiles
-// library, the same way under `bazel test` and inside the Soft-RoCE guest (scripts/rdma-lane
+// library, the same way under `bazel test` and inside the Soft-RoCE guest (scripts/lanes/rdma-lane
 // sets the variables Bazel does).
 #pragma once
 

@@ -1,0 +1,253 @@
+// forkguard watch: the node-wide watcher. Loads the BPF object of bpf/watch.bpf.c, which
+// judges every fork that makes a process in the parent before the child exists, from the
+// kernel's own view of the process's registered ranges; writes each judged process's
+// forkguard.event/2 log (cli/watch_log.h) and, with --enforce, has the kernel refuse the
+// forks the rule says harm memory (or every fork that inherits RDMA state).
+#include <bpf/libbpf.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <string>
+
+#include "api/census.h"
+#include "bpf/watch.skel.h"
+#include "bpf/watch_events.h"
+#include "cli/commands.h"
+#include "cli/doctor_watch.h"
+#include "cli/watch_log.h"
+#include "facts/fork_rule.h"
+#include "facts/machine_facts.h"
+#include "facts/pin_probe.h"
+#include "flags/flags.h"
+
+namespace forkguard::cli {
+namespace {
+
+const char kWatchHelpHead[] = R"(NAME
+    forkguard watch - judge every fork on this machine in the kernel, no preload needed
+
+SYNOPSIS
+    forkguard watch --log DIR [--enforce off|memory|all] [--ready-file FILE]
+
+DESCRIPTION
+    Loads a BPF program (root) that sees every process's registered memory
+    (ib_umem_get and ib_umem_release: MRs and the queue buffers drivers pin the
+    same way), its uverbs and rdma_cm files and every fork, including those of
+    static binaries, set-user-ID programs, processes whose environment dropped
+    LD_PRELOAD, containers and processes started before forkguard. A fork that
+    makes a process (not a thread, vfork or posix_spawn: nothing that shares the
+    parent's memory) is judged in the parent before the child exists, by the
+    rule the shim uses (the memory kind and MADV_DONTFORK of each registered
+    range, from the kernel's mapping, and this machine's facts: the pin probe
+    and the kernel's copy-on-fork report).
+
+    Each judged process gets a forkguard.event/2 log in DIR,
+    forkguard-watch.HOST.PID.START_NS.jsonl, with "source":"watcher" in its
+    header; `forkguard report` reads them beside the shim's logs. What the
+    kernel cannot tell is said so in the log: no call stacks, no Python frames,
+    no verbs objects but the registered ranges and device files; THP is not
+    told from anonymous memory; memory registered before the watcher started
+    is known by its pinned page count and the RDMA netlink census only.
+
+    Records the ring buffer had no room for are counted, logged and printed,
+    never dropped silently. The watcher stops on SIGINT or SIGTERM with its
+    logs complete; the BPF programs go with it.
+
+OPTIONS
+)";
+
+const char kWatchHelpTail[] = R"(
+EXIT STATUS
+    0    stopped by SIGINT or SIGTERM
+    1    the BPF object could not be loaded or attached (the reason on stderr)
+    2    bad command line; not root
+)";
+
+volatile sig_atomic_t g_stop = 0;
+void OnStop(int) { g_stop = 1; }
+
+int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args) {
+  if (level == LIBBPF_DEBUG) return 0;
+  return vfprintf(stderr, format, args);
+}
+
+int OnRecord(void* ctx, void* data, size_t size) {
+  if (size < sizeof(fgw_event)) return 0;
+  static_cast<WatchLogs*>(ctx)->Record(*static_cast<const fgw_event*>(data));
+  return 0;
+}
+
+uint64_t Lost(const watch_bpf* skel) {
+  uint32_t zero = 0;
+  uint64_t n = 0;
+  bpf_map__lookup_elem(skel->maps.lost, &zero, sizeof(zero), &n, sizeof(n), 0);
+  return n;
+}
+
+// The census's processes (forkguard ps) into the kernel's table: what they hold from before
+// the watcher started.
+void SeedFromCensus(watch_bpf* skel, WatchLogs* logs) {
+  api::Census census = api::TakeCensus();
+  for (const api::ProcessFacts& p : census.processes) {
+    fgw_proc seed{};
+    seed.devices = static_cast<uint32_t>(p.uverbs_fds.value_or(0) + p.rdma_cm_fds.value_or(0));
+    for (const auto& r : p.mr_ranges) {
+      if (seed.n >= FGW_MAX_MRS) break;
+      seed.mr[seed.n].addr = r.start;
+      seed.mr[seed.n].len = r.end - r.start;
+      ++seed.n;
+    }
+    seed.overflow = static_cast<uint32_t>(
+        p.objects.mrs > static_cast<long>(seed.n) ? p.objects.mrs - static_cast<long>(seed.n) : 0);
+    uint32_t tgid = static_cast<uint32_t>(p.pid);
+    bpf_map__update_elem(skel->maps.procs, &tgid, sizeof(tgid), &seed, sizeof(seed), BPF_NOEXIST);
+    logs->Preexisting(p);
+  }
+}
+
+}  // namespace
+
+const flags::FlagTable& WatchFlags() {
+  static const flags::FlagTable kTable = {
+      {"log", "DIR", "", "write the judged processes' event logs in DIR (made 0700 if missing)"},
+      {"enforce", "MODE", "off",
+       "off: judge and log only; memory: refuse in the kernel a fork\n"
+       "whose verdict is child-segv or parent-corruption; all: also\n"
+       "one that only inherits RDMA state. Refused: fork() returns -1\n"
+       "with EPERM in the program"},
+      {"ready-file", "FILE", "", "create FILE once the watcher is watching"},
+      flags::HelpFlag("This text."),
+  };
+  return kTable;
+}
+
+std::string WatchHelp() {
+  return kWatchHelpHead + flags::ColumnHelp(WatchFlags(), 4, 17) + kWatchHelpTail;
+}
+
+int WatchMain(int argc, char** argv) {
+  flags::Options a = flags::Options::Parse(argc, argv, WatchFlags());
+  if (a.Has("help")) {
+    fputs(WatchHelp().c_str(), stdout);
+    return kExitOk;
+  }
+  std::string dir = a.Str("log");
+  if (dir.empty()) throw flags::UsageError("--log DIR is required");
+  std::string enforce_name = a.Str("enforce");
+  uint32_t enforce;
+  if (enforce_name == "off") {
+    enforce = FGW_ENFORCE_OFF;
+  } else if (enforce_name == "memory") {
+    enforce = FGW_ENFORCE_MEMORY;
+  } else if (enforce_name == "all") {
+    enforce = FGW_ENFORCE_ALL;
+  } else {
+    throw flags::UsageError("--enforce takes off, memory or all, not " + enforce_name);
+  }
+  if (geteuid() != 0) throw flags::UsageError("forkguard watch loads BPF programs: run it as root");
+
+  // The machine's facts, as the shim's rule reads them.
+  facts::MachineFacts m;
+  m.reported_cof = facts::ReportedCopyOnFork(nullptr);
+  m.probe = facts::PinProbeForThisBoot(nullptr);
+  m.rdma_core = facts::RdmaCoreInstalled(nullptr, 0);
+
+  std::string error;
+  WatchLogs logs(dir, m, enforce_name);
+  if (!logs.Open(&error)) {
+    fprintf(stderr, "forkguard watch: %s\n", error.c_str());
+    return kExitFail;
+  }
+
+  libbpf_set_print(LibbpfPrint);
+  watch_bpf* skel = watch_bpf__open();
+  if (skel == nullptr) {
+    fprintf(stderr, "forkguard watch: cannot open the BPF object: %s\n", strerror(errno));
+    return kExitFail;
+  }
+  skel->rodata->enforce = enforce;
+  skel->rodata->watcher_tgid = static_cast<uint32_t>(getpid());
+  for (int kind = 0; kind < facts::kMemoryKinds; ++kind) {
+    for (int dc = 0; dc < 2; ++dc) {
+      facts::RangeFacts r;
+      r.kind = static_cast<facts::MemoryKind>(kind);
+      r.dontfork = dc ? facts::Tri::kYes : facts::Tri::kNo;
+      skel->rodata->effect_table[kind * 2 + dc] =
+          static_cast<uint8_t>(facts::DecideRange(m, r).effect);
+    }
+  }
+  doctor::WatcherFacts wf = doctor::GatherWatcherFacts(false);
+  const char* hook = doctor::ChooseJudgeProgram(skel, wf);
+  logs.SetHook(std::string(hook) + (wf.find_vma ? "" : ", mappings kept since registration"));
+  int err = watch_bpf__load(skel);
+  if (err == 0) err = watch_bpf__attach(skel);
+  if (err != 0) {
+    fprintf(stderr,
+            "forkguard watch: cannot load or attach the BPF programs (%s): the kernel needs BTF "
+            "and the ib_core and ib_uverbs modules loaded (forkguard doctor: watcher)\n",
+            strerror(-err));
+    watch_bpf__destroy(skel);
+    return kExitFail;
+  }
+  SeedFromCensus(skel, &logs);
+  ring_buffer* rb = ring_buffer__new(bpf_map__fd(skel->maps.events), OnRecord, &logs, nullptr);
+  if (rb == nullptr) {
+    fprintf(stderr, "forkguard watch: cannot read the ring buffer: %s\n", strerror(errno));
+    watch_bpf__destroy(skel);
+    return kExitFail;
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = OnStop;  // no SA_RESTART: the poll returns
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  std::string ready = a.Str("ready-file");
+  if (!ready.empty()) {
+    FILE* f = fopen(ready.c_str(), "w");
+    if (f == nullptr) {
+      fprintf(stderr, "forkguard watch: cannot create %s: %s\n", ready.c_str(), strerror(errno));
+    } else {
+      fprintf(f, "%d\n", static_cast<int>(getpid()));
+      fclose(f);
+    }
+  }
+  fprintf(stderr, "forkguard watch: watching (hook %s%s, enforce %s), logs in %s\n", hook,
+          wf.find_vma ? "" : ", mappings kept since registration", enforce_name.c_str(),
+          dir.c_str());
+
+  uint64_t lost_logged = 0;
+  while (!g_stop) {
+    int n = ring_buffer__poll(rb, 250);
+    if (n < 0 && n != -EINTR) {
+      fprintf(stderr, "forkguard watch: ring buffer: %s\n", strerror(-n));
+      break;
+    }
+    uint64_t lost = Lost(skel);
+    if (lost != lost_logged) {
+      logs.Lost(lost - lost_logged);
+      lost_logged = lost;
+    }
+  }
+  // Detach first, then read what is left: nothing arrives after the last read.
+  watch_bpf__detach(skel);
+  ring_buffer__consume(rb);
+  uint64_t lost = Lost(skel);
+  if (lost != lost_logged) logs.Lost(lost - lost_logged);
+  ring_buffer__free(rb);
+  watch_bpf__destroy(skel);
+  logs.Close();
+  fprintf(stderr,
+          "forkguard watch: stopped: %lld forks judged (%lld refused) in %lld processes; "
+          "%llu records lost\n",
+          static_cast<long long>(logs.forks()), static_cast<long long>(logs.refused()),
+          static_cast<long long>(logs.processes()), static_cast<unsigned long long>(lost));
+  return kExitOk;
+}
+
+}  // namespace forkguard::cli

@@ -1,0 +1,257 @@
+// `forkguard watch` in the guest, as root, on the real device: the three programs the
+// preload cannot see (a static binary, an `env -i` child, a set-user-ID program) each
+// register memory on rxe0 and fork; the watcher's verdict for each is the one the shim gives
+// the same program dynamically linked. With --enforce memory the kernel refuses the fork
+// whose range is MADV_DONTFORK (child-segv) and lets through the one over memory this kernel
+// copies, and a fork before any RDMA.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/json.h"
+#include "gtest/gtest.h"
+#include "tests/support/rdma_device.h"
+#include "tests/support/run_program.h"
+#include "tests/support/runfiles.h"
+
+namespace forkguard::cli {
+namespace {
+
+using test_support::ProgramResult;
+using test_support::Runfile;
+using test_support::RunProgram;
+
+std::string Forkguard() { return Runfile("cli/forkguard"); }
+
+// The watcher, started for one test and stopped with SIGTERM.
+class Watcher {
+ public:
+  explicit Watcher(const std::string& enforce = "off") {
+    dir_ = test_support::MakeTempDir("watchlogs");
+    std::string ready = dir_ + ".ready";
+    std::string err = dir_ + ".err";
+    started_ = test_support::StartProgramToFiles(
+        {Forkguard(), "watch", "--log", dir_, "--enforce", enforce, "--ready-file", ready}, {},
+        dir_ + ".out", err);
+    for (int i = 0; i < 600 && access(ready.c_str(), F_OK) != 0; ++i) {
+      if (waitpid(started_.pid, nullptr, WNOHANG) == started_.pid) break;
+      usleep(50 * 1000);
+    }
+    ready_ = access(ready.c_str(), F_OK) == 0;
+    if (!ready_) startup_error_ = test_support::ReadFileOrEmpty(err);
+  }
+  ~Watcher() {
+    if (!stopped_) Stop();
+  }
+  bool ready() const { return ready_; }
+  const std::string& startup_error() const { return startup_error_; }
+  const std::string& dir() const { return dir_; }
+  ProgramResult Stop() {
+    stopped_ = true;
+    kill(started_.pid, SIGTERM);
+    return test_support::WaitForFiles(started_, 60);
+  }
+
+ private:
+  std::string dir_;
+  test_support::StartedProgram started_;
+  bool ready_ = false;
+  bool stopped_ = false;
+  std::string startup_error_;
+};
+
+// Every line of every log in `dir` whose file name starts with `prefix`, as JSON, with the
+// file's header pid in "_pid".
+std::vector<Json> Events(const std::string& dir, const std::string& prefix) {
+  std::vector<Json> out;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    if (f.path().filename().string().rfind(prefix, 0) != 0) continue;
+    std::ifstream in(f.path());
+    std::string line;
+    int64_t pid = -1, start_ns = 0;
+    while (std::getline(in, line)) {
+      Json j;
+      std::string error;
+      if (!ParseJson(line, &j, &error) || !j.is_object()) {
+        ADD_FAILURE() << f.path() << ": not a JSON object: " << line;
+        continue;
+      }
+      if (GetString(j, "event") == "header") {
+        pid = GetInt(j, "pid", -1);
+        start_ns = GetInt(j, "start_ns", 0);
+      }
+      j["_pid"] = pid;
+      j["_t"] = start_ns + GetInt(j, "ts", 0);
+      j["_file"] = f.path().filename().string();
+      out.push_back(std::move(j));
+    }
+  }
+  return out;
+}
+
+// The action and reasons of the fork events of the processes whose program is `prog`, one
+// string each, in the order they were made.
+std::vector<std::string> ForkReasons(const std::vector<Json>& events, const std::string& prog) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::map<int64_t, std::string> progs;
+  for (const Json& e : events)
+    if (GetString(e, "event") == "header") progs[GetInt(e, "_pid", -1)] = GetString(e, "prog");
+  for (const Json& e : events) {
+    if (GetString(e, "event") != "fork" || progs[GetInt(e, "_pid", -1)] != prog) continue;
+    std::string r;
+    for (const Json& x : *FindMember(e, "reasons"))
+      r += (r.empty() ? "" : ",") + x.get<std::string>();
+    found.emplace_back(GetInt(e, "_t", 0), GetString(e, "action") + ":" + r);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+std::string StaticProg() { return Runfile("cli/testdata/hazard_prog_static"); }
+std::string DynamicProg() { return Runfile("cli/testdata/hazard_prog"); }
+
+// A copy of the dynamic program that is set-user-ID root, for a run as nobody.
+std::string SetuidProg() {
+  // In /tmp: nobody must reach it (the test's own directory may be private).
+  char dir_template[] = "/tmp/forkguard-suid.XXXXXX";
+  std::string dir = mkdtemp(dir_template);
+  chmod(dir.c_str(), 0755);
+  std::string path = dir + "/hazard_suid";
+  std::filesystem::copy_file(DynamicProg(), path);
+  EXPECT_EQ(chown(path.c_str(), 0, 0), 0);
+  EXPECT_EQ(chmod(path.c_str(), 04755), 0);
+  return path;
+}
+
+// The shim's verdicts for the dynamic program, with the same environment.
+std::vector<std::string> ShimReasons(const std::string& dev, const std::string& fork_safe) {
+  std::string logs = test_support::MakeTempDir("shimlogs");
+  ProgramResult r = RunProgram(
+      {Forkguard(), "run", "--no-audit", "--log", logs, "--", DynamicProg()},
+      {"RXE_DEV=" + dev, "FORKGUARD_SHIM_DIR=", "RDMAV_FORK_SAFE=" + fork_safe, "IBV_FORK_SAFE="});
+  EXPECT_EQ(r.status, 0) << r.Describe();
+  return ForkReasons(Events(logs, "forkguard."), "hazard_prog");
+}
+
+TEST(WatchRdma, JudgesTheProgramsThePreloadCannotSeeAsTheShimDoes) {
+  auto dev = test_support::RequireRdmaDevice();
+  ASSERT_EQ(geteuid(), 0u) << "the watcher loads BPF programs: the guest runs tests as root";
+  // Fork support on: rdma-core marks the registration MADV_DONTFORK (child-segv).
+  std::vector<std::string> shim = ShimReasons(dev.name, "1");
+  ASSERT_EQ(shim, std::vector<std::string>{"proceeded:child-segv,inherited-rdma"});
+  // Fork support off: this kernel copies the pinned anonymous pages (inherited-rdma only).
+  std::vector<std::string> shim_off = ShimReasons(dev.name, "");
+  ASSERT_EQ(shim_off, std::vector<std::string>{"proceeded:inherited-rdma"});
+
+  Watcher w;
+  ASSERT_TRUE(w.ready()) << w.startup_error();
+  std::string setuid_prog = SetuidProg();
+  // The static binary, with and without fork support.
+  ProgramResult s1 = RunProgram({StaticProg()}, {"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE=1"});
+  EXPECT_EQ(s1.status, 0) << s1.Describe();
+  ProgramResult s2 = RunProgram({StaticProg()}, {"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE="});
+  EXPECT_EQ(s2.status, 0) << s2.Describe();
+  // An `env -i` child of a program under the shim: it runs without the preload.
+  ProgramResult e1 = RunProgram({Forkguard(), "run", "--no-audit", "--", "/usr/bin/env", "-i",
+                                 "RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE=1", DynamicProg()},
+                                {"FORKGUARD_SHIM_DIR="});
+  EXPECT_EQ(e1.status, 0) << e1.Describe();
+  // The set-user-ID program run by nobody: the loader ignores LD_PRELOAD (AT_SECURE).
+  test_support::RunOptions as_nobody =
+      test_support::WithoutShimEnv({"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE=1",
+                                    "LD_PRELOAD=" + Runfile("shim/libforkguard.so")});
+  as_nobody.run_as = true;
+  as_nobody.uid = 65534;
+  as_nobody.gid = 65534;
+  ProgramResult u1 = RunProgram({setuid_prog}, as_nobody);
+  EXPECT_EQ(u1.status, 0) << u1.Describe();
+  ProgramResult stop = w.Stop();
+  EXPECT_EQ(stop.status, 0) << stop.Describe();
+  EXPECT_NE(stop.err.find("0 records lost"), std::string::npos) << stop.err;
+
+  std::vector<Json> events = Events(w.dir(), "forkguard-watch.");
+  std::vector<std::string> statics = ForkReasons(events, "hazard_prog_sta");
+  EXPECT_EQ(statics, (std::vector<std::string>{shim[0], shim_off[0]})) << stop.err;
+  EXPECT_EQ(ForkReasons(events, "hazard_prog"), shim) << stop.err;
+  EXPECT_EQ(ForkReasons(events, "hazard_suid"), shim) << stop.err;
+  // Each header says who wrote it.
+  for (const Json& e : events) {
+    if (GetString(e, "event") == "header") {
+      EXPECT_EQ(GetString(e, "source"), "watcher");
+    }
+  }
+}
+
+TEST(WatchRdma, EnforceMemoryRefusesTheForkThatKillsTheChildOnly) {
+  auto dev = test_support::RequireRdmaDevice();
+  Watcher w("memory");
+  ASSERT_TRUE(w.ready()) << w.startup_error();
+  // MADV_DONTFORK memory (fork support on): refused, fork() returns -1 with EPERM.
+  ProgramResult refused = RunProgram({StaticProg()}, {"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE=1"});
+  EXPECT_EQ(refused.status, 0) << refused.Describe();
+  EXPECT_NE(refused.out.find("fork failed: Operation not permitted"), std::string::npos)
+      << refused.Describe();
+  // Memory this kernel copies at fork: the fork proceeds.
+  ProgramResult copied = RunProgram({StaticProg()}, {"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE="});
+  EXPECT_NE(copied.out.find("child: exit 0"), std::string::npos) << copied.Describe();
+  // Forks before any RDMA, and a shell's posix_spawn/vfork: untouched.
+  ProgramResult sh =
+      RunProgram({"/bin/sh", "-c", "/bin/true && (exit 3); echo $?"}, test_support::RunOptions{});
+  EXPECT_EQ(sh.out, "3\n") << sh.Describe();
+  ProgramResult stop = w.Stop();
+  EXPECT_EQ(stop.status, 0) << stop.Describe();
+  std::vector<Json> events = Events(w.dir(), "forkguard-watch.");
+  EXPECT_EQ(
+      ForkReasons(events, "hazard_prog_sta"),
+      (std::vector<std::string>{"refused:child-segv,inherited-rdma", "proceeded:inherited-rdma"}))
+      << stop.err;
+}
+
+// 16 threads forking while 4 register: every fork and registration is in the log, or the
+// records that are not were counted, logged and printed as lost.
+TEST(WatchRdma, AForkStormLosesNothingSilently) {
+  auto dev = test_support::RequireRdmaDevice();
+  Watcher w;
+  ASSERT_TRUE(w.ready()) << w.startup_error();
+  ProgramResult storm = RunProgram({Runfile("cli/testdata/fork_storm"), "50", "200"},
+                                   {"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE="});
+  ASSERT_EQ(storm.status, 0) << storm.Describe();
+  long forks = -1, regs = -1;
+  ASSERT_EQ(sscanf(storm.out.c_str(), "forks %ld regs %ld", &forks, &regs), 2) << storm.out;
+  EXPECT_EQ(forks, 16 * 50);
+  EXPECT_EQ(regs, 4 * 200);
+  ProgramResult stop = w.Stop();
+  EXPECT_EQ(stop.status, 0) << stop.Describe();
+  std::vector<Json> events = Events(w.dir(), "forkguard-watch.");
+  int64_t fork_events = 0, reg_events = 0, lost = 0;
+  for (const Json& e : events) {
+    std::string type = GetString(e, "event");
+    if (type == "note") lost += GetInt(e, "lost", 0);
+    if (GetInt(e, "_pid", -1) != storm.pid) continue;
+    if (type == "fork") ++fork_events;
+    if (type == "mr_register") ++reg_events;
+  }
+  // What was lost was said: on stderr and in the watcher's own log.
+  EXPECT_NE(stop.err.find(std::to_string(lost) + " records lost"), std::string::npos) << stop.err;
+  EXPECT_EQ(fork_events + reg_events + lost >= forks + regs, true)
+      << fork_events << " forks and " << reg_events << " registrations logged, " << lost
+      << " records lost, of " << forks << " forks and " << regs << " registrations";
+  EXPECT_LE(fork_events, forks);
+  EXPECT_LE(reg_events, regs);
+  printf("storm: %ld forks, %ld registrations; logged %lld forks, %lld registrations; %lld lost\n",
+         forks, regs, static_cast<long long>(fork_events), static_cast<long long>(reg_events),
+         static_cast<long long>(lost));
+}
+
+}  // namespace
+}  // namespace forkguard::cli
