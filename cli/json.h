@@ -2,7 +2,7 @@
 // insertion order), written by WriteJson in the reports' exact bytes; reading
 // is simdjson's: ParseJson (strict, validating UTF-8) turns a document into
 // that DOM, for tests and tools. The event-log reader decodes lines straight
-// from simdjson (cli/event_log.cc). Untrusted input never throws; depth is
+// from simdjson (cli/event_fields.h). Untrusted input never throws; depth is
 // bounded.
 #pragma once
 

@@ -218,9 +218,10 @@ TEST(Run, UsageErrorsAndHelp) {
             "forkguard doctor: unknown option --verbose (see forkguard doctor --help)\n");
   ProgramResult cmd = RunProgram({Forkguard(), "rnu"});
   EXPECT_EQ(cmd.status, 2);
-  EXPECT_EQ(cmd.err,
-            "forkguard: unknown command 'rnu' (commands: run, report, doctor, ps, probe) (see "
-            "forkguard --help)\n");
+  EXPECT_EQ(
+      cmd.err,
+      "forkguard: unknown command 'rnu' (commands: run, report, doctor, ps, probe, watch) (see "
+      "forkguard --help)\n");
   ProgramResult h = RunForkguard({"--help"});
   EXPECT_EQ(h.status, 0);
   EXPECT_NE(h.out.find("EXIT STATUS"), std::string::npos);

@@ -10,6 +10,7 @@
 #include "cli/event_log.h"
 #include "cli/json.h"
 #include "gtest/gtest.h"
+#include "tests/support/event_records.h"
 
 namespace forkguard::test_support {
 
@@ -38,7 +39,7 @@ std::vector<std::string> ReadLogLines(const std::string& dir) {
     // Through the product's reader: each event with its header's fields and its stacks as
     // frames, as one line of JSON.
     std::vector<cli::Note> notes;
-    for (const cli::EventRecord& r : cli::DecodeEventRecords(e->d_name, text.str(), {}, &notes))
+    for (const EventRecord& r : DecodeEventRecords(e->d_name, text.str(), {}, &notes))
       lines.push_back(cli::WriteJson(r.json, -1));
   }
   closedir(d);

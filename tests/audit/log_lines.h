@@ -12,7 +12,7 @@ namespace forkguard::test_support {
 int LineOf(const std::string& path, const std::string& marker);
 
 // Every event of every file in directory `dir` (the shim's event log, FORKGUARD_LOG) as one
-// line of JSON, read by the product's reader (cli::DecodeEventRecords): each with its
+// line of JSON, read by the product's reader (test_support::DecodeEventRecords): each with its
 // header's fields and its stacks by value.
 std::vector<std::string> ReadLogLines(const std::string& dir);
 

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "cli/event_log.h"
+#include "tests/support/event_records.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::safety {
@@ -68,8 +69,8 @@ LogDir ReadLogDir(const std::string& dir, bool allow_truncated_last) {
     // Every complete line, through the product's reader: each event with its header's
     // fields and its stacks as frames.
     std::vector<cli::Note> notes;
-    for (cli::EventRecord& r :
-         cli::DecodeEventRecords(n, std::string_view(text).substr(0, end), {}, &notes))
+    for (test_support::EventRecord& r :
+         test_support::DecodeEventRecords(n, std::string_view(text).substr(0, end), {}, &notes))
       d.lines.push_back({n, r.line, std::move(r.json)});
     for (const cli::Note& note : notes) d.problems.push_back(note.where + ": " + note.text);
   }

@@ -27,7 +27,7 @@ using test_support::WaitForFiles;
 // variables, killed with its process group after 120 s (a hang fails).
 RunOptions SafetyRunOptions();
 
-// One event-log line, read by the product's reader (cli::DecodeEventRecords): the event
+// One event-log line, read by the product's reader (test_support::DecodeEventRecords): the event
 // with its header's fields and its stacks by value.
 struct LogLine {
   std::string file;  // base name

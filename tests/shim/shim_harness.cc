@@ -18,6 +18,7 @@
 #include "cli/event_log.h"
 #include "cli/json.h"
 #include "cli/symbolizer.h"
+#include "tests/support/event_records.h"
 
 namespace forkguard::test_support {
 namespace {
@@ -189,7 +190,7 @@ LoggedEvents ReadEventLog(const std::string& dir) {
     if (!content.empty() && content.back() != '\n')
       unterminated = static_cast<int>(std::count(content.begin(), content.end(), '\n')) + 1;
     std::vector<cli::Note> notes;
-    for (cli::EventRecord& r : cli::DecodeEventRecords(name, content, symbolize, &notes)) {
+    for (EventRecord& r : DecodeEventRecords(name, content, symbolize, &notes)) {
       if (r.line == unterminated) {
         log.problems.push_back(name + ":" + std::to_string(r.line) +
                                ": complete object without a final newline");

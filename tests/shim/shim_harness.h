@@ -1,7 +1,6 @@
 // Test-only helpers for the shim tests: the shim's event log (formats/EVENT_LOG.md) as plain
-// values, read by the product's reader (cli::DecodeEventRecords) and its symbolizer, and what
-// tests/shim/fork_after_rdma printed.
-// Programs run through tests/support/run_program.h.
+// values, read by the product's reader (test_support::DecodeEventRecords) and its symbolizer, and
+// what tests/shim/fork_after_rdma printed. Programs run through tests/support/run_program.h.
 #pragma once
 
 #include <sys/types.h>

@@ -1,0 +1,36 @@
+// What one event means: the typed fields of its record type decoded into an Event, its stacks
+// into Frames, fix mode's `fixed` ranges into the fork's FixTally. Defaults when a field is
+// absent or mistyped; a bad field never drops the line.
+#pragma once
+
+#include <string>
+
+#include <simdjson.h>
+
+#include "cli/event_fields.h"
+#include "cli/log_lines.h"
+#include "cli/process_log.h"
+
+namespace forkguard::cli {
+
+// Where DecodeEvent puts the stacks an event names: the index of a stack value (inline
+// frames, or a /2 stack record's id) among its process's stacks, -1 when it has none.
+class StackIndexer {
+ public:
+  virtual int Index(simdjson::dom::element v) = 0;
+
+ protected:
+  ~StackIndexer() = default;
+};
+
+// A stack from its JSON array (tolerant: bad frames are skipped).
+Stack DecodeStack(simdjson::dom::element v);
+
+// Identity of a decoded stack within a process (every field that renders).
+std::string StackIdentity(const Stack& s);
+
+// The typed fields of `e->kind` from `o` (the common fields are the caller's); `notes`
+// (may be null) gets the notes about line `lineno`'s values that are read as absent.
+void DecodeEvent(const Fields& o, StackIndexer* stacks, FileNotes* notes, int lineno, Event* e);
+
+}  // namespace forkguard::cli
