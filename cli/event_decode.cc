@@ -161,7 +161,7 @@ void DecodeEvent(const Fields& o, StackIndexer* stacks, FileNotes* notes, int li
         e->fix_library = Str(fs, Key::kBy);
       e->stack = StackAt(o, Key::kStack, stacks);
       Strings(o, Key::kReasons, 16, &e->reasons);
-      if (e->action == "failed" && Member(o, Key::kErrno, &x)) {
+      if ((e->action == "failed" || e->action == "refused") && Member(o, Key::kErrno, &x)) {
         std::string_view v;
         if (x.type() == element_type::INT64)
           e->errno_text = std::to_string(x.get_int64().value_unsafe());

@@ -46,7 +46,8 @@ void TallyFork(const Event& e, ForkTally* tally, ProcessLog* p) {
     s.fix_library = e.fix_library;
   }
   s.fix_tally.Take(e.fix_tally);
-  if (e.action == "failed" && !e.errno_text.empty() && s.errnos.size() < kMaxErrnos &&
+  if ((e.action == "failed" || e.action == "refused") && !e.errno_text.empty() &&
+      s.errnos.size() < kMaxErrnos &&
       std::find(s.errnos.begin(), s.errnos.end(), e.errno_text) == s.errnos.end())
     s.errnos.push_back(e.errno_text);
   if (e.has_init) {

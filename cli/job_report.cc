@@ -217,7 +217,7 @@ void AddForkSite(JobReport* report, int i, const ProcessLog& pl, const ForkSite&
   }
   g.Take(fs.max_ranges, fs.max_range_bytes, fs.dontfork_ranges, fs.max_threads, fs.kernel_cof);
   int64_t stopped = 0;
-  for (const char* a : {"failed", "aborted"})
+  for (const char* a : {"failed", "aborted", "refused"})
     if (auto it = fs.actions.find(a); it != fs.actions.end()) stopped += it->second;
   g.children_forked += static_cast<int>(fs.count - stopped);
   gathered->site_keys[i].push_back(std::move(key));

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <map>
 #include <set>
 #include <thread>
 #include <utility>
@@ -27,11 +28,14 @@ namespace {
 std::optional<std::pair<std::string, int64_t>> ShimFileIdentity(std::string_view path) {
   size_t slash = path.rfind('/');
   std::string_view n = slash == std::string_view::npos ? path : path.substr(slash + 1);
-  constexpr std::string_view kPrefix = "forkguard.", kSuffix = ".jsonl";
-  if (n.size() <= kPrefix.size() + kSuffix.size() || n.substr(0, kPrefix.size()) != kPrefix ||
+  // The shim's files, and forkguard watch's (forkguard-watch.HOST.PID.START_NS.jsonl).
+  constexpr std::string_view kSuffix = ".jsonl";
+  std::string_view prefix =
+      n.substr(0, 16) == "forkguard-watch." ? "forkguard-watch." : "forkguard.";
+  if (n.size() <= prefix.size() + kSuffix.size() || n.substr(0, prefix.size()) != prefix ||
       n.substr(n.size() - kSuffix.size()) != kSuffix)
     return std::nullopt;
-  n = n.substr(kPrefix.size(), n.size() - kPrefix.size() - kSuffix.size());
+  n = n.substr(prefix.size(), n.size() - prefix.size() - kSuffix.size());
   size_t dot2 = n.rfind('.');
   if (dot2 == std::string_view::npos || dot2 == 0) return std::nullopt;
   size_t dot1 = n.rfind('.', dot2 - 1);
@@ -255,6 +259,34 @@ void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads,
   for (auto& t : pool) t.join();
   for (auto& part : parts) Merge(std::move(part), out);
   JoinExecs(out);
+  PreferShimRecords(out);
+}
+
+void PreferShimRecords(LogSet* out) {
+  std::set<std::pair<std::string, int64_t>> shim;
+  std::map<std::pair<std::string, int64_t>, std::string> progs;
+  for (const ProcessLog& p : out->processes) {
+    if (p.watcher) continue;
+    shim.insert({p.host, p.pid});
+    progs[{p.host, p.pid}] = p.prog;
+  }
+  auto both = [&](const ProcessLog& p) {
+    if (!p.watcher || !shim.count({p.host, p.pid})) return false;
+    // The watcher names a program as /proc/PID/comm does: its first 15 bytes.
+    const std::string& prog = progs[{p.host, p.pid}];
+    return p.prog.empty() || prog.empty() || prog.compare(0, 15, p.prog, 0, 15) == 0;
+  };
+  size_t before = out->processes.size();
+  out->processes.erase(std::remove_if(out->processes.begin(), out->processes.end(), both),
+                       out->processes.end());
+  size_t n = before - out->processes.size();
+  if (n > 0) {
+    out->notes.push_back(
+        {"forkguard watch", std::to_string(n) + " process" + (n == 1 ? "" : "es") +
+                                " logged by both the shim and forkguard watch: the shim's " +
+                                (n == 1 ? "record is" : "records are") +
+                                " reported (it has the stacks)"});
+  }
 }
 
 }  // namespace forkguard::cli

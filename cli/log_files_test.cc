@@ -194,5 +194,52 @@ TEST(HostileLog, InputFilesAreRegularFilesOnly) {
   rmdir(tmpl);
 }
 
+// forkguard watch's logs beside the shim's: a process both logged is reported once, from the
+// shim's record (it has the stacks), with one note; a process only the watcher saw (a static
+// program) is reported from the watcher's, its fork refused in the kernel counted as no child.
+TEST(LogParser, WatcherLogsBesideTheShimsPreferTheShim) {
+  std::string dir = forkguard::test_support::MakeTempDir("watcher");
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+  };
+  const std::string fork =
+      R"("verdict":"hazard","reasons":["child-segv","inherited-rdma"],"site":null,"ranges":[)"
+      R"({"addr":4096,"len":4096,"call":"ib_umem_get","dontfork":true,"kind":"anonymous",)"
+      R"("effect":"child-segv","basis":"dontfork"}],"via":"kernel"})";
+  write(
+      "forkguard.h.10.100.jsonl",
+      R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":10,"ppid":1,"prog":"train_with_a_long_name","rank":null,"local_rank":null,"job":null,"start_ns":100})"
+      "\n"
+      R"({"event":"fork","ts":5,"seq":0,"verdict":"hazard","reasons":["child-segv"],"action":"proceeded","site":"0xa"})"
+      "\n");
+  write(
+      "forkguard-watch.h.10.90.jsonl",
+      R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":10,"ppid":1,"prog":"train_with_a_lo","rank":null,"local_rank":null,"job":null,"start_ns":90,"source":"watcher"})"
+      "\n"
+      R"({"event":"fork","ts":15,"seq":0,"action":"proceeded",)" +
+          fork + "\n");
+  write(
+      "forkguard-watch.h.20.90.jsonl",
+      R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":20,"ppid":1,"prog":"static_prog","rank":null,"local_rank":null,"job":null,"start_ns":90,"source":"watcher"})"
+      "\n"
+      R"({"event":"fork","ts":15,"seq":0,"action":"refused","errno":1,)" +
+          fork + "\n" + R"({"event":"fork","ts":25,"seq":1,"action":"proceeded",)" + fork + "\n" +
+          R"({"event":"fork_child","ts":26,"seq":2,"child_pid":21})" + "\n");
+  LogSet l;
+  ReadLogs({dir}, &l);
+  ASSERT_EQ(l.processes.size(), 2u);
+  for (const ProcessLog& p : l.processes) {
+    EXPECT_EQ(p.watcher, p.pid == 20) << p.pid;
+    EXPECT_EQ(p.forks, p.pid == 20 ? 2 : 1) << p.pid;
+  }
+  EXPECT_TRUE(HasNote(l, "forkguard watch",
+                      "1 process logged by both the shim and forkguard watch: the shim's record "
+                      "is reported (it has the stacks)"));
+  std::string text = RenderText(BuildJobReport(l, nullptr));
+  EXPECT_NE(text.find("action: 1 proceeded, 1 refused by the kernel (errno 1); 1 child forked"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace forkguard::cli

@@ -274,6 +274,7 @@ struct ProcessLog {
   int64_t pid = -1;
   int64_t ppid = -1;
   std::string prog;
+  bool watcher = false;  // written by forkguard watch (the header's "source"), not the shim
   std::optional<int64_t> rank;
   std::optional<int64_t> local_rank;
   std::string job;  // "" when the launcher gave none (logs before the field: also "")

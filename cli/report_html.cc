@@ -100,7 +100,7 @@ bool MarkData(const TimelineMark& m, const Timeline& t, Json* out) {
       break;
     case TimelineMark::Kind::kFork: {
       bool hazard = m.verdict == "hazard";
-      bool stopped = m.action == "failed" || m.action == "aborted";
+      bool stopped = m.action == "failed" || m.action == "aborted" || m.action == "refused";
       // A hazardous fork fix mode made safe: neither stopped nor left to do harm.
       bool fixed = m.action == "fixed";
       x.emplace_back(!hazard ? "c" : stopped ? "x" : fixed ? "f" : "h");

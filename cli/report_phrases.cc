@@ -57,7 +57,8 @@ std::string ActionsPhrase(const ForkGroup& g) {
   std::string s;
   for (const auto& [a, n] : g.actions) {
     if (!s.empty()) s += ", ";
-    s += std::to_string(n) + " " + a;
+    // "refused": forkguard watch --enforce had the kernel refuse it (no child was made).
+    s += std::to_string(n) + " " + (a == "refused" ? std::string("refused by the kernel") : a);
   }
   if (!g.errnos.empty()) {
     s += " (errno";

@@ -52,6 +52,7 @@
   X(Job, "job")                           \
   X(Step, "step")                         \
   X(StartNs, "start_ns")                  \
+  X(Source, "source")                     \
   X(Id, "id")                             \
   X(Path, "path")                         \
   X(Base, "base")                         \
@@ -152,6 +153,7 @@
   X(Header, Job)                 \
   X(Header, Step)                \
   X(Header, StartNs)             \
+  X(Header, Source)              \
   X(Module, Id)                  \
   X(Module, Path)                \
   X(Module, Base)                \
