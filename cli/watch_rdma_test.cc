@@ -134,8 +134,10 @@ std::string SetuidProg() {
 }
 
 // The shim's verdicts for the dynamic program, with the same environment.
-std::vector<std::string> ShimReasons(const std::string& dev, const std::string& fork_safe) {
+std::vector<std::string> ShimReasons(const std::string& dev, const std::string& fork_safe,
+                                     std::string* dir = nullptr) {
   std::string logs = test_support::MakeTempDir("shimlogs");
+  if (dir != nullptr) *dir = logs;
   ProgramResult r = RunProgram(
       {Forkguard(), "run", "--no-audit", "--log", logs, "--", DynamicProg()},
       {"RXE_DEV=" + dev, "FORKGUARD_SHIM_DIR=", "RDMAV_FORK_SAFE=" + fork_safe, "IBV_FORK_SAFE="});
@@ -147,7 +149,8 @@ TEST(WatchRdma, JudgesTheProgramsThePreloadCannotSeeAsTheShimDoes) {
   auto dev = test_support::RequireRdmaDevice();
   ASSERT_EQ(geteuid(), 0u) << "the watcher loads BPF programs: the guest runs tests as root";
   // Fork support on: rdma-core marks the registration MADV_DONTFORK (child-segv).
-  std::vector<std::string> shim = ShimReasons(dev.name, "1");
+  std::string shim_logs;
+  std::vector<std::string> shim = ShimReasons(dev.name, "1", &shim_logs);
   ASSERT_EQ(shim, std::vector<std::string>{"proceeded:child-segv,inherited-rdma"});
   // Fork support off: this kernel copies the pinned anonymous pages (inherited-rdma only).
   std::vector<std::string> shim_off = ShimReasons(dev.name, "");
@@ -207,6 +210,14 @@ TEST(WatchRdma, JudgesTheProgramsThePreloadCannotSeeAsTheShimDoes) {
   EXPECT_EQ(statics, (std::vector<std::string>{shim[0], shim_off[0]})) << stop.err;
   EXPECT_EQ(ForkReasons(events, "hazard_prog"), shim) << stop.err;
   EXPECT_EQ(ForkReasons(events, "hazard_suid"), shim) << stop.err;
+  // One report over the shim's logs and the watcher's: the processes of both, the static
+  // program's refused-or-not forks among them.
+  ProgramResult report =
+      RunProgram({Forkguard(), "report", shim_logs, w.dir()}, test_support::RunOptions{});
+  EXPECT_EQ(report.status, 0) << report.Describe();
+  EXPECT_NE(report.out.find(" hazard_prog_sta "), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find(" hazard_suid "), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find(" hazard_prog "), std::string::npos) << report.out;
   // Each header says who wrote it.
   for (const Json& e : events) {
     if (GetString(e, "event") == "header") {
