@@ -28,6 +28,7 @@
 #include "facts/machine_facts.h"
 #include "facts/pin_probe.h"
 #include "flags/flags.h"
+#include "formats/event_schema.h"
 
 namespace forkguard::cli {
 
@@ -568,7 +569,7 @@ void CheckShim(const char* argv0, std::vector<Check>* out) {
                     ""});
   if (const char* m = getenv("FORKGUARD_MODE")) {
     std::string mode = m;
-    if (mode != "warn" && mode != "error" && mode != "abort" && mode != "fix" && mode != "off")
+    if (!schema::IsModeName(mode.c_str()))
       out->push_back({"FORKGUARD_MODE", Verdict::kWarn, "\"" + mode + "\" is not a mode",
                       "use warn, error, abort, fix or off (the shim falls back to warn)"});
     else

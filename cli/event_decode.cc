@@ -39,11 +39,12 @@ void TallyFixedRange(element v, std::string_view kind, int64_t len, FixTally* fi
                      int lineno, bool* noted) {
   std::string_view s;
   bool is_string = v.get_string().get(s) == simdjson::SUCCESS;
-  if (is_string && s == "failed") {
+  if (is_string && s == schema::kFixedFailed) {
     fix->failed_ranges = SatAdd(fix->failed_ranges, 1);
     return;
   }
-  bool copied = is_string && s == "copied", withheld = is_string && s == "withheld";
+  bool copied = is_string && s == schema::kFixedCopied,
+       withheld = is_string && s == schema::kFixedWithheld;
   if (!copied && !withheld) {
     if (!*noted && notes != nullptr) {
       // At most 64 bytes of it, cut where a UTF-8 character starts.
@@ -148,9 +149,9 @@ void DecodeEvent(const Fields& o, StackIndexer* stacks, FileNotes* notes, int li
       break;
     }
     case EventType::kFork: {
-      e->verdict = Str(o, Key::kVerdict, "unknown");
+      e->verdict = Str(o, Key::kVerdict, kAbsentValue);
       e->site = Str(o, Key::kSite);
-      e->action = Str(o, Key::kAction, "unknown");
+      e->action = Str(o, Key::kAction, kAbsentValue);
       e->via = Str(o, Key::kVia);
       e->fix = Str(o, Key::kFix);
       e->suppressed = Str(o, Key::kSuppressed);
@@ -161,7 +162,8 @@ void DecodeEvent(const Fields& o, StackIndexer* stacks, FileNotes* notes, int li
         e->fix_library = Str(fs, Key::kBy);
       e->stack = StackAt(o, Key::kStack, stacks);
       Strings(o, Key::kReasons, 16, &e->reasons);
-      if ((e->action == "failed" || e->action == "refused") && Member(o, Key::kErrno, &x)) {
+      if ((e->action == schema::kActionFailed || e->action == schema::kActionRefused) &&
+          Member(o, Key::kErrno, &x)) {
         std::string_view v;
         if (x.type() == element_type::INT64)
           e->errno_text = std::to_string(x.get_int64().value_unsafe());
@@ -178,7 +180,7 @@ void DecodeEvent(const Fields& o, StackIndexer* stacks, FileNotes* notes, int li
       }
       simdjson::dom::array a;
       FixTally& fix = e->fix_tally;
-      fix.forks = e->action == "fixed" ? 1 : 0;
+      fix.forks = e->action == schema::kActionFixed ? 1 : 0;
       bool fix_noted = false;
       if (Member(o, Key::kRanges, &x) && x.get_array().get(a) == simdjson::SUCCESS) {
         for (element r : a) {

@@ -1,6 +1,6 @@
 // formats/event_schema.h against docs/event-schema.json: the same records, each with the same
-// keys, the same keys in the objects inside them, and no name in the header's lists that
-// neither the JSON Schema nor a list uses.
+// keys, the same keys in the objects inside them, no name in the header's lists that
+// neither the JSON Schema nor a list uses, and the same values in each value set.
 #include "formats/event_schema.h"
 
 #include <gtest/gtest.h>
@@ -146,6 +146,52 @@ TEST_F(EventSchemaTest, EveryKeyPlacedAndKnown) {
     for (const std::string& k : PropertyNames(*then)) v1.insert(k);
   }
   for (const std::string& k : v1) EXPECT_TRUE(all.count(k)) << "/1 key " << k;
+}
+
+// Names of a list as a set: the values the header's lists give a value set.
+template <size_t N>
+Names NamesOf(const char* const (&names)[N]) {
+  return Names(std::begin(names), std::end(names));
+}
+
+// The enum of property `key` of `then` (or of its array's items).
+Names EnumOf(const Json& then, const char* key) {
+  Names out;
+  const Json& p = At(then, {"properties", key});
+  const Json* e = FindMember(p, "enum");
+  if (e == nullptr) e = FindMember(At(p, {"items"}), "enum");
+  if (e != nullptr)
+    for (const Json& v : *e) out.insert(v.get_ref<const std::string&>());
+  return out;
+}
+
+// Every value set of the fork event: the header's table against the JSON Schema's enum, in
+// /2 and (what it had of them) in /1.
+TEST_F(EventSchemaTest, SameValues) {
+  const Json& fork = *Cases("v2_line").at(schema::kFork);
+  EXPECT_EQ(NamesOf(schema::kVerdictNames), EnumOf(fork, schema::kKeyVerdict));
+  EXPECT_EQ(NamesOf(schema::kReasonNames), EnumOf(fork, schema::kKeyReasons));
+  EXPECT_EQ(NamesOf(schema::kActionNames), EnumOf(fork, schema::kKeyAction));
+  Names modes = NamesOf(schema::kModeNames);
+  modes.insert(schema::kModeWatch);
+  EXPECT_EQ(modes, EnumOf(*Cases("v2_line").at(schema::kProcessStart), schema::kKeyMode));
+  Names via = NamesOf(schema::kViaNames);
+  via.insert(schema::kViaBackstop);
+  Names v2_via = via;
+  v2_via.insert(schema::kViaKernel);
+  EXPECT_EQ(v2_via, EnumOf(fork, schema::kKeyVia));
+  EXPECT_EQ(NamesOf(schema::kFixedNames),
+            EnumOf(At(fork, {"properties", "ranges", "items"}), schema::kKeyFixed));
+  // /1 (read, no longer written): the same values but fix mode's and the watcher's, which
+  // came with /2.
+  const Json& v1 = *Cases("v1_line").at(schema::kFork);
+  EXPECT_EQ(NamesOf(schema::kVerdictNames), EnumOf(v1, schema::kKeyVerdict));
+  EXPECT_EQ(NamesOf(schema::kReasonNames), EnumOf(v1, schema::kKeyReasons));
+  Names v1_actions = NamesOf(schema::kActionNames);
+  v1_actions.erase(schema::kActionFixed);
+  v1_actions.erase(schema::kActionRefused);
+  EXPECT_EQ(v1_actions, EnumOf(v1, schema::kKeyAction));
+  EXPECT_EQ(via, EnumOf(v1, schema::kKeyVia));
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ void TallyFork(const Event& e, ForkTally* tally, ProcessLog* p) {
   ForkSite& s = p->fork_sites[static_cast<size_t>(it->second)];
   // A hazard the shim suppressed counts as such in the site (ApplySuppressions moves the
   // site to "suppressed"), not in the timeline's hazard bins.
-  bool hazard = e.verdict == "hazard";
+  bool hazard = e.verdict == schema::kVerdictHazard;
   ++s.count;
   if (hazard) ++s.hazard;
   s.first_ts_ns = std::min(s.first_ts_ns, e.ts_ns);
@@ -46,8 +46,8 @@ void TallyFork(const Event& e, ForkTally* tally, ProcessLog* p) {
     s.fix_library = e.fix_library;
   }
   s.fix_tally.Take(e.fix_tally);
-  if ((e.action == "failed" || e.action == "refused") && !e.errno_text.empty() &&
-      s.errnos.size() < kMaxErrnos &&
+  if ((e.action == schema::kActionFailed || e.action == schema::kActionRefused) &&
+      !e.errno_text.empty() && s.errnos.size() < kMaxErrnos &&
       std::find(s.errnos.begin(), s.errnos.end(), e.errno_text) == s.errnos.end())
     s.errnos.push_back(e.errno_text);
   if (e.has_init) {

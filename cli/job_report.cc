@@ -41,16 +41,16 @@ struct MadeBy {
 }  // namespace
 
 std::string ExplainReason(const std::string& reason) {
-  if (reason == "child-segv")
+  if (reason == schema::kReasonChildSegv)
     return "memory registered for RDMA is MADV_DONTFORK: a child that touches it (or "
            "data sharing its pages) is killed by SIGSEGV";
-  if (reason == "parent-corruption")
+  if (reason == schema::kReasonParentCorruption)
     return "registered pages are copied on the parent's next write while the HCA keeps "
            "using the old ones (not MADV_DONTFORK, and the kernel does not copy pinned pages "
            "of that memory kind at fork: measured by the pin probe, or reported by the "
            "kernel; each range's kind, effect and basis are in the fork event): silent "
            "corruption";
-  if (reason == "inherited-rdma")
+  if (reason == schema::kReasonInheritedRdma)
     return "the child inherits RDMA contexts/queues/channels it can never use";
   return reason;
 }
@@ -191,7 +191,7 @@ void AddForkSite(JobReport* report, int i, const ProcessLog& pl, const ForkSite&
   if (n.rank) g.ranks.insert(*n.rank);
   n.hazard_forks += static_cast<int>(fs.hazard);
   r.hazard_forks += fs.hazard;
-  if (fs.verdict == "suppressed") r.suppressed_forks += fs.count;
+  if (fs.verdict == kVerdictSuppressed) r.suppressed_forks += fs.count;
   for (const auto& [x, c] : fs.reasons) g.reasons[x] += static_cast<int>(c);
   for (const auto& [x, c] : fs.actions) g.actions[x] += static_cast<int>(c);
   for (const auto& [x, c] : fs.via) g.via[x] += static_cast<int>(c);
@@ -217,7 +217,7 @@ void AddForkSite(JobReport* report, int i, const ProcessLog& pl, const ForkSite&
   }
   g.Take(fs.max_ranges, fs.max_range_bytes, fs.dontfork_ranges, fs.max_threads, fs.kernel_cof);
   int64_t stopped = 0;
-  for (const char* a : {"failed", "aborted", "refused"})
+  for (const char* a : {schema::kActionFailed, schema::kActionAborted, schema::kActionRefused})
     if (auto it = fs.actions.find(a); it != fs.actions.end()) stopped += it->second;
   g.children_forked += static_cast<int>(fs.count - stopped);
   gathered->site_keys[i].push_back(std::move(key));
@@ -319,12 +319,12 @@ GroupIndex PlaceGroups(JobReport* report, std::map<std::string, ForkGroup> group
   });
   GroupIndex placed;
   for (auto& g : all) {
-    if (g.verdict == "suppressed") {
+    if (g.verdict == kVerdictSuppressed) {
       placed.suppressed_index[g.key] = static_cast<int>(r.suppressed_groups.size());
       r.suppressed_groups.push_back(std::move(g));
       continue;
     }
-    bool hazard = g.verdict == "hazard";
+    bool hazard = g.verdict == schema::kVerdictHazard;
     auto& v = hazard ? r.hazard_groups : r.clean_groups;
     placed.index[g.key] = {hazard, static_cast<int>(v.size())};
     v.push_back(std::move(g));

@@ -150,7 +150,7 @@ void FillIdentity(const Fields& v, ProcessLog* pp) {
       p.local_rank = r.get_int64().value_unsafe();
   }
   if (p.job.empty()) p.job = Str(v, Key::kJob);
-  if (Str(v, Key::kSource) == "watcher") p.watcher = true;
+  if (Str(v, Key::kSource) == schema::kSourceWatcher) p.watcher = true;
 }
 
 // Folds one event of process `it` into the set (both schemas).

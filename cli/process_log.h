@@ -15,6 +15,12 @@
 
 namespace forkguard::cli {
 
+// A fork's verdict or action its line did not carry.
+inline constexpr char kAbsentValue[] = "unknown";
+// The report's verdict for the forks of a site a suppression silenced (the shim's at run
+// time, or report --suppressions'): not a verdict the log writes.
+inline constexpr char kVerdictSuppressed[] = "suppressed";
+
 // One stack frame, innermost first in a Stack. Either native (obj/off/sym) or
 // Python (py_*). file/line/func are filled by the Symbolizer.
 struct Frame {

@@ -12,17 +12,20 @@
 namespace forkguard::cli {
 namespace {
 
-constexpr const char* kKinds[] = {"child-segv", "parent-corruption", "inherited-rdma"};
+constexpr const char* const (&kKinds)[3] = schema::kReasonNames;
 
 const char* KindTitle(const std::string& kind) {
-  if (kind == "child-segv") return "fork after RDMA init: children SIGSEGV on registered memory";
-  if (kind == "parent-corruption") return "fork after RDMA init: silent parent memory corruption";
-  if (kind == "inherited-rdma") return "fork after RDMA init: child inherits unusable RDMA objects";
+  if (kind == schema::kReasonChildSegv)
+    return "fork after RDMA init: children SIGSEGV on registered memory";
+  if (kind == schema::kReasonParentCorruption)
+    return "fork after RDMA init: silent parent memory corruption";
+  if (kind == schema::kReasonInheritedRdma)
+    return "fork after RDMA init: child inherits unusable RDMA objects";
   return "fork after RDMA init";
 }
 
 // SARIF level and GitHub command of a kind: the two that lose data or kill are errors.
-bool IsError(const std::string& kind) { return kind != "inherited-rdma"; }
+bool IsError(const std::string& kind) { return kind != schema::kReasonInheritedRdma; }
 
 std::string Message(const ForkGroup& g) {
   std::string reasons;
@@ -119,7 +122,7 @@ bool IsNew(const JobReport& r, size_t i) { return i >= r.hazard_new.size() || r.
 std::string PrimaryKind(const ForkGroup& g) {
   for (const char* k : kKinds)
     if (g.reasons.count(k)) return k;
-  return g.reasons.empty() ? "inherited-rdma" : g.reasons.begin()->first;
+  return g.reasons.empty() ? schema::kReasonInheritedRdma : g.reasons.begin()->first;
 }
 
 SourceSpot SiteSpot(const Stack& s) {

@@ -99,10 +99,11 @@ bool MarkData(const TimelineMark& m, const Timeline& t, Json* out) {
       x.emplace_back(m.bytes);
       break;
     case TimelineMark::Kind::kFork: {
-      bool hazard = m.verdict == "hazard";
-      bool stopped = m.action == "failed" || m.action == "aborted" || m.action == "refused";
+      bool hazard = m.verdict == schema::kVerdictHazard;
+      bool stopped = m.action == schema::kActionFailed || m.action == schema::kActionAborted ||
+                     m.action == schema::kActionRefused;
       // A hazardous fork fix mode made safe: neither stopped nor left to do harm.
-      bool fixed = m.action == "fixed";
+      bool fixed = m.action == schema::kActionFixed;
       x.emplace_back(!hazard ? "c" : stopped ? "x" : fixed ? "f" : "h");
       x.emplace_back(us);
       x.emplace_back(m.child);

@@ -93,7 +93,7 @@ Json GroupJson(const JobReport& r, const ForkGroup& g, int id) {
   o["verdict"] = g.verdict;
   o["site"] = g.site;
   o["location"] = SiteLabel(g.stack);
-  if (g.verdict == "hazard") o["fix"] = FixFor(g);
+  if (g.verdict == schema::kVerdictHazard) o["fix"] = FixFor(g);
   o["count"] = g.count;
   o["process_count"] = static_cast<int64_t>(g.processes.size());
   Json pids = Json::array();
@@ -111,7 +111,7 @@ Json GroupJson(const JobReport& r, const ForkGroup& g, int id) {
   o["reasons"] = CountMap(g.reasons);
   o["actions"] = CountMap(g.actions);
   o["stack"] = StackJson(g.stack);
-  if (g.verdict == "hazard") {
+  if (g.verdict == schema::kVerdictHazard) {
     if (g.init_call.empty()) {
       o["init"] = Json();
     } else {

@@ -58,7 +58,8 @@ std::string ActionsPhrase(const ForkGroup& g) {
   for (const auto& [a, n] : g.actions) {
     if (!s.empty()) s += ", ";
     // "refused": forkguard watch --enforce had the kernel refuse it (no child was made).
-    s += std::to_string(n) + " " + (a == "refused" ? std::string("refused by the kernel") : a);
+    s += std::to_string(n) + " " +
+         (a == schema::kActionRefused ? std::string("refused by the kernel") : a);
   }
   if (!g.errnos.empty()) {
     s += " (errno";

@@ -152,7 +152,7 @@ void ApplySuppressions(LogSet* logs, const SuppressionFile* file, Symbolizer* sy
     for (ForkSite& fs : pl.fork_sites) {
       const Stack& st = pl.StackAt(fs.stack);
       if (!fs.suppressed.empty()) {  // by the shim, at run time
-        fs.verdict = "suppressed";
+        fs.verdict = kVerdictSuppressed;
         fs.hazard = 0;
         SuppressionUse& u = uses[fs.suppressed];
         u.text = fs.suppressed;
@@ -160,7 +160,7 @@ void ApplySuppressions(LogSet* logs, const SuppressionFile* file, Symbolizer* sy
         u.sites.insert(SiteKey(fs, st, pl.job));
         continue;
       }
-      if (file == nullptr || fs.verdict != "hazard") continue;
+      if (file == nullptr || fs.verdict != schema::kVerdictHazard) continue;
       if (sym != nullptr && fs.stack >= 0 && fs.stack < static_cast<int>(pl.stacks.size()))
         sym->Symbolize(&pl.stacks[static_cast<size_t>(fs.stack)]);
       std::vector<SuppressionFrameFacts> facts = FactsOf(st, &names);
@@ -176,7 +176,7 @@ void ApplySuppressions(LogSet* logs, const SuppressionFile* file, Symbolizer* sy
       if (at < 0) continue;
       const Suppression& s = file->set->entries[at];
       UnbinHazards(fs, &pl.fork_bins);
-      fs.verdict = "suppressed";
+      fs.verdict = kVerdictSuppressed;
       fs.suppressed = s.text;
       fs.hazard = 0;
       SuppressionUse& u = uses[s.text];

@@ -149,7 +149,7 @@ bool MarkEvent(const JobReport& r, const TimelineMark& m, InstantEvent* out) {
       break;
     case TimelineMark::Kind::kFork:
       // A hazardous fork fix mode made safe is not drawn as a harmful one.
-      name = "fork (" + m.verdict + (m.action == "fixed" ? ", made safe" : "") + ")";
+      name = "fork (" + m.verdict + (m.action == schema::kActionFixed ? ", made safe" : "") + ")";
       cat = "fork";
       a["verdict"] = m.verdict;
       {
@@ -166,7 +166,8 @@ bool MarkEvent(const JobReport& r, const TimelineMark& m, InstantEvent* out) {
                             : r.clean_groups[m.site_id - 1 - r.hazard_groups.size()];
         a["site"] = SiteHeading(g.stack);
       }
-      color = m.verdict == "hazard" && m.action != "fixed" ? "terrible" : "good";
+      color = m.verdict == schema::kVerdictHazard && m.action != schema::kActionFixed ? "terrible"
+                                                                                      : "good";
       break;
     case TimelineMark::Kind::kSpawn:
       name = "spawn: " + m.call;

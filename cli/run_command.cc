@@ -27,6 +27,7 @@
 #include "cli/unwatched.h"
 #include "facts/pin_probe.h"
 #include "flags/flags.h"
+#include "formats/event_schema.h"
 
 extern char** environ;
 
@@ -196,7 +197,7 @@ RunOptions ParseRunArgs(const flags::Options& opts) {
   const RunOwnFlags& f = kRunOwn;
   for (const auto& [name, v] : opts.given()) {
     if (name == f.mode.name) {
-      if (v != "warn" && v != "error" && v != "abort" && v != "fix" && v != "off")
+      if (!schema::IsModeName(v.c_str()))
         throw UsageError("--mode takes warn, error, abort, fix or off");
       o.mode = v;
     } else if (name == f.log.name) {

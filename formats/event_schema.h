@@ -9,6 +9,7 @@
 // the lists below and that file name the same events and keys).
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 // The records a file holds: X(Id, "name"). The first three are not events: the file's
@@ -135,7 +136,13 @@
   X(RegStack, "reg_stack")                \
   X(Signal, "signal")                     \
   X(Status, "status")                     \
-  X(Text, "text")
+  X(Text, "text")                         \
+  X(PinnedPages, "pinned_pages")          \
+  X(RangesOmitted, "ranges_omitted")      \
+  X(MappingsUnread, "mappings_unread")    \
+  X(Enforce, "enforce")                   \
+  X(Hook, "hook")                         \
+  X(Lost, "lost")
 
 // Which keys each /2 record has: X(Type, Key), in the order the shim writes them. Every
 // line after the header also has `event`, `ts`, `seq` and `tid` (FORKGUARD_LINE_KEYS).
@@ -164,6 +171,8 @@
   X(ProcessStart, Mode)          \
   X(ProcessStart, ShimVersion)   \
   X(ProcessStart, Exe)           \
+  X(ProcessStart, Enforce)       \
+  X(ProcessStart, Hook)          \
   X(ProcessExit, Status)         \
   X(RdmaInit, Call)              \
   X(RdmaInit, Device)            \
@@ -209,6 +218,9 @@
   X(Fork, ChildExecs)            \
   X(Fork, HeldBy)                \
   X(Fork, ForkSupport)           \
+  X(Fork, PinnedPages)           \
+  X(Fork, RangesOmitted)         \
+  X(Fork, MappingsUnread)        \
   X(ForkChild, ChildPid)         \
   X(Spawn, Call)                 \
   X(Spawn, ChildPid)             \
@@ -225,7 +237,8 @@
   X(ChildSegv, Call)             \
   X(ChildSegv, RegStack)         \
   X(ChildSegv, Signal)           \
-  X(Note, Text)
+  X(Note, Text)                  \
+  X(Note, Lost)
 
 // The keys of every line after a /2 file's header: X(Key).
 #define FORKGUARD_LINE_KEYS(X) X(Event) X(Ts) X(Seq) X(Tid)
@@ -274,11 +287,64 @@
   X(Py, Line)                    \
   X(Py, Func)
 
+// The values of the event log's value sets: X(Id, "name"), one list per set, written by the
+// shim and read by the CLI from the names below (kVerdictHazard = "hazard", ...;
+// kVerdictNames[] in list order). docs/event-schema.json's enums name the same values (a
+// test checks).
+// A fork's `verdict`.
+#define FORKGUARD_VERDICTS(X) \
+  X(Clean, "clean")           \
+  X(Hazard, "hazard")
+
+// process_start's `mode`: FORKGUARD_MODE's values, in the order of the shim's Mode
+// (shim/config.h). Logs of forkguard watch say kModeWatch.
+#define FORKGUARD_MODES(X) \
+  X(Warn, "warn")          \
+  X(Error, "error")        \
+  X(Abort, "abort")        \
+  X(Off, "off")            \
+  X(Fix, "fix")
+
+// A fork's `reasons`, in the order of the verdict's reason bits (shim/verdict.h).
+#define FORKGUARD_REASONS(X)               \
+  X(ChildSegv, "child-segv")               \
+  X(ParentCorruption, "parent-corruption") \
+  X(InheritedRdma, "inherited-rdma")
+
+// A fork's `action`: what the shim did with it (refused: what forkguard watch --enforce did).
+#define FORKGUARD_ACTIONS(X) \
+  X(Proceeded, "proceeded")  \
+  X(Failed, "failed")        \
+  X(Aborted, "aborted")      \
+  X(Fixed, "fixed")          \
+  X(Off, "off")              \
+  X(Refused, "refused")
+
+// A fork's `via`: the entry point that forked, in the order of the shim's ForkVia
+// (shim/fork_report.h). Logs of older shims may also say "backstop" (kViaBackstop), which
+// this shim does not write.
+#define FORKGUARD_FORK_ENTRIES(X) \
+  X(Fork, "fork")                 \
+  X(Atfork, "atfork")             \
+  X(UnderscoreFork, "_Fork")      \
+  X(Daemon, "daemon")             \
+  X(Forkpty, "forkpty")
+
+// A fork range's `fixed`: fix mode's change to it (absent: unchanged).
+#define FORKGUARD_FIXED(X) \
+  X(Copied, "copied")      \
+  X(Withheld, "withheld")  \
+  X(Failed, "failed")
+
 namespace forkguard::schema {
 
 // The schema the shim writes, and the one the reader still reads.
 inline constexpr const char kEventV2[] = "forkguard.event/2";
 inline constexpr const char kEventV1[] = "forkguard.event/1";
+// The header's `source` in logs of forkguard watch (absent: the shim's), and the mode its
+// process_start says.
+inline constexpr const char kSourceWatcher[] = "watcher";
+inline constexpr const char kModeWatch[] = "watch";
 
 // A record's type: EventType::kFork, ...; kCount: how many there are.
 enum class EventType : uint8_t {
@@ -323,6 +389,48 @@ constexpr const char* EventTypeName(EventType t) {
   return kEventTypeNames[static_cast<unsigned>(t)];
 }
 constexpr const char* KeyName(Key k) { return kKeyNames[static_cast<unsigned>(k)]; }
+
+// The values: kVerdictHazard = "hazard", kReasonChildSegv = "child-segv", kActionFailed =
+// "failed", kViaAtfork = "atfork", kFixedCopied = "copied", ...; and each set in list order:
+// kVerdictNames[], kReasonNames[], kActionNames[], kViaNames[], kFixedNames[].
+#define FORKGUARD_X(id, name) inline constexpr const char kVerdict##id[] = name;
+FORKGUARD_VERDICTS(FORKGUARD_X)
+#undef FORKGUARD_X
+#define FORKGUARD_X(id, name) inline constexpr const char kReason##id[] = name;
+FORKGUARD_REASONS(FORKGUARD_X)
+#undef FORKGUARD_X
+#define FORKGUARD_X(id, name) inline constexpr const char kMode##id[] = name;
+FORKGUARD_MODES(FORKGUARD_X)
+#undef FORKGUARD_X
+#define FORKGUARD_X(id, name) inline constexpr const char kAction##id[] = name;
+FORKGUARD_ACTIONS(FORKGUARD_X)
+#undef FORKGUARD_X
+#define FORKGUARD_X(id, name) inline constexpr const char kVia##id[] = name;
+FORKGUARD_FORK_ENTRIES(FORKGUARD_X)
+#undef FORKGUARD_X
+inline constexpr const char kViaBackstop[] = "backstop";  // read, not written
+inline constexpr const char kViaKernel[] = "kernel";      // written by forkguard watch
+#define FORKGUARD_X(id, name) inline constexpr const char kFixed##id[] = name;
+FORKGUARD_FIXED(FORKGUARD_X)
+#undef FORKGUARD_X
+#define FORKGUARD_X(id, name) name,
+inline constexpr const char* kVerdictNames[] = {FORKGUARD_VERDICTS(FORKGUARD_X)};
+inline constexpr const char* kReasonNames[] = {FORKGUARD_REASONS(FORKGUARD_X)};
+inline constexpr const char* kActionNames[] = {FORKGUARD_ACTIONS(FORKGUARD_X)};
+inline constexpr const char* kModeNames[] = {FORKGUARD_MODES(FORKGUARD_X)};
+inline constexpr const char* kViaNames[] = {FORKGUARD_FORK_ENTRIES(FORKGUARD_X)};
+inline constexpr const char* kFixedNames[] = {FORKGUARD_FIXED(FORKGUARD_X)};
+#undef FORKGUARD_X
+
+// Whether `s` is one of FORKGUARD_MODE's values as written (lower case).
+constexpr bool IsModeName(const char* s) {
+  for (const char* m : kModeNames) {
+    size_t i = 0;
+    while (m[i] != '\0' && m[i] == s[i]) ++i;
+    if (m[i] == '\0' && s[i] == '\0') return true;
+  }
+  return false;
+}
 
 // Values the log writes that are names too.
 // mr_register's `call` when absent: the registration was ibv_reg_mr.

@@ -7,14 +7,21 @@
 
 #include <strings.h>
 
+#include "formats/event_schema.h"
 #include "formats/text_buffer.h"
 #include "names/name_table.h"
 
 namespace forkguard {
 namespace {
 
-// FORKGUARD_MODE's and FORKGUARD_REPORT's values (any case), by enum.
-constexpr char kModeNames[][6] = {"warn", "error", "abort", "off", "fix"};
+// FORKGUARD_MODE's values (any case), by enum: the event log's (formats/event_schema.h). An
+// array of arrays, not of pointers: no relocations to apply at load.
+constexpr char kModeNames[][6] = {
+#define FORKGUARD_X(id, name) name,
+    FORKGUARD_MODES(FORKGUARD_X)
+#undef FORKGUARD_X
+};
+// FORKGUARD_REPORT's values (any case), by enum.
 static_assert(std::size(kModeNames) == CountThrough(Mode::kFix));
 constexpr char kReportNames[][7] = {"once", "always"};
 static_assert(std::size(kReportNames) == CountThrough(ReportPolicy::kAlways));

@@ -111,7 +111,7 @@ void AppendFork(TextBuffer& b, EventLog& log, bool locked, const ForkReport& r) 
   // A hazard decided with the tables: everything the message says.
   const bool full = v.hazard() && !r.partial && r.snap != nullptr;
   b.Key(schema::kKeyVerdict)
-      .Quoted(v.hazard() ? "hazard" : "clean")
+      .Quoted(v.hazard() ? schema::kVerdictHazard : schema::kVerdictClean)
       .Key(schema::kKeyReasons)
       .Char('[');
   bool first = true;
@@ -123,7 +123,7 @@ void AppendFork(TextBuffer& b, EventLog& log, bool locked, const ForkReport& r) 
   }
   const char* action = ForkActionName(r);
   b.Char(']').Key(schema::kKeyAction).Quoted(action);
-  if (strcmp(action, "failed") == 0) b.Key(schema::kKeyErrno).Dec(FailErrno(r.via));
+  if (strcmp(action, schema::kActionFailed) == 0) b.Key(schema::kKeyErrno).Dec(FailErrno(r.via));
   b.Key(schema::kKeySite);
   if (r.partial) {
     b.Str("null");
@@ -321,22 +321,25 @@ void LogForkInit(int ret, int err, const char* caller) {
 }
 
 const char* ForkActionName(const ForkReport& r) {
-  if (r.mode == Mode::kOff) return "off";
+  using namespace schema;  // the kAction* names
+  if (r.mode == Mode::kOff) return kActionOff;
   // Allowed and suppressed sites, clean forks, and hazards the modes do not apply to proceed.
-  if (r.allowed || r.suppressed != nullptr || !r.verdict.enforceable()) return "proceeded";
+  if (r.allowed || r.suppressed != nullptr || !r.verdict.enforceable()) return kActionProceeded;
   switch (r.mode) {
     case Mode::kWarn:
-      return "proceeded";
+      return kActionProceeded;
     case Mode::kError:
-      return r.via == ForkVia::kAtfork ? "proceeded" : "failed";
+      return r.via == ForkVia::kAtfork ? kActionProceeded : kActionFailed;
     case Mode::kAbort:
-      return "aborted";
+      return kActionAborted;
     case Mode::kFix:
-      return r.fix.failed_withhold ? "failed" : r.fix.changed() ? "fixed" : "proceeded";
+      return r.fix.failed_withhold ? kActionFailed
+             : r.fix.changed()     ? kActionFixed
+                                   : kActionProceeded;
     case Mode::kOff:
-      return "off";
+      return kActionOff;
   }
-  return "proceeded";
+  return kActionProceeded;
 }
 
 void LogFork(const ForkReport& r, EventLog::LargeLine* line) {

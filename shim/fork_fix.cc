@@ -8,6 +8,7 @@
 
 #include <atomic>
 
+#include "formats/event_schema.h"
 #include "shim/sys.h"
 
 namespace forkguard {
@@ -55,11 +56,11 @@ bool WaitWord(int seen, int64_t deadline) {
 const char* FixActionName(FixAction a) {
   switch (a) {
     case FixAction::kCopied:
-      return "copied";
+      return schema::kFixedCopied;
     case FixAction::kWithheld:
-      return "withheld";
+      return schema::kFixedWithheld;
     case FixAction::kFailed:
-      return "failed";
+      return schema::kFixedFailed;
     case FixAction::kNone:
       break;
   }

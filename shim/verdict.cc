@@ -2,13 +2,18 @@
 
 #include <iterator>
 
+#include "formats/event_schema.h"
 #include "names/name_table.h"
 
 namespace forkguard {
 
 const char* ReasonName(Reason r) {
   // By bit: kChildSegv is bit 0.
-  static constexpr char kNames[][18] = {"child-segv", "parent-corruption", "inherited-rdma"};
+  static constexpr char kNames[][18] = {
+#define FORKGUARD_X(id, name) name,
+      FORKGUARD_REASONS(FORKGUARD_X)
+#undef FORKGUARD_X
+  };
   static_assert(1u << (std::size(kNames) - 1) == kInheritedRdma);
   return FlagName(kNames, r, "?");
 }
