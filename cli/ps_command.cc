@@ -13,6 +13,7 @@
 #include "cli/json.h"
 #include "cli/watch_state.h"
 #include "flags/flags.h"
+#include "formats/event_schema.h"
 
 namespace forkguard::cli {
 
@@ -97,10 +98,7 @@ std::optional<std::string> ShimMode(const api::ProcessFacts& p) {
   if (!p.mode_env) return std::nullopt;
   std::string m;
   for (char ch : *p.mode_env) m += static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
-  for (const char* known : {"warn", "error", "abort", "fix", "off"}) {
-    if (m == known) return m;
-  }
-  return std::string("warn");
+  return schema::IsModeName(m.c_str()) ? m : std::string(schema::kModeWarn);
 }
 
 // What the verdict could not take into account, "" when nothing: without smaps the
@@ -184,25 +182,6 @@ std::string WatcherText(const api::Census& c, const WatchState& w) {
   return out;
 }
 
-Json WatcherJson(const WatchState& w) {
-  Json j = Json::object();
-  j["pid"] = w.pid;
-  j["enforce"] = w.enforce;
-  j["hook"] = w.hook;
-  j["log"] = w.log;
-  j["lost"] = w.lost;
-  Json procs = Json::object();
-  for (const auto& [pid, p] : w.processes) {
-    Json x = Json::object();
-    x["forks"] = p.forks;
-    x["refused"] = p.refused;
-    x["last"] = p.last;
-    procs[std::to_string(pid)] = std::move(x);
-  }
-  j["processes"] = std::move(procs);
-  return j;
-}
-
 std::string FormatJson(const api::Census& c, const std::optional<WatchState>& w) {
   Json root = Json::object();
   root["schema"] = "forkguard.ps/1";
@@ -261,7 +240,7 @@ std::string FormatJson(const api::Census& c, const std::optional<WatchState>& w)
   root["objects_without_pid"] = std::move(orphans);
   root["netlink_error"] = c.netlink_error.empty() ? Json() : Json(c.netlink_error);
   // The running watcher's view (null: none runs).
-  root["watcher"] = w ? WatcherJson(*w) : Json();
+  root["watcher"] = w ? WatchStateJson(*w) : Json();
   return WriteJson(root) + "\n";
 }
 

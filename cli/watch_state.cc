@@ -12,18 +12,8 @@
 
 namespace forkguard::cli {
 
-bool WriteWatchState(const WatchState& s, const std::string& dir, std::string* error) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    *error = "cannot create " + dir + ": " + strerror(errno);
-    return false;
-  }
-  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd < 0) {
-    *error = "cannot open " + dir + ": " + strerror(errno);
-    return false;
-  }
+Json WatchStateJson(const WatchState& s) {
   Json j = Json::object();
-  j["schema"] = "forkguard.watch-state/1";
   j["pid"] = s.pid;
   j["enforce"] = s.enforce;
   j["hook"] = s.hook;
@@ -38,6 +28,21 @@ bool WriteWatchState(const WatchState& s, const std::string& dir, std::string* e
     procs[std::to_string(pid)] = std::move(x);
   }
   j["processes"] = std::move(procs);
+  return j;
+}
+
+bool WriteWatchState(const WatchState& s, const std::string& dir, std::string* error) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    *error = "cannot create " + dir + ": " + strerror(errno);
+    return false;
+  }
+  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) {
+    *error = "cannot open " + dir + ": " + strerror(errno);
+    return false;
+  }
+  Json j = WatchStateJson(s);
+  j["schema"] = "forkguard.watch-state/1";
   std::string text = WriteJson(j, -1) + "\n";
   std::string tmp = std::string(kWatchStateFile) + ".tmp." + std::to_string(getpid());
   int fd = openat(dfd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);

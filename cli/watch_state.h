@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "cli/json.h"
+
 namespace forkguard::cli {
 
 inline constexpr char kWatchStateDir[] = "/run/forkguard";
@@ -29,6 +31,10 @@ struct WatchState {
 
 // Writes `s` to DIR/watch.state (DIR made 0755 if missing; a temporary file renamed into
 // place, no symbolic link followed); false with *error.
+// `s` as JSON: what the state file holds but its `schema`, and what `forkguard ps --format
+// json` says of the watcher.
+Json WatchStateJson(const WatchState& s);
+
 bool WriteWatchState(const WatchState& s, const std::string& dir, std::string* error);
 void RemoveWatchState(const std::string& dir);
 
