@@ -34,7 +34,8 @@ struct {
   __uint(max_entries, 1 << 22);
 } events SEC(".maps");
 
-// Records the ring buffer had no room for: [0].
+// Records lost: the ring buffer had no room for them, or a registration's entry or return
+// probe did not run (the kernel skips a kprobe program in some contexts): [0].
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(max_entries, 1);
@@ -88,8 +89,18 @@ static __always_inline void count_lost(void) {
   if (n) __sync_fetch_and_add(n, 1);
 }
 
+// The wakeup flag for a record nobody waits for (registrations, deregistrations, madvise):
+// none, so that the registering thread pays no wakeup of the loader, which reads them on its
+// next poll (at most 250 ms later) or with the next record that wakes it; once a quarter of
+// the ring is waiting, a forced one so that it drains before it fills.
+static __always_inline __u64 quiet_wakeup(void) {
+  return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= (1 << 20) ? BPF_RB_FORCE_WAKEUP
+                                                                    : BPF_RB_NO_WAKEUP;
+}
+
+// A record without ranges; `quiet`: one nobody waits for (quiet_wakeup).
 static __always_inline void emit_small(__u32 type, __u32 tgid, __u32 tid, __u64 addr, __u64 len,
-                                       __s32 advice, __u32 child) {
+                                       __s32 advice, __u32 child, int quiet) {
   struct fgw_event* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
   if (!e) {
     count_lost();
@@ -105,7 +116,7 @@ static __always_inline void emit_small(__u32 type, __u32 tgid, __u32 tid, __u64 
   e->addr = addr;
   e->len = len;
   e->advice = advice;
-  bpf_ringbuf_submit(e, 0);
+  bpf_ringbuf_submit(e, quiet ? quiet_wakeup() : 0);
 }
 
 static __always_inline __u8 kind_of(unsigned long flags, int file_backed) {
@@ -136,44 +147,72 @@ static __always_inline void read_mapping(__u64 addr, struct fgw_mr* m) {
   }
 }
 
+// The process's entry in `procs`, made empty when it has none; NULL when the table is full.
+static __always_inline struct fgw_proc* proc_of(__u32 tgid) {
+  struct fgw_proc* p = bpf_map_lookup_elem(&procs, &tgid);
+  if (p) return p;
+  static const struct fgw_proc empty;
+  bpf_map_update_elem(&procs, &tgid, &empty, BPF_NOEXIST);
+  return bpf_map_lookup_elem(&procs, &tgid);
+}
+
 SEC("kprobe/ib_umem_get")
 int BPF_KPROBE(fg_umem_get, void* device, unsigned long addr, unsigned long size) {
   __u64 id = bpf_get_current_pid_tgid();
+  // This thread's last call is still here: the kernel skipped its return probe, and that
+  // registration went unrecorded. Counted, never silent.
+  if (bpf_map_lookup_elem(&umem_args, &id)) count_lost();
   struct fgw_mr m = {.addr = addr, .len = size};
   bpf_map_update_elem(&umem_args, &id, &m, BPF_ANY);
   return 0;
 }
 
-SEC("kretprobe/ib_umem_get")
-int BPF_KRETPROBE(fg_umem_get_ret, long ret) {
-  __u64 id = bpf_get_current_pid_tgid();
-  struct fgw_mr* m = bpf_map_lookup_elem(&umem_args, &id);
-  if (!m) return 0;
-  struct fgw_mr r = *m;
-  bpf_map_delete_elem(&umem_args, &id);
-  if (ret == 0 || (unsigned long)ret >= (unsigned long)-4095) return 0;  // ERR_PTR
+// A registration ib_umem_get made (`ret`, an ERR_PTR when it failed) of [addr, addr + len)
+// by thread `id`: into its process's table, and a record.
+static __always_inline void umem_registered(__u64 id, __u64 addr, __u64 len, long ret) {
+  if (ret == 0 || (unsigned long)ret >= (unsigned long)-4095) return;  // ERR_PTR
   __u32 tgid = id >> 32;
-  struct fgw_proc* p = bpf_map_lookup_elem(&procs, &tgid);
-  if (!p) {
-    static const struct fgw_proc empty;
-    bpf_map_update_elem(&procs, &tgid, &empty, BPF_NOEXIST);
-    p = bpf_map_lookup_elem(&procs, &tgid);
-    if (!p) return 0;
-  }
+  struct fgw_proc* p = proc_of(tgid);
+  if (!p) return;
   __u32 n = p->n;
   if (n < FGW_MAX_MRS) {
-    p->mr[n].addr = r.addr;
-    p->mr[n].len = r.len;
+    p->mr[n].addr = addr;
+    p->mr[n].len = len;
     p->mr[n].umem = (__u64)ret;
     p->mr[n].known = 0;
-    if (walk_vmas) read_mapping(r.addr, &p->mr[n]);
+    if (walk_vmas) read_mapping(addr, &p->mr[n]);
     p->n = n + 1;
   } else {
     p->overflow++;
   }
   __u64 umem = (__u64)ret;
   bpf_map_update_elem(&umems, &umem, &tgid, BPF_ANY);
-  emit_small(FGW_MR_REG, tgid, (__u32)id, r.addr, r.len, 0, 0);
+  emit_small(FGW_MR_REG, tgid, (__u32)id, addr, len, 0, 0, 1);
+}
+
+// Where ib_core has BTF (Linux 5.11 and later): its arguments and result in one program (a
+// trampoline: no return probe, no table between entry and return).
+SEC("fexit/ib_umem_get")
+int BPF_PROG(fg_umem_get_exit, void* device, unsigned long addr, unsigned long size, int access,
+             long ret) {
+  umem_registered(bpf_get_current_pid_tgid(), addr, size, ret);
+  return 0;
+}
+
+// Elsewhere: a kprobe keeps the range per thread until the kretprobe sees the result.
+SEC("kretprobe/ib_umem_get")
+int BPF_KRETPROBE(fg_umem_get_ret, long ret) {
+  __u64 id = bpf_get_current_pid_tgid();
+  struct fgw_mr* m = bpf_map_lookup_elem(&umem_args, &id);
+  if (!m) {
+    // The kernel skipped the entry probe (or the call began before the watcher): a
+    // registration that is not recorded. Counted, never silent.
+    if (ret != 0 && (unsigned long)ret < (unsigned long)-4095) count_lost();
+    return 0;
+  }
+  struct fgw_mr r = *m;
+  bpf_map_delete_elem(&umem_args, &id);
+  umem_registered(id, r.addr, r.len, ret);
   return 0;
 }
 
@@ -200,22 +239,17 @@ int BPF_KPROBE(fg_umem_release, void* umem_ptr) {
     break;
   }
   if (!found && p->overflow > 0) p->overflow--;
-  emit_small(FGW_MR_DEREG, tgid, (__u32)bpf_get_current_pid_tgid(), addr, len, 0, 0);
+  emit_small(FGW_MR_DEREG, tgid, (__u32)bpf_get_current_pid_tgid(), addr, len, 0, 0, 1);
   return 0;
 }
 
 static __always_inline int device_opened(int which) {
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32;
-  struct fgw_proc* p = bpf_map_lookup_elem(&procs, &tgid);
-  if (!p) {
-    static const struct fgw_proc empty;
-    bpf_map_update_elem(&procs, &tgid, &empty, BPF_NOEXIST);
-    p = bpf_map_lookup_elem(&procs, &tgid);
-    if (!p) return 0;
-  }
+  struct fgw_proc* p = proc_of(tgid);
+  if (!p) return 0;
   p->devices++;
-  emit_small(FGW_DEVICE_OPEN, tgid, (__u32)id, 0, 0, which, 0);
+  emit_small(FGW_DEVICE_OPEN, tgid, (__u32)id, 0, 0, which, 0, 0);
   return 0;
 }
 
@@ -231,7 +265,7 @@ int fg_madvise(struct trace_event_raw_sys_enter* ctx) {
   if (advice != MADV_DONTFORK && advice != MADV_DOFORK) return 0;
   __u64 id = bpf_get_current_pid_tgid();
   __u64 start = BPF_CORE_READ(ctx, args[0]), len = BPF_CORE_READ(ctx, args[1]);
-  emit_small(FGW_MADVISE, id >> 32, (__u32)id, start, len, (__s32)advice, 0);
+  emit_small(FGW_MADVISE, id >> 32, (__u32)id, start, len, (__s32)advice, 0, 1);
   if (!walk_vmas) return 0;
   __u32 tgid = id >> 32;
   struct fgw_proc* p = bpf_map_lookup_elem(&procs, &tgid);
@@ -339,33 +373,43 @@ static __always_inline int judge(unsigned long clone_flags, int find_vma) {
   return refuse ? -EPERM : 0;
 }
 
+// A hook's result as an LSM program must return it: 0 or -errno, [-4095, 0] (the verifier
+// checks it since Linux 6.8). `rc` is always one (judge's, or an earlier LSM's); the empty asm
+// hides its value from clang, so that the check the verifier needs to see is not dropped.
+// (64-bit: the register compared is the one returned.)
+static __always_inline int errno_or_zero(long rc) {
+  asm volatile("" : "+r"(rc));
+  if (rc < -4095 || rc > 0) return -EPERM;
+  return rc;
+}
+
 SEC("lsm/task_alloc")
 int BPF_PROG(fg_task_alloc, struct task_struct* task, unsigned long clone_flags, int ret) {
-  if (ret) return ret;
-  return judge(clone_flags, 1);
+  if (ret) return errno_or_zero(ret);
+  return errno_or_zero(judge(clone_flags, 1));
 }
 
 // Where BPF LSM is not active (e.g. Linux 5.10 without lsm=...,bpf): the same judgment as a
 // return-value override of security_task_alloc.
 SEC("fmod_ret/security_task_alloc")
 int BPF_PROG(fg_task_alloc_fallback, struct task_struct* task, unsigned long clone_flags, int ret) {
-  if (ret) return ret;
-  return judge(clone_flags, 1);
+  if (ret) return errno_or_zero(ret);
+  return errno_or_zero(judge(clone_flags, 1));
 }
 
 // The same two without bpf_find_vma (before Linux 5.17): the mappings as kept since each
 // registration.
 SEC("lsm/task_alloc")
 int BPF_PROG(fg_task_alloc_cached, struct task_struct* task, unsigned long clone_flags, int ret) {
-  if (ret) return ret;
-  return judge(clone_flags, 0);
+  if (ret) return errno_or_zero(ret);
+  return errno_or_zero(judge(clone_flags, 0));
 }
 
 SEC("fmod_ret/security_task_alloc")
 int BPF_PROG(fg_task_alloc_fallback_cached, struct task_struct* task, unsigned long clone_flags,
              int ret) {
-  if (ret) return ret;
-  return judge(clone_flags, 0);
+  if (ret) return errno_or_zero(ret);
+  return errno_or_zero(judge(clone_flags, 0));
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -374,7 +418,7 @@ int BPF_PROG(fg_fork, struct task_struct* parent, struct task_struct* child) {
   __u64 id = bpf_get_current_pid_tgid();
   if (!bpf_map_lookup_elem(&pending, &id)) return 0;
   bpf_map_delete_elem(&pending, &id);
-  emit_small(FGW_FORK_CHILD, id >> 32, (__u32)id, 0, 0, 0, child->pid);
+  emit_small(FGW_FORK_CHILD, id >> 32, (__u32)id, 0, 0, 0, child->pid, 0);
   return 0;
 }
 
@@ -382,7 +426,7 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(fg_exit, struct task_struct* task) {
   if (task->pid != task->tgid) return 0;
   __u32 tgid = task->tgid;
-  if (bpf_map_delete_elem(&procs, &tgid) == 0) emit_small(FGW_EXIT, tgid, tgid, 0, 0, 0, 0);
+  if (bpf_map_delete_elem(&procs, &tgid) == 0) emit_small(FGW_EXIT, tgid, tgid, 0, 0, 0, 0, 0);
   __u64 id = bpf_get_current_pid_tgid();
   bpf_map_delete_elem(&pending, &id);
   return 0;

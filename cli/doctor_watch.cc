@@ -38,6 +38,10 @@ const char* ChooseJudgeProgram(watch_bpf* skel, const WatcherFacts& w) {
     bpf_program__set_autoload(p, p == keep);
   }
   skel->rodata->walk_vmas = w.find_vma ? 0 : 1;
+  // Registrations: fexit where ib_core has BTF, else a kprobe and a kretprobe.
+  bpf_program__set_autoload(skel->progs.fg_umem_get_exit, w.ib_core_btf);
+  bpf_program__set_autoload(skel->progs.fg_umem_get, !w.ib_core_btf);
+  bpf_program__set_autoload(skel->progs.fg_umem_get_ret, !w.ib_core_btf);
   return JudgesInLsm(w) ? "BPF LSM task_alloc" : "fmod_ret security_task_alloc";
 }
 
@@ -51,6 +55,7 @@ WatcherFacts GatherWatcherFacts(bool try_load) {
     w.fmod_ret_target = btf__find_by_name_kind(vmlinux, "security_task_alloc", BTF_KIND_FUNC) > 0;
     btf__free(vmlinux);
   }
+  w.ib_core_btf = access("/sys/kernel/btf/ib_core", R_OK) == 0;
   std::ifstream f("/sys/kernel/security/lsm");
   if (f && std::getline(f, w.lsm)) w.lsm_known = true;
   w.uid = geteuid();

@@ -4,9 +4,11 @@
 // forkguard.event/2 log (cli/watch_log.h) and, with --enforce, has the kernel refuse the
 // forks the rule says harm memory (or every fork that inherits RDMA state).
 #include <bpf/libbpf.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,7 +36,9 @@ const char kWatchHelpHead[] = R"(NAME
     forkguard watch - judge every fork on this machine in the kernel, no preload needed
 
 SYNOPSIS
-    forkguard watch --log DIR [--enforce off|memory|all] [--ready-file FILE]
+    forkguard watch --log DIR [--enforce off|memory|all] [--persist]
+                    [--ready-file FILE]
+    forkguard watch --unpin
 
 DESCRIPTION
     Loads a BPF program (root) that sees every process's registered memory
@@ -58,15 +62,18 @@ DESCRIPTION
 
     Records the ring buffer had no room for are counted, logged and printed,
     never dropped silently. The watcher stops on SIGINT or SIGTERM with its
-    logs complete; the BPF programs go with it.
+    logs complete; the BPF programs go with it, unless --persist pinned them:
+    then the kernel goes on judging and refusing forks with no logs until
+    `forkguard watch --unpin` removes them (or the machine reboots).
 
 OPTIONS
 )";
 
 const char kWatchHelpTail[] = R"(
 EXIT STATUS
-    0    stopped by SIGINT or SIGTERM
-    1    the BPF object could not be loaded or attached (the reason on stderr)
+    0    stopped by SIGINT or SIGTERM; --unpin: nothing is pinned now
+    1    the BPF object could not be loaded, attached or pinned, or an earlier
+         --persist's programs are still pinned (the reason on stderr)
     2    bad command line; not root
 )";
 
@@ -89,6 +96,76 @@ int OnRecord(void* ctx, void* data, size_t size) {
             static_cast<const fgw_event*>(data)->tgid, e.what());
   }
   return 0;
+}
+
+// Where --persist pins the watcher's links (bpffs): the kernel keeps them, and with them the
+// programs and their maps, until they are unlinked.
+constexpr char kPinDir[] = "/sys/fs/bpf/forkguard-watch";
+
+// Removes what is pinned in kPinDir and kPinDir itself: how many links were unpinned, or -1
+// (errno set) when one could not be.
+int Unpin() {
+  DIR* d = opendir(kPinDir);
+  if (d == nullptr) return errno == ENOENT ? 0 : -1;
+  int n = 0, failed = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) == 0) {
+      ++n;
+    } else {
+      failed = errno;
+    }
+  }
+  closedir(d);
+  if (failed == 0 && rmdir(kPinDir) != 0) failed = errno;
+  if (failed != 0) {
+    errno = failed;
+    return -1;
+  }
+  return n;
+}
+
+// Whether an earlier --persist left links pinned.
+bool Pinned() {
+  DIR* d = opendir(kPinDir);
+  if (d == nullptr) return false;
+  bool any = false;
+  while (dirent* e = readdir(d))
+    if (e->d_name[0] != '.') any = true;
+  closedir(d);
+  return any;
+}
+
+// Pins every attached link of the object in kPinDir, so that the programs outlive this
+// process: "" or why not (nothing stays pinned then). Links that are perf events (kprobes
+// before Linux 5.15) cannot be pinned.
+std::string PinLinks(watch_bpf* skel) {
+  if (mkdir(kPinDir, 0700) != 0 && errno != EEXIST)
+    return std::string("cannot create ") + kPinDir + ": " + strerror(errno) +
+           " (is bpffs mounted on /sys/fs/bpf?)";
+  const bpf_object_skeleton* s = skel->skeleton;
+  for (int i = 0; i < s->prog_cnt; ++i) {
+    bpf_link* link = *s->progs[i].link;
+    if (link == nullptr) continue;
+    std::string path = std::string(kPinDir) + "/" + s->progs[i].name;
+    if (bpf_link__pin(link, path.c_str()) != 0) {
+      std::string why = std::string("cannot pin ") + s->progs[i].name + " in " + kPinDir + ": " +
+                        strerror(errno) +
+                        (errno == EINVAL ? " (this kernel attaches kprobes as perf events, which "
+                                           "cannot be pinned; Linux 5.15 and later can)"
+                                         : "");
+      Unpin();
+      return why;
+    }
+  }
+  return "";
+}
+
+// After PinLinks: closing the links no longer detaches them.
+void DisconnectLinks(watch_bpf* skel) {
+  const bpf_object_skeleton* s = skel->skeleton;
+  for (int i = 0; i < s->prog_cnt; ++i)
+    if (bpf_link* link = *s->progs[i].link) bpf_link__disconnect(link);
 }
 
 uint64_t Lost(const watch_bpf* skel) {
@@ -129,6 +206,12 @@ const flags::FlagTable& WatchFlags() {
        "whose verdict is child-segv or parent-corruption; all: also\n"
        "one that only inherits RDMA state. Refused: fork() returns -1\n"
        "with EPERM in the program"},
+      {"persist", "", "",
+       "leave the programs in the kernel when the watcher stops\n"
+       "(pinned in /sys/fs/bpf/forkguard-watch): forks go on being\n"
+       "judged and refused, with no logs, until --unpin; needs\n"
+       "--enforce memory or all, and Linux 5.15 or later"},
+      {"unpin", "", "", "remove the programs an earlier --persist left, and exit"},
       {"ready-file", "FILE", "", "create FILE once the watcher is watching"},
       flags::HelpFlag("This text."),
   };
@@ -145,8 +228,20 @@ int WatchMain(int argc, char** argv) {
     fputs(WatchHelp().c_str(), stdout);
     return kExitOk;
   }
+  if (a.Has("unpin")) {
+    if (geteuid() != 0) throw flags::UsageError("forkguard watch --unpin: run it as root");
+    int n = Unpin();
+    if (n < 0) {
+      fprintf(stderr, "forkguard watch: cannot unpin %s: %s\n", kPinDir, strerror(errno));
+      return kExitFail;
+    }
+    fprintf(stderr, "forkguard watch: %d pinned programs removed%s\n", n,
+            n > 0 ? ": the kernel no longer judges forks" : "");
+    return kExitOk;
+  }
   std::string dir = a.Str("log");
   if (dir.empty()) throw flags::UsageError("--log DIR is required");
+  const bool persist = a.Has("persist");
   std::string enforce_name = a.Str("enforce");
   uint32_t enforce;
   if (enforce_name == "off") {
@@ -158,7 +253,16 @@ int WatchMain(int argc, char** argv) {
   } else {
     throw flags::UsageError("--enforce takes off, memory or all, not " + enforce_name);
   }
+  if (persist && enforce == FGW_ENFORCE_OFF)
+    throw flags::UsageError("--persist keeps enforcement: it needs --enforce memory or all");
   if (geteuid() != 0) throw flags::UsageError("forkguard watch loads BPF programs: run it as root");
+  if (Pinned()) {
+    fprintf(stderr,
+            "forkguard watch: the programs of an earlier `forkguard watch --persist` are still "
+            "pinned in %s and judge forks: `forkguard watch --unpin` first\n",
+            kPinDir);
+    return kExitFail;
+  }
 
   // The machine's facts, as the shim's rule reads them.
   facts::MachineFacts m;
@@ -192,7 +296,11 @@ int WatchMain(int argc, char** argv) {
   }
   doctor::WatcherFacts wf = doctor::GatherWatcherFacts(false);
   const char* hook = doctor::ChooseJudgeProgram(skel, wf);
-  logs.SetHook(std::string(hook) + (wf.find_vma ? "" : ", mappings kept since registration"));
+  // The judging hook, and how the programs see what they judge by.
+  const std::string how =
+      std::string(hook) + (wf.find_vma ? "" : ", mappings kept since registration") +
+      (wf.ib_core_btf ? ", ib_umem_get by fexit" : ", ib_umem_get by kretprobe");
+  logs.SetHook(how);
   int err = watch_bpf__load(skel);
   if (err == 0) err = watch_bpf__attach(skel);
   if (err != 0) {
@@ -203,10 +311,19 @@ int WatchMain(int argc, char** argv) {
     watch_bpf__destroy(skel);
     return kExitFail;
   }
+  if (persist) {
+    std::string why = PinLinks(skel);
+    if (!why.empty()) {
+      fprintf(stderr, "forkguard watch: --persist: %s\n", why.c_str());
+      watch_bpf__destroy(skel);
+      return kExitFail;
+    }
+  }
   SeedFromCensus(skel, &logs);
   ring_buffer* rb = ring_buffer__new(bpf_map__fd(skel->maps.events), OnRecord, &logs, nullptr);
   if (rb == nullptr) {
     fprintf(stderr, "forkguard watch: cannot read the ring buffer: %s\n", strerror(errno));
+    if (persist) Unpin();
     watch_bpf__destroy(skel);
     return kExitFail;
   }
@@ -227,9 +344,8 @@ int WatchMain(int argc, char** argv) {
       fclose(f);
     }
   }
-  fprintf(stderr, "forkguard watch: watching (hook %s%s, enforce %s), logs in %s\n", hook,
-          wf.find_vma ? "" : ", mappings kept since registration", enforce_name.c_str(),
-          dir.c_str());
+  fprintf(stderr, "forkguard watch: watching (hook %s, enforce %s), logs in %s\n", how.c_str(),
+          enforce_name.c_str(), dir.c_str());
 
   // What forkguard ps reads: written now, then when it changes (at most twice a second).
   logs.state().pid = getpid();
@@ -245,6 +361,8 @@ int WatchMain(int argc, char** argv) {
   uint64_t lost_logged = 0;
   while (!g_stop) {
     int n = ring_buffer__poll(rb, 250);
+    // Registrations and madvise calls do not wake the poll: read what waits either way.
+    if (n >= 0) n = ring_buffer__consume(rb);
     if (n < 0 && n != -EINTR) {
       fprintf(stderr, "forkguard watch: ring buffer: %s\n", strerror(-n));
       break;
@@ -264,8 +382,13 @@ int WatchMain(int argc, char** argv) {
     }
   }
   RemoveWatchState(kWatchStateDir);
-  // Detach first, then read what is left: nothing arrives after the last read.
-  watch_bpf__detach(skel);
+  if (persist) {
+    // The pinned links stay: what arrives after this last read is not logged.
+    DisconnectLinks(skel);
+  } else {
+    // Detach first, then read what is left: nothing arrives after the last read.
+    watch_bpf__detach(skel);
+  }
   ring_buffer__consume(rb);
   uint64_t lost = Lost(skel);
   if (lost != lost_logged) logs.Lost(lost - lost_logged);
@@ -277,6 +400,11 @@ int WatchMain(int argc, char** argv) {
           "%llu records lost\n",
           static_cast<long long>(logs.forks()), static_cast<long long>(logs.refused()),
           static_cast<long long>(logs.processes()), static_cast<unsigned long long>(lost));
+  if (persist)
+    fprintf(stderr,
+            "forkguard watch: enforcement %s stays, pinned in %s, with no logs: "
+            "`forkguard watch --unpin` removes it\n",
+            enforce_name.c_str(), kPinDir);
   return kExitOk;
 }
 

@@ -12,11 +12,10 @@
 #include <utility>
 
 #include "cli/json.h"
+#include "formats/event_schema.h"
 
 namespace forkguard::cli {
 namespace {
-
-constexpr const char* kSchema = "forkguard.event/2";
 
 int64_t ClockNs(clockid_t id) {
   timespec ts{};
@@ -142,7 +141,7 @@ WatchLogs::Proc& WatchLogs::ProcFor(uint32_t tgid, const char* comm, int64_t now
   if (tgid != self_pid_) ++files_opened_;
   api::ProcessFacts facts = api::GatherProcess(static_cast<pid_t>(tgid), nullptr);
   Json h = Json::object();
-  h["schema"] = kSchema;
+  h[schema::kKeySchema] = schema::kEventV2;
   h["event"] = "header";
   h["host"] = host_;
   h["pid"] = tgid;
@@ -153,7 +152,7 @@ WatchLogs::Proc& WatchLogs::ProcFor(uint32_t tgid, const char* comm, int64_t now
   h["local_rank"] = Json();
   h["job"] = facts.job && !facts.job->empty() ? Json(*facts.job) : Json();
   h["start_ns"] = now_ns;
-  h["source"] = "watcher";
+  h[schema::kKeySource] = schema::kSourceWatcher;
   std::string line = WriteJson(h, -1) + "\n";
   if (write(p.fd, line.data(), line.size()) < 0) {
     close(p.fd);
@@ -162,9 +161,9 @@ WatchLogs::Proc& WatchLogs::ProcFor(uint32_t tgid, const char* comm, int64_t now
   }
   Json start = Json::object();
   start["argv"] = Argv(tgid);
-  start["mode"] = "watch";
-  start["enforce"] = enforce_;
-  if (tgid == static_cast<uint32_t>(getpid())) start["hook"] = hook_;
+  start[schema::kKeyMode] = schema::kModeWatch;
+  start[schema::kKeyEnforce] = enforce_;
+  if (tgid == static_cast<uint32_t>(getpid())) start[schema::kKeyHook] = hook_;
   Write(p, tgid, tgid, now_ns,
         std::string("\"event\":\"process_start\",") +
             WriteJson(start, -1).substr(1, WriteJson(start, -1).size() - 2));
@@ -204,13 +203,16 @@ void WatchLogs::Lost(uint64_t n) {
   changed_ = true;
   Json j = Json::object();
   j["text"] = std::to_string(n) +
-              " records of the watcher's ring buffer were lost (it was full): forks and "
-              "registrations in them are missing from these logs";
-  j["lost"] = n;
+              " records were lost (the watcher's ring buffer was full, or the kernel ran only "
+              "one of a registration's two probes): forks and registrations in them are "
+              "missing from these logs";
+  j[schema::kKeyLost] = n;
   std::string s = WriteJson(j, -1);
   Write(self_, self_pid_, self_pid_, ClockNs(CLOCK_REALTIME),
         "\"event\":\"note\"," + s.substr(1, s.size() - 2));
-  fprintf(stderr, "forkguard watch: %llu records lost: the ring buffer was full\n",
+  fprintf(stderr,
+          "forkguard watch: %llu records lost (ring buffer full, or a registration probe that did "
+          "not run)\n",
           static_cast<unsigned long long>(n));
 }
 
@@ -224,12 +226,13 @@ void WatchLogs::WriteFork(Proc& p, const fgw_event& e, int64_t ts_ns) {
   changed_ = true;
   Json f = Json::object();
   Json reasons = Json::array();
-  if (e.reasons & FGW_REASON_CHILD_SEGV) reasons.emplace_back("child-segv");
-  if (e.reasons & FGW_REASON_PARENT_CORRUPTION) reasons.emplace_back("parent-corruption");
-  if (e.reasons & FGW_REASON_INHERITED_RDMA) reasons.emplace_back("inherited-rdma");
-  f["verdict"] = e.reasons ? "hazard" : "clean";
+  if (e.reasons & FGW_REASON_CHILD_SEGV) reasons.emplace_back(schema::kReasonChildSegv);
+  if (e.reasons & FGW_REASON_PARENT_CORRUPTION)
+    reasons.emplace_back(schema::kReasonParentCorruption);
+  if (e.reasons & FGW_REASON_INHERITED_RDMA) reasons.emplace_back(schema::kReasonInheritedRdma);
+  f[schema::kKeyVerdict] = e.reasons ? schema::kVerdictHazard : schema::kVerdictClean;
   f["reasons"] = std::move(reasons);
-  f["action"] = e.refused ? "refused" : "proceeded";
+  f[schema::kKeyAction] = e.refused ? schema::kActionRefused : schema::kActionProceeded;
   if (e.refused) f["errno"] = EPERM;
   f["site"] = Json();
   f["reported"] = false;
@@ -284,10 +287,10 @@ void WatchLogs::WriteFork(Proc& p, const fgw_event& e, int64_t ts_ns) {
   f["kernel_cof"] =
       m_.reported_cof == facts::Tri::kUnknown ? Json() : Json(m_.reported_cof == facts::Tri::kYes);
   f["kernel_cof_source"] = m_.reported_cof == facts::Tri::kUnknown ? "unknown" : "netlink";
-  f["via"] = "kernel";
-  f["pinned_pages"] = e.pinned_pages;
-  if (e.mrs > e.nranges) f["ranges_omitted"] = e.mrs - e.nranges;
-  if (e.vma_busy) f["mappings_unread"] = e.vma_busy;
+  f[schema::kKeyVia] = schema::kViaKernel;
+  f[schema::kKeyPinnedPages] = e.pinned_pages;
+  if (e.mrs > e.nranges) f[schema::kKeyRangesOmitted] = e.mrs - e.nranges;
+  if (e.vma_busy) f[schema::kKeyMappingsUnread] = e.vma_busy;
   std::string s = WriteJson(f, -1);
   Write(p, e.tid, e.tgid, ts_ns, "\"event\":\"fork\"," + s.substr(1, s.size() - 2));
 }

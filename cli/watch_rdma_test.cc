@@ -6,6 +6,7 @@
 // copies, and a fork before any RDMA.
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,13 +35,14 @@ std::string Forkguard() { return Runfile("cli/forkguard"); }
 // The watcher, started for one test and stopped with SIGTERM.
 class Watcher {
  public:
-  explicit Watcher(const std::string& enforce = "off") {
+  explicit Watcher(const std::string& enforce = "off", bool persist = false) {
     dir_ = test_support::MakeTempDir("watchlogs");
     std::string ready = dir_ + ".ready";
     std::string err = dir_ + ".err";
-    started_ = test_support::StartProgramToFiles(
-        {Forkguard(), "watch", "--log", dir_, "--enforce", enforce, "--ready-file", ready}, {},
-        dir_ + ".out", err);
+    std::vector<std::string> args = {Forkguard(), "watch", "--log",        dir_,
+                                     "--enforce", enforce, "--ready-file", ready};
+    if (persist) args.push_back("--persist");
+    started_ = test_support::StartProgramToFiles(args, {}, dir_ + ".out", err);
     for (int i = 0; i < 600 && access(ready.c_str(), F_OK) != 0; ++i) {
       if (waitpid(started_.pid, nullptr, WNOHANG) == started_.pid) break;
       usleep(50 * 1000);
@@ -115,6 +117,30 @@ std::vector<std::string> ForkReasons(const std::vector<Json>& events, const std:
   std::vector<std::string> out;
   for (auto& f : found) out.push_back(std::move(f.second));
   return out;
+}
+
+// Every line of the watcher's logs in `dir` against docs/event-schema.json (Debian's
+// python3-jsonschema): "" when all validate, else the errors.
+std::string SchemaErrors(const std::string& dir) {
+  static constexpr char kCheck[] = R"(
+import glob, json, sys
+import jsonschema
+v = jsonschema.Draft202012Validator(json.load(open(sys.argv[1])))
+n = bad = 0
+for f in sorted(glob.glob(sys.argv[2] + "/forkguard-watch.*.jsonl")):
+    for i, line in enumerate(open(f, "rb").read().splitlines()):
+        n += 1
+        for e in list(v.iter_errors(json.loads(line)))[:2]:
+            bad += 1
+            print(f"{f}:{i + 1}: {list(e.path)}: {e.message[:200]}")
+if n == 0:
+    print("no watcher log lines in " + sys.argv[2])
+)";
+  ProgramResult r =
+      RunProgram({"/usr/bin/python3", "-c", kCheck, Runfile("docs/event-schema.json"), dir},
+                 test_support::RunOptions{});
+  if (r.status != 0) return r.Describe();
+  return r.out;
 }
 
 std::string StaticProg() { return Runfile("cli/testdata/hazard_prog_static"); }
@@ -204,7 +230,7 @@ TEST(WatchRdma, JudgesTheProgramsThePreloadCannotSeeAsTheShimDoes) {
       stop.err.find(bpf_lsm ? "(hook BPF LSM task_alloc" : "(hook fmod_ret security_task_alloc"),
       std::string::npos)
       << "active LSMs: " << lsm << stop.err;
-  printf("active LSMs: %s%s", lsm.c_str(), stop.err.c_str());
+  printf("active LSMs: %s\n%s", lsm.substr(0, lsm.find('\n')).c_str(), stop.err.c_str());
   std::vector<Json> events = Events(w.dir(), "forkguard-watch.");
   std::vector<std::string> statics = ForkReasons(events, "hazard_prog_sta");
   EXPECT_EQ(statics, (std::vector<std::string>{shim[0], shim_off[0]})) << stop.err;
@@ -218,12 +244,13 @@ TEST(WatchRdma, JudgesTheProgramsThePreloadCannotSeeAsTheShimDoes) {
   EXPECT_NE(report.out.find(" hazard_prog_sta "), std::string::npos) << report.out;
   EXPECT_NE(report.out.find(" hazard_suid "), std::string::npos) << report.out;
   EXPECT_NE(report.out.find(" hazard_prog "), std::string::npos) << report.out;
-  // Each header says who wrote it.
+  // Each header says who wrote it, and every line is one the event log's schema allows.
   for (const Json& e : events) {
     if (GetString(e, "event") == "header") {
       EXPECT_EQ(GetString(e, "source"), "watcher");
     }
   }
+  EXPECT_EQ(SchemaErrors(w.dir()), "");
 }
 
 TEST(WatchRdma, EnforceMemoryRefusesTheForkThatKillsTheChildOnly) {
@@ -249,6 +276,56 @@ TEST(WatchRdma, EnforceMemoryRefusesTheForkThatKillsTheChildOnly) {
       ForkReasons(events, "hazard_prog_sta"),
       (std::vector<std::string>{"refused:child-segv,inherited-rdma", "proceeded:inherited-rdma"}))
       << stop.err;
+  EXPECT_EQ(SchemaErrors(w.dir()), "");
+}
+
+// Linux's version as major * 100 + minor (5.10: 510).
+int KernelVersion() {
+  utsname u{};
+  uname(&u);
+  int major = 0, minor = 0;
+  sscanf(u.release, "%d.%d", &major, &minor);
+  return major * 100 + minor;
+}
+
+// --persist: the programs stay pinned after the watcher stops, and refuse as before, until
+// --unpin; a watcher started meanwhile says so and does not load a second set. Kernels that
+// attach kprobes as perf events (before 5.15) cannot pin them: the watcher says so and does
+// not start.
+TEST(WatchRdma, PersistKeepsEnforcingUntilUnpinned) {
+  auto dev = test_support::RequireRdmaDevice();
+  // Whatever fails below, nothing stays pinned for the next test.
+  struct UnpinAtEnd {
+    ~UnpinAtEnd() { RunProgram({Forkguard(), "watch", "--unpin"}, test_support::RunOptions{}); }
+  } unpin_at_end;
+  Watcher w("memory", /*persist=*/true);
+  if (KernelVersion() < 515) {
+    EXPECT_FALSE(w.ready());
+    EXPECT_NE(w.startup_error().find("cannot be pinned"), std::string::npos) << w.startup_error();
+    EXPECT_EQ(access("/sys/fs/bpf/forkguard-watch", F_OK), -1) << "nothing stays pinned";
+    return;
+  }
+  ASSERT_TRUE(w.ready()) << w.startup_error();
+  ProgramResult stop = w.Stop();
+  EXPECT_EQ(stop.status, 0) << stop.Describe();
+  EXPECT_NE(stop.err.find("enforcement memory stays, pinned in /sys/fs/bpf/forkguard-watch"),
+            std::string::npos)
+      << stop.err;
+  // No watcher runs, and the kernel still refuses the fork over MADV_DONTFORK memory.
+  ProgramResult refused = RunProgram({StaticProg()}, {"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE=1"});
+  EXPECT_NE(refused.out.find("fork failed: Operation not permitted"), std::string::npos)
+      << refused.Describe();
+  Watcher second;
+  EXPECT_FALSE(second.ready());
+  EXPECT_NE(second.startup_error().find("--unpin"), std::string::npos) << second.startup_error();
+  ProgramResult unpin = RunProgram({Forkguard(), "watch", "--unpin"}, test_support::RunOptions{});
+  EXPECT_EQ(unpin.status, 0) << unpin.Describe();
+  EXPECT_NE(unpin.err.find("pinned programs removed: the kernel no longer judges forks"),
+            std::string::npos)
+      << unpin.err;
+  ProgramResult after = RunProgram({StaticProg()}, {"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE=1"});
+  EXPECT_EQ(after.out.find("fork failed"), std::string::npos) << after.Describe();
+  EXPECT_NE(after.out.find("child: "), std::string::npos) << after.Describe();
 }
 
 // 16 threads forking while 4 register: every fork and registration is in the log, or the
