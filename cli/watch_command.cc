@@ -222,68 +222,72 @@ std::string WatchHelp() {
   return kWatchHelpHead + flags::ColumnHelp(WatchFlags(), 4, 17) + kWatchHelpTail;
 }
 
-int WatchMain(int argc, char** argv) {
-  flags::Options a = flags::Options::Parse(argc, argv, WatchFlags());
-  if (a.Has("help")) {
-    fputs(WatchHelp().c_str(), stdout);
-    return kExitOk;
-  }
-  if (a.Has("unpin")) {
-    if (geteuid() != 0) throw flags::UsageError("forkguard watch --unpin: run it as root");
-    int n = Unpin();
-    if (n < 0) {
-      fprintf(stderr, "forkguard watch: cannot unpin %s: %s\n", kPinDir, strerror(errno));
-      return kExitFail;
-    }
-    fprintf(stderr, "forkguard watch: %d pinned programs removed%s\n", n,
-            n > 0 ? ": the kernel no longer judges forks" : "");
-    return kExitOk;
-  }
-  std::string dir = a.Str("log");
-  if (dir.empty()) throw flags::UsageError("--log DIR is required");
-  const bool persist = a.Has("persist");
-  std::string enforce_name = a.Str("enforce");
-  uint32_t enforce;
-  if (enforce_name == "off") {
-    enforce = FGW_ENFORCE_OFF;
-  } else if (enforce_name == "memory") {
-    enforce = FGW_ENFORCE_MEMORY;
-  } else if (enforce_name == "all") {
-    enforce = FGW_ENFORCE_ALL;
-  } else {
-    throw flags::UsageError("--enforce takes off, memory or all, not " + enforce_name);
-  }
-  if (persist && enforce == FGW_ENFORCE_OFF)
-    throw flags::UsageError("--persist keeps enforcement: it needs --enforce memory or all");
-  if (geteuid() != 0) throw flags::UsageError("forkguard watch loads BPF programs: run it as root");
-  if (Pinned()) {
-    fprintf(stderr,
-            "forkguard watch: the programs of an earlier `forkguard watch --persist` are still "
-            "pinned in %s and judge forks: `forkguard watch --unpin` first\n",
-            kPinDir);
+namespace {
+
+// forkguard watch --unpin.
+int UnpinMain() {
+  if (geteuid() != 0) throw flags::UsageError("forkguard watch --unpin: run it as root");
+  int n = Unpin();
+  if (n < 0) {
+    fprintf(stderr, "forkguard watch: cannot unpin %s: %s\n", kPinDir, strerror(errno));
     return kExitFail;
   }
+  fprintf(stderr, "forkguard watch: %d pinned programs removed%s\n", n,
+          n > 0 ? ": the kernel no longer judges forks" : "");
+  return kExitOk;
+}
 
-  // The machine's facts, as the shim's rule reads them.
+struct WatchOptions {
+  std::string dir;
+  std::string enforce_name;
+  uint32_t enforce = FGW_ENFORCE_OFF;
+  bool persist = false;
+  std::string ready;
+};
+
+// The command line of a watcher; a UsageError when it is not one.
+WatchOptions ParseWatchOptions(const flags::Options& a) {
+  WatchOptions o;
+  o.dir = a.Str("log");
+  if (o.dir.empty()) throw flags::UsageError("--log DIR is required");
+  o.persist = a.Has("persist");
+  o.ready = a.Str("ready-file");
+  o.enforce_name = a.Str("enforce");
+  if (o.enforce_name == "off") {
+    o.enforce = FGW_ENFORCE_OFF;
+  } else if (o.enforce_name == "memory") {
+    o.enforce = FGW_ENFORCE_MEMORY;
+  } else if (o.enforce_name == "all") {
+    o.enforce = FGW_ENFORCE_ALL;
+  } else {
+    throw flags::UsageError("--enforce takes off, memory or all, not " + o.enforce_name);
+  }
+  if (o.persist && o.enforce == FGW_ENFORCE_OFF)
+    throw flags::UsageError("--persist keeps enforcement: it needs --enforce memory or all");
+  return o;
+}
+
+// The machine's facts, as the shim's rule reads them.
+facts::MachineFacts ThisMachine() {
   facts::MachineFacts m;
   m.reported_cof = facts::ReportedCopyOnFork(nullptr);
   m.probe = facts::PinProbeForThisBoot(nullptr);
   m.rdma_core = facts::RdmaCoreInstalled(nullptr, 0);
+  return m;
+}
 
-  std::string error;
-  WatchLogs logs(dir, m, enforce_name);
-  if (!logs.Open(&error)) {
-    fprintf(stderr, "forkguard watch: %s\n", error.c_str());
-    return kExitFail;
-  }
-
+// The BPF object opened, set up for this machine and `o`, loaded, attached (and pinned with
+// --persist); the hook that judges in *hook, what it runs on in *how. nullptr (said on
+// stderr) when any step failed.
+watch_bpf* LoadPrograms(const WatchOptions& o, const facts::MachineFacts& m, const char** hook,
+                        std::string* how) {
   libbpf_set_print(LibbpfPrint);
   watch_bpf* skel = watch_bpf__open();
   if (skel == nullptr) {
     fprintf(stderr, "forkguard watch: cannot open the BPF object: %s\n", strerror(errno));
-    return kExitFail;
+    return nullptr;
   }
-  skel->rodata->enforce = enforce;
+  skel->rodata->enforce = o.enforce;
   skel->rodata->watcher_tgid = static_cast<uint32_t>(getpid());
   for (int kind = 0; kind < facts::kMemoryKinds; ++kind) {
     for (int dc = 0; dc < 2; ++dc) {
@@ -295,12 +299,10 @@ int WatchMain(int argc, char** argv) {
     }
   }
   doctor::WatcherFacts wf = doctor::GatherWatcherFacts(false);
-  const char* hook = doctor::ChooseJudgeProgram(skel, wf);
+  *hook = doctor::ChooseJudgeProgram(skel, wf);
   // The judging hook, and how the programs see what they judge by.
-  const std::string how =
-      std::string(hook) + (wf.find_vma ? "" : ", mappings kept since registration") +
-      (wf.ib_core_btf ? ", ib_umem_get by fexit" : ", ib_umem_get by kretprobe");
-  logs.SetHook(how);
+  *how = std::string(*hook) + (wf.find_vma ? "" : ", mappings kept since registration") +
+         (wf.ib_core_btf ? ", ib_umem_get by fexit" : ", ib_umem_get by kretprobe");
   int err = watch_bpf__load(skel);
   if (err == 0) err = watch_bpf__attach(skel);
   if (err != 0) {
@@ -309,51 +311,43 @@ int WatchMain(int argc, char** argv) {
             "and the ib_core and ib_uverbs modules loaded (forkguard doctor: watcher)\n",
             strerror(-err));
     watch_bpf__destroy(skel);
-    return kExitFail;
+    return nullptr;
   }
-  if (persist) {
+  if (o.persist) {
     std::string why = PinLinks(skel);
     if (!why.empty()) {
       fprintf(stderr, "forkguard watch: --persist: %s\n", why.c_str());
       watch_bpf__destroy(skel);
-      return kExitFail;
+      return nullptr;
     }
   }
-  SeedFromCensus(skel, &logs);
-  ring_buffer* rb = ring_buffer__new(bpf_map__fd(skel->maps.events), OnRecord, &logs, nullptr);
-  if (rb == nullptr) {
-    fprintf(stderr, "forkguard watch: cannot read the ring buffer: %s\n", strerror(errno));
-    if (persist) Unpin();
-    watch_bpf__destroy(skel);
-    return kExitFail;
-  }
+  return skel;
+}
 
+// SIGINT and SIGTERM stop the watch loop; then `ready` (when not "") is created, holding
+// this process's pid.
+void AnnounceReady(const std::string& ready) {
   struct sigaction sa {};
   sa.sa_handler = OnStop;  // no SA_RESTART: the poll returns
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-
-  std::string ready = a.Str("ready-file");
-  if (!ready.empty()) {
-    FILE* f = fopen(ready.c_str(), "w");
-    if (f == nullptr) {
-      fprintf(stderr, "forkguard watch: cannot create %s: %s\n", ready.c_str(), strerror(errno));
-    } else {
-      fprintf(f, "%d\n", static_cast<int>(getpid()));
-      fclose(f);
-    }
+  if (ready.empty()) return;
+  FILE* f = fopen(ready.c_str(), "w");
+  if (f == nullptr) {
+    fprintf(stderr, "forkguard watch: cannot create %s: %s\n", ready.c_str(), strerror(errno));
+    return;
   }
-  fprintf(stderr, "forkguard watch: watching (hook %s, enforce %s), logs in %s\n", how.c_str(),
-          enforce_name.c_str(), dir.c_str());
+  fprintf(f, "%d\n", static_cast<int>(getpid()));
+  fclose(f);
+}
 
-  // What forkguard ps reads: written now, then when it changes (at most twice a second).
-  logs.state().pid = getpid();
-  logs.state().enforce = enforce_name;
-  logs.state().hook = hook;
-  logs.state().log = dir;
+// Reads the ring buffer into the logs until SIGINT or SIGTERM, keeping forkguard ps's state
+// file (written now, then when it changes, at most twice a second) and the lost records'
+// count in the logs: the count logged so far.
+uint64_t WatchLoop(watch_bpf* skel, ring_buffer* rb, WatchLogs* logs) {
   std::string state_error;
-  if (!WriteWatchState(logs.state(), kWatchStateDir, &state_error))
+  if (!WriteWatchState(logs->state(), kWatchStateDir, &state_error))
     fprintf(stderr, "forkguard watch: %s (forkguard ps will not show the watcher)\n",
             state_error.c_str());
   timespec last_state{};
@@ -369,20 +363,27 @@ int WatchMain(int argc, char** argv) {
     }
     uint64_t lost = Lost(skel);
     if (lost != lost_logged) {
-      logs.Lost(lost - lost_logged);
+      logs->Lost(lost - lost_logged);
       lost_logged = lost;
     }
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
     if ((now.tv_sec - last_state.tv_sec) * 1000 + (now.tv_nsec - last_state.tv_nsec) / 1000000 >=
             500 &&
-        logs.TakeChanged()) {
-      WriteWatchState(logs.state(), kWatchStateDir, &state_error);
+        logs->TakeChanged()) {
+      WriteWatchState(logs->state(), kWatchStateDir, &state_error);
       last_state = now;
     }
   }
+  return lost_logged;
+}
+
+// The watcher's end: the programs detached (or, with --persist, left pinned), the ring
+// buffer read to its end, the logs closed, and what was judged said.
+void StopWatching(const WatchOptions& o, watch_bpf* skel, ring_buffer* rb, WatchLogs* logs,
+                  uint64_t lost_logged) {
   RemoveWatchState(kWatchStateDir);
-  if (persist) {
+  if (o.persist) {
     // The pinned links stay: what arrives after this last read is not logged.
     DisconnectLinks(skel);
   } else {
@@ -391,20 +392,73 @@ int WatchMain(int argc, char** argv) {
   }
   ring_buffer__consume(rb);
   uint64_t lost = Lost(skel);
-  if (lost != lost_logged) logs.Lost(lost - lost_logged);
+  if (lost != lost_logged) logs->Lost(lost - lost_logged);
   ring_buffer__free(rb);
   watch_bpf__destroy(skel);
-  logs.Close();
+  logs->Close();
   fprintf(stderr,
           "forkguard watch: stopped: %lld forks judged (%lld refused) in %lld processes; "
           "%llu records lost\n",
-          static_cast<long long>(logs.forks()), static_cast<long long>(logs.refused()),
-          static_cast<long long>(logs.processes()), static_cast<unsigned long long>(lost));
-  if (persist)
+          static_cast<long long>(logs->forks()), static_cast<long long>(logs->refused()),
+          static_cast<long long>(logs->processes()), static_cast<unsigned long long>(lost));
+  if (o.persist)
     fprintf(stderr,
             "forkguard watch: enforcement %s stays, pinned in %s, with no logs: "
             "`forkguard watch --unpin` removes it\n",
-            enforce_name.c_str(), kPinDir);
+            o.enforce_name.c_str(), kPinDir);
+}
+
+}  // namespace
+
+int WatchMain(int argc, char** argv) {
+  flags::Options a = flags::Options::Parse(argc, argv, WatchFlags());
+  if (a.Has("help")) {
+    fputs(WatchHelp().c_str(), stdout);
+    return kExitOk;
+  }
+  if (a.Has("unpin")) return UnpinMain();
+  const WatchOptions o = ParseWatchOptions(a);
+  if (geteuid() != 0) throw flags::UsageError("forkguard watch loads BPF programs: run it as root");
+  if (Pinned()) {
+    fprintf(stderr,
+            "forkguard watch: the programs of an earlier `forkguard watch --persist` are still "
+            "pinned in %s and judge forks: `forkguard watch --unpin` first\n",
+            kPinDir);
+    return kExitFail;
+  }
+
+  const facts::MachineFacts m = ThisMachine();
+  const char* hook = "";
+  std::string how;
+  watch_bpf* skel = LoadPrograms(o, m, &hook, &how);
+  if (skel == nullptr) return kExitFail;
+  // The hook first: the watcher's own log names it in its process_start.
+  WatchLogs logs(o.dir, m, o.enforce_name);
+  logs.SetHook(how);
+  std::string error;
+  ring_buffer* rb = nullptr;
+  if (!logs.Open(&error)) {
+    fprintf(stderr, "forkguard watch: %s\n", error.c_str());
+  } else {
+    SeedFromCensus(skel, &logs);
+    rb = ring_buffer__new(bpf_map__fd(skel->maps.events), OnRecord, &logs, nullptr);
+    if (rb == nullptr)
+      fprintf(stderr, "forkguard watch: cannot read the ring buffer: %s\n", strerror(errno));
+  }
+  if (rb == nullptr) {
+    if (o.persist) Unpin();
+    watch_bpf__destroy(skel);
+    return kExitFail;
+  }
+  AnnounceReady(o.ready);
+  fprintf(stderr, "forkguard watch: watching (hook %s, enforce %s), logs in %s\n", how.c_str(),
+          o.enforce_name.c_str(), o.dir.c_str());
+  logs.state().pid = getpid();
+  logs.state().enforce = o.enforce_name;
+  logs.state().hook = hook;
+  logs.state().log = o.dir;
+  uint64_t lost_logged = WatchLoop(skel, rb, &logs);
+  StopWatching(o, skel, rb, &logs, lost_logged);
   return kExitOk;
 }
 
