@@ -4,20 +4,17 @@
 // the same program dynamically linked. With --enforce memory the kernel refuses the fork
 // whose range is MADV_DONTFORK (child-segv) and lets through the one over memory this kernel
 // copies, and a fork before any RDMA.
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "cli/json.h"
+#include "cli/testdata/watch_rdma_support.h"
 #include "gtest/gtest.h"
 #include "tests/support/rdma_device.h"
 #include "tests/support/run_program.h"
@@ -29,95 +26,6 @@ namespace {
 using test_support::ProgramResult;
 using test_support::Runfile;
 using test_support::RunProgram;
-
-std::string Forkguard() { return Runfile("cli/forkguard"); }
-
-// The watcher, started for one test and stopped with SIGTERM.
-class Watcher {
- public:
-  explicit Watcher(const std::string& enforce = "off", bool persist = false) {
-    dir_ = test_support::MakeTempDir("watchlogs");
-    std::string ready = dir_ + ".ready";
-    std::string err = dir_ + ".err";
-    std::vector<std::string> args = {Forkguard(), "watch", "--log",        dir_,
-                                     "--enforce", enforce, "--ready-file", ready};
-    if (persist) args.push_back("--persist");
-    started_ = test_support::StartProgramToFiles(args, {}, dir_ + ".out", err);
-    for (int i = 0; i < 600 && access(ready.c_str(), F_OK) != 0; ++i) {
-      if (waitpid(started_.pid, nullptr, WNOHANG) == started_.pid) break;
-      usleep(50 * 1000);
-    }
-    ready_ = access(ready.c_str(), F_OK) == 0;
-    if (!ready_) startup_error_ = test_support::ReadFileOrEmpty(err);
-  }
-  ~Watcher() {
-    if (!stopped_) Stop();
-  }
-  bool ready() const { return ready_; }
-  const std::string& startup_error() const { return startup_error_; }
-  const std::string& dir() const { return dir_; }
-  ProgramResult Stop() {
-    stopped_ = true;
-    kill(started_.pid, SIGTERM);
-    return test_support::WaitForFiles(started_, 60);
-  }
-
- private:
-  std::string dir_;
-  test_support::StartedProgram started_;
-  bool ready_ = false;
-  bool stopped_ = false;
-  std::string startup_error_;
-};
-
-// Every line of every log in `dir` whose file name starts with `prefix`, as JSON, with the
-// file's header pid in "_pid".
-std::vector<Json> Events(const std::string& dir, const std::string& prefix) {
-  std::vector<Json> out;
-  for (const auto& f : std::filesystem::directory_iterator(dir)) {
-    if (f.path().filename().string().rfind(prefix, 0) != 0) continue;
-    std::ifstream in(f.path());
-    std::string line;
-    int64_t pid = -1, start_ns = 0;
-    while (std::getline(in, line)) {
-      Json j;
-      std::string error;
-      if (!ParseJson(line, &j, &error) || !j.is_object()) {
-        ADD_FAILURE() << f.path() << ": not a JSON object: " << line;
-        continue;
-      }
-      if (GetString(j, "event") == "header") {
-        pid = GetInt(j, "pid", -1);
-        start_ns = GetInt(j, "start_ns", 0);
-      }
-      j["_pid"] = pid;
-      j["_t"] = start_ns + GetInt(j, "ts", 0);
-      j["_file"] = f.path().filename().string();
-      out.push_back(std::move(j));
-    }
-  }
-  return out;
-}
-
-// The action and reasons of the fork events of the processes whose program is `prog`, one
-// string each, in the order they were made.
-std::vector<std::string> ForkReasons(const std::vector<Json>& events, const std::string& prog) {
-  std::vector<std::pair<int64_t, std::string>> found;
-  std::map<int64_t, std::string> progs;
-  for (const Json& e : events)
-    if (GetString(e, "event") == "header") progs[GetInt(e, "_pid", -1)] = GetString(e, "prog");
-  for (const Json& e : events) {
-    if (GetString(e, "event") != "fork" || progs[GetInt(e, "_pid", -1)] != prog) continue;
-    std::string r;
-    for (const Json& x : *FindMember(e, "reasons"))
-      r += (r.empty() ? "" : ",") + x.get<std::string>();
-    found.emplace_back(GetInt(e, "_t", 0), GetString(e, "action") + ":" + r);
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<std::string> out;
-  for (auto& f : found) out.push_back(std::move(f.second));
-  return out;
-}
 
 // Every line of the watcher's logs in `dir` against docs/event-schema.json (Debian's
 // python3-jsonschema): "" when all validate, else the errors.
@@ -143,9 +51,6 @@ if n == 0:
   return r.out;
 }
 
-std::string StaticProg() { return Runfile("cli/testdata/hazard_prog_static"); }
-std::string DynamicProg() { return Runfile("cli/testdata/hazard_prog"); }
-
 // A copy of the dynamic program that is set-user-ID root, for a run as nobody.
 std::string SetuidProg() {
   // In /tmp: nobody must reach it (the test's own directory may be private).
@@ -157,18 +62,6 @@ std::string SetuidProg() {
   EXPECT_EQ(chown(path.c_str(), 0, 0), 0);
   EXPECT_EQ(chmod(path.c_str(), 04755), 0);
   return path;
-}
-
-// The shim's verdicts for the dynamic program, with the same environment.
-std::vector<std::string> ShimReasons(const std::string& dev, const std::string& fork_safe,
-                                     std::string* dir = nullptr) {
-  std::string logs = test_support::MakeTempDir("shimlogs");
-  if (dir != nullptr) *dir = logs;
-  ProgramResult r = RunProgram(
-      {Forkguard(), "run", "--no-audit", "--log", logs, "--", DynamicProg()},
-      {"RXE_DEV=" + dev, "FORKGUARD_SHIM_DIR=", "RDMAV_FORK_SAFE=" + fork_safe, "IBV_FORK_SAFE="});
-  EXPECT_EQ(r.status, 0) << r.Describe();
-  return ForkReasons(Events(logs, "forkguard."), "hazard_prog");
 }
 
 TEST(WatchRdma, JudgesTheProgramsThePreloadCannotSeeAsTheShimDoes) {
