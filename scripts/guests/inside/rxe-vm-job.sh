@@ -13,10 +13,12 @@ mount -t tmpfs -o mode=755 tmpfs /run
 mkdir -p /dev/pts /dev/shm /run/rxe-host
 mount -t devpts devpts /dev/pts; mount -t tmpfs tmpfs /dev/shm
 # What systemd mounts on a real machine, for `forkguard watch`: the active LSM list, the
-# tracepoints' ids, the BPF filesystem (pinned links).
+# tracepoints' ids, the BPF filesystem (pinned links); and the cgroup2 hierarchy, which crun
+# checks at every container start (podman's --cgroups=disabled included).
 mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t bpf bpf /sys/fs/bpf 2>/dev/null
+mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 rxehost /run/rxe-host || infra "cannot mount rxehost share"
 hostname rxe-vm
 # A kernel extracted elsewhere (not installed on the host): its modules appear at
