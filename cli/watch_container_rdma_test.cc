@@ -120,6 +120,13 @@ TEST(WatchContainerRdma, JudgesAPodmanContainerAsTheShimInsideIt) {
   std::vector<std::string> shim_verdicts = ForkReasons(inside, "hazard_prog");
   ASSERT_EQ(watcher_verdicts, (std::vector<std::string>{shim[0], shim[0]})) << stop.err;
   ASSERT_EQ(shim_verdicts, shim);
+  // The shim walked its stacks in the container (with the tree's libunwind, which it dlopens).
+  size_t frames = 0;
+  for (const Json& e : inside) {
+    const Json* f = GetString(e, "event") == "stack" ? FindMember(e, "frames") : nullptr;
+    if (f != nullptr && f->is_array()) frames += f->size();
+  }
+  EXPECT_GT(frames, 0u) << "no stack in the shim's log: is libunwind8 in the root filesystem?";
   // The watcher names the node's pids; the shim in the second container has the same one.
   std::vector<int64_t> watched_pids = Pids(watched, "hazard_prog");
   std::vector<int64_t> shim_pids = Pids(inside, "hazard_prog");
