@@ -182,7 +182,19 @@ std::string WatcherText(const api::Census& c, const WatchState& w) {
   return out;
 }
 
-std::string FormatJson(const api::Census& c, const std::optional<WatchState>& w) {
+// What an earlier `forkguard watch --persist` left pinned, when no watcher runs.
+std::string PinnedText(const PinnedWatch& p) {
+  std::string links = p.links >= 0 ? std::to_string(p.links) + " programs" : "programs";
+  std::string what = p.enforce.empty() ? "" : ", enforce " + EscapeText(p.enforce);
+  if (!p.hook.empty()) what += ", " + EscapeText(p.hook);
+  return "no forkguard watch runs, but " + links + " of an earlier `forkguard watch --persist` " +
+         "are pinned in " + kWatchPinDir + what + ": the kernel still judges" +
+         (p.enforce == "off" ? "" : " (and refuses)") +
+         " forks, and nothing logs them; `forkguard watch --unpin` removes them\n";
+}
+
+std::string FormatJson(const api::Census& c, const std::optional<WatchState>& w,
+                       const std::optional<PinnedWatch>& pinned) {
   Json root = Json::object();
   root["schema"] = "forkguard.ps/1";
   Json devices = Json::array();
@@ -241,6 +253,15 @@ std::string FormatJson(const api::Census& c, const std::optional<WatchState>& w)
   root["netlink_error"] = c.netlink_error.empty() ? Json() : Json(c.netlink_error);
   // The running watcher's view (null: none runs).
   root["watcher"] = w ? WatchStateJson(*w) : Json();
+  // Programs an earlier --persist left pinned while no watcher runs (null: none).
+  Json p;
+  if (pinned && !w) {
+    p = Json::object();
+    p["links"] = pinned->links >= 0 ? Json(pinned->links) : Json();
+    p["enforce"] = pinned->enforce.empty() ? Json() : Json(pinned->enforce);
+    p["hook"] = pinned->hook.empty() ? Json() : Json(pinned->hook);
+  }
+  root["pinned"] = std::move(p);
   return WriteJson(root) + "\n";
 }
 
@@ -258,7 +279,10 @@ int PsMain(int argc, char** argv) {
   }
   api::Census c = api::TakeCensus();
   std::optional<WatchState> w = ReadWatchState();
-  std::string out = format == "json" ? FormatJson(c, w) : PsText(c) + (w ? WatcherText(c, *w) : "");
+  std::optional<PinnedWatch> pinned = ReadPinnedWatch();
+  std::string out = format == "json" ? FormatJson(c, w, pinned) : PsText(c);
+  if (format != "json" && w) out += WatcherText(c, *w);
+  if (format != "json" && !w && pinned) out += PinnedText(*pinned);
   fputs(out.c_str(), stdout);
   return c.netlink_error.empty() ? kExitOk : kExitFail;
 }

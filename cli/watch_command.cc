@@ -98,14 +98,11 @@ int OnRecord(void* ctx, void* data, size_t size) {
   return 0;
 }
 
-// Where --persist pins the watcher's links (bpffs): the kernel keeps them, and with them the
-// programs and their maps, until they are unlinked.
-constexpr char kPinDir[] = "/sys/fs/bpf/forkguard-watch";
-
-// Removes what is pinned in kPinDir and kPinDir itself: how many links were unpinned, or -1
-// (errno set) when one could not be.
+// Removes what is pinned in kWatchPinDir, kWatchPinDir itself and the record of what was pinned:
+// how many links were unpinned, or -1 (errno set) when one could not be.
 int Unpin() {
-  DIR* d = opendir(kPinDir);
+  RemovePinnedWatch(kWatchStateDir);
+  DIR* d = opendir(kWatchPinDir);
   if (d == nullptr) return errno == ENOENT ? 0 : -1;
   int n = 0, failed = 0;
   while (dirent* e = readdir(d)) {
@@ -117,7 +114,7 @@ int Unpin() {
     }
   }
   closedir(d);
-  if (failed == 0 && rmdir(kPinDir) != 0) failed = errno;
+  if (failed == 0 && rmdir(kWatchPinDir) != 0) failed = errno;
   if (failed != 0) {
     errno = failed;
     return -1;
@@ -125,32 +122,21 @@ int Unpin() {
   return n;
 }
 
-// Whether an earlier --persist left links pinned.
-bool Pinned() {
-  DIR* d = opendir(kPinDir);
-  if (d == nullptr) return false;
-  bool any = false;
-  while (dirent* e = readdir(d))
-    if (e->d_name[0] != '.') any = true;
-  closedir(d);
-  return any;
-}
-
-// Pins every attached link of the object in kPinDir, so that the programs outlive this
+// Pins every attached link of the object in kWatchPinDir, so that the programs outlive this
 // process: "" or why not (nothing stays pinned then). Links that are perf events (kprobes
 // before Linux 5.15) cannot be pinned.
 std::string PinLinks(watch_bpf* skel) {
-  if (mkdir(kPinDir, 0700) != 0 && errno != EEXIST)
-    return std::string("cannot create ") + kPinDir + ": " + strerror(errno) +
+  if (mkdir(kWatchPinDir, 0700) != 0 && errno != EEXIST)
+    return std::string("cannot create ") + kWatchPinDir + ": " + strerror(errno) +
            " (is bpffs mounted on /sys/fs/bpf?)";
   const bpf_object_skeleton* s = skel->skeleton;
   for (int i = 0; i < s->prog_cnt; ++i) {
     bpf_link* link = *s->progs[i].link;
     if (link == nullptr) continue;
-    std::string path = std::string(kPinDir) + "/" + s->progs[i].name;
+    std::string path = std::string(kWatchPinDir) + "/" + s->progs[i].name;
     if (bpf_link__pin(link, path.c_str()) != 0) {
-      std::string why = std::string("cannot pin ") + s->progs[i].name + " in " + kPinDir + ": " +
-                        strerror(errno) +
+      std::string why = std::string("cannot pin ") + s->progs[i].name + " in " + kWatchPinDir +
+                        ": " + strerror(errno) +
                         (errno == EINVAL ? " (this kernel attaches kprobes as perf events, which "
                                            "cannot be pinned; Linux 5.15 and later can)"
                                          : "");
@@ -229,7 +215,7 @@ int UnpinMain() {
   if (geteuid() != 0) throw flags::UsageError("forkguard watch --unpin: run it as root");
   int n = Unpin();
   if (n < 0) {
-    fprintf(stderr, "forkguard watch: cannot unpin %s: %s\n", kPinDir, strerror(errno));
+    fprintf(stderr, "forkguard watch: cannot unpin %s: %s\n", kWatchPinDir, strerror(errno));
     return kExitFail;
   }
   fprintf(stderr, "forkguard watch: %d pinned programs removed%s\n", n,
@@ -320,6 +306,10 @@ watch_bpf* LoadPrograms(const WatchOptions& o, const facts::MachineFacts& m, con
       watch_bpf__destroy(skel);
       return nullptr;
     }
+    // For `forkguard ps`, whenever no watcher runs (this one stopped or died).
+    if (!WritePinnedWatch(o.enforce_name, *hook, kWatchStateDir, &why))
+      fprintf(stderr, "forkguard watch: %s (forkguard ps will not show the pinned programs)\n",
+              why.c_str());
   }
   return skel;
 }
@@ -405,7 +395,7 @@ void StopWatching(const WatchOptions& o, watch_bpf* skel, ring_buffer* rb, Watch
     fprintf(stderr,
             "forkguard watch: enforcement %s stays, pinned in %s, with no logs: "
             "`forkguard watch --unpin` removes it\n",
-            o.enforce_name.c_str(), kPinDir);
+            o.enforce_name.c_str(), kWatchPinDir);
 }
 
 }  // namespace
@@ -419,11 +409,11 @@ int WatchMain(int argc, char** argv) {
   if (a.Has("unpin")) return UnpinMain();
   const WatchOptions o = ParseWatchOptions(a);
   if (geteuid() != 0) throw flags::UsageError("forkguard watch loads BPF programs: run it as root");
-  if (Pinned()) {
+  if (CountPinnedLinks(kWatchPinDir) != 0) {
     fprintf(stderr,
             "forkguard watch: the programs of an earlier `forkguard watch --persist` are still "
             "pinned in %s and judge forks: `forkguard watch --unpin` first\n",
-            kPinDir);
+            kWatchPinDir);
     return kExitFail;
   }
 

@@ -208,6 +208,20 @@ TEST(WatchRdma, PersistKeepsEnforcingUntilUnpinned) {
   ProgramResult refused = RunProgram({StaticProg()}, {"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE=1"});
   EXPECT_NE(refused.out.find("fork failed: Operation not permitted"), std::string::npos)
       << refused.Describe();
+  // `ps` says what stays pinned, with no watcher running, as root and as nobody.
+  for (std::string user : {"root", "nobody"}) {
+    std::vector<std::string> ps = {Forkguard(), "ps"};
+    if (user != "root")
+      ps.insert(ps.begin(),
+                {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+    ProgramResult shown = RunProgram(ps, test_support::RunOptions{});
+    EXPECT_NE(shown.out.find("no forkguard watch runs, but "), std::string::npos)
+        << user << ": " << shown.Describe();
+    EXPECT_NE(shown.out.find("--persist` are pinned in /sys/fs/bpf/forkguard-watch, enforce "
+                             "memory"),
+              std::string::npos)
+        << user << ": " << shown.Describe();
+  }
   Watcher second;
   EXPECT_FALSE(second.ready());
   EXPECT_NE(second.startup_error().find("--unpin"), std::string::npos) << second.startup_error();
@@ -218,6 +232,8 @@ TEST(WatchRdma, PersistKeepsEnforcingUntilUnpinned) {
       << unpin.err;
   ProgramResult after = RunProgram({StaticProg()}, {"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE=1"});
   EXPECT_EQ(after.out.find("fork failed"), std::string::npos) << after.Describe();
+  ProgramResult ps = RunProgram({Forkguard(), "ps"}, test_support::RunOptions{});
+  EXPECT_EQ(ps.out.find("are pinned in"), std::string::npos) << ps.Describe();
   EXPECT_NE(after.out.find("child: "), std::string::npos) << after.Describe();
 }
 

@@ -1,5 +1,6 @@
 #include "cli/watch_state.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -31,7 +32,12 @@ Json WatchStateJson(const WatchState& s) {
   return j;
 }
 
-bool WriteWatchState(const WatchState& s, const std::string& dir, std::string* error) {
+namespace {
+
+// Writes `text` to DIR/NAME (DIR made 0755 if missing; a temporary file renamed into place,
+// no symbolic link followed); false with *error.
+bool WriteRootFile(const std::string& dir, const char* name, const std::string& text,
+                   std::string* error) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     *error = "cannot create " + dir + ": " + strerror(errno);
     return false;
@@ -41,27 +47,23 @@ bool WriteWatchState(const WatchState& s, const std::string& dir, std::string* e
     *error = "cannot open " + dir + ": " + strerror(errno);
     return false;
   }
-  Json j = WatchStateJson(s);
-  j["schema"] = "forkguard.watch-state/1";
-  std::string text = WriteJson(j, -1) + "\n";
-  std::string tmp = std::string(kWatchStateFile) + ".tmp." + std::to_string(getpid());
+  std::string tmp = std::string(name) + ".tmp." + std::to_string(getpid());
   int fd = openat(dfd, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   bool ok = fd >= 0 && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   if (fd >= 0) ok = close(fd) == 0 && ok;
-  ok = ok && renameat(dfd, tmp.c_str(), dfd, kWatchStateFile) == 0;
+  ok = ok && renameat(dfd, tmp.c_str(), dfd, name) == 0;
   if (!ok) {
-    *error = "cannot write " + dir + "/" + kWatchStateFile + ": " + strerror(errno);
+    *error = "cannot write " + dir + "/" + name + ": " + strerror(errno);
     unlinkat(dfd, tmp.c_str(), 0);
   }
   close(dfd);
   return ok;
 }
 
-void RemoveWatchState(const std::string& dir) { unlink((dir + "/" + kWatchStateFile).c_str()); }
-
-std::optional<WatchState> ReadWatchState(const std::string& dir) {
-  int fd =
-      open((dir + "/" + kWatchStateFile).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+// DIR/NAME as a JSON object, when it is a regular file owned by root and writable by no one
+// else.
+std::optional<Json> ReadRootFile(const std::string& dir, const char* name) {
+  int fd = open((dir + "/" + name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   struct stat st {};
   std::string text;
@@ -75,6 +77,56 @@ std::optional<WatchState> ReadWatchState(const std::string& dir) {
   Json j;
   std::string error;
   if (text.empty() || !ParseJson(text, &j, &error) || !j.is_object()) return std::nullopt;
+  return j;
+}
+
+}  // namespace
+
+bool WriteWatchState(const WatchState& s, const std::string& dir, std::string* error) {
+  Json j = WatchStateJson(s);
+  j["schema"] = "forkguard.watch-state/1";
+  return WriteRootFile(dir, kWatchStateFile, WriteJson(j, -1) + "\n", error);
+}
+
+bool WritePinnedWatch(const std::string& enforce, const std::string& hook, const std::string& dir,
+                      std::string* error) {
+  Json j = Json::object();
+  j["schema"] = "forkguard.watch-pinned/1";
+  j["enforce"] = enforce;
+  j["hook"] = hook;
+  return WriteRootFile(dir, kWatchPinnedFile, WriteJson(j, -1) + "\n", error);
+}
+
+void RemovePinnedWatch(const std::string& dir) { unlink((dir + "/" + kWatchPinnedFile).c_str()); }
+
+int64_t CountPinnedLinks(const std::string& pin_dir) {
+  DIR* d = opendir(pin_dir.c_str());
+  if (d == nullptr) return errno == ENOENT ? 0 : -1;
+  int64_t n = 0;
+  while (dirent* e = readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  closedir(d);
+  return n;
+}
+
+std::optional<PinnedWatch> ReadPinnedWatch(const std::string& dir, const std::string& pin_dir) {
+  PinnedWatch p;
+  p.links = CountPinnedLinks(pin_dir);
+  std::optional<Json> j = ReadRootFile(dir, kWatchPinnedFile);
+  if (p.links == 0 || (p.links < 0 && !j)) return std::nullopt;
+  if (j) {
+    p.enforce = GetString(*j, "enforce");
+    p.hook = GetString(*j, "hook");
+  }
+  return p;
+}
+
+void RemoveWatchState(const std::string& dir) { unlink((dir + "/" + kWatchStateFile).c_str()); }
+
+std::optional<WatchState> ReadWatchState(const std::string& dir) {
+  std::optional<Json> file = ReadRootFile(dir, kWatchStateFile);
+  if (!file) return std::nullopt;
+  const Json& j = *file;
   WatchState s;
   s.pid = GetInt(j, "pid", 0);
   if (s.pid <= 0 || (kill(static_cast<pid_t>(s.pid), 0) != 0 && errno == ESRCH))
