@@ -137,27 +137,15 @@ const char* ResourceKindName(ResourceKind k) {
 }
 
 void ResourceCounts::Add(const RdmaResource& r) {
-  switch (r.kind) {
-    case ResourceKind::kContext:
-      ++contexts;
-      break;
-    case ResourceKind::kPd:
-      ++pds;
-      break;
-    case ResourceKind::kMr:
-      ++mrs;
-      mr_bytes += r.mr_len;
-      break;
-    case ResourceKind::kCq:
-      ++cqs;
-      break;
-    case ResourceKind::kQp:
-      ++qps;
-      break;
-    case ResourceKind::kCmId:
-      ++cm_ids;
-      break;
-  }
+  // The count of each kind, in ResourceKind's order.
+  static constexpr int ResourceCounts::*kCountOf[] = {
+      &ResourceCounts::contexts, &ResourceCounts::pds, &ResourceCounts::mrs,
+      &ResourceCounts::cqs,      &ResourceCounts::qps, &ResourceCounts::cm_ids,
+  };
+  static_assert(std::size(kCountOf) == CountThrough(ResourceKind::kCmId));
+  auto i = static_cast<size_t>(r.kind);
+  if (i < std::size(kCountOf)) ++(this->*kCountOf[i]);
+  if (r.kind == ResourceKind::kMr) mr_bytes += r.mr_len;
 }
 
 ResourceDump DumpRdmaResources() {
