@@ -26,20 +26,17 @@ struct KindSpec {
   int entry;
 };
 
+// The dump command, table attribute and entry attribute of the kernel's NAME objects.
+#define FORKGUARD_KIND(kind, NAME)                                                   \
+  {                                                                                  \
+    ResourceKind::kind, RDMA_NLDEV_CMD_RES_##NAME##_GET, RDMA_NLDEV_ATTR_RES_##NAME, \
+        RDMA_NLDEV_ATTR_RES_##NAME##_ENTRY                                           \
+  }
 constexpr KindSpec kKinds[] = {
-    {ResourceKind::kContext, RDMA_NLDEV_CMD_RES_CTX_GET, RDMA_NLDEV_ATTR_RES_CTX,
-     RDMA_NLDEV_ATTR_RES_CTX_ENTRY},
-    {ResourceKind::kPd, RDMA_NLDEV_CMD_RES_PD_GET, RDMA_NLDEV_ATTR_RES_PD,
-     RDMA_NLDEV_ATTR_RES_PD_ENTRY},
-    {ResourceKind::kMr, RDMA_NLDEV_CMD_RES_MR_GET, RDMA_NLDEV_ATTR_RES_MR,
-     RDMA_NLDEV_ATTR_RES_MR_ENTRY},
-    {ResourceKind::kCq, RDMA_NLDEV_CMD_RES_CQ_GET, RDMA_NLDEV_ATTR_RES_CQ,
-     RDMA_NLDEV_ATTR_RES_CQ_ENTRY},
-    {ResourceKind::kQp, RDMA_NLDEV_CMD_RES_QP_GET, RDMA_NLDEV_ATTR_RES_QP,
-     RDMA_NLDEV_ATTR_RES_QP_ENTRY},
-    {ResourceKind::kCmId, RDMA_NLDEV_CMD_RES_CM_ID_GET, RDMA_NLDEV_ATTR_RES_CM_ID,
-     RDMA_NLDEV_ATTR_RES_CM_ID_ENTRY},
+    FORKGUARD_KIND(kContext, CTX), FORKGUARD_KIND(kPd, PD), FORKGUARD_KIND(kMr, MR),
+    FORKGUARD_KIND(kCq, CQ),       FORKGUARD_KIND(kQp, QP), FORKGUARD_KIND(kCmId, CM_ID),
 };
+#undef FORKGUARD_KIND
 
 // Walks the attributes in [p, p + len), calling f(type, payload, payload_len).
 void ForEachAttr(const char* p, int len, const std::function<void(int, const char*, int)>& f) {
@@ -137,27 +134,15 @@ const char* ResourceKindName(ResourceKind k) {
 }
 
 void ResourceCounts::Add(const RdmaResource& r) {
-  switch (r.kind) {
-    case ResourceKind::kContext:
-      ++contexts;
-      break;
-    case ResourceKind::kPd:
-      ++pds;
-      break;
-    case ResourceKind::kMr:
-      ++mrs;
-      mr_bytes += r.mr_len;
-      break;
-    case ResourceKind::kCq:
-      ++cqs;
-      break;
-    case ResourceKind::kQp:
-      ++qps;
-      break;
-    case ResourceKind::kCmId:
-      ++cm_ids;
-      break;
-  }
+  // The count of each kind, in ResourceKind's order.
+  static constexpr int ResourceCounts::*kCountOf[] = {
+      &ResourceCounts::contexts, &ResourceCounts::pds, &ResourceCounts::mrs,
+      &ResourceCounts::cqs,      &ResourceCounts::qps, &ResourceCounts::cm_ids,
+  };
+  static_assert(std::size(kCountOf) == CountThrough(ResourceKind::kCmId));
+  auto i = static_cast<size_t>(r.kind);
+  if (i < std::size(kCountOf)) ++(this->*kCountOf[i]);
+  if (r.kind == ResourceKind::kMr) mr_bytes += r.mr_len;
 }
 
 ResourceDump DumpRdmaResources() {

@@ -9,7 +9,8 @@ and their dependencies') are compiled in too, so that a library's file list is w
 `linkopts` the system libraries they need. The result is executable:
 forkguard_fuzz_test runs it for a while over its corpus (tests/support/run_fuzzer.sh, tag
 "fuzz"), forkguard_corpus_test runs it once on each file of its corpus (run_corpus.sh: the
-regression test of what fuzzing found), scripts/fuzz runs every fuzzer longer."""
+regression test of what fuzzing found), scripts/fuzz runs every fuzzer longer.
+forkguard_fuzz_targets makes the three of one fuzzer at once."""
 
 load(":copts.bzl", "FORKGUARD_COPTS")
 
@@ -95,4 +96,45 @@ def forkguard_corpus_test(name, fuzzer, corpus):
         srcs = ["//tests/support:run_corpus.sh"],
         args = ["$(location %s)" % fuzzer] + ["$(location %s)" % f for f in corpus],
         data = [fuzzer] + corpus,
+    )
+
+# Program inputs (fuzz_log_program.h) are long from the start: libFuzzer grows them slowly
+# otherwise.
+_PROGRAM_FLAGS = [
+    "-len_control=0",
+    "-max_len=4096",
+]
+
+def forkguard_fuzz_targets(name, seconds, deps = [], linkopts = [], corpus = None, seed = None, dict = None, programs = False):
+    """NAME_fuzzer (from NAME_fuzzer.cc and `deps`), NAME_fuzz_test (it fuzzes for `seconds`)
+    and NAME_corpus_test (each file of `corpus` once).
+
+    `corpus` defaults to testdata/fuzz/NAME/*, `seed` to testdata/fuzz/NAME/seed-empty.
+    `programs`: the input is a program of log lines (":fuzz_log_program", testonly), long from
+    the start."""
+    if corpus == None:
+        corpus = native.glob(["testdata/fuzz/%s/*" % name])
+    if seed == None:
+        seed = "testdata/fuzz/%s/seed-empty" % name
+    fuzzer = name + "_fuzzer"
+    forkguard_fuzzer(
+        name = fuzzer,
+        testonly = programs,
+        srcs = [fuzzer + ".cc"],
+        deps = deps + ([":fuzz_log_program"] if programs else []),
+        linkopts = linkopts,
+    )
+    forkguard_fuzz_test(
+        name = name + "_fuzz_test",
+        corpus = corpus,
+        dict = dict,
+        flags = _PROGRAM_FLAGS if programs else [],
+        fuzzer = ":" + fuzzer,
+        seconds = seconds,
+        seed = seed,
+    )
+    forkguard_corpus_test(
+        name = name + "_corpus_test",
+        corpus = corpus,
+        fuzzer = ":" + fuzzer,
     )

@@ -17,12 +17,16 @@
 
 #include "cli/doctor_checks.h"
 #include "cli/testdata/doctor_output.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::cli {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 using test_support::ProgramResult;
 using test_support::RunProgram;
@@ -162,9 +166,9 @@ TEST(Doctor, ForkSupportSaysWhichCaseThisMachineIsIn) {
     EXPECT_NE(block.find("so rdma-core marks every registration MADV_DONTFORK"), std::string::npos)
         << r.out;
     EXPECT_NE(block.find("leaves anonymous"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("-> unset RDMAV_FORK_SAFE"), std::string::npos) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("-> unset RDMAV_FORK_SAFE"));
   }
-  EXPECT_EQ(r.out.find("RDMAV_FORK_SAFE=1 (with"), std::string::npos) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("RDMAV_FORK_SAFE=1 (with")));
   ProgramResult off =
       Doctor({"RDMAV_FORK_SAFE=", "IBV_FORK_SAFE=", "UCX_IB_FORK_INIT=", "LD_PRELOAD="});
   std::string b2 = DoctorBlock(off.out, "fork support");
@@ -179,8 +183,8 @@ TEST(Doctor, QuotedValuesAreEscaped) {
   EXPECT_EQ(DoctorLine(r.out, "FORKGUARD_MODE"),
             "warn  FORKGUARD_MODE    \"x\\x1b[2J\\x0a::error::forged\\x09z\" is not a mode")
       << r.out;
-  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("\n::"), std::string::npos) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("\x1b")));
+  EXPECT_THAT(r.out, Not(HasSubstr("\n::")));
 }
 
 // The Debian package's layout (scripts/package): /usr/bin/forkguard finds the shim in
@@ -274,12 +278,11 @@ TEST(DoctorMatrix, KernelNotInTheMatrixIsSaid) {
             "here come from this boot's probe and what the kernel reports, not from a measured "
             "cell");
   Check c = doctor::CheckFixMode(f);
-  EXPECT_NE(c.detail.find("No fork matrix cell shows it: this kernel (6.18.44-fc-v1272, series "
-                          "6.18) is not in the fork matrix (measured: 5.10, 6.1, 6.12)"),
-            std::string::npos)
-      << c.detail;
-  EXPECT_EQ(c.detail.find("Matrix cells"), std::string::npos) << c.detail;
-  EXPECT_EQ(c.detail.find("column"), std::string::npos) << c.detail;
+  EXPECT_THAT(c.detail,
+              HasSubstr("No fork matrix cell shows it: this kernel (6.18.44-fc-v1272, series "
+                        "6.18) is not in the fork matrix (measured: 5.10, 6.1, 6.12)"));
+  EXPECT_THAT(c.detail, Not(HasSubstr("Matrix cells")));
+  EXPECT_THAT(c.detail, Not(HasSubstr("column")));
   // A release without a MAJOR.MINOR series.
   f.release = "custom";
   EXPECT_EQ(doctor::MatrixCell(f).rfind("docs/fork-matrix.md has no column for this machine: "
@@ -297,10 +300,9 @@ TEST(DoctorMatrix, RdmaCoreNotInTheMatrixIsSaidWithTheNearest) {
             "here come from rdma-core's version, this boot's probe and what the "
             "kernel reports, not from a measured cell");
   Check c = doctor::CheckFixMode(f);
-  EXPECT_NE(c.detail.find("No fork matrix cell shows it: rdma-core 50 is not in the fork matrix"),
-            std::string::npos)
-      << c.detail;
-  EXPECT_EQ(c.detail.find("column"), std::string::npos) << c.detail;
+  EXPECT_THAT(c.detail,
+              HasSubstr("No fork matrix cell shows it: rdma-core 50 is not in the fork matrix"));
+  EXPECT_THAT(c.detail, Not(HasSubstr("column")));
   // Past the newest: one nearest.
   f.m.rdma_core = 60;
   EXPECT_NE(doctor::MatrixCell(f).find("(measured: 33, 44, 56; nearest: 56, not claimed for 60)"),
@@ -329,30 +331,27 @@ TEST(DoctorFixMode, KindTheKernelDoesNotCopyIsWithheld) {
   EXPECT_EQ(
       c.detail.rfind("would make a fork after registration safe here for hugetlb memory. ", 0), 0u)
       << c.detail;
-  EXPECT_NE(c.detail.find(
-                "hugetlb: the kernel does not copy this memory at fork (this boot's probe), so a "
+  EXPECT_THAT(
+      c.detail,
+      HasSubstr("hugetlb: the kernel does not copy this memory at fork (this boot's probe), so a "
                 "fork after registration leaves the parent's data STALE: fix withholds the range "
                 "from the child (MADV_DONTFORK for the fork): the parent's data stays intact; "
-                "the child must not touch it"),
-            std::string::npos)
-      << c.detail;
-  EXPECT_NE(c.detail.find("anonymous and thp: nothing to fix while fork support is off (the "
-                          "kernel copies this memory for the child at fork (this boot's "
-                          "probe)); if a library turns it on (ibv_fork_init(): UCX, NCCL), fix "
-                          "keeps the child alive where fork support marked the range "
-                          "MADV_DONTFORK (the child gets a copy)"),
-            std::string::npos)
-      << c.detail;
+                "the child must not touch it"));
+  EXPECT_THAT(c.detail,
+              HasSubstr("anonymous and thp: nothing to fix while fork support is off (the "
+                        "kernel copies this memory for the child at fork (this boot's "
+                        "probe)); if a library turns it on (ibv_fork_init(): UCX, NCCL), fix "
+                        "keeps the child alive where fork support marked the range "
+                        "MADV_DONTFORK (the child gets a copy)"));
   // The cells that show it: this kernel's column, the kinds' rows without fork support and
   // with what a library turns on.
-  EXPECT_NE(c.detail.find("Matrix cells: docs/fork-matrix.md, column \"5.10.0-32-amd64 "
-                          "rdma-core 44\", rows \"anonymous, small pages (64 KiB)\" with fork "
-                          "support \"off\" and \"ibv_fork_init()\"; \"anonymous THP (2 MiB, "
-                          "MADV_HUGEPAGE)\" with fork support \"off\" and \"ibv_fork_init()\"; "
-                          "\"hugetlb (2 MiB, MAP_HUGETLB)\" with fork support \"off\" and "
-                          "\"ibv_fork_init()\""),
-            std::string::npos)
-      << c.detail;
+  EXPECT_THAT(c.detail,
+              HasSubstr("Matrix cells: docs/fork-matrix.md, column \"5.10.0-32-amd64 "
+                        "rdma-core 44\", rows \"anonymous, small pages (64 KiB)\" with fork "
+                        "support \"off\" and \"ibv_fork_init()\"; \"anonymous THP (2 MiB, "
+                        "MADV_HUGEPAGE)\" with fork support \"off\" and \"ibv_fork_init()\"; "
+                        "\"hugetlb (2 MiB, MAP_HUGETLB)\" with fork support \"off\" and "
+                        "\"ibv_fork_init()\""));
   EXPECT_EQ(c.advice,
             "for a program that forks after RDMA init, FORKGUARD_MODE=fix: hugetlb registrations "
             "are withheld from the child, so the parent's data stays intact (the child must not "
@@ -370,24 +369,21 @@ TEST(DoctorFixMode, KindTheKernelCopiesIsCopiedForTheChild) {
                            0),
             0u)
       << c.detail;
-  EXPECT_NE(c.detail.find("anonymous and thp: the kernel copies this memory for the child at "
-                          "fork (this boot's probe), but fork support (RDMAV_FORK_SAFE=1) marks "
-                          "its registrations MADV_DONTFORK, so a child that touches them dies: "
-                          "fix keeps the child alive where fork support marked the range "
-                          "MADV_DONTFORK (the child gets a copy)"),
-            std::string::npos)
-      << c.detail;
-  EXPECT_NE(c.detail.find("hugetlb: the kernel does not copy this memory at fork (this boot's "
-                          "probe); fork support (RDMAV_FORK_SAFE=1) already makes its "
-                          "registrations MADV_DONTFORK, which keeps the parent's data intact: "
-                          "fix leaves them so (the child must not touch them)"),
-            std::string::npos)
-      << c.detail;
-  EXPECT_NE(c.detail.find("column \"5.10.0-32-amd64 rdma-core 56\", rows \"anonymous, small "
-                          "pages (64 KiB)\" with fork support \"off\" and "
-                          "\"RDMAV_FORK_SAFE=1\""),
-            std::string::npos)
-      << c.detail;
+  EXPECT_THAT(c.detail,
+              HasSubstr("anonymous and thp: the kernel copies this memory for the child at "
+                        "fork (this boot's probe), but fork support (RDMAV_FORK_SAFE=1) marks "
+                        "its registrations MADV_DONTFORK, so a child that touches them dies: "
+                        "fix keeps the child alive where fork support marked the range "
+                        "MADV_DONTFORK (the child gets a copy)"));
+  EXPECT_THAT(c.detail,
+              HasSubstr("hugetlb: the kernel does not copy this memory at fork (this boot's "
+                        "probe); fork support (RDMAV_FORK_SAFE=1) already makes its "
+                        "registrations MADV_DONTFORK, which keeps the parent's data intact: "
+                        "fix leaves them so (the child must not touch them)"));
+  EXPECT_THAT(c.detail,
+              HasSubstr("column \"5.10.0-32-amd64 rdma-core 56\", rows \"anonymous, small "
+                        "pages (64 KiB)\" with fork support \"off\" and "
+                        "\"RDMAV_FORK_SAFE=1\""));
   EXPECT_EQ(c.advice,
             "for a program that forks after RDMA init, FORKGUARD_MODE=fix: a child that touches "
             "anonymous and thp registrations gets a copy and lives. The child still must not use "
@@ -409,13 +405,12 @@ TEST(DoctorFixMode, UnknownKindIsWithheldSayingWhy) {
   EXPECT_EQ(c.verdict, Verdict::kOk) << c.detail;
   EXPECT_TRUE(c.advice.empty());
   EXPECT_EQ(c.detail.rfind("no known harm to undo here as things stand. ", 0), 0u) << c.detail;
-  EXPECT_NE(c.detail.find("hugetlb: fix withholds the range (MADV_DONTFORK for the fork: the "
-                          "parent's data stays intact, the child must not touch it) because the "
-                          "kernel does not report copy-on-fork (RDMA netlink) and for pinned "
-                          "hugetlb pages the probe found fewer than two free hugetlb pages "
-                          "(vm.nr_hugepages)"),
-            std::string::npos)
-      << c.detail;
+  EXPECT_THAT(c.detail,
+              HasSubstr("hugetlb: fix withholds the range (MADV_DONTFORK for the fork: the "
+                        "parent's data stays intact, the child must not touch it) because the "
+                        "kernel does not report copy-on-fork (RDMA netlink) and for pinned "
+                        "hugetlb pages the probe found fewer than two free hugetlb pages "
+                        "(vm.nr_hugepages)"));
 }
 
 // A kernel that reports copy-on-fork with rdma-core >= 51: rdma-core marks nothing even with

@@ -5,10 +5,13 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace forkguard::cli::doctor {
 namespace {
+
+using ::testing::HasSubstr;
 
 WatcherFacts Debian12Root() {
   WatcherFacts w;
@@ -16,6 +19,13 @@ WatcherFacts Debian12Root() {
   w.load_tried = w.loads = true;
   w.lsm = "landlock,lockdown,yama,apparmor,bpf";
   return w;
+}
+
+// CheckWatcher(w) says `verdict`, with `part` in its detail.
+void ExpectWatcherCheck(const WatcherFacts& w, Verdict verdict, const std::string& part) {
+  Check c = CheckWatcher(w);
+  EXPECT_EQ(c.verdict, verdict);
+  EXPECT_THAT(c.detail, HasSubstr(part));
 }
 
 TEST(DoctorWatch, Debian12AsRootJudgesInTheLsmHook) {
@@ -34,13 +44,9 @@ TEST(DoctorWatch, WithoutBpfInTheLsmListTheFallbackJudges) {
   w.lsm = "landlock,lockdown,yama,apparmor";
   w.root = w.load_tried = w.loads = false;
   w.uid = 1000;
-  Check c = CheckWatcher(w);
-  EXPECT_EQ(c.verdict, Verdict::kOk);
-  EXPECT_NE(
-      c.detail.find("by fmod_ret on security_task_alloc: BPF LSM is not in the active list "
-                    "(landlock,lockdown,yama,apparmor); it loads BPF programs: run it as root"),
-      std::string::npos)
-      << c.detail;
+  ExpectWatcherCheck(w, Verdict::kOk,
+                     "by fmod_ret on security_task_alloc: BPF LSM is not in the active list "
+                     "(landlock,lockdown,yama,apparmor); it loads BPF programs: run it as root");
   w.lsm_known = false;
   EXPECT_NE(CheckWatcher(w).detail.find("(/sys/kernel/security/lsm unreadable)"),
             std::string::npos);
@@ -49,20 +55,15 @@ TEST(DoctorWatch, WithoutBpfInTheLsmListTheFallbackJudges) {
 TEST(DoctorWatch, EachMissingPartIsNamed) {
   WatcherFacts w = Debian12Root();
   w.find_vma = false;
-  Check c = CheckWatcher(w);
-  EXPECT_EQ(c.verdict, Verdict::kOk);
-  EXPECT_NE(c.detail.find("no bpf_find_vma (before Linux 5.17): each range's mapping read at "
-                          "registration and kept by the madvise calls since"),
-            std::string::npos)
-      << c.detail;
+  ExpectWatcherCheck(w, Verdict::kOk,
+                     "no bpf_find_vma (before Linux 5.17): each range's mapping read at "
+                     "registration and kept by the madvise calls since");
   w.btf = false;
-  c = CheckWatcher(w);
-  EXPECT_EQ(c.verdict, Verdict::kWarn);
-  EXPECT_NE(c.detail.find("the kernel has no BTF"), std::string::npos);
+  ExpectWatcherCheck(w, Verdict::kWarn, "the kernel has no BTF");
   w = Debian12Root();
   w.lsm = "yama";
   w.fmod_ret_target = false;
-  c = CheckWatcher(w);
+  Check c = CheckWatcher(w);
   EXPECT_EQ(c.verdict, Verdict::kWarn);
   EXPECT_EQ(c.advice, "boot with lsm=...,bpf (the active list is in /sys/kernel/security/lsm)");
 }
@@ -72,12 +73,9 @@ TEST(DoctorWatch, ARefusedLoadIsSaid) {
   WatcherFacts w = Debian12Root();
   w.loads = false;
   w.load_errno = EPERM;
-  Check c = CheckWatcher(w);
-  EXPECT_EQ(c.verdict, Verdict::kWarn);
-  EXPECT_NE(c.detail.find("refused to load its BPF programs for this root process (Operation not "
-                          "permitted): a container or a seccomp policy withholds bpf()"),
-            std::string::npos)
-      << c.detail;
+  ExpectWatcherCheck(w, Verdict::kWarn,
+                     "refused to load its BPF programs for this root process (Operation not "
+                     "permitted): a container or a seccomp policy withholds bpf()");
 }
 
 // The facts of this machine are read without privilege and without failing.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <initializer_list>
 
 namespace forkguard::cli {
 
@@ -103,6 +104,25 @@ void AppendEscapedByte(std::string* out, unsigned char b) {
   *out += kHexDigits[b & 15];
 }
 
+struct Replacement {
+  char c;
+  const char* with;
+};
+
+// `s` with each character that has a replacement replaced by it.
+std::string ReplaceCharacters(std::string_view s, std::initializer_list<Replacement> table) {
+  std::string out;
+  for (char c : s) {
+    auto r =
+        std::find_if(table.begin(), table.end(), [c](const Replacement& x) { return x.c == c; });
+    if (r == table.end())
+      out += c;
+    else
+      out += r->with;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string EscapeText(std::string_view s) {
@@ -150,29 +170,9 @@ std::string MarkdownCode(std::string_view s) {
 }
 
 std::string XmlText(std::string_view s) {
-  std::string out;
-  for (char c : EscapeText(s)) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
+  return ReplaceCharacters(
+      EscapeText(s),
+      {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&apos;"}});
 }
 
 std::string SarifMessageText(std::string_view s) {
@@ -185,33 +185,11 @@ std::string SarifMessageText(std::string_view s) {
 }
 
 std::string GithubCommandData(std::string_view s) {
-  std::string out;
-  for (char c : EscapeText(s)) {
-    if (c == '%') {
-      out += "%25";
-    } else if (c == '\r') {
-      out += "%0D";
-    } else if (c == '\n') {
-      out += "%0A";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  return ReplaceCharacters(EscapeText(s), {{'%', "%25"}, {'\r', "%0D"}, {'\n', "%0A"}});
 }
 
 std::string GithubCommandProperty(std::string_view s) {
-  std::string out;
-  for (char c : GithubCommandData(s)) {
-    if (c == ':') {
-      out += "%3A";
-    } else if (c == ',') {
-      out += "%2C";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  return ReplaceCharacters(GithubCommandData(s), {{':', "%3A"}, {',', "%2C"}});
 }
 
 size_t DisplayWidth(const std::string& s) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/event_log.h"
+#include "cli/format.h"
 #include "cli/job_report.h"
 #include "cli/report_json.h"
 #include "cli/report_markdown.h"
@@ -41,13 +42,6 @@ Generated Generate(const JobSpec& spec, bool symbolize = true) {
   Symbolizer sym;
   g.report = BuildJobReport(logs, symbolize ? &sym : nullptr);
   return g;
-}
-
-size_t Columns(const std::string& line) {
-  size_t w = 0;
-  for (unsigned char c : line)
-    if ((c & 0xC0) != 0x80) ++w;
-  return w;
 }
 
 TEST(JobReport, SixtyFourProcessesGroupTheWorkerSite) {
@@ -154,7 +148,7 @@ TEST(JobReport, TextReadsLikeADiagnosticAndFits100Columns) {
   std::string native = RenderText(g.report, 100, /*show_native=*/true);
   EXPECT_NE(native.find("StartWorkerPool() at "), std::string::npos) << native;
   std::istringstream in(text + native);
-  for (std::string line; std::getline(in, line);) EXPECT_LE(Columns(line), 100u) << line;
+  for (std::string line; std::getline(in, line);) EXPECT_LE(DisplayWidth(line), 100u) << line;
 }
 
 TEST(JobReport, JsonAndMarkdownCarryTheSameCounts) {

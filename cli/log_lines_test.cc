@@ -11,14 +11,13 @@
 namespace forkguard::cli {
 namespace {
 
-using testdata::Corpus;
 using testdata::CountEvents;
 using testdata::FormatsOf;
 using testdata::HasNote;
+using testdata::ReadCorpus;
 
 TEST(LogParser, TruncatedLastLineIsNotedGoodLinesKept) {
-  LogSet l;
-  ReadLogs({Corpus("truncated_last_line.jsonl")}, &l);
+  LogSet l = ReadCorpus("truncated_last_line.jsonl");
   EXPECT_TRUE(HasNote(l, "truncated_last_line.jsonl:4", "truncated last line")) << l.notes.size();
   EXPECT_EQ(CountEvents(l, "fork"), 1);
   EXPECT_EQ(l.lines_used, 3);
@@ -26,8 +25,7 @@ TEST(LogParser, TruncatedLastLineIsNotedGoodLinesKept) {
 }
 
 TEST(LogParser, GarbageLinesAreNotedByLine) {
-  LogSet l;
-  ReadLogs({Corpus("garbage.jsonl")}, &l);
+  LogSet l = ReadCorpus("garbage.jsonl");
   EXPECT_TRUE(HasNote(l, "garbage.jsonl:2", "not JSON"));
   EXPECT_TRUE(HasNote(l, "garbage.jsonl:4", "not JSON"));
   EXPECT_TRUE(HasNote(l, "garbage.jsonl:5", "not JSON"));
@@ -42,8 +40,7 @@ TEST(LogParser, GarbageLinesAreNotedByLine) {
 }
 
 TEST(LogParser, BinaryJunk) {
-  LogSet l;
-  ReadLogs({Corpus("binary.jsonl")}, &l);
+  LogSet l = ReadCorpus("binary.jsonl");
   EXPECT_TRUE(HasNote(l, "binary.jsonl:2", "binary data"));
   EXPECT_EQ(CountEvents(l, "fork"), 1);
   EXPECT_EQ(CountEvents(l, "process_start"), 1);
@@ -51,43 +48,45 @@ TEST(LogParser, BinaryJunk) {
 }
 
 TEST(LogParser, FutureSchemaMajorIsSkippedMinorIsRead) {
-  LogSet l;
-  ReadLogs({Corpus("future_schema.jsonl")}, &l);
+  LogSet l = ReadCorpus("future_schema.jsonl");
   EXPECT_TRUE(HasNote(l, "future_schema.jsonl:2", "\"forkguard.event/3\" is a major version"));
   EXPECT_TRUE(HasNote(l, "future_schema.jsonl:3", "unknown schema"));
   EXPECT_EQ(CountEvents(l, "fork"), 1);  // forkguard.event/1.7 is still major 1
 }
 
-TEST(LogParser, OverlongLineIsSkipped) {
-  std::string text = "{\"schema\":\"forkguard.event/1\",\"event\":\"note\",\"pid\":5,\"text\":\"" +
-                     std::string(2 << 20, 'x') + "\"}\n" +
-                     "{\"schema\":\"forkguard.event/1\",\"event\":\"fork\",\"pid\":5}\n";
+// A file `name` of `bad_line`, then a good fork line: the bad one noted with `note`, the fork
+// kept.
+void ExpectBadLineNotedForkKept(const std::string& name, const std::string& bad_line,
+                                const std::string& note) {
   LogSet l;
-  ParseLogText("big.jsonl", text, &l);
-  EXPECT_TRUE(HasNote(l, "big.jsonl:1", "line too long"));
+  ParseLogText(
+      name, bad_line + "\n{\"schema\":\"forkguard.event/1\",\"event\":\"fork\",\"pid\":5}\n", &l);
+  EXPECT_TRUE(HasNote(l, name + ":1", note));
   EXPECT_EQ(CountEvents(l, "fork"), 1);
+}
+
+TEST(LogParser, OverlongLineIsSkipped) {
+  ExpectBadLineNotedForkKept(
+      "big.jsonl",
+      "{\"schema\":\"forkguard.event/1\",\"event\":\"note\",\"pid\":5,\"text\":\"" +
+          std::string(2 << 20, 'x') + "\"}",
+      "line too long");
 }
 
 TEST(LogParser, DeepNestingIsNotedOthersKept) {
-  std::string text = std::string(5000, '[') + std::string(5000, ']') + "\n" +
-                     "{\"schema\":\"forkguard.event/1\",\"event\":\"fork\",\"pid\":5}\n";
-  LogSet l;
-  ParseLogText("deep.jsonl", text, &l);
-  EXPECT_TRUE(HasNote(l, "deep.jsonl:1", "nesting too deep"));
-  EXPECT_EQ(CountEvents(l, "fork"), 1);
+  ExpectBadLineNotedForkKept("deep.jsonl", std::string(5000, '[') + std::string(5000, ']'),
+                             "nesting too deep");
 }
 
 TEST(LogParser, BlankAndCrlfLines) {
-  LogSet l;
-  ReadLogs({Corpus("blank_lines.jsonl")}, &l);
+  LogSet l = ReadCorpus("blank_lines.jsonl");
   EXPECT_TRUE(l.notes.empty()) << l.notes[0].where << " " << l.notes[0].text;
   EXPECT_EQ(CountEvents(l, "process_start"), 1);
 }
 
 // Bad /2 input: each problem a note, every usable line kept.
 TEST(LogParserV2, BadInputIsNotedTheRestKept) {
-  LogSet l;
-  ReadLogs({Corpus("v2_bad.jsonl")}, &l);
+  LogSet l = ReadCorpus("v2_bad.jsonl");
   for (const auto& n : l.notes) printf("note: %s: %s\n", n.where.c_str(), n.text.c_str());
   EXPECT_TRUE(HasNote(l, "v2_bad.jsonl:4", "stack id used before or without its record"));
   EXPECT_TRUE(HasNote(l, "v2_bad.jsonl:6", "duplicate stack id"));

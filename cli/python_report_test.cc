@@ -17,11 +17,15 @@
 #include "cli/report_text.h"
 #include "cli/stack_view.h"
 #include "cli/symbolizer.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/runfiles.h"
 
 namespace forkguard::cli {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The files one by one, in the order the directory lists them.
 JobReport Load(const std::string& dir) {
@@ -62,40 +66,36 @@ TEST(PythonReport, Mpi4pyRankNamesTheUsersFunctionFirst) {
   EXPECT_EQ(r.ranks.size(), 2u);
   std::string text = RenderText(r);
   // The site is the user's function, not the interpreter.
-  EXPECT_NE(text.find("\nmpi_rank_fork.py:11 in rank_fork_site: hazard: fork() after RDMA "
-                      "initialization ×2 in 2 processes"),
-            std::string::npos)
-      << text;
+  EXPECT_THAT(text, HasSubstr("\nmpi_rank_fork.py:11 in rank_fork_site: hazard: fork() after RDMA "
+                              "initialization ×2 in 2 processes"));
   size_t fork_at = text.find("  fork called at:\n");
   ASSERT_NE(fork_at, std::string::npos) << text;
   EXPECT_EQ(text.find("      #0 rank_fork_site at mpi_rank_fork.py:11\n", fork_at), fork_at + 18)
       << text;
   // RDMA init: the user's line (the import that initialized MPI), then the library.
-  EXPECT_NE(text.find("RDMA was first initialized at mpi_rank_fork.py:6 in <module> (mpi4py)"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(
-      text.find("inside: mpi4py → libmpi → mca_pml_cm → mca_mtl_ofi → libfabric (7 frames)\n"),
-      std::string::npos)
-      << text;
+  EXPECT_THAT(text,
+              HasSubstr("RDMA was first initialized at mpi_rank_fork.py:6 in <module> (mpi4py)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("inside: mpi4py → libmpi → mca_pml_cm → mca_mtl_ofi → libfabric (7 frames)\n"));
   // The interpreter's frames are folded, and shown with --native.
-  EXPECT_EQ(text.find("Py_BytesMain"), std::string::npos) << text;
-  EXPECT_EQ(text.find("python3+0x"), std::string::npos) << text;
-  EXPECT_NE(text.find("native frames folded: --native shows them"), std::string::npos) << text;
+  EXPECT_THAT(text, Not(HasSubstr("Py_BytesMain")));
+  EXPECT_THAT(text, Not(HasSubstr("python3+0x")));
+  EXPECT_THAT(text, HasSubstr("native frames folded: --native shows them"));
   std::string native = RenderText(r, 100, /*show_native=*/true);
-  EXPECT_NE(native.find("Py_BytesMain"), std::string::npos) << native;
+  EXPECT_THAT(native, HasSubstr("Py_BytesMain"));
   EXPECT_LT(native.find("#0 rank_fork_site at mpi_rank_fork.py:11"), native.find("Py_BytesMain"));
   // The fix speaks Python.
-  EXPECT_NE(text.find("multiprocessing_context='spawn'"), std::string::npos) << text;
+  EXPECT_THAT(text, HasSubstr("multiprocessing_context='spawn'"));
 
   std::string md = RenderMarkdown(r);
-  EXPECT_NE(md.find("`mpi_rank_fork.py:11 in rank_fork_site`"), std::string::npos) << md;
-  EXPECT_NE(md.find("#0 rank_fork_site at mpi_rank_fork.py:11"), std::string::npos) << md;
-  EXPECT_EQ(md.find("Py_BytesMain"), std::string::npos) << md;
+  EXPECT_THAT(md, HasSubstr("`mpi_rank_fork.py:11 in rank_fork_site`"));
+  EXPECT_THAT(md, HasSubstr("#0 rank_fork_site at mpi_rank_fork.py:11"));
+  EXPECT_THAT(md, Not(HasSubstr("Py_BytesMain")));
   EXPECT_NE(RenderMarkdown(r, true).find("Py_BytesMain"), std::string::npos);
   // JSON keeps every frame; its location is the user's line.
   std::string json = RenderJson(r);
-  EXPECT_NE(json.find("\"location\": \"mpi_rank_fork.py:11\""), std::string::npos) << json;
+  EXPECT_THAT(json, HasSubstr("\"location\": \"mpi_rank_fork.py:11\""));
   EXPECT_NE(json.find("Py_BytesMain"), std::string::npos);
 }
 
@@ -103,21 +103,16 @@ TEST(PythonReport, PyverbsMultiprocessingSkipsTheStandardLibrary) {
   JobReport r = Load("pyverbs_multiprocessing");
   ASSERT_EQ(r.hazard_groups.size(), 1u);
   std::string text = RenderText(r);
-  EXPECT_NE(text.find("\nmultiprocessing_after_rdma.py:14 in start_worker: hazard:"),
-            std::string::npos)
-      << text;
-  EXPECT_EQ(text.find("popen_fork.py:66: hazard"), std::string::npos) << text;
-  EXPECT_NE(
-      text.find("inside: multiprocessing (5 frames, innermost popen_fork.py:66 in _launch)\n"),
-      std::string::npos)
-      << text;
-  EXPECT_NE(text.find("RDMA was first initialized at rdma_common.py:21 in open_rdma (pyverbs)"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("  rdma_common.py:21 in open_rdma (pyverbs): ibv_open_device on rxe0"),
-            std::string::npos)
-      << text;
-  EXPECT_EQ(text.find("device.cpython-311"), std::string::npos) << text;
+  EXPECT_THAT(text, HasSubstr("\nmultiprocessing_after_rdma.py:14 in start_worker: hazard:"));
+  EXPECT_THAT(text, Not(HasSubstr("popen_fork.py:66: hazard")));
+  EXPECT_THAT(
+      text,
+      HasSubstr("inside: multiprocessing (5 frames, innermost popen_fork.py:66 in _launch)\n"));
+  EXPECT_THAT(text,
+              HasSubstr("RDMA was first initialized at rdma_common.py:21 in open_rdma (pyverbs)"));
+  EXPECT_THAT(text,
+              HasSubstr("  rdma_common.py:21 in open_rdma (pyverbs): ibv_open_device on rxe0"));
+  EXPECT_THAT(text, Not(HasSubstr("device.cpython-311")));
   EXPECT_NE(RenderText(r, 100, true).find("device.cpython-311"), std::string::npos);
 }
 

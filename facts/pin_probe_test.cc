@@ -22,6 +22,23 @@ namespace {
 // on what this host's /run/forkguard holds.
 constexpr char kNoSystemDir[] = "/nonexistent/forkguard";
 
+// Makes `path` a FIFO with `mode` and reads it with `read` in a child that SIGALRM kills after
+// 5 s (a read that blocks): the child's wait status (-1 when it did not run); the child exits 0
+// when `read` refused the FIFO.
+template <typename Read>
+int StatusOfReadingAFifo(const std::string& path, mode_t mode, Read read) {
+  if (mkfifo(path.c_str(), mode) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(5);
+    PinProbe p;
+    _exit(read(&p) ? 1 : 0);
+  }
+  int st = -1;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
+  return st;
+}
+
 std::string Describe(const PinProbe& p) {
   char buf[512];
   size_t n = FormatPinProbe(p, buf, sizeof(buf));
@@ -145,16 +162,9 @@ class PinProbeCacheFile : public ::testing::Test {
 
 // A FIFO where the cache file goes is refused at once: the reader never waits for a writer.
 TEST_F(PinProbeCacheFile, FifoDoesNotHang) {
-  ASSERT_EQ(0, mkfifo(path_.c_str(), 0600));
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    alarm(5);  // killed by SIGALRM if the read blocks
-    PinProbe p;
-    _exit(ReadUserPinProbeCache(&p, false) ? 1 : 0);
-  }
-  int st = 0;
-  ASSERT_EQ(pid, waitpid(pid, &st, 0));
+  int st = StatusOfReadingAFifo(path_, 0600,
+                                [](PinProbe* p) { return ReadUserPinProbeCache(p, false); });
+  ASSERT_NE(st, -1);
   ASSERT_FALSE(WIFSIGNALED(st)) << "killed by signal " << WTERMSIG(st) << ": the read blocked";
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "a FIFO was read as a cache";
 }
@@ -378,16 +388,8 @@ TEST_F(SystemPinProbeCache, OnlyRootsFileInRootsDirectoryIsRead) {
   ASSERT_EQ(0, unlink(path_.c_str()));
 
   // A FIFO in the file's place is refused at once.
-  ASSERT_EQ(0, mkfifo(path_.c_str(), 0644));
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    alarm(5);  // killed by SIGALRM if the read blocks
-    PinProbe q;
-    _exit(ReadSystemPinProbeCache(&q, dir_.c_str()) ? 1 : 0);
-  }
-  int st = 0;
-  ASSERT_EQ(pid, waitpid(pid, &st, 0));
+  int st = StatusOfReadingAFifo(path_, 0644, [this](PinProbe* q) { return ReadSystem(q); });
+  ASSERT_NE(st, -1);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
 }
 

@@ -202,6 +202,10 @@ class Loader::Impl {
   [[noreturn]] void FailFromResult(size_t w, const ResultMsg& r);
   [[noreturn]] void Fail(std::string what, LoaderError::Info info);
   std::string DescribeSample(int64_t sample) const;
+  // " (epoch E, batch B)" of the batch `seq`, or "" when it is not known.
+  std::string DescribeTask(uint64_t seq) const;
+  // The same for the batch a worker runs now (the first of its queue).
+  std::string DescribeCurrentTask(const Worker& wk) const;
   // Closes every channel; after a grace period (none when failing) SIGKILLs
   // the workers still there; reaps them all.
   void KillAndReapAll(bool graceful = true);
@@ -537,16 +541,9 @@ void Loader::Impl::WaitForResults() {
       info.pid = wk.pid;
       info.hung = true;
       info.sample = Status(w)->sample.load();
-      std::string where;
-      if (!wk.queue.empty()) {
-        auto it = tasks_.find(wk.queue.front());
-        if (it != tasks_.end())
-          where = " (epoch " + std::to_string(it->second.epoch) + ", batch " +
-                  std::to_string(it->second.batch) + ")";
-      }
       Fail("refloader: worker " + std::to_string(w) + " (pid " + std::to_string(wk.pid) +
                ") made no progress for " + std::to_string(opts_.timeout_ms) + " ms (timeout) on " +
-               DescribeSample(info.sample) + where + "; killed it",
+               DescribeSample(info.sample) + DescribeCurrentTask(wk) + "; killed it",
            info);
     }
   }
@@ -559,12 +556,8 @@ void Loader::Impl::FailFromResult(size_t w, const ResultMsg& r) {
   info.pid = wk.pid;
   info.sample = r.sample;
   info.message = r.message;
-  auto it = tasks_.find(r.seq);
-  std::string where = it == tasks_.end() ? ""
-                                         : " (epoch " + std::to_string(it->second.epoch) +
-                                               ", batch " + std::to_string(it->second.batch) + ")";
   Fail("refloader: worker " + std::to_string(w) + " (pid " + std::to_string(wk.pid) +
-           ") failed on " + DescribeSample(r.sample) + where + ": " + r.message,
+           ") failed on " + DescribeSample(r.sample) + DescribeTask(r.seq) + ": " + r.message,
        info);
 }
 
@@ -593,16 +586,20 @@ void Loader::Impl::OnWorkerGone(size_t w) {
       how = "exited with status " + std::to_string(info.exit_status);
     }
   }
-  std::string where;
-  if (!wk.queue.empty()) {
-    auto it = tasks_.find(wk.queue.front());
-    if (it != tasks_.end())
-      where = " (epoch " + std::to_string(it->second.epoch) + ", batch " +
-              std::to_string(it->second.batch) + ")";
-  }
   Fail("refloader: worker " + std::to_string(w) + " (pid " + std::to_string(wk.pid) + ") " + how +
-           " while processing " + DescribeSample(info.sample) + where,
+           " while processing " + DescribeSample(info.sample) + DescribeCurrentTask(wk),
        info);
+}
+
+std::string Loader::Impl::DescribeTask(uint64_t seq) const {
+  auto it = tasks_.find(seq);
+  if (it == tasks_.end()) return "";
+  return " (epoch " + std::to_string(it->second.epoch) + ", batch " +
+         std::to_string(it->second.batch) + ")";
+}
+
+std::string Loader::Impl::DescribeCurrentTask(const Worker& wk) const {
+  return wk.queue.empty() ? "" : DescribeTask(wk.queue.front());
 }
 
 void Loader::Impl::Fail(std::string what, LoaderError::Info info) {

@@ -1,7 +1,6 @@
 // Failures: a worker killed, hung, crashing, exiting or throwing, and a
 // corrupted record -- each an error naming who and what, never a hang, and no
 // zombie, descriptor or shared-memory name left behind.
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -17,32 +16,20 @@
 
 #include "gtest/gtest.h"
 #include "loader/loader.h"
+#include "tests/support/runfiles.h"
 
 namespace forkguard::loader {
 namespace {
 
+using test_support::DirNames;
+using test_support::MakeTempDir;
+
 constexpr uint64_t kStuckSample = 37;  // in batch 4 (of 8): dispatched by Start()
-
-std::string TempDir(const std::string& name) {
-  const char* base = getenv("TEST_TMPDIR");
-  std::string d = std::string(base && *base ? base : "/tmp") + "/" + name + ".XXXXXX";
-  if (!mkdtemp(d.data())) abort();
-  return d;
-}
-
-std::set<std::string> ListDir(const std::string& dir) {
-  std::set<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) out.insert(e->d_name);
-    closedir(d);
-  }
-  return out;
-}
 
 // Descriptors of this process that point at a refloader memfd.
 int RefloaderMemfds() {
   int n = 0;
-  for (const std::string& fd : ListDir("/proc/self/fd")) {
+  for (const std::string& fd : DirNames("/proc/self/fd")) {
     char target[256] = {0};
     std::string link = "/proc/self/fd/" + fd;
     if (readlink(link.c_str(), target, sizeof target - 1) > 0 && strstr(target, "memfd:refloader"))
@@ -71,18 +58,18 @@ class LoaderFailure : public ::testing::Test {
     alarm(120);
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core);  // the crash test's worker must not dump core
-    dir_ = TempDir("failure");
+    dir_ = MakeTempDir("failure");
     opts_.files = MakeDataset({dir_, 64, "fixed:256", 5, 2});
     opts_.batch_size = 8;
     opts_.sample_bytes = 256;
     opts_.num_workers = 2;
     opts_.prefetch_per_worker = 2;
-    shm_before_ = ListDir("/dev/shm");
+    shm_before_ = DirNames("/dev/shm");
     memfds_before_ = RefloaderMemfds();
   }
   void TearDown() override {
     alarm(0);
-    EXPECT_EQ(ListDir("/dev/shm"), shm_before_) << "/dev/shm changed";
+    EXPECT_EQ(DirNames("/dev/shm"), shm_before_) << "/dev/shm changed";
     EXPECT_EQ(RefloaderMemfds(), memfds_before_) << "a refloader memfd is still open";
   }
 
@@ -121,7 +108,7 @@ class LoaderFailure : public ::testing::Test {
 
   pid_t WaitForStuckWorker() {
     for (;;) {  // bounded by alarm()
-      for (const std::string& n : ListDir(dir_))
+      for (const std::string& n : DirNames(dir_))
         if (n.rfind("stuck.", 0) == 0) return std::stoi(n.substr(6));
       usleep(1000);
     }

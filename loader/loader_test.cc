@@ -14,21 +14,17 @@
 
 #include "gtest/gtest.h"
 #include "loader/loader.h"
+#include "tests/support/runfiles.h"
 
 namespace forkguard::loader {
 namespace {
+
+using test_support::MakeTempDir;
 
 constexpr uint64_t kRecords = 203;  // not a multiple of the batch size
 constexpr uint32_t kBatch = 7;
 constexpr size_t kSampleBytes = 32;  // records are 8..48 bytes: both truncated and padded
 constexpr uint64_t kEpochs = 150;
-
-std::string TempDir(const std::string& name) {
-  const char* base = getenv("TEST_TMPDIR");
-  std::string d = std::string(base && *base ? base : "/tmp") + "/" + name + ".XXXXXX";
-  if (!mkdtemp(d.data())) abort();
-  return d;
-}
 
 // Order-independent checksum of the delivered indices of an epoch, compared
 // with the sampler's; the tests also compare the exact sequence.
@@ -77,7 +73,7 @@ std::string Name(const ::testing::TestParamInfo<Config>& p) {
 class ExactlyOnce : public ::testing::TestWithParam<Config> {
  protected:
   void SetUp() override {
-    dir_ = TempDir("exactly_once");
+    dir_ = MakeTempDir("exactly_once");
     opts_.files = MakeDataset({dir_, kRecords, "uniform:8:48", 3, 3});
     opts_.batch_size = kBatch;
     opts_.sample_bytes = kSampleBytes;
@@ -289,11 +285,18 @@ INSTANTIATE_TEST_SUITE_P(AllSamplersAndWorkerCounts, ExactlyOnce,
                                            Config{4, SamplerKind::kShuffle, true}),
                          Name);
 
+// Options reading a new dataset (in a directory named after `name`) of `records` records of
+// `record_bytes` each, in one shard.
+LoaderOptions OverFixedSizeRecords(const std::string& name, uint64_t records, int record_bytes) {
+  LoaderOptions o;
+  o.files =
+      MakeDataset({MakeTempDir(name), records, "fixed:" + std::to_string(record_bytes), 1, 1});
+  return o;
+}
+
 // The stream runs across epochs without BeginEpoch: markers separate them.
 TEST(LoaderStream, EpochsAreSeparatedInBand) {
-  std::string dir = TempDir("stream");
-  LoaderOptions o;
-  o.files = MakeDataset({dir, 50, "fixed:16", 1, 1});
+  LoaderOptions o = OverFixedSizeRecords("stream", 50, 16);
   o.batch_size = 8;
   o.sample_bytes = 16;
   o.num_workers = 2;
@@ -325,9 +328,7 @@ TEST(LoaderState, RoundTripsAndRefusesAnotherConfiguration) {
   EXPECT_EQ(p.fingerprint, s.fingerprint);
   EXPECT_THROW(LoaderState::Parse("epoch=1"), std::invalid_argument);
 
-  std::string dir = TempDir("state");
-  LoaderOptions o;
-  o.files = MakeDataset({dir, 50, "fixed:16", 1, 1});
+  LoaderOptions o = OverFixedSizeRecords("state", 50, 16);
   o.num_workers = 0;
   o.sample_bytes = 16;
   Loader a(o);
@@ -351,9 +352,7 @@ TEST(ForkCheckMode, NamesReadBack) {
 }
 
 TEST(SlotRegion, PageAlignedAndHoldsEverySlot) {
-  std::string dir = TempDir("region");
-  LoaderOptions o;
-  o.files = MakeDataset({dir, 100, "fixed:100", 1, 1});
+  LoaderOptions o = OverFixedSizeRecords("region", 100, 100);
   o.batch_size = 3;
   o.sample_bytes = 1000;
   o.num_workers = 2;

@@ -16,16 +16,12 @@
 #include "loader/crc32c.h"
 #include "loader/sampler.h"
 #include "loader/tfrecord.h"
+#include "tests/support/runfiles.h"
 
 namespace forkguard::loader {
 namespace {
 
-std::string TempDir(const std::string& name) {
-  const char* base = getenv("TEST_TMPDIR");
-  std::string d = std::string(base && *base ? base : "/tmp") + "/" + name + ".XXXXXX";
-  if (!mkdtemp(d.data())) abort();
-  return d;
-}
+using test_support::MakeTempDir;
 
 std::vector<std::byte> Bytes(const std::string& s) {
   std::vector<std::byte> v(s.size());
@@ -86,7 +82,7 @@ TEST(Crc32c, KnownMask) {
 // The 21 bytes of a file holding the single record "hello", field by field:
 // pins framing, byte order and masking (computed with the table CRC).
 TEST(TfRecord, ExactFramingOfOneRecord) {
-  std::string dir = TempDir("framing");
+  std::string dir = MakeTempDir("framing");
   std::string path = dir + "/one.tfrecord";
   {
     TfRecordWriter w(path);
@@ -110,7 +106,7 @@ TEST(TfRecord, ExactFramingOfOneRecord) {
 }
 
 TEST(TfRecord, RoundTripAcrossShards) {
-  std::string dir = TempDir("roundtrip");
+  std::string dir = MakeTempDir("roundtrip");
   std::mt19937_64 rng(11);
   std::vector<std::vector<std::byte>> records;
   std::vector<std::string> files;
@@ -143,7 +139,7 @@ TEST(TfRecord, RoundTripAcrossShards) {
 }
 
 TEST(TfRecord, MakeDatasetIsReproducibleAndSelfDescribing) {
-  std::string a = TempDir("mk"), b = TempDir("mk");
+  std::string a = MakeTempDir("mk"), b = MakeTempDir("mk");
   DatasetSpec spec{a, 257, "uniform:1:300", 9, 4};
   auto pa = MakeDataset(spec);
   spec.dir = b;
@@ -186,7 +182,7 @@ void FlipByte(const std::string& path, uint64_t offset) {
 }
 
 TEST(TfRecord, CorruptedLengthNamesFileAndOffset) {
-  std::string dir = TempDir("badlen");
+  std::string dir = MakeTempDir("badlen");
   auto files = MakeDataset({dir, 40, "fixed:100", 1, 2});
   uint64_t off = 7 * (12 + 100 + 4);  // record 7 of the second shard
   FlipByte(files[1], off + 2);
@@ -203,7 +199,7 @@ TEST(TfRecord, CorruptedLengthNamesFileAndOffset) {
 }
 
 TEST(TfRecord, TruncatedFileNamesLastRecord) {
-  std::string dir = TempDir("trunc");
+  std::string dir = MakeTempDir("trunc");
   auto files = MakeDataset({dir, 10, "fixed:100", 1, 1});
   ASSERT_EQ(truncate(files[0].c_str(), 9 * 116 + 50), 0);
   try {
@@ -216,7 +212,7 @@ TEST(TfRecord, TruncatedFileNamesLastRecord) {
 }
 
 TEST(TfRecord, CorruptedDataFailsVerification) {
-  std::string dir = TempDir("baddata");
+  std::string dir = MakeTempDir("baddata");
   auto files = MakeDataset({dir, 10, "fixed:100", 1, 1});
   FlipByte(files[0], 3 * 116 + 12 + 50);
   Dataset ds(files);  // headers are fine

@@ -1,6 +1,5 @@
 // Host tests (no device needed) for the pieces of the transport that do not
 // touch verbs: the creator-pid guard and address parsing.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -8,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "rdma/error.h"
 #include "rdma/transport.h"
+#include "tests/support/forked_child.h"
 
 namespace forkguard::rdma {
 namespace {
@@ -20,33 +20,21 @@ TEST(CreatorPid, AllowsTheCreator) {
 
 TEST(CreatorPid, RefusesAForkedChildWithAClearMessage) {
   CreatorPid c;
-  int p[2];
-  ASSERT_EQ(0, pipe(p));
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  test_support::ForkedChild child = test_support::RunInForkedChild([&] {
     std::string msg = "no error";
     try {
       c.Check("queue pair");
     } catch (const ForkedChildError& e) {
       msg = e.what();
     }
-    msg += c.InCreator() ? "|in-creator" : "|not-creator";
-    (void)!write(p[1], msg.data(), msg.size());
-    _exit(0);
-  }
-  close(p[1]);
-  std::string msg;
-  char buf[512];
-  ssize_t n;
-  while ((n = read(p[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
-  close(p[0]);
-  int st;
-  waitpid(child, &st, 0);
-  EXPECT_EQ(msg, "queue pair created by pid " + std::to_string(getpid()) + ", used from pid " +
-                     std::to_string(child) +
-                     " (a forked child cannot use its parent's RDMA resources; create them in "
-                     "the child, or fork before initializing RDMA)|not-creator");
+    return msg + (c.InCreator() ? "|in-creator" : "|not-creator");
+  });
+  ASSERT_GT(child.pid, 0);
+  EXPECT_EQ(child.text,
+            "queue pair created by pid " + std::to_string(getpid()) + ", used from pid " +
+                std::to_string(child.pid) +
+                " (a forked child cannot use its parent's RDMA resources; create them in "
+                "the child, or fork before initializing RDMA)|not-creator");
 }
 
 TEST(ThrowCallError, NamesTheCallAndErrno) {

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "rdma/batch_pattern.h"
 #include "rdma/transport.h"
+#include "tests/support/forked_child.h"
 #include "tests/support/rdma_device.h"
 #include "tests/support/runfiles.h"
 
@@ -250,13 +251,8 @@ TEST_P(TransportTest, ForkedChildCannotUseTransport) {
   Receiver r(addr, Options(t));
   auto first = r.Next();
   ASSERT_TRUE(first.has_value());
-  int p[2];
-  ASSERT_EQ(0, pipe(p));
   pid_t parent = getpid();
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(p[0]);
+  test_support::ForkedChild child = test_support::RunInForkedChild([&] {
     std::string msg = "no error";
     try {
       r.Next();
@@ -265,21 +261,14 @@ TEST_P(TransportTest, ForkedChildCannotUseTransport) {
     } catch (const std::exception& e) {
       msg = std::string("other error: ") + e.what();
     }
-    (void)!write(p[1], msg.data(), msg.size());
-    _exit(0);
-  }
-  close(p[1]);
-  std::string msg;
-  char buf[512];
-  ssize_t k;
-  while ((k = read(p[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(k));
-  close(p[0]);
-  int st;
-  ASSERT_EQ(child, waitpid(child, &st, 0));
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    return msg;
+  });
+  ASSERT_GT(child.pid, 0);
+  const std::string& msg = child.text;
+  EXPECT_TRUE(WIFEXITED(child.wait_status) && WEXITSTATUS(child.wait_status) == 0);
   EXPECT_EQ(msg.rfind("ForkedChildError: ", 0), 0u) << msg;
   EXPECT_NE(msg.find("created by pid " + std::to_string(parent) + ", used from pid " +
-                     std::to_string(child)),
+                     std::to_string(child.pid)),
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find("a forked child cannot use its parent's RDMA resources"), std::string::npos)

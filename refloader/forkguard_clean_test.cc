@@ -2,11 +2,7 @@
 // exactly-once --check on) under LD_PRELOAD=libforkguard.so in error mode and
 // check the shim's event log: it ran in error mode, saw every worker fork, and
 // judged each one `clean` (a hazard would have failed the fork, and the run).
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <dirent.h>
 
@@ -16,14 +12,11 @@
 
 #include "gtest/gtest.h"
 #include "loader/tfrecord.h"
+#include "tests/support/run_program.h"
 #include "tests/support/runfiles.h"
 
-extern char** environ;
-
+namespace forkguard::test_support {
 namespace {
-
-using forkguard::test_support::MakeTempDir;
-using forkguard::test_support::Runfile;
 
 std::vector<std::string> Files(const std::string& dir) {
   std::vector<std::string> out;
@@ -39,54 +32,23 @@ bool Has(const std::string& line, const std::string& part) {
   return line.find(part) != std::string::npos;
 }
 
-// Runs argv with extra environment entries; returns the wait status, output in `out`.
-int RunWithEnv(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
-               const std::string& out) {
-  std::vector<std::string> env_s(extra_env);
-  for (char** e = environ; *e; e++) {
-    std::string kv = *e;
-    if (kv.rfind("LD_PRELOAD=", 0) == 0 || kv.rfind("FORKGUARD_", 0) == 0) continue;
-    env_s.push_back(kv);
-  }
-  std::vector<char*> env, args;
-  for (auto& s : env_s) env.push_back(s.data());
-  env.push_back(nullptr);
-  std::vector<std::string> argv_copy(argv);
-  for (auto& s : argv_copy) args.push_back(s.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid;
-  int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), env.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 TEST(LoaderUnderForkguard, EveryWorkerForkIsClean) {
   const std::string shim = Runfile("shim/libforkguard.so");
   const std::string refloader = Runfile("refloader/refloader");
   const std::string dir = MakeTempDir("fg_loader");
-  const std::string data = dir + "/data", logs = dir + "/logs", out = dir + "/out.txt";
+  const std::string data = dir + "/data", logs = dir + "/logs";
   ASSERT_EQ(mkdir(logs.c_str(), 0700), 0);
-  forkguard::loader::MakeDataset({data, 500, "uniform:100:2K", 1, 2});
+  loader::MakeDataset({data, 500, "uniform:100:2K", 1, 2});
 
-  int status =
-      RunWithEnv({refloader, "run", "--data", data, "--workers", "4", "--epochs", "2", "--sampler",
-                  "shuffle", "--check"},
-                 {"LD_PRELOAD=" + shim, "FORKGUARD_MODE=error", "FORKGUARD_LOG=" + logs}, out);
-  std::string output = Slurp(out);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << "\n"
-                                                             << output;
+  // The test's environment without the shim's variables, then the run's own.
+  RunOptions opt =
+      WithoutShimEnv({"LD_PRELOAD=" + shim, "FORKGUARD_MODE=error", "FORKGUARD_LOG=" + logs});
+  opt.stderr_to_stdout = true;
+  ProgramResult r = RunProgram({refloader, "run", "--data", data, "--workers", "4", "--epochs", "2",
+                                "--sampler", "shuffle", "--check"},
+                               opt);
+  const std::string& output = r.out;
+  ASSERT_TRUE(r.Exited(0)) << r.Describe();
   EXPECT_TRUE(Has(output, "check: epoch 1: 500 samples, exactly the sampler's order")) << output;
 
   int forks = 0, clean = 0, starts_in_error_mode = 0;
@@ -115,3 +77,4 @@ TEST(LoaderUnderForkguard, EveryWorkerForkIsClean) {
 }
 
 }  // namespace
+}  // namespace forkguard::test_support

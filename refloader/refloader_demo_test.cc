@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/audit/log_lines.h"
 #include "tests/support/rdma_device.h"
@@ -15,6 +16,9 @@
 #include "tests/support/runfiles.h"
 
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Runs refloader with `args` and `env` added; returns {exit status, stdout and stderr in
 // one stream}. Started with posix_spawn: this process never opens RDMA.
@@ -32,26 +36,24 @@ TEST(RefloaderDemo, RightOrderDeliversEveryBatchVerified) {
   auto dev = forkguard::test_support::RequireRdmaDevice();
   auto [rc, out] = Refloader({"demo", "--ip", dev.ip, "--port", "7801", "--epochs", "3"});
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("before any RDMA init"), std::string::npos) << out;
-  EXPECT_NE(out.find("consume: received 192 batches (3 epochs)"), std::string::npos) << out;
-  EXPECT_NE(out.find("CRC32C verified on 192/192 batches, record order checked on 6144 samples"),
-            std::string::npos)
-      << out;
-  EXPECT_NE(out.find("OK: every batch arrived in order and verified"), std::string::npos) << out;
+  EXPECT_THAT(out, HasSubstr("before any RDMA init"));
+  EXPECT_THAT(out, HasSubstr("consume: received 192 batches (3 epochs)"));
+  EXPECT_THAT(
+      out, HasSubstr("CRC32C verified on 192/192 batches, record order checked on 6144 samples"));
+  EXPECT_THAT(out, HasSubstr("OK: every batch arrived in order and verified"));
 }
 
 TEST(RefloaderDemo, InitRdmaFirstKillsTheWorkersAndSaysWhy) {
   auto dev = forkguard::test_support::RequireRdmaDevice();
   auto [rc, out] = Refloader({"demo", "--ip", dev.ip, "--port", "7802", "--init-rdma-first"});
   EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("AFTER RDMA init"), std::string::npos) << out;
-  EXPECT_NE(out.find("was killed by signal 11 (SIGSEGV)"), std::string::npos) << out;
-  EXPECT_NE(out.find("Registered memory is MADV_DONTFORK"), std::string::npos) << out;
-  EXPECT_NE(out.find("no batch was received"), std::string::npos) << out;
+  EXPECT_THAT(out, HasSubstr("AFTER RDMA init"));
+  EXPECT_THAT(out, HasSubstr("was killed by signal 11 (SIGSEGV)"));
+  EXPECT_THAT(out, HasSubstr("Registered memory is MADV_DONTFORK"));
+  EXPECT_THAT(out, HasSubstr("no batch was received"));
   // The default --fork-check warn: one line before the fork, then the fork.
-  EXPECT_NE(out.find("loader: fork check: forking 2 loader worker(s) now would be a hazard"),
-            std::string::npos)
-      << out;
+  EXPECT_THAT(out,
+              HasSubstr("loader: fork check: forking 2 loader worker(s) now would be a hazard"));
 }
 
 // The same wrong order under the shim in fix mode: the slot region (shared memory that
@@ -66,17 +68,16 @@ TEST(RefloaderDemo, InitRdmaFirstUnderFixModeDeliversEveryBatchVerified) {
                 {"LD_PRELOAD=" + forkguard::test_support::Runfile("shim/libforkguard.so"),
                  "FORKGUARD_MODE=fix", "FORKGUARD_LOG=" + log_dir, "FORKGUARD_REPORT="});
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("2 worker(s) forked"), std::string::npos) << out;
-  EXPECT_NE(out.find("AFTER RDMA init"), std::string::npos) << out;
-  EXPECT_NE(out.find("forkguard: fork made safe in pid "), std::string::npos) << out;
-  EXPECT_EQ(out.find("killed by signal"), std::string::npos) << out;
-  EXPECT_EQ(out.find("verdict: hazard"), std::string::npos) << out;
-  EXPECT_NE(out.find("serve: sent 192 batches (3 epochs)"), std::string::npos) << out;
-  EXPECT_NE(out.find("consume: received 192 batches (3 epochs)"), std::string::npos) << out;
-  EXPECT_NE(out.find("CRC32C verified on 192/192 batches, record order checked on 6144 samples"),
-            std::string::npos)
-      << out;
-  EXPECT_NE(out.find("OK: every batch arrived in order and verified"), std::string::npos) << out;
+  EXPECT_THAT(out, HasSubstr("2 worker(s) forked"));
+  EXPECT_THAT(out, HasSubstr("AFTER RDMA init"));
+  EXPECT_THAT(out, HasSubstr("forkguard: fork made safe in pid "));
+  EXPECT_THAT(out, Not(HasSubstr("killed by signal")));
+  EXPECT_THAT(out, Not(HasSubstr("verdict: hazard")));
+  EXPECT_THAT(out, HasSubstr("serve: sent 192 batches (3 epochs)"));
+  EXPECT_THAT(out, HasSubstr("consume: received 192 batches (3 epochs)"));
+  EXPECT_THAT(
+      out, HasSubstr("CRC32C verified on 192/192 batches, record order checked on 6144 samples"));
+  EXPECT_THAT(out, HasSubstr("OK: every batch arrived in order and verified"));
   // Each worker's fork was fixed: the registered slots (and the transport's own buffers)
   // copied - shared, for the slots - and nothing withheld.
   std::vector<std::string> log = forkguard::test_support::ReadLogLines(log_dir);
@@ -84,8 +85,8 @@ TEST(RefloaderDemo, InitRdmaFirstUnderFixModeDeliversEveryBatchVerified) {
       forkguard::test_support::LinesWith(log, {"\"event\":\"fork\"", "\"action\":\"fixed\""});
   EXPECT_EQ(fixed.size(), 2u) << ::testing::PrintToString(log);
   for (const std::string& f : fixed) {
-    EXPECT_NE(f.find("\"fixed\":\"copied\""), std::string::npos) << f;
-    EXPECT_EQ(f.find("\"fixed\":\"withheld\""), std::string::npos) << f;
+    EXPECT_THAT(f, HasSubstr("\"fixed\":\"copied\""));
+    EXPECT_THAT(f, Not(HasSubstr("\"fixed\":\"withheld\"")));
   }
   printf("refloader --init-rdma-first, fix: %zu fixed forks, %s\n", fixed.size(),
          out.find("CRC32C verified on 192/192") != std::string::npos ? "192/192 batches verified"
@@ -106,10 +107,10 @@ TEST(RefloaderDemo, ForkCheckErrorNamesTheInitSiteAndForksNothing) {
       "would be a hazard (child-segv, inherited-rdma): RDMA was first initialized by ");
   ASSERT_NE(at, std::string::npos) << out;
   std::string site = out.substr(at, out.find('\n', at) - at);
-  EXPECT_NE(site.find(" at "), std::string::npos) << site;
-  EXPECT_NE(site.find("(refloader+0x"), std::string::npos) << site;
-  EXPECT_EQ(out.find("killed by signal 11"), std::string::npos) << out;
-  EXPECT_EQ(out.find("forkguard: fork after RDMA init"), std::string::npos) << out;  // no fork
+  EXPECT_THAT(site, HasSubstr(" at "));
+  EXPECT_THAT(site, HasSubstr("(refloader+0x"));
+  EXPECT_THAT(out, Not(HasSubstr("killed by signal 11")));
+  EXPECT_THAT(out, Not(HasSubstr("forkguard: fork after RDMA init")));  // no fork
 }
 
 // Without the shim the check still stops the loader, from /proc and RDMA netlink, and says
@@ -119,11 +120,9 @@ TEST(RefloaderDemo, ForkCheckErrorWithoutTheShim) {
   auto [rc, out] = Refloader(
       {"demo", "--ip", dev.ip, "--port", "7804", "--init-rdma-first", "--fork-check", "error"});
   EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("fork check: forking 2 loader worker(s) now would be a hazard ("),
-            std::string::npos)
-      << out;
-  EXPECT_NE(out.find("no shim: from /proc and RDMA netlink"), std::string::npos) << out;
-  EXPECT_EQ(out.find("killed by signal 11"), std::string::npos) << out;
+  EXPECT_THAT(out, HasSubstr("fork check: forking 2 loader worker(s) now would be a hazard ("));
+  EXPECT_THAT(out, HasSubstr("no shim: from /proc and RDMA netlink"));
+  EXPECT_THAT(out, Not(HasSubstr("killed by signal 11")));
 }
 
 }  // namespace

@@ -26,14 +26,20 @@ Config Parse(FakeEnv& env, bool secure = false) {
   return ParseConfig(Lookup, &env, Collect, &env, secure);
 }
 
+// The settings of FORKGUARD_MODE, _REPORT, _QUIET, _STACK_DEPTH and _LOG in `c`.
+void ExpectSettings(const Config& c, Mode mode, ReportPolicy report, bool quiet, int stack_depth,
+                    const char* log_dir) {
+  EXPECT_EQ(c.mode, mode);
+  EXPECT_EQ(c.report, report);
+  EXPECT_EQ(c.quiet, quiet);
+  EXPECT_EQ(c.stack_depth, stack_depth);
+  EXPECT_STREQ(c.log_dir, log_dir);
+}
+
 TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
   FakeEnv env;
   Config c = Parse(env);
-  EXPECT_EQ(c.mode, Mode::kWarn);
-  EXPECT_EQ(c.report, ReportPolicy::kOnce);
-  EXPECT_FALSE(c.quiet);
-  EXPECT_EQ(c.stack_depth, 32);
-  EXPECT_STREQ(c.log_dir, "");
+  ExpectSettings(c, Mode::kWarn, ReportPolicy::kOnce, false, 32, "");
   EXPECT_EQ(c.allow_count, 0);
   EXPECT_TRUE(env.warnings.empty());
 }
@@ -49,11 +55,7 @@ TEST(ConfigTest, ParsesEveryVariable) {
               {"FORKGUARD_SUPPRESSIONS", "/etc/fg.supp"}};
   Config c = Parse(env);
   EXPECT_STREQ(c.suppressions, "/etc/fg.supp");
-  EXPECT_EQ(c.mode, Mode::kError);
-  EXPECT_EQ(c.report, ReportPolicy::kAlways);
-  EXPECT_TRUE(c.quiet);
-  EXPECT_EQ(c.stack_depth, 8);
-  EXPECT_STREQ(c.log_dir, "/tmp/logs");
+  ExpectSettings(c, Mode::kError, ReportPolicy::kAlways, true, 8, "/tmp/logs");
   ASSERT_EQ(c.allow_count, 3);
   EXPECT_STREQ(c.allow[0], "libgloo");
   EXPECT_STREQ(c.allow[1], "my_worker");

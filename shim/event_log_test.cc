@@ -77,6 +77,16 @@ TEST(TextBufferTest, JsonEscaping) {
   EXPECT_STREQ(buf, "null");
 }
 
+// Forks, runs `body` in the child (what it returns is the child's exit status) and waits for
+// it: the child's pid (-1 when fork or waitpid failed), its wait status in *status.
+template <typename Body>
+pid_t ForkAndWait(Body body, int* status) {
+  pid_t child = fork();
+  if (child == 0) _exit(body());
+  if (child < 0 || waitpid(child, status, 0) != child) return -1;
+  return child;
+}
+
 class EventLogTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -166,18 +176,18 @@ TEST_F(EventLogTest, ForkedChildReemitsItsStacks) {
   log.Begin(b, "rdma_init");
   AppendStackRef(b, log, "stack", s, nullptr, false);
   log.End(b);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    log.ResetInChild(456);
-    TextBuffer c(buf, sizeof(buf));
-    log.Begin(c, "rdma_init");
-    AppendStackRef(c, log, "stack", s, nullptr, false);
-    log.End(c);
-    _exit(0);
-  }
   int st = 0;
-  ASSERT_EQ(waitpid(child, &st, 0), child);
+  pid_t child = ForkAndWait(
+      [&] {
+        log.ResetInChild(456);
+        TextBuffer c(buf, sizeof(buf));
+        log.Begin(c, "rdma_init");
+        AppendStackRef(c, log, "stack", s, nullptr, false);
+        log.End(c);
+        return 0;
+      },
+      &st);
+  ASSERT_GT(child, 0);
   std::ifstream in(dir_ + "/forkguard.." + std::to_string(child) + ".456.jsonl");
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
@@ -268,31 +278,21 @@ TEST_F(EventLogTest, FilesGoIntoTheCheckedDirectoryNotWhereItsPathNowLeads) {
   WriteNote(log);
   EXPECT_EQ(FilesIn(dir_ + "/checked").size(), 1u);
   EXPECT_TRUE(FilesIn(dir_ + "/elsewhere").empty()) << "a file created through the symlink";
-  // A child that closed every descriptor but 0-2 (as subprocess does before exec): the path is
-  // walked again, and its symlink refused.
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  // A child that closed every descriptor but 0-2 (as subprocess does before exec), its log
+  // reset with process start `start`: the path is walked again, and its symlink refused.
+  auto closing_child = [&](int64_t start) {
     for (int fd = 3; fd < 1024; ++fd) close(fd);
-    log.ResetInChild(123);
+    log.ResetInChild(start);
     WriteNote(log);
-    _exit(0);
-  }
+    return 0;
+  };
   int st = 0;
-  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT_GT(ForkAndWait([&] { return closing_child(123); }, &st), 0);
   EXPECT_TRUE(FilesIn(dir_ + "/elsewhere").empty()) << "a file created through the symlink";
   // Back in place: the walk finds it again.
   ASSERT_EQ(unlink((dir_ + "/5").c_str()), 0);
   ASSERT_EQ(rename((dir_ + "/checked").c_str(), (dir_ + "/5").c_str()), 0);
-  child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    for (int fd = 3; fd < 1024; ++fd) close(fd);
-    log.ResetInChild(456);
-    WriteNote(log);
-    _exit(0);
-  }
-  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT_GT(ForkAndWait([&] { return closing_child(456); }, &st), 0);
   EXPECT_EQ(FilesIn(dir_ + "/5").size(), 2u) << "the second child's file is missing";
 }
 
@@ -333,21 +333,16 @@ TEST_F(EventLogTest, TemplatesExpandedOnceForkedChildKeepsTheDirectory) {
   log.Configure(tmpl.c_str(), id, nullptr, nullptr);
   ASSERT_TRUE(log.enabled());
   std::string expect_dir = dir_ + "/77/node3/r5." + std::to_string(getpid());
-  char buf[1024];
-  TextBuffer b(buf, sizeof(buf));
-  log.Begin(b, "note");
-  log.End(b);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    log.ResetInChild(123);
-    TextBuffer c(buf, sizeof(buf));
-    log.Begin(c, "note");
-    log.End(c);
-    _exit(0);
-  }
+  WriteNote(log);
   int st = 0;
-  ASSERT_EQ(waitpid(child, &st, 0), child);
+  pid_t child = ForkAndWait(
+      [&] {
+        log.ResetInChild(123);
+        WriteNote(log);
+        return 0;
+      },
+      &st);
+  ASSERT_GT(child, 0);
   std::string child_file = expect_dir + "/forkguard.node3." + std::to_string(child) + ".123.jsonl";
   std::ifstream cin(child_file);
   std::string line;
@@ -466,17 +461,26 @@ TEST_F(EventLogTest, RegistrationsAtASeenSiteAreCountedAndGoOutWithTheNextLine) 
               HasSubstr("\"sites\":[{\"stack\":0,\"n\":5,\"bytes\":61440}]"));
 }
 
+// `sites` sites, each with its first line written (FirstLineAt), their keys: site i's stack is
+// StackOf(depth, i * salt_step), its call `odd_call` for odd i, else ibv_reg_mr (nullptr).
+std::vector<uint64_t> SitesWithFirstLines(EventLog& log, int sites, int depth, uintptr_t salt_step,
+                                          const char* odd_call = nullptr) {
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < sites; ++i) {
+    RawStack s = StackOf(depth, static_cast<uintptr_t>(i) * salt_step);
+    const char* call = i % 2 ? odd_call : nullptr;
+    keys.push_back(EventLog::RegistrationKey(s, call, false));
+    FirstLineAt(log, s, keys.back(), call);
+  }
+  return keys;
+}
+
 // More sites pending than one line holds: FlushCounts writes them all.
 TEST_F(EventLogTest, FlushWritesEverySite) {
   EventLog log;
   log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
   constexpr int kSites = 30;
-  std::vector<uint64_t> keys;
-  for (int i = 0; i < kSites; ++i) {
-    RawStack s = StackOf(2, static_cast<uintptr_t>(i) * 16);
-    keys.push_back(EventLog::RegistrationKey(s, i % 2 ? "ibv_reg_mr_iova2" : nullptr, false));
-    FirstLineAt(log, s, keys.back(), i % 2 ? "ibv_reg_mr_iova2" : nullptr);
-  }
+  std::vector<uint64_t> keys = SitesWithFirstLines(log, kSites, 2, 16, "ibv_reg_mr_iova2");
   for (int r = 0; r < 7; ++r)
     for (uint64_t k : keys) ASSERT_TRUE(log.CountRegistration(k, 10));
   log.FlushCounts();
@@ -496,12 +500,7 @@ TEST_F(EventLogTest, ConcurrentCountsAreExactAndLinesWhole) {
   EventLog log;
   log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
   constexpr int kSites = 3;
-  std::vector<uint64_t> keys;
-  for (int i = 0; i < kSites; ++i) {
-    RawStack s = StackOf(4, static_cast<uintptr_t>(i) * 64);
-    keys.push_back(EventLog::RegistrationKey(s, nullptr, false));
-    FirstLineAt(log, s, keys.back(), nullptr);
-  }
+  std::vector<uint64_t> keys = SitesWithFirstLines(log, kSites, 4, 64);
   constexpr int kCounters = 4;
   constexpr int kIters = 20000;
   std::atomic<bool> stop{false};
@@ -579,9 +578,7 @@ TEST_F(EventLogTest, CountsAtASiteAddedWhileOthersCountAreExact) {
 TEST_F(EventLogTest, CountsWithNoLineAreWrittenByALaterCount) {
   EventLog log;
   log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
-  RawStack s = StackOf(2, 0);
-  uint64_t key = EventLog::RegistrationKey(s, nullptr, false);
-  FirstLineAt(log, s, key, nullptr);
+  uint64_t key = SitesWithFirstLines(log, 1, 2, 0)[0];
   ASSERT_TRUE(log.CountRegistration(key, 1));  // starts the clock
   ASSERT_TRUE(log.CountRegistration(key, 1));
   std::vector<std::string> files = Files();
@@ -599,26 +596,24 @@ TEST_F(EventLogTest, CountsWithNoLineAreWrittenByALaterCount) {
 TEST_F(EventLogTest, ForkedChildLeavesItsParentsCounts) {
   EventLog log;
   log.Configure(dir_.c_str(), LogIdentity(), nullptr, nullptr);
-  RawStack s = StackOf(2, 0);
-  uint64_t key = EventLog::RegistrationKey(s, nullptr, false);
-  FirstLineAt(log, s, key, nullptr);
+  uint64_t key = SitesWithFirstLines(log, 1, 2, 0)[0];
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(log.CountRegistration(key, 8));
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    log.ResetInChild(789);
-    // A new file: the site is not in it, so its registration is a line again.
-    bool counted = log.CountRegistration(key, 8);
-    log.CountDeregistration();
-    char buf[512];
-    TextBuffer c(buf, sizeof(buf));
-    log.Begin(c, "note");
-    log.End(c);
-    log.FlushCounts();
-    _exit(counted ? 1 : 0);
-  }
   int st = 0;
-  ASSERT_EQ(waitpid(child, &st, 0), child);
+  pid_t child = ForkAndWait(
+      [&] {
+        log.ResetInChild(789);
+        // A new file: the site is not in it, so its registration is a line again.
+        bool counted = log.CountRegistration(key, 8);
+        log.CountDeregistration();
+        char buf[512];
+        TextBuffer c(buf, sizeof(buf));
+        log.Begin(c, "note");
+        log.End(c);
+        log.FlushCounts();
+        return counted ? 1 : 0;
+      },
+      &st);
+  ASSERT_GT(child, 0);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child counted at its parent's site";
   CountTotals c = ReadCounts(dir_ + "/forkguard.." + std::to_string(child) + ".789.jsonl");
   EXPECT_EQ(c.n, 0u);

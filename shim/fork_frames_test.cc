@@ -36,6 +36,17 @@ void InChild(Body body) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// InChild with our atfork handlers installed and an RDMA context known (so a fork's prepare
+// handler wants the state lock): `body` gets this thread's frames.
+template <typename Body>
+void InChildWithAContext(Body body) {
+  InstallForkAtfork(nullptr);
+  InChild([&] {
+    GlobalState().AddContext(0x70, "rxe0");
+    return body(ThisThreadForks());
+  });
+}
+
 // A fork from the child of `fork()` with the frames as the test set them up: the return
 // code says what the grandchild saw (0 = as expected).
 int ForkAndWait(int (*in_grandchild)()) {
@@ -81,10 +92,7 @@ TEST(ForkFramesTest, FullStackRefusesAPush) {
 // A fork nested in another fork's window (a frame below it) pushes its own frame, takes the
 // lock only if it is not this thread's already, and leaves the outer frame as it was.
 TEST(ForkFramesTest, NestedForkPushesAndPopsItsOwnFrame) {
-  InstallForkAtfork(nullptr);
-  InChild([] {
-    GlobalState().AddContext(0x70, "rxe0");  // the prepare handler wants the lock
-    ThreadForkFrames& t = ThisThreadForks();
+  InChildWithAContext([](ThreadForkFrames& t) {
     ForkFrame* outer = PushForkFrame(Frame(ForkFrame::Stage::kInWindow, false));
     int rc = ForkAndWait([] {
       ThreadForkFrames& c = ThisThreadForks();
@@ -102,10 +110,7 @@ TEST(ForkFramesTest, NestedForkPushesAndPopsItsOwnFrame) {
 // A wrapper's frame (kDecided) is claimed by the fork's prepare handler, keeps its decision
 // and is left for the wrapper to pop; the state lock taken for the fork is released.
 TEST(ForkFramesTest, WrapperFrameIsClaimedNotPoppedByTheHandlers) {
-  InstallForkAtfork(nullptr);
-  InChild([] {
-    GlobalState().AddContext(0x70, "rxe0");
-    ThreadForkFrames& t = ThisThreadForks();
+  InChildWithAContext([](ThreadForkFrames& t) {
     ForkFrame f = Frame(ForkFrame::Stage::kDecided, true);
     f.hazard = true;
     ForkFrame* w = PushForkFrame(f);
@@ -127,10 +132,7 @@ TEST(ForkFramesTest, WrapperFrameIsClaimedNotPoppedByTheHandlers) {
 // Full: a fork beyond the capacity is counted, not framed, and takes no lock; the count is
 // back to zero in the parent and in the child, and the frames are untouched.
 TEST(ForkFramesTest, ForkWithTheStackFullIsCountedAndTakesNoLock) {
-  InstallForkAtfork(nullptr);
-  InChild([] {
-    GlobalState().AddContext(0x70, "rxe0");
-    ThreadForkFrames& t = ThisThreadForks();
+  InChildWithAContext([](ThreadForkFrames& t) {
     for (int i = 0; i < ThreadForkFrames::kCapacity; ++i) {
       PushForkFrame(Frame(ForkFrame::Stage::kInWindow, false));
     }

@@ -5,38 +5,42 @@
 // (the truth the report must match) as JSON on stdout.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "cli/json.h"
 #include "cli/testdata/job_generator.h"
 
 int main(int argc, char** argv) {
   using forkguard::cli::Json;
-  forkguard::cli::testdata::JobSpec spec;
+  using forkguard::cli::testdata::JobSpec;
+  // The options that take a number, and the field of the spec each sets.
+  static constexpr std::pair<std::string_view, int JobSpec::*> kNumberOptions[] = {
+      {"--ranks", &JobSpec::ranks},
+      {"--procs-per-rank", &JobSpec::procs_per_rank},
+      {"--hazard-ranks", &JobSpec::hazard_ranks},
+      {"--hosts", &JobSpec::hosts},
+      {"--events-per-process", &JobSpec::events_per_process},
+      {"--sites", &JobSpec::sites},
+      {"--forks-per-process", &JobSpec::forks_per_process},
+  };
+  JobSpec spec;
   std::string dir;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() { return i + 1 < argc ? atoi(argv[++i]) : 0; };
+    const auto* number = std::find_if(std::begin(kNumberOptions), std::end(kNumberOptions),
+                                      [&](const auto& o) { return o.first == a; });
     if (a == "--junk")
       spec.junk = true;
-    else if (a == "--ranks")
-      spec.ranks = next();
-    else if (a == "--procs-per-rank")
-      spec.procs_per_rank = next();
-    else if (a == "--hazard-ranks")
-      spec.hazard_ranks = next();
-    else if (a == "--hosts")
-      spec.hosts = next();
-    else if (a == "--events-per-process")
-      spec.events_per_process = next();
-    else if (a == "--sites")
-      spec.sites = next();
-    else if (a == "--forks-per-process")
-      spec.forks_per_process = next();
+    else if (number != std::end(kNumberOptions))
+      spec.*(number->second) = i + 1 < argc ? atoi(argv[++i]) : 0;
     else if (a == "--job" && i + 1 < argc)
       spec.job = argv[++i];
     else

@@ -1,6 +1,7 @@
 #include "cli/testdata/log_checks.h"
 
 #include "cli/job_report.h"
+#include "cli/log_files.h"
 #include "cli/report_json.h"
 #include "cli/report_markdown.h"
 #include "cli/report_text.h"
@@ -10,6 +11,12 @@ namespace forkguard::cli::testdata {
 
 std::string Corpus(const std::string& name) {
   return forkguard::test_support::Runfile("cli/testdata/corpus/" + name);
+}
+
+LogSet ReadCorpus(const std::string& name) {
+  LogSet l;
+  ReadLogs({Corpus(name)}, &l);
+  return l;
 }
 
 bool HasNote(const LogSet& l, const std::string& suffix, const std::string& text) {

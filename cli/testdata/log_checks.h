@@ -11,6 +11,9 @@ namespace forkguard::cli::testdata {
 // The path of cli/testdata/corpus/NAME (a test's data).
 std::string Corpus(const std::string& name);
 
+// That file read as the report reads logs (ReadLogs).
+LogSet ReadCorpus(const std::string& name);
+
 // Whether a note's location ends with `suffix` and its text contains `text`.
 bool HasNote(const LogSet& l, const std::string& suffix, const std::string& text);
 

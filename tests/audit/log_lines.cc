@@ -66,4 +66,11 @@ int CountOf(const std::string& haystack, const std::string& needle) {
   return n;
 }
 
+std::string TextAfter(const std::string& text, const std::string& prefix) {
+  size_t at = text.find(prefix);
+  if (at == std::string::npos) return "";
+  at += prefix.size();
+  return text.substr(at, text.find('\n', at) - at);
+}
+
 }  // namespace forkguard::test_support

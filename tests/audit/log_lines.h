@@ -1,5 +1,5 @@
 // Reading what a program left behind: a marker's line number in a source file, the lines of
-// a FORKGUARD_LOG directory, the lines containing some text.
+// a FORKGUARD_LOG directory, the lines containing some text, what a line says after a prefix.
 #pragma once
 
 #include <string>
@@ -22,5 +22,8 @@ std::vector<std::string> LinesWith(const std::vector<std::string>& lines,
 
 // Number of non-overlapping occurrences of needle in haystack.
 int CountOf(const std::string& haystack, const std::string& needle);
+
+// The text after the first `prefix` in `text`, to the end of its line ("" when absent).
+std::string TextAfter(const std::string& text, const std::string& prefix);
 
 }  // namespace forkguard::test_support

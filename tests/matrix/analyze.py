@@ -728,6 +728,22 @@ def enforce_summary(res):
     return out
 
 
+def section(w, title, lines, intro=()):
+    """A `## title` section of the doc (`w` writes a line): the paragraph `intro`, then `lines`;
+    nothing when there are no lines."""
+    if not lines:
+        return
+    w(f"## {title}")
+    w("")
+    if intro:
+        for line in intro:
+            w(line)
+        w("")
+    for line in lines:
+        w(line)
+    w("")
+
+
 def doc(path):
     with open(path) as f:
         res = json.load(f)
@@ -803,28 +819,11 @@ def doc(path):
                                   f"**{d.get('status')}**, advice: \"{d.get('advice') or 'none'}\" "
                                   f"({'agrees with the cells' if d['ok'] else 'WRONG: ' + d['problem']})")
     fl = fix_summary(res)
-    if hl:
-        w("## Highlights")
-        w("")
-        for line in hl:
-            w(line)
-        w("")
-    if fl:
-        w("## Fix mode")
-        w("")
-        for line in fl:
-            w(line)
-        w("")
-    el = enforce_summary(res)
-    if el:
-        w("## Refused in the kernel: `forkguard watch --enforce memory`")
-        w("")
-        w("The same cells without the shim, under the watcher: the kernel must refuse the fork")
-        w("exactly where the truth is child-segv or stale, and change nothing else.")
-        w("")
-        for line in el:
-            w(line)
-        w("")
+    section(w, "Highlights", hl)
+    section(w, "Fix mode", fl)
+    section(w, "Refused in the kernel: `forkguard watch --enforce memory`", enforce_summary(res),
+            ["The same cells without the shim, under the watcher: the kernel must refuse the fork",
+             "exactly where the truth is child-segv or stale, and change nothing else."])
     w("## Overview")
     w("")
     w("Truth per cell, and the verdict where it differs (**✗ verdict**); ✓ where they agree; then")

@@ -260,6 +260,12 @@ struct Buffer {
   size_t map_len = 0;
   bool writable = true;
   long anon_huge_kb = -1;
+  // The buffer is all of mapping `m` (len bytes).
+  void UseWholeMapping(void* m) {
+    p = static_cast<uint8_t*>(m);
+    map = m;
+    map_len = len;
+  }
 };
 
 Buffer MapKind(const std::string& kind) {
@@ -271,9 +277,7 @@ Buffer MapKind(const std::string& kind) {
     if (m == MAP_FAILED) Fail("mmap %s: %s", kind.c_str(), strerror(errno));
     if (kind == "anon" && madvise(m, b.len, MADV_NOHUGEPAGE) != 0)
       Fail("MADV_NOHUGEPAGE: %s", strerror(errno));
-    b.p = static_cast<uint8_t*>(m);
-    b.map = m;
-    b.map_len = b.len;
+    b.UseWholeMapping(m);
   } else if (kind == "thp") {
     b.len = kHuge;
     void* m = mmap(nullptr, 2 * kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -289,9 +293,7 @@ Buffer MapKind(const std::string& kind) {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
     if (m == MAP_FAILED)
       Fail("mmap MAP_HUGETLB: %s (reserve pages: /proc/sys/vm/nr_hugepages)", strerror(errno));
-    b.p = static_cast<uint8_t*>(m);
-    b.map = m;
-    b.map_len = b.len;
+    b.UseWholeMapping(m);
   } else if (kind == "file") {
     b.len = kSmall;
     b.writable = false;
@@ -309,9 +311,7 @@ Buffer MapKind(const std::string& kind) {
     void* m = mmap(nullptr, b.len, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED) Fail("mmap file: %s", strerror(errno));
     close(fd);
-    b.p = static_cast<uint8_t*>(m);
-    b.map = m;
-    b.map_len = b.len;
+    b.UseWholeMapping(m);
     return b;
   } else {
     Fail("unknown --kind=%s", kind.c_str());

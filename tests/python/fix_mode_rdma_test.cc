@@ -75,6 +75,20 @@ void ExpectForksMadeSafe(const ShimRun& run, size_t forks) {
   printf("  %s\n", Line(r.err, "forkguard: fork made safe").c_str());
 }
 
+// `script` under fix mode: exit 0, its summary line (starting with `summary`; printed for the
+// record, after `label`) has `want`, and fix mode's part with `forks` forks. The run, for the
+// test's own checks.
+ShimRun ExpectFixModeRun(const RdmaDevice& dev, const std::string& script, const std::string& label,
+                         const std::string& summary, const std::string& want, size_t forks) {
+  ShimRun fix = RunPython(dev, script, "fix");
+  const ProgramResult& f = fix.result;
+  EXPECT_EQ(f.status, 0) << f.out << f.err;
+  printf("%s, fix: %s\n", label.c_str(), Line(f.out, summary).c_str());
+  EXPECT_TRUE(Has(f.out, want)) << f.out << f.err;
+  ExpectForksMadeSafe(fix, forks);
+  return fix;
+}
+
 // multiprocessing workers read heap bytes that share a page with the MR.
 TEST(PythonFixModeRdma, MultiprocessingWorkersLiveAndReadTheParentsData) {
   RdmaDevice dev = RequireRdmaDevice();
@@ -87,13 +101,9 @@ TEST(PythonFixModeRdma, MultiprocessingWorkersLiveAndReadTheParentsData) {
   EXPECT_TRUE(Has(w.err, "forkguard: fork after RDMA init")) << w.err;
   EXPECT_TRUE(Has(w.err, "in a page shared with a range registered")) << w.err;
 
-  ShimRun fix = RunPython(dev, "multiprocessing_neighbor.py", "fix");
-  const ProgramResult& f = fix.result;
-  ASSERT_EQ(f.status, 0) << f.out << f.err;
-  printf("multiprocessing, fix: %s\n", Line(f.out, "workers ").c_str());
-  EXPECT_TRUE(Has(f.out, "workers 4: alive 4, died 0, checksums right 4")) << f.out << f.err;
-  EXPECT_TRUE(Has(f.out, "parent data intact")) << f.out;
-  ExpectForksMadeSafe(fix, 4);
+  ShimRun fix = ExpectFixModeRun(dev, "multiprocessing_neighbor.py", "multiprocessing", "workers ",
+                                 "workers 4: alive 4, died 0, checksums right 4", 4);
+  EXPECT_TRUE(Has(fix.result.out, "parent data intact")) << fix.result.out;
 }
 
 // A DataLoader's 2 workers read samples in (and beside) the registered memory.
@@ -109,13 +119,9 @@ TEST(PythonFixModeRdma, DataLoaderGivesEveryBatchRight) {
   EXPECT_TRUE(Has(w.err, "forkguard: fork after RDMA init")) << w.err;
   EXPECT_TRUE(Has(w.err, "SIGSEGV")) << w.err;
 
-  ShimRun fix = RunPython(dev, "dataloader_registered.py", "fix");
-  const ProgramResult& f = fix.result;
-  ASSERT_EQ(f.status, 0) << f.out << f.err;
-  printf("DataLoader, fix: %s\n", Line(f.out, "batches ").c_str());
-  EXPECT_TRUE(Has(f.out, "batches 8: right 8, wrong 0, missing 0")) << f.out << f.err;
-  EXPECT_FALSE(Has(f.out, "loader failed")) << f.out;
-  ExpectForksMadeSafe(fix, 2);
+  ShimRun fix = ExpectFixModeRun(dev, "dataloader_registered.py", "DataLoader", "batches ",
+                                 "batches 8: right 8, wrong 0, missing 0", 2);
+  EXPECT_FALSE(Has(fix.result.out, "loader failed")) << fix.result.out;
 }
 
 }  // namespace

@@ -20,14 +20,6 @@ namespace {
 
 std::string Dir(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
-// The text after `prefix` on its line in `text` ("" when absent).
-std::string After(const std::string& text, const std::string& prefix) {
-  size_t at = text.find(prefix);
-  if (at == std::string::npos) return "";
-  at += prefix.size();
-  return text.substr(at, text.find('\n', at) - at);
-}
-
 ProgramResult RunScenario(const std::string& scenario, bool shim, const std::string& fork_safe,
                           const std::string& log_dir = "") {
   std::string device = "rxe0";
@@ -58,7 +50,7 @@ ProgramResult RunScenario(const std::string& scenario, bool shim, const std::str
 // The shim's verdict for the fork (its "  verdict: ..." line), "clean" when it said nothing.
 std::string ShimVerdict(const ProgramResult& r) {
   if (r.err.find("forkguard: fork after RDMA init") == std::string::npos) return "clean";
-  return After(r.err, "  verdict: ");
+  return TextAfter(r.err, "  verdict: ");
 }
 
 // The verdict `expected` for `scenario` from the Python check and the C API (and the
@@ -69,41 +61,41 @@ void ExpectVerdict(bool shim, const std::string& scenario, const std::string& fo
   ProgramResult r = RunScenario(scenario, shim, fork_safe);
   const std::string source = shim ? " (shim)" : " (proc)";
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_EQ(After(r.out, "check: "), expected + source) << r.out << r.err;
-  EXPECT_EQ(After(r.out, "c_api: "),
+  EXPECT_EQ(TextAfter(r.out, "check: "), expected + source) << r.out << r.err;
+  EXPECT_EQ(TextAfter(r.out, "c_api: "),
             expected + source + " hazard=" + (expected == "clean" ? "0" : "1"))
       << r.out;
-  EXPECT_EQ(After(r.out, "child: "), "0") << r.out;
+  EXPECT_EQ(TextAfter(r.out, "child: "), "0") << r.out;
 #ifdef FORKGUARD_TEST_RDMA
   // What the kernel shows, put through the same rule, says the same.
-  EXPECT_EQ(After(r.out, "proc: "), expected + " (proc)") << r.out << r.err;
+  EXPECT_EQ(TextAfter(r.out, "proc: "), expected + " (proc)") << r.out << r.err;
 #endif
   if (expected == "clean") {
-    EXPECT_EQ(After(r.out, "raises: "), "no") << r.out;
+    EXPECT_EQ(TextAfter(r.out, "raises: "), "no") << r.out;
   } else {
     // The error carries the message, whose first line names the process.
-    EXPECT_NE(After(r.out, "raises: ")
+    EXPECT_NE(TextAfter(r.out, "raises: ")
                   .find(std::string("ForkAfterRdmaError: forkguard: ") +
                         (shim ? "fork after RDMA init" : "fork check in pid")),
               std::string::npos)
         << r.out;
   }
   if (!shim) {
-    EXPECT_NE(After(r.out, "proc detail: ").find("no shim: from /proc and RDMA netlink"),
+    EXPECT_NE(TextAfter(r.out, "proc detail: ").find("no shim: from /proc and RDMA netlink"),
               std::string::npos)
         << r.out;
-    EXPECT_EQ(After(r.out, "init_site: "), "") << r.out;  // no sites without the shim
+    EXPECT_EQ(TextAfter(r.out, "init_site: "), "") << r.out;  // no sites without the shim
     EXPECT_EQ(r.err.find("forkguard:"), std::string::npos) << r.err;
     return;
   }
   EXPECT_EQ(ShimVerdict(r), expected) << r.out << r.err;
   if (expected == "clean") return;
   // Where RDMA was first initialized, as the shim names it, in Python terms too.
-  EXPECT_NE(After(r.out, "init_site: ").find("ibv_open_device"), std::string::npos) << r.out;
+  EXPECT_NE(TextAfter(r.out, "init_site: ").find("ibv_open_device"), std::string::npos) << r.out;
 #ifdef FORKGUARD_TEST_RDMA
   int line = LineOf(Runfile("tests/python/fork_check_scenarios.py"), "MARK:init-pyverbs");
   // (ctypes drops the GIL around a call: on the host the shim sees no Python stack at init)
-  EXPECT_NE(After(r.out, "init_site: ")
+  EXPECT_NE(TextAfter(r.out, "init_site: ")
                 .find("fork_check_scenarios.py\", line " + std::to_string(line) + ", in"),
             std::string::npos)
       << r.out;
@@ -111,7 +103,7 @@ void ExpectVerdict(bool shim, const std::string& scenario, const std::string& fo
   // The check's caller, past the forkguard module's own frames.
   int check_line = LineOf(Runfile("tests/python/fork_check_scenarios.py"), "MARK:check");
   EXPECT_NE(
-      After(r.out, "fork_site: ")
+      TextAfter(r.out, "fork_site: ")
           .find("fork_check_scenarios.py\", line " + std::to_string(check_line) + ", in main"),
       std::string::npos)
       << r.out;
@@ -136,18 +128,18 @@ TEST(ForkCheck, RegisteredWithoutForkSupportInheritedRdma) {
 TEST(ForkCheck, WithoutTheShimTheFallbackSaysSo) {
   ProgramResult r = RunScenario("pd", /*shim=*/false, "");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(After(r.out, "proc detail: ").find("no shim: from /proc and RDMA netlink"),
+  EXPECT_NE(TextAfter(r.out, "proc detail: ").find("no shim: from /proc and RDMA netlink"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.err.find("forkguard:"), std::string::npos) << r.err;
 #ifdef FORKGUARD_TEST_RDMA
-  EXPECT_EQ(After(r.out, "check: "), "hazard (inherited-rdma) (proc)") << r.out;
-  EXPECT_NE(After(r.out, "raises: ").find("ForkAfterRdmaError: forkguard: fork check in pid"),
+  EXPECT_EQ(TextAfter(r.out, "check: "), "hazard (inherited-rdma) (proc)") << r.out;
+  EXPECT_NE(TextAfter(r.out, "raises: ").find("ForkAfterRdmaError: forkguard: fork check in pid"),
             std::string::npos)
       << r.out;
 #else
   // The stub opens no device node: nothing the kernel could show.
-  EXPECT_EQ(After(r.out, "check: "), "clean (proc)") << r.out;
+  EXPECT_EQ(TextAfter(r.out, "check: "), "clean (proc)") << r.out;
 #endif
 }
 
@@ -170,8 +162,8 @@ TEST(ForkCheck, SafeContextWorkersRunWithoutHazard) {
   std::string logs = std::string(getenv("TEST_TMPDIR")) + "/safe-logs";
   ProgramResult r = RunScenario("safe", /*shim=*/true, "1", logs);
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_EQ(After(r.out, "context: "), "forkserver") << r.out;
-  EXPECT_EQ(After(r.out, "squares: "), "[1, 4, 9]") << r.out << r.err;
+  EXPECT_EQ(TextAfter(r.out, "context: "), "forkserver") << r.out;
+  EXPECT_EQ(TextAfter(r.out, "squares: "), "[1, 4, 9]") << r.out << r.err;
   // No process of the run forked with RDMA state: the shim said nothing, and its log of the
   // run (the trainer, the forkserver it started, the workers) has forks, none hazardous.
   EXPECT_EQ(r.err.find("fork after RDMA init"), std::string::npos) << r.err;

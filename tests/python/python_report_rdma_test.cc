@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/audit/log_lines.h"
 #include "tests/support/rdma_device.h"
@@ -21,6 +22,9 @@
 
 namespace forkguard::test_support {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string Script(const std::string& name) { return Runfile("tests/python/" + name); }
 
@@ -74,39 +78,31 @@ TEST(PythonReportRdma, PyverbsMultiprocessingNamesTheUsersLines) {
                                ShimEnv(dev, logs), 200);
   ASSERT_FALSE(r.timed_out);
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("sum 140"), std::string::npos) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("sum 140"));
   std::string text = Report(logs);
   const std::string fork_line = Line("multiprocessing_after_rdma.py", "MARK:worker-start");
   // The site is the user's function, not multiprocessing/popen_fork.py.
-  EXPECT_NE(text.find("\nmultiprocessing_after_rdma.py:" + fork_line + " in start_worker: hazard:"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("  fork called at:\n      #0 start_worker at multiprocessing_after_rdma.py:" +
+  EXPECT_THAT(text, HasSubstr("\nmultiprocessing_after_rdma.py:" + fork_line +
+                              " in start_worker: hazard:"));
+  EXPECT_THAT(
+      text, HasSubstr("  fork called at:\n      #0 start_worker at multiprocessing_after_rdma.py:" +
                       fork_line + "\n      #1 main at multiprocessing_after_rdma.py:" +
-                      Line("multiprocessing_after_rdma.py", "MARK:main-start") + "\n"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("inside: multiprocessing ("), std::string::npos) << text;
-  EXPECT_EQ(text.find("popen_fork.py:66: hazard"), std::string::npos) << text;
+                      Line("multiprocessing_after_rdma.py", "MARK:main-start") + "\n"));
+  EXPECT_THAT(text, HasSubstr("inside: multiprocessing ("));
+  EXPECT_THAT(text, Not(HasSubstr("popen_fork.py:66: hazard")));
   // RDMA init: the user's line that opened the device, then the library.
   const std::string open_line = Line("rdma_common.py", "MARK:open-device");
-  EXPECT_NE(text.find("RDMA was first initialized at rdma_common.py:" + open_line +
-                      " in open_rdma (pyverbs), by ibv_open_device"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("  rdma_common.py:" + open_line +
-                      " in open_rdma (pyverbs): ibv_open_device on " + dev.name),
-            std::string::npos)
-      << text;
+  EXPECT_THAT(text, HasSubstr("RDMA was first initialized at rdma_common.py:" + open_line +
+                              " in open_rdma (pyverbs), by ibv_open_device"));
+  EXPECT_THAT(text, HasSubstr("  rdma_common.py:" + open_line +
+                              " in open_rdma (pyverbs): ibv_open_device on " + dev.name));
   // The interpreter's frames are folded; --native shows them.
-  EXPECT_EQ(text.find("device.cpython"), std::string::npos) << text;
-  EXPECT_EQ(text.find("Py_BytesMain"), std::string::npos) << text;
+  EXPECT_THAT(text, Not(HasSubstr("device.cpython")));
+  EXPECT_THAT(text, Not(HasSubstr("Py_BytesMain")));
   std::string native = Report(logs, "text", true);
-  EXPECT_NE(native.find("device.cpython"), std::string::npos) << native;
+  EXPECT_THAT(native, HasSubstr("device.cpython"));
   std::string md = Report(logs, "markdown");
-  EXPECT_NE(md.find("`multiprocessing_after_rdma.py:" + fork_line + " in start_worker`"),
-            std::string::npos)
-      << md;
+  EXPECT_THAT(md, HasSubstr("`multiprocessing_after_rdma.py:" + fork_line + " in start_worker`"));
   Save(ArtifactDir() + "/pyverbs_multiprocessing.txt", text);
 }
 
@@ -146,27 +142,23 @@ TEST(PythonReportRdma, Mpi4pyTwoRanksNameTheRankFunction) {
   ProgramResult r = RunProgram(argv, env, 150);
   ASSERT_FALSE(r.timed_out) << "mpirun hung\n" << r.out << r.err;
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("rank 0 of 2 sum 3"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("rank 1 of 2 sum 3"), std::string::npos) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("rank 0 of 2 sum 3"));
+  EXPECT_THAT(r.out, HasSubstr("rank 1 of 2 sum 3"));
   std::string text = Report(logs);
   const std::string fork_line = Line("mpi_rank_fork.py", "MARK:rank-fork");
-  EXPECT_NE(text.find("\nmpi_rank_fork.py:" + fork_line +
-                      " in rank_fork_site: hazard: fork() after RDMA initialization ×2 in 2 "
-                      "processes"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("(ranks 0, 1, host "), std::string::npos) << text;
-  EXPECT_NE(text.find("      #0 rank_fork_site at mpi_rank_fork.py:" + fork_line + "\n"),
-            std::string::npos)
-      << text;
+  EXPECT_THAT(text,
+              HasSubstr("\nmpi_rank_fork.py:" + fork_line +
+                        " in rank_fork_site: hazard: fork() after RDMA initialization ×2 in 2 "
+                        "processes"));
+  EXPECT_THAT(text, HasSubstr("(ranks 0, 1, host "));
+  EXPECT_THAT(text, HasSubstr("      #0 rank_fork_site at mpi_rank_fork.py:" + fork_line + "\n"));
   // MPI initialized RDMA at the import: the user's line, then mpi4py and the MPI stack.
-  EXPECT_NE(text.find("RDMA was first initialized at mpi_rank_fork.py:" +
-                      Line("mpi_rank_fork.py", "MARK:mpi-import") + " in <module> (mpi4py)"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("inside: mpi4py → libmpi"), std::string::npos) << text;
-  EXPECT_EQ(text.find("Py_BytesMain"), std::string::npos) << text;
-  EXPECT_EQ(text.find("python3+0x"), std::string::npos) << text;
+  EXPECT_THAT(text,
+              HasSubstr("RDMA was first initialized at mpi_rank_fork.py:" +
+                        Line("mpi_rank_fork.py", "MARK:mpi-import") + " in <module> (mpi4py)"));
+  EXPECT_THAT(text, HasSubstr("inside: mpi4py → libmpi"));
+  EXPECT_THAT(text, Not(HasSubstr("Py_BytesMain")));
+  EXPECT_THAT(text, Not(HasSubstr("python3+0x")));
   // For the host: the logs and the HTML/trace reports of this two-rank job.
   std::string out = ArtifactDir();
   Save(out + "/mpi4py_2ranks.txt", text);
@@ -188,20 +180,16 @@ TEST(PythonReportRdma, TorchDataLoaderNamesTheUsersLines) {
   std::string text = Report(logs);
   const std::string iter_line = Line("rdma_common.py", "MARK:iterate");
   // iter(loader) runs in total(): the innermost frame outside torch and multiprocessing.
-  EXPECT_NE(text.find("\nrdma_common.py:" + iter_line + " in total: hazard:"), std::string::npos)
-      << text;
-  EXPECT_NE(text.find("      #0 total at rdma_common.py:" + iter_line +
-                      "\n      #1 main at dataloader_after_rdma.py:" +
-                      Line("dataloader_after_rdma.py", "MARK:main-iterate") + "\n"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("inside: torch.utils → multiprocessing ("), std::string::npos) << text;
-  EXPECT_NE(text.find("RDMA was first initialized at rdma_common.py:" +
-                      Line("rdma_common.py", "MARK:open-device") + " in open_rdma (pyverbs)"),
-            std::string::npos)
-      << text;
-  EXPECT_EQ(text.find("Py_BytesMain"), std::string::npos) << text;
-  EXPECT_NE(text.find("persistent_workers=True"), std::string::npos) << text;
+  EXPECT_THAT(text, HasSubstr("\nrdma_common.py:" + iter_line + " in total: hazard:"));
+  EXPECT_THAT(text, HasSubstr("      #0 total at rdma_common.py:" + iter_line +
+                              "\n      #1 main at dataloader_after_rdma.py:" +
+                              Line("dataloader_after_rdma.py", "MARK:main-iterate") + "\n"));
+  EXPECT_THAT(text, HasSubstr("inside: torch.utils → multiprocessing ("));
+  EXPECT_THAT(text,
+              HasSubstr("RDMA was first initialized at rdma_common.py:" +
+                        Line("rdma_common.py", "MARK:open-device") + " in open_rdma (pyverbs)"));
+  EXPECT_THAT(text, Not(HasSubstr("Py_BytesMain")));
+  EXPECT_THAT(text, HasSubstr("persistent_workers=True"));
   Save(ArtifactDir() + "/dataloader.txt", text);
 }
 #endif  // FORKGUARD_TEST_DATALOADER

@@ -18,13 +18,6 @@ namespace {
 
 std::string Dir(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
-std::string After(const std::string& text, const std::string& prefix) {
-  size_t at = text.find(prefix);
-  if (at == std::string::npos) return "";
-  at += prefix.size();
-  return text.substr(at, text.find('\n', at) - at);
-}
-
 ProgramResult RunTorch(bool shim, const std::string& log_dir) {
   RdmaDevice dev = RequireRdmaDevice();
   std::string script = Runfile("tests/python/torch_patch.py");
@@ -42,30 +35,30 @@ ProgramResult RunTorch(bool shim, const std::string& log_dir) {
   return r;
 }
 
-// What both runs show: error raised at the iterator's start, the loader left as it was,
-// then one batch from forkserver workers.
-void ExpectErrorThenSwitch(const ProgramResult& r) {
-  EXPECT_EQ(After(r.out, "error: "), "raised") << r.out << r.err;
-  EXPECT_EQ(After(r.out, "error-at-start: "), "True") << r.out;
-  EXPECT_EQ(After(r.out, "context-after-error: "), "None") << r.out;
-  EXPECT_EQ(After(r.out, "switch: "), "[0, 1] (context forkserver)") << r.out << r.err;
+// What both runs show: error raised at the iterator's start by `source` ("shim", "proc"), with
+// `first` in its message's first line, the loader left as it was, then one batch from
+// forkserver workers.
+void ExpectErrorThenSwitch(const ProgramResult& r, const std::string& source,
+                           const std::string& first) {
+  EXPECT_EQ(TextAfter(r.out, "error: "), "raised") << r.out << r.err;
+  EXPECT_EQ(TextAfter(r.out, "error-source: "), source) << r.out;
+  EXPECT_NE(TextAfter(r.out, "error-first: ").find(first), std::string::npos) << r.out;
+  EXPECT_EQ(TextAfter(r.out, "error-at-start: "), "True") << r.out;
+  EXPECT_EQ(TextAfter(r.out, "context-after-error: "), "None") << r.out;
+  EXPECT_EQ(TextAfter(r.out, "switch: "), "[0, 1] (context forkserver)") << r.out << r.err;
 }
 
 TEST(TorchPatch, UnderTheShimErrorNamesTheInitAndSwitchForksNoHazard) {
   std::string logs = std::string(getenv("TEST_TMPDIR")) + "/torch-shim-logs";
   ProgramResult r = RunTorch(/*shim=*/true, logs);
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  ExpectErrorThenSwitch(r);
-  EXPECT_EQ(After(r.out, "error-source: "), "shim") << r.out;
-  EXPECT_NE(After(r.out, "error-first: ").find("forkguard: fork after RDMA init in pid"),
-            std::string::npos)
-      << r.out;
+  ExpectErrorThenSwitch(r, "shim", "forkguard: fork after RDMA init in pid");
   int line = LineOf(Runfile("tests/python/rdma_common.py"), "MARK:open-device");
-  EXPECT_NE(After(r.out, "error-init: ")
+  EXPECT_NE(TextAfter(r.out, "error-init: ")
                 .find("ibv_open_device(" + RequireRdmaDevice().name + ") at File "),
             std::string::npos)
       << r.out;
-  EXPECT_NE(After(r.out, "error-init: ")
+  EXPECT_NE(TextAfter(r.out, "error-init: ")
                 .find("rdma_common.py\", line " + std::to_string(line) + ", in open_rdma"),
             std::string::npos)
       << r.out;
@@ -80,11 +73,8 @@ TEST(TorchPatch, UnderTheShimErrorNamesTheInitAndSwitchForksNoHazard) {
 TEST(TorchPatch, WithoutTheShimTheFallbackStopsAndSwitchesToo) {
   ProgramResult r = RunTorch(/*shim=*/false, "");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  ExpectErrorThenSwitch(r);
-  EXPECT_EQ(After(r.out, "error-source: "), "proc") << r.out;
-  EXPECT_NE(After(r.out, "error-first: ").find("forkguard: fork check in pid"), std::string::npos)
-      << r.out;
-  EXPECT_EQ(After(r.out, "error-init: "), "") << r.out;  // no sites without the shim
+  ExpectErrorThenSwitch(r, "proc", "forkguard: fork check in pid");
+  EXPECT_EQ(TextAfter(r.out, "error-init: "), "") << r.out;  // no sites without the shim
 }
 
 }  // namespace

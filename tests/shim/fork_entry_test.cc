@@ -41,6 +41,12 @@ class ForkEntry : public ::testing::Test {
 #endif
   }
 #ifdef FORKGUARD_TEST_REAL
+  // tests/shim/ucx_fork on the device, with `env` added.
+  ShimRun RunUcxFork(const std::string& mode, const std::vector<std::string>& env = {}) {
+    std::vector<std::string> e = {"RXE_DEV=" + dev_.name};
+    e.insert(e.end(), env.begin(), env.end());
+    return RunUnderShim("tests/shim/ucx_fork", {}, mode, e, Verbs::kReal);
+  }
   RdmaDevice dev_;
 #endif
 };
@@ -49,11 +55,6 @@ std::string Ctx(const ShimRun& r) { return r.proc.Describe(); }
 
 bool Has(const std::string& s, const std::string& what) {
   return s.find(what) != std::string::npos;
-}
-
-// The shim's message on stderr holds each of `texts`.
-void ExpectSaid(const ShimRun& r, const std::vector<std::string>& texts) {
-  for (const std::string& text : texts) EXPECT_TRUE(Has(r.proc.err, text)) << text << Ctx(r);
 }
 
 // Error mode failed the fork-alike `fn` with `err` (ENOMEM or EPERM): no child, the program
@@ -312,8 +313,7 @@ TEST_F(ForkEntry, LibrdmacmsOwnContextIsNamedAndNotFailedInErrorMode) {
 // copy-on-fork kernel where rdma-core 44 then marks registrations DONTFORK: the fix line
 // is UCX_IB_FORK_INIT=n, and the fork support line names UCX's library.
 TEST_F(ForkEntry, UcxForkInitGetsTheUcxFix) {
-  ShimRun r =
-      RunUnderShim("tests/shim/ucx_fork", {}, "warn", {"RXE_DEV=" + dev_.name}, Verbs::kReal);
+  ShimRun r = RunUcxFork("warn");
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
   ASSERT_TRUE(Has(r.proc.out, "ucp_init: ok")) << Ctx(r);
   EXPECT_TRUE(Has(r.proc.out, "child killed by signal 11")) << Ctx(r);
@@ -322,8 +322,7 @@ TEST_F(ForkEntry, UcxForkInitGetsTheUcxFix) {
           "  fix: UCX turned fork support on (ibv_fork_init from libuct_ib", "UCX_IB_FORK_INIT=n"});
   EXPECT_EQ("ucx-fork-init", OneEvent(r, "fork").String("fix")) << Ctx(r);
   // With UCX_IB_FORK_INIT=n nothing is DONTFORK and the child lives.
-  ShimRun n = RunUnderShim("tests/shim/ucx_fork", {}, "warn",
-                           {"RXE_DEV=" + dev_.name, "UCX_IB_FORK_INIT=n"}, Verbs::kReal);
+  ShimRun n = RunUcxFork("warn", {"UCX_IB_FORK_INIT=n"});
   ASSERT_TRUE(n.proc.Exited(0)) << Ctx(n);
   EXPECT_TRUE(Has(n.proc.out, "child exited 0")) << Ctx(n);
   EXPECT_TRUE(Has(n.proc.err, "  fork support: off")) << Ctx(n);
@@ -333,14 +332,12 @@ TEST_F(ForkEntry, UcxForkInitGetsTheUcxFix) {
 // MADV_DOFORK for the fork (this kernel copies anonymous memory at fork), so the child gets a
 // copy holding the parent's data and lives, and its write stays out of the parent's buffer.
 TEST_F(ForkEntry, UcxForkInitUnderFixModeKeepsTheChildAliveWithTheParentsData) {
-  ShimRun w =
-      RunUnderShim("tests/shim/ucx_fork", {}, "warn", {"RXE_DEV=" + dev_.name}, Verbs::kReal);
+  ShimRun w = RunUcxFork("warn");
   ASSERT_TRUE(w.proc.Exited(0)) << Ctx(w);
   EXPECT_TRUE(Has(w.proc.out, "child killed by signal 11")) << Ctx(w);
   EXPECT_TRUE(Has(w.proc.out, "parent buffer: intact")) << Ctx(w);
 
-  ShimRun r =
-      RunUnderShim("tests/shim/ucx_fork", {}, "fix", {"RXE_DEV=" + dev_.name}, Verbs::kReal);
+  ShimRun r = RunUcxFork("fix");
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
   ASSERT_TRUE(Has(r.proc.out, "ucp_init: ok")) << Ctx(r);
   EXPECT_TRUE(Has(r.proc.out, "child exited 0")) << "the child saw the parent's data\n" << Ctx(r);

@@ -246,6 +246,16 @@ void ExpectWellFormedLog(const ShimRun& run) {
   }
 }
 
+void ExpectPrinted(const ShimRun& run, const std::vector<std::string>& texts) {
+  for (const std::string& text : texts)
+    EXPECT_NE(run.proc.out.find(text), std::string::npos) << text << "\n" << Describe(run);
+}
+
+void ExpectSaid(const ShimRun& run, const std::vector<std::string>& texts) {
+  for (const std::string& text : texts)
+    EXPECT_NE(run.proc.err.find(text), std::string::npos) << text << "\n" << Describe(run);
+}
+
 void ExpectCleanRun(const ShimRun& run) {
   const std::string ctx = Describe(run);
   EXPECT_TRUE(run.proc.Exited(0)) << ctx;

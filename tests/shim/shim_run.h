@@ -67,6 +67,10 @@ ChildSegvMessage FindChildSegvLine(const std::string& err, long pid);
 // with the run's output attached.
 void ExpectWellFormedLog(const ShimRun& run);
 void ExpectCleanRun(const ShimRun& run);  // exit 0, empty stderr, only clean forks
+// Each of `texts` somewhere in what the program printed (stdout), and said (stderr, where the
+// shim's messages go).
+void ExpectPrinted(const ShimRun& run, const std::vector<std::string>& texts);
+void ExpectSaid(const ShimRun& run, const std::vector<std::string>& texts);
 // Warn-mode hazard with both stacks naming the program's own functions.
 void ExpectHazardWarning(const ShimRun& run, const std::vector<std::string>& must_have_reasons,
                          const std::vector<std::string>& must_not_have_reasons);

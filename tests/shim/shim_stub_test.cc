@@ -664,6 +664,16 @@ std::string ProbeCacheWith(const std::string& name, const std::string& anonymous
   return "FORKGUARD_CACHE_DIR=" + dir;
 }
 
+// The run's one fork was fixed, `how` (its ranges' "fixed": "copied", "withheld") for one range
+// at least.
+void ExpectForkFixed(const ShimRun& r, const std::string& how) {
+  Json fork = OneEvent(r, "fork");
+  EXPECT_EQ("fixed", fork["action"].str) << Ctx(r);
+  int ranges = 0;
+  for (const Json& range : fork["ranges"].array) ranges += range["fixed"].str == how;
+  EXPECT_GE(ranges, 1) << how << " " << Ctx(r);
+}
+
 // The kernel copies anonymous memory: fix makes the DONTFORK range forkable for the fork, so
 // the child that touches it lives, and the parent's range is MADV_DONTFORK again after it.
 TEST(ShimStubFix, CopiedRangeKeepsTheChildAliveAndIsRestoredInTheParent) {
@@ -675,19 +685,12 @@ TEST(ShimStubFix, CopiedRangeKeepsTheChildAliveAndIsRestoredInTheParent) {
   ShimRun r = Stub({"--fork-safe", "--touch-buffer", "--show-dontfork"}, "fix",
                    {ProbeCacheWith("fix", "intact")});
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.out.find("child exited 0")) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.out.find("parent buffer dontfork: yes")) << Ctx(r);
+  ExpectPrinted(r, {"child exited 0", "parent buffer dontfork: yes"});
   // One line, naming what was done and what still holds.
-  EXPECT_NE(std::string::npos, r.proc.err.find("forkguard: fork made safe in pid ")) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.err.find("made MADV_DOFORK for the fork")) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.err.find("must not use the inherited RDMA context"))
-      << Ctx(r);
+  ExpectSaid(r, {"forkguard: fork made safe in pid ", "made MADV_DOFORK for the fork",
+                 "must not use the inherited RDMA context"});
   EXPECT_EQ(std::string::npos, r.proc.err.find("verdict: hazard")) << Ctx(r);
-  Json fork = OneEvent(r, "fork");
-  EXPECT_EQ("fixed", fork["action"].str) << Ctx(r);
-  int copied = 0;
-  for (const Json& range : fork["ranges"].array) copied += range["fixed"].str == "copied";
-  EXPECT_GE(copied, 1) << Ctx(r);
+  ExpectForkFixed(r, "copied");
 }
 
 // The kernel does not copy it (a stale probe answer): fix withholds the range from the child
@@ -696,18 +699,11 @@ TEST(ShimStubFix, WithheldRangeIsGoneInTheChildAndRestoredInTheParent) {
   ShimRun r =
       Stub({"--touch-buffer", "--show-dontfork"}, "fix", {ProbeCacheWith("stale", "stale")});
   ASSERT_TRUE(r.proc.Exited(0)) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.out.find("child killed by signal 11")) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.out.find("parent buffer dontfork: no")) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.err.find("made MADV_DONTFORK for the fork")) << Ctx(r);
+  ExpectPrinted(r, {"child killed by signal 11", "parent buffer dontfork: no"});
   // The child's SIGSEGV is explained: the range was withheld from it.
-  EXPECT_NE(std::string::npos, r.proc.err.find("registered for RDMA")) << Ctx(r);
-  EXPECT_NE(std::string::npos, r.proc.err.find("FORKGUARD_MODE=fix made these pages MADV_DONTFORK"))
-      << Ctx(r);
-  Json fork = OneEvent(r, "fork");
-  EXPECT_EQ("fixed", fork["action"].str) << Ctx(r);
-  int withheld = 0;
-  for (const Json& range : fork["ranges"].array) withheld += range["fixed"].str == "withheld";
-  EXPECT_GE(withheld, 1) << Ctx(r);
+  ExpectSaid(r, {"made MADV_DONTFORK for the fork", "registered for RDMA",
+                 "FORKGUARD_MODE=fix made these pages MADV_DONTFORK"});
+  ExpectForkFixed(r, "withheld");
 }
 
 // FORKGUARD_REPORT=always: the whole message, with fix mode's line.

@@ -46,30 +46,35 @@ class SystemProbeCache : public ::testing::Test {
   ShimRun Run() {
     return RunUnderShim(kProgram, {}, "warn", {"FORKGUARD_CACHE_DIR=" + user_cache_}, Verbs::kStub);
   }
+  // A run (in *run) with root's cache answering `anonymous`: its fork's pin_probe says
+  // `probe`, and its one range, of the anonymous kind, has `effect` on the grounds of `basis`.
+  void ExpectForkJudgedByTheSystemCache(facts::PinFate anonymous, const std::string& probe,
+                                        const std::string& effect, const std::string& basis,
+                                        ShimRun* run) {
+    PlantSystemCache(anonymous);
+    *run = Run();
+    ASSERT_TRUE(run->proc.Exited(0)) << run->proc.Describe();
+    Json f = OneEvent(*run, "fork");
+    EXPECT_EQ(probe, f["pin_probe"].String("anonymous")) << run->proc.Describe();
+    ASSERT_EQ(1u, f["ranges"].array.size()) << run->proc.Describe();
+    const Json& range = f["ranges"].array[0];
+    EXPECT_EQ("anonymous", range.String("kind"));
+    EXPECT_EQ(effect, range.String("effect")) << run->proc.Describe();
+    EXPECT_EQ(basis, range.String("basis")) << run->proc.Describe();
+  }
   std::string user_cache_;
 };
 
 TEST_F(SystemProbeCache, FirstProcessOfABootTakesRootsAnswer) {
-  PlantSystemCache(facts::PinFate::kStale);
-  ShimRun r = Run();
-  ASSERT_TRUE(r.proc.Exited(0)) << r.proc.Describe();
-  Json f = OneEvent(r, "fork");
-  EXPECT_EQ("stale", f["pin_probe"].String("anonymous")) << r.proc.Describe();
-  ASSERT_EQ(1u, f["ranges"].array.size()) << r.proc.Describe();
-  const Json& range = f["ranges"].array[0];
-  EXPECT_EQ("anonymous", range.String("kind"));
-  EXPECT_EQ("parent-corruption", range.String("effect")) << r.proc.Describe();
-  EXPECT_EQ("probe-stale", range.String("basis")) << r.proc.Describe();
+  ShimRun r;
+  ExpectForkJudgedByTheSystemCache(facts::PinFate::kStale, "stale", "parent-corruption",
+                                   "probe-stale", &r);
+  if (HasFatalFailure()) return;
   EXPECT_NE(r.proc.err.find("parent-corruption"), std::string::npos) << r.proc.Describe();
 
-  PlantSystemCache(facts::PinFate::kIntact);
-  ShimRun s = Run();
-  ASSERT_TRUE(s.proc.Exited(0)) << s.proc.Describe();
-  Json g = OneEvent(s, "fork");
-  EXPECT_EQ("intact", g["pin_probe"].String("anonymous")) << s.proc.Describe();
-  ASSERT_EQ(1u, g["ranges"].array.size()) << s.proc.Describe();
-  EXPECT_EQ("nothing", g["ranges"].array[0].String("effect")) << s.proc.Describe();
-  EXPECT_EQ("probe-intact", g["ranges"].array[0].String("basis")) << s.proc.Describe();
+  ShimRun s;
+  ExpectForkJudgedByTheSystemCache(facts::PinFate::kIntact, "intact", "nothing", "probe-intact",
+                                   &s);
 }
 
 // A system cache another user could have written is not read: the answer is "not probed".

@@ -4,8 +4,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
+#include <system_error>
 
 #include "tools/cpp/runfiles/runfiles.h"
 
@@ -45,6 +48,14 @@ std::string MakeTempDir(const std::string& prefix) {
     abort();
   }
   return tmpl;
+}
+
+std::set<std::string> DirNames(const std::string& dir) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    names.insert(it->path().filename().string());
+  return names;
 }
 
 }  // namespace forkguard::test_support

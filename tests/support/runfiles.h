@@ -3,6 +3,7 @@
 // sets the variables Bazel does).
 #pragma once
 
+#include <set>
 #include <string>
 
 namespace forkguard::test_support {
@@ -13,5 +14,9 @@ std::string Runfile(const std::string& workspace_relative);
 
 // A fresh private directory under TEST_TMPDIR (or /tmp), created 0700.
 std::string MakeTempDir(const std::string& prefix);
+
+// The names in a directory (dot files too, not "." and ".."), in order; empty when it cannot be
+// read.
+std::set<std::string> DirNames(const std::string& dir);
 
 }  // namespace forkguard::test_support
