@@ -5,6 +5,8 @@
 #include <iterator>
 #include <optional>
 #include <string_view>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace forkguard::cli {
@@ -128,120 +130,208 @@ std::string StackIdentity(const Stack& s) {
   return k;
 }
 
-void DecodeEvent(const Fields& o, StackIndexer* stacks, FileNotes* notes, int lineno, Event* e) {
-  element x;
-  switch (e->kind) {
-    case EventType::kProcessStart: {
-      e->exe = Str(o, Key::kExe);
-      e->mode = Str(o, Key::kMode);
-      Strings(o, Key::kArgv, 64, &e->argv);
-      break;
-    }
-    case EventType::kProcessExit: {
-      if (Member(o, Key::kStatus, &x) && x.type() == element_type::INT64)
-        e->status = x.get_int64().value_unsafe();
-      break;
-    }
-    case EventType::kRdmaInit: {
-      e->call = Str(o, Key::kCall, "?");
-      e->device = Str(o, Key::kDevice);
-      e->stack = StackAt(o, Key::kStack, stacks);
-      break;
-    }
-    case EventType::kFork: {
-      e->verdict = Str(o, Key::kVerdict, kAbsentValue);
-      e->site = Str(o, Key::kSite);
-      e->action = Str(o, Key::kAction, kAbsentValue);
-      e->via = Str(o, Key::kVia);
-      e->fix = Str(o, Key::kFix);
-      e->suppressed = Str(o, Key::kSuppressed);
-      e->fix_library = Str(o, Key::kHeldBy);
-      object fs;
-      if (e->fix_library.empty() && Member(o, Key::kForkSupport, &x) &&
-          x.get_object().get(fs) == simdjson::SUCCESS)
-        e->fix_library = Str(fs, Key::kBy);
-      e->stack = StackAt(o, Key::kStack, stacks);
-      Strings(o, Key::kReasons, 16, &e->reasons);
-      if ((e->action == schema::kActionFailed || e->action == schema::kActionRefused) &&
-          Member(o, Key::kErrno, &x)) {
-        std::string_view v;
-        if (x.type() == element_type::INT64)
-          e->errno_text = std::to_string(x.get_int64().value_unsafe());
-        else if (x.get_string().get(v) == simdjson::SUCCESS)
-          e->errno_text = std::string(v);
-      }
-      object init;
-      if (Member(o, Key::kInit, &x) && x.get_object().get(init) == simdjson::SUCCESS) {
-        e->has_init = true;
-        e->init_age_ms = std::clamp<int64_t>(Int(init, Key::kAgeMs, -1), -1, limits::kMaxTsNs);
-        e->init_call = Str(init, Key::kCall, "?");
-        e->init_device = Str(init, Key::kDevice);
-        e->init_stack = StackAt(init, Key::kStack, stacks);
-      }
-      simdjson::dom::array a;
-      FixTally& fix = e->fix_tally;
-      fix.forks = e->action == schema::kActionFixed ? 1 : 0;
-      bool fix_noted = false;
-      if (Member(o, Key::kRanges, &x) && x.get_array().get(a) == simdjson::SUCCESS) {
-        for (element r : a) {
-          object ro;
-          if (r.get_object().get(ro) != simdjson::SUCCESS) continue;
-          ++e->ranges;
-          int64_t len = std::clamp<int64_t>(Int(ro, Key::kLen, 0), 0, limits::kMaxBytes);
-          e->range_bytes = SatAdd(e->range_bytes, len);
-          if (Bool(ro, Key::kDontfork, false)) ++e->dontfork_ranges;
-          element fe;
-          if (Member(ro, Key::kFixed, &fe))
-            TallyFixedRange(fe, StrView(ro, Key::kKind), len, &fix, notes, lineno, &fix_noted);
-        }
-      }
-      e->threads = Int(o, Key::kThreads, 0);
-      bool cof = false;
-      if (Member(o, Key::kKernelCof, &x) && x.get_bool().get(cof) == simdjson::SUCCESS)
-        e->kernel_cof = cof;
-      break;
-    }
-    case EventType::kForkChild: {
-      e->child_pid = Int(o, Key::kChildPid, -1);
-      break;
-    }
-    case EventType::kSpawn: {
-      e->call = Str(o, Key::kCall);
-      e->child_pid = Int(o, Key::kChildPid, -1);
-      break;
-    }
-    case EventType::kChildSegv: {
-      e->signal = static_cast<int>(Int(o, Key::kSignal, 11));
-      e->addr = AddressAt(o, Key::kAddr);
-      object rg;
-      if (Member(o, Key::kRange, &x) && x.get_object().get(rg) == simdjson::SUCCESS) {
-        e->range_addr = AddressAt(rg, Key::kAddr);
-        e->range_len = AddressAt(rg, Key::kLen);
-      }
-      e->call = Str(o, Key::kCall);
-      e->stack = StackAt(o, Key::kRegStack, stacks);
-      break;
-    }
-    case EventType::kChildExec: {
-      e->call = Str(o, Key::kPath);
-      break;
-    }
-    case EventType::kNote: {
-      e->text = Str(o, Key::kText);
-      break;
-    }
-    case EventType::kUnwatchedExec: {
-      e->text = Str(o, Key::kPath);
-      e->call = Str(o, Key::kExecBy);
-      Strings(o, Key::kWhy, 16, &e->reasons);
-      bool held = false;
-      if (Member(o, Key::kHeldRdma, &x) && x.get_bool().get(held) == simdjson::SUCCESS)
-        e->held_rdma = held;
-      break;
-    }
-    default:  // the rest keep only the common fields
-      break;
+namespace {
+
+// Whether formats/event_schema.h places key `k` in `where`: a record type (an EventType:
+// FORKGUARD_RECORD_KEYS), or a member whose value is an object or an array of them (a Key:
+// FORKGUARD_OBJECT_KEYS).
+template <typename Where>
+constexpr bool Placed(Where where, Key k) {
+#define FORKGUARD_X(w, key) \
+  if (where == Where::k##w && k == Key::k##key) return true;
+  if constexpr (std::is_same_v<Where, EventType>) {
+    FORKGUARD_RECORD_KEYS(FORKGUARD_X)
+  } else {
+    FORKGUARD_OBJECT_KEYS(FORKGUARD_X)
   }
+#undef FORKGUARD_X
+  return false;
+}
+
+// Not constexpr: called, it ends the compile-time evaluation of a misplaced key's name.
+inline void NotAKeyOfThisRecord() {}
+
+// The keys of record type `kWhere` (an EventType), or of the objects of member `kWhere` (a
+// Key): `key(Key::kVia)` in a decoder is its argument when the schema places the key there,
+// and does not compile when it does not (a key read here is a key of the schema, of the
+// record it is read from).
+template <auto kWhere>
+struct KeysOf {
+  consteval Key operator()(Key k) const {
+    if (!Placed(kWhere, k)) NotAKeyOfThisRecord();
+    return k;
+  }
+};
+
+// An object member `key` of `o`: false when absent or not an object.
+template <typename O>
+bool ObjectAt(const O& o, Key key, object* out) {
+  element x;
+  return Member(o, key, &x) && x.get_object().get(*out) == simdjson::SUCCESS;
+}
+
+// A bool member `key` of `o`: nullopt when absent or not a bool.
+std::optional<bool> OptionalBool(const Fields& o, Key key) {
+  element x;
+  bool b = false;
+  if (Member(o, key, &x) && x.get_bool().get(b) == simdjson::SUCCESS) return b;
+  return std::nullopt;
+}
+
+// One Decode per record type: its typed fields from the line's members `o`.
+
+void Decode(const Fields& o, StackIndexer* /*stacks*/, ProcessStart* r) {
+  static constexpr KeysOf<ProcessStart::kType> key{};
+  r->exe = Str(o, key(Key::kExe));
+  r->mode = Str(o, key(Key::kMode));
+  Strings(o, key(Key::kArgv), 64, &r->argv);
+}
+
+void Decode(const Fields& o, StackIndexer* /*stacks*/, ProcessExit* r) {
+  static constexpr KeysOf<ProcessExit::kType> key{};
+  element x;
+  if (Member(o, key(Key::kStatus), &x) && x.type() == element_type::INT64)
+    r->status = x.get_int64().value_unsafe();
+}
+
+void Decode(const Fields& o, StackIndexer* stacks, RdmaInit* r) {
+  static constexpr KeysOf<RdmaInit::kType> key{};
+  r->call = Str(o, key(Key::kCall), "?");
+  r->device = Str(o, key(Key::kDevice));
+  r->stack = StackAt(o, key(Key::kStack), stacks);
+}
+
+void Decode(const Fields& o, StackIndexer* /*stacks*/, ForkChild* r) {
+  static constexpr KeysOf<ForkChild::kType> key{};
+  r->child_pid = Int(o, key(Key::kChildPid), -1);
+}
+
+void Decode(const Fields& o, StackIndexer* /*stacks*/, Spawn* r) {
+  static constexpr KeysOf<Spawn::kType> key{};
+  r->call = Str(o, key(Key::kCall));
+  r->child_pid = Int(o, key(Key::kChildPid), -1);
+}
+
+void Decode(const Fields& o, StackIndexer* /*stacks*/, ChildExec* r) {
+  static constexpr KeysOf<ChildExec::kType> key{};
+  r->path = Str(o, key(Key::kPath));
+}
+
+void Decode(const Fields& o, StackIndexer* stacks, ChildSegv* r) {
+  static constexpr KeysOf<ChildSegv::kType> key{};
+  static constexpr KeysOf<Key::kRange> range_key{};
+  r->signal = static_cast<int>(Int(o, key(Key::kSignal), 11));
+  r->addr = AddressAt(o, key(Key::kAddr));
+  object rg;
+  if (ObjectAt(o, key(Key::kRange), &rg)) {
+    r->range_addr = AddressAt(rg, range_key(Key::kAddr));
+    r->range_len = AddressAt(rg, range_key(Key::kLen));
+  }
+  r->call = Str(o, key(Key::kCall));
+  r->reg_stack = StackAt(o, key(Key::kRegStack), stacks);
+}
+
+void Decode(const Fields& o, StackIndexer* /*stacks*/, NoteRecord* r) {
+  static constexpr KeysOf<NoteRecord::kType> key{};
+  r->text = Str(o, key(Key::kText));
+}
+
+void Decode(const Fields& o, StackIndexer* /*stacks*/, UnwatchedExec* r) {
+  static constexpr KeysOf<UnwatchedExec::kType> key{};
+  r->path = Str(o, key(Key::kPath));
+  r->exec_by = Str(o, key(Key::kExecBy));
+  Strings(o, key(Key::kWhy), 16, &r->why);
+  r->held_rdma = OptionalBool(o, key(Key::kHeldRdma));
+}
+
+// The record of event `e`: the first of Event::Record's types (from the I-th on) whose kType
+// is the event's, decoded into it.
+template <size_t I = 1>
+void DecodeRecord(const Fields& o, StackIndexer* stacks, Event* e) {
+  if constexpr (I < std::variant_size_v<Event::Record>) {
+    using R = std::variant_alternative_t<I, Event::Record>;
+    if (e->kind == R::kType) return Decode(o, stacks, &e->record.emplace<R>());
+    DecodeRecord<I + 1>(o, stacks, e);
+  }
+}
+
+constexpr KeysOf<Fork::kType> kForkKey{};
+
+// The errno of a fork that failed or was refused: a number or a string.
+std::string ForkErrno(const Fields& o) {
+  element x;
+  std::string_view v;
+  if (!Member(o, kForkKey(Key::kErrno), &x)) return "";
+  if (x.type() == element_type::INT64) return std::to_string(x.get_int64().value_unsafe());
+  if (x.get_string().get(v) == simdjson::SUCCESS) return std::string(v);
+  return "";
+}
+
+// The fork's `init` object: the RDMA init it saw.
+std::optional<Fork::Init> ForkInit(const Fields& o, StackIndexer* stacks) {
+  static constexpr KeysOf<Key::kInit> key{};
+  object init;
+  if (!ObjectAt(o, kForkKey(Key::kInit), &init)) return std::nullopt;
+  Fork::Init in;
+  in.age_ms = std::clamp<int64_t>(Int(init, key(Key::kAgeMs), -1), -1, limits::kMaxTsNs);
+  in.call = Str(init, key(Key::kCall), "?");
+  in.device = Str(init, key(Key::kDevice));
+  in.stack = StackAt(init, key(Key::kStack), stacks);
+  return in;
+}
+
+// The fork's registered ranges: counted, their bytes summed, fix mode's changes tallied.
+void ForkRanges(const Fields& o, FileNotes* notes, int lineno, Fork* f) {
+  static constexpr KeysOf<Key::kRanges> key{};
+  element x;
+  simdjson::dom::array a;
+  if (!Member(o, kForkKey(Key::kRanges), &x) || x.get_array().get(a) != simdjson::SUCCESS) return;
+  bool fix_noted = false;
+  for (element r : a) {
+    object ro;
+    if (r.get_object().get(ro) != simdjson::SUCCESS) continue;
+    ++f->ranges;
+    int64_t len = std::clamp<int64_t>(Int(ro, key(Key::kLen), 0), 0, limits::kMaxBytes);
+    f->range_bytes = SatAdd(f->range_bytes, len);
+    if (Bool(ro, key(Key::kDontfork), false)) ++f->dontfork_ranges;
+    element fe;
+    if (Member(ro, key(Key::kFixed), &fe))
+      TallyFixedRange(fe, StrView(ro, key(Key::kKind)), len, &f->fix_tally, notes, lineno,
+                      &fix_noted);
+  }
+}
+
+}  // namespace
+
+void DecodeEvent(const Fields& o, StackIndexer* stacks, Event* e) {
+  DecodeRecord(o, stacks, e);  // the other types keep only the common fields
+}
+
+void DecodeFork(const Fields& o, StackIndexer* stacks, FileNotes* notes, int lineno, Fork* f) {
+  static constexpr KeysOf<Key::kForkSupport> support_key{};
+  std::vector<std::string> reasons = std::move(f->reasons);  // its storage reused
+  reasons.clear();
+  *f = Fork();
+  f->reasons = std::move(reasons);
+  f->verdict = Str(o, kForkKey(Key::kVerdict), kAbsentValue);
+  f->site = Str(o, kForkKey(Key::kSite));
+  f->action = Str(o, kForkKey(Key::kAction), kAbsentValue);
+  f->via = Str(o, kForkKey(Key::kVia));
+  f->fix = Str(o, kForkKey(Key::kFix));
+  f->suppressed = Str(o, kForkKey(Key::kSuppressed));
+  f->fix_library = Str(o, kForkKey(Key::kHeldBy));
+  object fs;
+  if (f->fix_library.empty() && ObjectAt(o, kForkKey(Key::kForkSupport), &fs))
+    f->fix_library = Str(fs, support_key(Key::kBy));
+  f->stack = StackAt(o, kForkKey(Key::kStack), stacks);
+  Strings(o, kForkKey(Key::kReasons), 16, &f->reasons);
+  if (f->action == schema::kActionFailed || f->action == schema::kActionRefused)
+    f->errno_text = ForkErrno(o);
+  f->init = ForkInit(o, stacks);
+  f->fix_tally.forks = f->action == schema::kActionFixed ? 1 : 0;
+  ForkRanges(o, notes, lineno, f);
+  f->threads = Int(o, kForkKey(Key::kThreads), 0);
+  f->kernel_cof = OptionalBool(o, kForkKey(Key::kKernelCof));
 }
 
 }  // namespace forkguard::cli

@@ -1,5 +1,6 @@
-// What one event means: the typed fields of its record type decoded into an Event, its stacks
-// into Frames, fix mode's `fixed` ranges into the fork's FixTally. Defaults when a field is
+// What one event means: its record type's typed fields decoded into that type's struct
+// (cli/process_log.h: ProcessStart, Fork, ...), its stacks into Frames, fix mode's `fixed`
+// ranges into the fork's FixTally. Defaults when a field is
 // absent or mistyped; a bad field never drops the line.
 #pragma once
 
@@ -29,8 +30,14 @@ Stack DecodeStack(simdjson::dom::element v);
 // Identity of a decoded stack within a process (every field that renders).
 std::string StackIdentity(const Stack& s);
 
-// The typed fields of `e->kind` from `o` (the common fields are the caller's); `notes`
-// (may be null) gets the notes about line `lineno`'s values that are read as absent.
-void DecodeEvent(const Fields& o, StackIndexer* stacks, FileNotes* notes, int lineno, Event* e);
+// The record of `e->kind` from `o` (the common fields are the caller's): e->record holds
+// the type's struct, or nothing for a type without fields the report reads. Not for forks
+// (DecodeFork).
+void DecodeEvent(const Fields& o, StackIndexer* stacks, Event* e);
+
+// A fork line's record from `o` into `f`, reset first (its reasons keep their storage:
+// forks are tallied, their record reused from line to line); `notes` (may be null) gets the
+// notes about line `lineno`'s values that are read as absent.
+void DecodeFork(const Fields& o, StackIndexer* stacks, FileNotes* notes, int lineno, Fork* f);
 
 }  // namespace forkguard::cli

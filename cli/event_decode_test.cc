@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/event_decode.h"
 #include "cli/event_log.h"
 #include "cli/format.h"
 #include "cli/job_report.h"
@@ -20,6 +21,117 @@ using testdata::Corpus;
 using testdata::CountEvents;
 using testdata::FormatsOf;
 using testdata::HasNote;
+
+// Stacks by index 40, 41, ... in the order the decoder asks for them.
+struct CountingStacks final : StackIndexer {
+  int next = 40;
+  int Index(simdjson::dom::element /*v*/) override { return next++; }
+};
+
+// `line` decoded as the reader decodes an event of its type (its record; a fork's into *fork).
+Event Decoded(const std::string& line, Fork* fork = nullptr) {
+  simdjson::dom::parser parser;
+  simdjson::dom::object o;
+  EXPECT_EQ(parser.parse(line).get_object().get(o), simdjson::SUCCESS) << line;
+  Fields fields(o);
+  Event e;
+  e.kind = EventTypeOf(StrView(fields, schema::Key::kEvent));
+  CountingStacks stacks;
+  if (fork != nullptr)
+    DecodeFork(fields, &stacks, nullptr, 1, fork);
+  else
+    DecodeEvent(fields, &stacks, &e);
+  return e;
+}
+
+// The record of type R that `line` decodes into (a default R, and a failure, when none).
+template <typename R>
+R RecordOf(const std::string& line) {
+  Event e = Decoded(line);
+  const R* r = e.As<R>();
+  EXPECT_NE(r, nullptr) << line;
+  return r != nullptr ? *r : R();
+}
+
+// Every key the reader takes from every record type, one line each: each field of the
+// record's struct (cli/process_log.h) has its key's value, and one meaning.
+TEST(EventDecode, EveryRecordDecodesItsKeys) {
+  ProcessStart start = RecordOf<ProcessStart>(
+      R"({"event":"process_start","ts":1,"seq":0,"argv":["a","b"],"mode":"warn","exe":"/bin/a"})");
+  EXPECT_EQ(start.exe, "/bin/a");
+  EXPECT_EQ(start.mode, "warn");
+  EXPECT_EQ(start.argv, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(RecordOf<ProcessExit>(R"({"event":"process_exit","status":3})").status, 3);
+  RdmaInit init = RecordOf<RdmaInit>(
+      R"({"event":"rdma_init","call":"ibv_open_device","device":"d","stack":0})");
+  EXPECT_EQ(init.call, "ibv_open_device");
+  EXPECT_EQ(init.device, "d");
+  EXPECT_EQ(init.stack, 40);
+  EXPECT_EQ(RecordOf<ForkChild>(R"({"event":"fork_child","child_pid":7})").child_pid, 7);
+  Spawn spawn = RecordOf<Spawn>(
+      R"({"event":"spawn","call":"posix_spawn","child_pid":8,"ok":true,"safe":true})");
+  EXPECT_EQ(spawn.call, "posix_spawn");
+  EXPECT_EQ(spawn.child_pid, 8);
+  EXPECT_EQ(RecordOf<ChildExec>(R"({"event":"child_exec","path":"/bin/sh"})").path, "/bin/sh");
+  ChildSegv segv = RecordOf<ChildSegv>(
+      R"({"event":"child_segv","addr":"0x1010","range":{"addr":"0x1000","len":4096},"call":"ibv_reg_mr","reg_stack":["0x1"],"signal":7})");
+  EXPECT_EQ(segv.signal, 7);
+  EXPECT_EQ(segv.addr, 0x1010u);
+  EXPECT_EQ(segv.range_addr, 0x1000u);
+  EXPECT_EQ(segv.range_len, 4096u);
+  EXPECT_EQ(segv.call, "ibv_reg_mr");
+  EXPECT_EQ(segv.reg_stack, 40);
+  EXPECT_EQ(RecordOf<NoteRecord>(R"({"event":"note","text":"hello"})").text, "hello");
+  UnwatchedExec unwatched = RecordOf<UnwatchedExec>(
+      R"({"event":"unwatched_exec","path":"/bin/x","why":["static","setuid"],"held_rdma":true,"exec_by":"p"})");
+  EXPECT_EQ(unwatched.path, "/bin/x");
+  EXPECT_EQ(unwatched.exec_by, "p");
+  EXPECT_EQ(unwatched.why, (std::vector<std::string>{"static", "setuid"}));
+  EXPECT_EQ(unwatched.held_rdma, true);
+  // The types without fields the report reads hold no record.
+  RecordOf<std::monostate>(R"({"event":"exec","path":"/bin/y"})");
+  RecordOf<std::monostate>(R"({"event":"later"})");
+}
+
+TEST(EventDecode, EveryForkKeyDecodes) {
+  Fork f;
+  Decoded(
+      R"({"event":"fork","verdict":"hazard","reasons":["child-segv"],"action":"failed","errno":12,"site":"0xa","suppressed":"s1","stack":0,"init":{"call":"ibv_open_device","device":"d","age_ms":5,"stack":1},"ranges":[{"addr":0,"len":4096,"dontfork":true,"kind":"anonymous","fixed":"failed"},{"addr":0,"len":100}],"threads":3,"kernel_cof":false,"via":"atfork","fix":"dataloader","held_by":"torch"})",
+      &f);
+  EXPECT_EQ(f.verdict, "hazard");
+  EXPECT_EQ(f.reasons, std::vector<std::string>{"child-segv"});
+  EXPECT_EQ(f.action, "failed");
+  EXPECT_EQ(f.errno_text, "12");
+  EXPECT_EQ(f.site, "0xa");
+  EXPECT_EQ(f.suppressed, "s1");
+  EXPECT_EQ(f.stack, 40);
+  ASSERT_TRUE(f.init.has_value());
+  EXPECT_EQ(f.init->call, "ibv_open_device");
+  EXPECT_EQ(f.init->device, "d");
+  EXPECT_EQ(f.init->age_ms, 5);
+  EXPECT_EQ(f.init->stack, 41);
+  EXPECT_EQ(f.ranges, 2);
+  EXPECT_EQ(f.range_bytes, 4196);
+  EXPECT_EQ(f.dontfork_ranges, 1);
+  EXPECT_EQ(f.fix_tally.failed_ranges, 1);
+  EXPECT_EQ(f.threads, 3);
+  EXPECT_EQ(f.kernel_cof, false);
+  EXPECT_EQ(f.via, "atfork");
+  EXPECT_EQ(f.fix, "dataloader");
+  EXPECT_EQ(f.fix_library, "torch");
+  // The record is reused from fork to fork: nothing of the one before stays.
+  Decoded(
+      R"({"event":"fork","action":"refused","errno":"EPERM","fork_support":{"on":true,"by":"rdma-core"}})",
+      &f);
+  EXPECT_EQ(f.verdict, kAbsentValue);
+  EXPECT_TRUE(f.reasons.empty());
+  EXPECT_EQ(f.errno_text, "EPERM");
+  EXPECT_EQ(f.fix_library, "rdma-core");
+  EXPECT_FALSE(f.init.has_value());
+  EXPECT_EQ(f.stack, -1);
+  EXPECT_EQ(f.ranges, 0);
+  EXPECT_FALSE(f.kernel_cof.has_value());
+}
 
 TEST(LogParser, WrongTypesAndHostileValuesNeverCrash) {
   LogSet l;

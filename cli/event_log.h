@@ -13,7 +13,7 @@
 //   log_files.h      ReadLogs: the walk, the owner policy, the threads; ReadInputFile
 //   log_lines.h      lines: framing, schemas, bounds, the /2 module and stack tables
 //   event_fields.h   a line's members by key, tolerant typed lookups, addresses
-//   event_decode.h   one event's typed fields and stacks
+//   event_decode.h   one event's typed record (a struct per record type) and stacks
 //   process_fold.h   ParseLogText: events folded into processes
 //   fork_tally.h     forks tallied per site, with a bounded sample
 //   exec_join.h      JoinExecs: one pid's logs across exec joined

@@ -23,8 +23,9 @@ void JoinInto(ProcessLog&& b, ProcessLog* a) {
   auto stack = [&](int id) { return id < 0 ? id : id + stack_base; };
   for (Stack& s : b.stacks) a->stacks.push_back(std::move(s));
   for (Event& e : b.events) {
-    e.stack = stack(e.stack);
-    e.init_stack = stack(e.init_stack);
+    // The stacks the kept records name (a fork's are in its site, below).
+    if (auto* init = e.As<RdmaInit>()) init->stack = stack(init->stack);
+    if (auto* segv = e.As<ChildSegv>()) segv->reg_stack = stack(segv->reg_stack);
     e.line += line_base;
     a->events.push_back(std::move(e));
   }

@@ -12,83 +12,92 @@ namespace {
 constexpr size_t kMaxPending = 256;
 constexpr size_t kMaxErrnos = 16;
 
-}  // namespace
-
-void TallyFork(const Event& e, ForkTally* tally, ProcessLog* p) {
+// The index in p->fork_sites of the site of fork `f` at `ts_ns`, made on first sight.
+int SiteOf(const Fork& f, int64_t ts_ns, ForkTally* tally, ProcessLog* p) {
   std::string& key = tally->site_key;  // reused: no allocation for a site already met
-  key.assign(e.verdict).append(1, '\x1f').append(e.site).append(1, '\x1f');
-  if (e.site.empty()) key.append(std::to_string(e.stack));
-  key.append(1, '\x1f').append(e.suppressed);
+  key.assign(f.verdict).append(1, '\x1f').append(f.site).append(1, '\x1f');
+  if (f.site.empty()) key.append(std::to_string(f.stack));
+  key.append(1, '\x1f').append(f.suppressed);
   auto it = tally->site_ids.find(key);
   if (it == tally->site_ids.end()) {
     it = tally->site_ids.emplace(key, static_cast<int>(p->fork_sites.size())).first;
-    ForkSite fs;
-    fs.verdict = e.verdict;
-    fs.site = e.site;
-    fs.stack = e.stack;
-    fs.suppressed = e.suppressed;
-    fs.first_ts_ns = e.ts_ns;
-    p->fork_sites.push_back(std::move(fs));
+    ForkSite& s = p->fork_sites.emplace_back();
+    s.verdict = f.verdict;
+    s.site = f.site;
+    s.stack = f.stack;
+    s.suppressed = f.suppressed;
+    s.first_ts_ns = ts_ns;
   }
-  ForkSite& s = p->fork_sites[static_cast<size_t>(it->second)];
-  // A hazard the shim suppressed counts as such in the site (ApplySuppressions moves the
-  // site to "suppressed"), not in the timeline's hazard bins.
-  bool hazard = e.verdict == schema::kVerdictHazard;
+  return it->second;
+}
+
+// Fork `f` at `ts_ns` counted in its site `s`.
+void TakeFork(const Fork& f, int64_t ts_ns, ForkSite* site) {
+  ForkSite& s = *site;
   ++s.count;
-  if (hazard) ++s.hazard;
-  s.first_ts_ns = std::min(s.first_ts_ns, e.ts_ns);
-  s.last_ts_ns = std::max(s.last_ts_ns, e.ts_ns);
-  for (const auto& r : e.reasons) ++s.reasons[r];
-  ++s.actions[e.action];
-  if (!e.via.empty()) ++s.via[e.via];
-  if (s.fix.empty() && !e.fix.empty()) {
-    s.fix = e.fix;
-    s.fix_library = e.fix_library;
+  if (f.verdict == schema::kVerdictHazard) ++s.hazard;
+  s.first_ts_ns = std::min(s.first_ts_ns, ts_ns);
+  s.last_ts_ns = std::max(s.last_ts_ns, ts_ns);
+  for (const auto& r : f.reasons) ++s.reasons[r];
+  ++s.actions[f.action];
+  if (!f.via.empty()) ++s.via[f.via];
+  if (s.fix.empty() && !f.fix.empty()) {
+    s.fix = f.fix;
+    s.fix_library = f.fix_library;
   }
-  s.fix_tally.Take(e.fix_tally);
-  if ((e.action == schema::kActionFailed || e.action == schema::kActionRefused) &&
-      !e.errno_text.empty() && s.errnos.size() < kMaxErrnos &&
-      std::find(s.errnos.begin(), s.errnos.end(), e.errno_text) == s.errnos.end())
-    s.errnos.push_back(e.errno_text);
-  if (e.has_init) {
-    if (e.init_age_ms >= 0) {
-      s.min_age_ms = s.min_age_ms < 0 ? e.init_age_ms : std::min(s.min_age_ms, e.init_age_ms);
-      s.max_age_ms = std::max(s.max_age_ms, e.init_age_ms);
+  s.fix_tally.Take(f.fix_tally);
+  if ((f.action == schema::kActionFailed || f.action == schema::kActionRefused) &&
+      !f.errno_text.empty() && s.errnos.size() < kMaxErrnos &&
+      std::find(s.errnos.begin(), s.errnos.end(), f.errno_text) == s.errnos.end())
+    s.errnos.push_back(f.errno_text);
+  if (f.init) {
+    const Fork::Init& in = *f.init;
+    if (in.age_ms >= 0) {
+      s.min_age_ms = s.min_age_ms < 0 ? in.age_ms : std::min(s.min_age_ms, in.age_ms);
+      s.max_age_ms = std::max(s.max_age_ms, in.age_ms);
     }
     if (!s.has_init) {
       s.has_init = true;
-      s.init_call = e.init_call;
-      s.init_device = e.init_device;
-      s.init_stack = e.init_stack;
+      s.init_call = in.call;
+      s.init_device = in.device;
+      s.init_stack = in.stack;
     }
   }
-  s.Take(e.ranges, e.range_bytes, e.dontfork_ranges, e.threads, e.kernel_cof);
+  s.Take(f.ranges, f.range_bytes, f.dontfork_ranges, f.threads, f.kernel_cof);
+}
 
+}  // namespace
+
+void TallyFork(const Event& e, const Fork& f, ForkTally* tally, ProcessLog* p) {
+  int site = SiteOf(f, e.ts_ns, tally, p);
+  TakeFork(f, e.ts_ns, &p->fork_sites[static_cast<size_t>(site)]);
   int64_t ordinal = p->forks++;
   if (p->first_fork_ns == 0 || (e.ts_ns > 0 && e.ts_ns < p->first_fork_ns))
     p->first_fork_ns = e.ts_ns;
   p->last_fork_ns = std::max(p->last_fork_ns, e.ts_ns);
-  p->fork_bins.Add(e.ts_ns, hazard && e.suppressed.empty());
+  // A hazard the shim suppressed counts as such in the site (ApplySuppressions moves the
+  // site to "suppressed"), not in the timeline's hazard bins.
+  p->fork_bins.Add(e.ts_ns, f.verdict == schema::kVerdictHazard && f.suppressed.empty());
   // The first forks join the sample; the newest wait in a ring (its slots reused).
-  ForkSample* f;
+  ForkSample* sample;
   if (p->fork_sample.size() < ProcessLog::kForkSampleHead) {
-    f = &p->fork_sample.emplace_back();
+    sample = &p->fork_sample.emplace_back();
   } else if (tally->tail.size() < ProcessLog::kForkSampleTail) {
-    f = &tally->tail.emplace_back();
+    sample = &tally->tail.emplace_back();
   } else {
-    f = &tally->tail[tally->tail_next];
+    sample = &tally->tail[tally->tail_next];
     tally->tail_next = (tally->tail_next + 1) % ProcessLog::kForkSampleTail;
   }
-  f->ts_ns = e.ts_ns;
-  f->tid = e.tid;
-  f->line = e.line;
-  f->site = it->second;
-  f->ordinal = ordinal;
-  f->action.assign(e.action);
-  f->reasons.assign(e.reasons.begin(), e.reasons.end());
-  f->child_pid = -1;
+  sample->ts_ns = e.ts_ns;
+  sample->tid = e.tid;
+  sample->line = e.line;
+  sample->site = site;
+  sample->ordinal = ordinal;
+  sample->action.assign(f.action);
+  sample->reasons.assign(f.reasons.begin(), f.reasons.end());
+  sample->child_pid = -1;
   if (tally->pending.size() >= kMaxPending) tally->pending.erase(tally->pending.begin());
-  tally->pending.push_back({it->second, e.ts_ns, ordinal});
+  tally->pending.push_back({site, e.ts_ns, ordinal});
 }
 
 void TallyForkChild(int64_t child_pid, const WithLogs* with_logs, ForkTally* tally, ProcessLog* p) {

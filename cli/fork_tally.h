@@ -37,8 +37,9 @@ struct ForkTally {
   std::string site_key;
 };
 
-// Folds the fork event `e` of process `p` into its site and its sample.
-void TallyFork(const Event& e, ForkTally* forks, ProcessLog* p);
+// Folds fork line `e` (its common fields), whose record is `f`, of process `p` into its site
+// and its sample.
+void TallyFork(const Event& e, const Fork& f, ForkTally* forks, ProcessLog* p);
 
 // A fork_child line: the child of the newest fork of this process without one, kept in
 // p->child_links when it has a log of its own (`with_logs`; null: unknown, every child).

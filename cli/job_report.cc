@@ -223,51 +223,55 @@ void AddForkSite(JobReport* report, int i, const ProcessLog& pl, const ForkSite&
   gathered->site_keys[i].push_back(std::move(key));
 }
 
+// An RDMA init of process i into the job's site for it.
+void AddInit(const RdmaInit& init, int i, const ProcessNode& n, const ProcessLog& pl,
+             Gathered* gathered) {
+  const Stack& st = pl.StackAt(init.stack);
+  InitSite& s = gathered->inits[n.job + "|" + init.call + "|" + init.device + "|" + StackKey(st)];
+  if (s.count == 0) {
+    s.job = n.job;
+    s.call = init.call;
+    s.device = init.device;
+    s.stack = st;
+  }
+  ++s.count;
+  s.processes.insert(i);
+  if (n.rank) s.ranks.insert(*n.rank);
+}
+
 // A process's other events: its start and exit, RDMA init sites, spawns, its exec or death
 // as a forked child, the shim's notes.
 void AddEvents(JobReport* report, int i, const ProcessLog& pl, Gathered* gathered) {
   JobReport& r = *report;
   ProcessNode& n = r.processes[i];
   for (const Event& e : pl.events) {
-    if (e.kind == schema::EventType::kProcessStart) {
-      n.exe = e.exe;
-      n.mode = e.mode;
-      n.argv = e.argv;
-    } else if (e.kind == schema::EventType::kProcessExit) {
+    if (const auto* start = e.As<ProcessStart>()) {
+      n.exe = start->exe;
+      n.mode = start->mode;
+      n.argv = start->argv;
+    } else if (const auto* exit = e.As<ProcessExit>()) {
       n.exited = true;
-      if (e.status) n.exit_status = e.status;
-    } else if (e.kind == schema::EventType::kRdmaInit) {
+      if (exit->status) n.exit_status = exit->status;
+    } else if (const auto* init = e.As<RdmaInit>()) {
       n.rdma_initialized = true;
-      const Stack& st = pl.StackAt(e.stack);
-      InitSite& s = gathered->inits[n.job + "|" + e.call + "|" + e.device + "|" + StackKey(st)];
-      if (s.count == 0) {
-        s.job = n.job;
-        s.call = e.call;
-        s.device = e.device;
-        s.stack = st;
-      }
-      ++s.count;
-      s.processes.insert(i);
-      if (n.rank) s.ranks.insert(*n.rank);
-    } else if (e.kind == schema::EventType::kSpawn) {
+      AddInit(*init, i, n, pl, gathered);
+    } else if (e.As<Spawn>()) {
       ++r.spawns;
-    } else if (e.kind == schema::EventType::kChildExec) {
+    } else if (e.As<ChildExec>()) {
       n.exec_after_fork = true;
-    } else if (e.kind == schema::EventType::kChildSegv) {
+    } else if (const auto* segv = e.As<ChildSegv>()) {
       n.died_segv = true;
-      ChildDeath d;
-      d.process = i;
-      d.parent = n.parent;
-      d.signal = e.signal;
-      d.addr = e.addr;
-      d.range_addr = e.range_addr;
-      d.range_len = e.range_len;
-      d.call = e.call;
-      d.reg_stack = pl.StackAt(e.stack);
-      gathered->deaths.push_back(std::move(d));
-    } else if (e.kind == schema::EventType::kNote) {
-      if (!e.text.empty() && gathered->shim_notes.size() < 50)
-        gathered->shim_notes.insert(n.prog + ": " + e.text);
+      gathered->deaths.push_back({.process = i,
+                                  .parent = n.parent,
+                                  .signal = segv->signal,
+                                  .addr = segv->addr,
+                                  .range_addr = segv->range_addr,
+                                  .range_len = segv->range_len,
+                                  .call = segv->call,
+                                  .reg_stack = pl.StackAt(segv->reg_stack)});
+    } else if (const auto* note = e.As<NoteRecord>()) {
+      if (!note->text.empty() && gathered->shim_notes.size() < 50)
+        gathered->shim_notes.insert(n.prog + ": " + note->text);
     }
   }
 }

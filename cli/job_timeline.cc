@@ -22,16 +22,22 @@ void See(ProcessTimeline* pt, int64_t ts) {
   }
 }
 
+// A mark of `kind` at `ts_ns` on thread `tid`, the rest of it empty.
+TimelineMark Mark(TimelineMark::Kind kind, int64_t ts_ns, int64_t tid) {
+  TimelineMark m;
+  m.kind = kind;
+  m.ts_ns = ts_ns;
+  m.tid = tid;
+  return m;
+}
+
 // Registrations are counted by the reader, not kept: its first few are drawn.
 void AddRegistrations(const ProcessLog& log, ProcessTimeline* pt) {
   pt->registrations = log.summary.registrations;
   pt->registered_bytes = log.summary.registered_bytes;
   for (const RegistrationSample& reg : log.summary.first_registrations) {
     if (static_cast<int>(pt->marks.size()) >= Timeline::kMaxRegisterMarks) break;
-    TimelineMark m;
-    m.kind = TimelineMark::Kind::kRegister;
-    m.ts_ns = reg.ts_ns;
-    m.tid = reg.tid;
+    TimelineMark m = Mark(TimelineMark::Kind::kRegister, reg.ts_ns, reg.tid);
     m.call = reg.call;
     m.bytes = reg.len;
     m.dontfork = reg.dontfork;
@@ -53,15 +59,12 @@ void TakeForkBins(const ProcessLog& log, ProcessTimeline* pt) {
 }
 
 TimelineMark ForkMark(const JobReport& r, const ProcessNode& node, const ForkEntry& f) {
-  TimelineMark m;
-  m.kind = TimelineMark::Kind::kFork;
-  m.ts_ns = f.ts_ns;
-  m.tid = f.tid;
+  TimelineMark m = Mark(TimelineMark::Kind::kFork, f.ts_ns, f.tid);
   m.verdict = f.verdict;
   m.action = f.action;
+  m.reasons = f.reasons;
   m.child_pid = f.child_pid;
   m.site_id = SiteId(r, f);
-  m.reasons = f.reasons;
   if (m.child_pid > 0)
     for (int c : node.children)
       if (r.processes[c].pid == m.child_pid) m.child = c;
@@ -70,24 +73,25 @@ TimelineMark ForkMark(const JobReport& r, const ProcessNode& node, const ForkEnt
 
 // The mark of an event the timeline draws; false for the others.
 bool EventMark(const Event& e, TimelineMark* out) {
+  using Kind = TimelineMark::Kind;
   TimelineMark& m = *out;
-  m.ts_ns = e.ts_ns;
-  m.tid = e.tid;
-  m.call = e.call;
-  if (e.kind == schema::EventType::kRdmaInit) {
-    m.kind = TimelineMark::Kind::kRdmaInit;
-    m.device = e.device;
-  } else if (e.kind == schema::EventType::kSpawn) {
-    m.kind = TimelineMark::Kind::kSpawn;
-    m.child_pid = e.child_pid;
-  } else if (e.kind == schema::EventType::kChildExec) {
-    m.kind = TimelineMark::Kind::kExec;
-  } else if (e.kind == schema::EventType::kChildSegv) {
-    m.kind = TimelineMark::Kind::kSegv;
-    m.signal = e.signal;
-  } else if (e.kind == schema::EventType::kProcessExit) {
-    m.kind = TimelineMark::Kind::kExit;
-  } else {
+  m = Mark(Kind::kExit, e.ts_ns, e.tid);
+  if (const auto* init = e.As<RdmaInit>()) {
+    m.kind = Kind::kRdmaInit;
+    m.call = init->call;
+    m.device = init->device;
+  } else if (const auto* spawn = e.As<Spawn>()) {
+    m.kind = Kind::kSpawn;
+    m.call = spawn->call;
+    m.child_pid = spawn->child_pid;
+  } else if (const auto* exec = e.As<ChildExec>()) {
+    m.kind = Kind::kExec;
+    m.call = exec->path;
+  } else if (const auto* segv = e.As<ChildSegv>()) {
+    m.kind = Kind::kSegv;
+    m.call = segv->call;
+    m.signal = segv->signal;
+  } else if (!e.As<ProcessExit>()) {
     return false;
   }
   return true;

@@ -18,7 +18,7 @@ struct TimelineMark {
   Kind kind = Kind::kFork;
   int64_t ts_ns = 0;
   int64_t tid = 0;
-  std::string call;    // ibv_open_device, ibv_reg_mr, posix_spawn, ...
+  std::string call;    // ibv_open_device, ibv_reg_mr, posix_spawn, ...; kExec: the program
   std::string device;  // rdma_init
   int64_t bytes = 0;   // registrations
   bool dontfork = false;

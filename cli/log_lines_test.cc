@@ -103,8 +103,8 @@ TEST(LogParserV2, BadInputIsNotedTheRestKept) {
   EXPECT_EQ(CountEvents(l, "rdma_init"), 1);
   ASSERT_EQ(CountEvents(l, "fork"), 1);
   for (const Event& e : p.events) {
-    if (e.type == "rdma_init") {
-      EXPECT_EQ(e.stack, -1);
+    if (const auto* init = e.As<RdmaInit>()) {
+      EXPECT_EQ(init->stack, -1);
     }
   }
   ASSERT_EQ(p.fork_sites.size(), 1u);

@@ -35,7 +35,7 @@ struct FileState {
   // (host, pid) of every process with a log of its own; null: unknown, keep every child.
   const WithLogs* with_logs = nullptr;
   // Storage reused from fork line to fork line (forks are tallied, not kept).
-  Event fork_event;
+  Fork fork;
 };
 
 // The end of a file: each process's newest forks join its sample, in log order.
@@ -219,20 +219,7 @@ void UseEvent(const Fields& v, std::string_view type, EventType kind, int64_t ts
   // Nothing the process counted after these is lost to a kill: exit and exec write it first.
   if (kind == EventType::kProcessExit || kind == EventType::kChildExec) sum.counts_final = true;
   if (kind == EventType::kRdmaInit && sum.rdma_init_ts_ns == 0) sum.rdma_init_ts_ns = ts;
-  if (kind == EventType::kForkChild) {
-    TallyForkChild(Int(v, Key::kChildPid, -1), state->with_logs, &it->second.forks, &p);
-    return;
-  }
-  // A fork is tallied, not kept: it is decoded into storage reused from fork to fork.
-  bool fork = kind == EventType::kFork;
-  Event fresh;
-  Event& e = fork ? state->fork_event : fresh;
-  if (fork) {
-    std::vector<std::string> reasons = std::move(e.reasons);
-    reasons.clear();
-    e = Event();
-    e.reasons = std::move(reasons);
-  }
+  Event e;
   e.type.assign(type);
   e.kind = kind;
   e.ts_ns = ts;
@@ -240,9 +227,15 @@ void UseEvent(const Fields& v, std::string_view type, EventType kind, int64_t ts
   e.tid = Int(v, Key::kTid, state->v2.on ? p.pid : 0);
   e.line = lineno;
   FoldStacks stacks(state, &it->second, &p, notes, lineno);
-  DecodeEvent(v, &stacks, notes, lineno, &e);
-  if (fork) {
-    TallyFork(e, &it->second.forks, &p);
+  // A fork is tallied, not kept: its record is decoded into storage reused from fork to fork.
+  if (kind == EventType::kFork) {
+    DecodeFork(v, &stacks, notes, lineno, &state->fork);
+    TallyFork(e, state->fork, &it->second.forks, &p);
+    return;
+  }
+  DecodeEvent(v, &stacks, &e);
+  if (const auto* child = e.As<ForkChild>()) {  // tallied too: it names its fork's child
+    TallyForkChild(child->child_pid, state->with_logs, &it->second.forks, &p);
     return;
   }
   p.events.push_back(std::move(e));

@@ -82,7 +82,9 @@ TEST(LogParserV2, HeaderModulesStacksAndShortEvents) {
   const Event& e = p.events[0];
   EXPECT_EQ(e.ts_ns, 1000005);
   EXPECT_EQ(e.tid, 5);  // no tid: the main thread
-  const Stack& st = p.StackAt(e.stack);
+  const auto* init = e.As<RdmaInit>();
+  ASSERT_NE(init, nullptr);
+  const Stack& st = p.StackAt(init->stack);
   ASSERT_EQ(st.size(), 3u);
   EXPECT_EQ(st[0].obj, "/lib/x.so");
   EXPECT_EQ(st[0].off, 4660u);

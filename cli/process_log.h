@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "formats/event_schema.h"
@@ -74,63 +75,147 @@ struct FixTally {
   static std::vector<std::string> KindNames(unsigned mask);
 };
 
-// One decoded line: the common fields, then the fields of the event types the
-// report reads (defaults when absent or mistyped; a bad field never drops the
-// line). Decoded once, straight from simdjson; nothing keeps the JSON text.
-// Adding a field: decode it in cli/event_decode.cc DecodeEvent().
-struct Event {
-  std::string type;  // "fork", "rdma_init", ... (unknown types are kept)
-  schema::EventType kind = schema::EventType::kCount;  // of `type`; kCount: unknown
-  int64_t ts_ns = 0;
-  int64_t seq = -1;
-  int64_t tid = 0;
-  int line = 0;  // 1-based line in its file
+// The typed records of the events the reader decodes, one struct per record type, each
+// field with one meaning (formats/EVENT_LOG.md names the keys they come from). Defaults when
+// a key is absent or mistyped: a bad field never drops the line. Stacks are indices into
+// ProcessLog::stacks, -1 when absent.
+//
+// Adding a key the report reads touches four places, each checked by a test:
+//   1. formats/event_schema.h: the key in FORKGUARD_EVENT_KEYS and its record's row of
+//      FORKGUARD_RECORD_KEYS (or FORKGUARD_OBJECT_KEYS for a key inside an object);
+//   2. docs/event-schema.json: the key in its record's properties
+//      (//cli:event_schema_test: 1 and 2 name the same keys);
+//   3. the field in its record's struct below;
+//   4. its decoding in the record's Decode function in cli/event_decode.cc, which reads only
+//      keys that 1 places in the record (checked when it compiles), and
+//      //cli:event_decode_test (EveryRecordDecodesItsKeys, EveryForkKeyDecodes), which
+//      reads every key of every record from a line and checks each field.
+// A new record type: its struct (with its kType) in Event::Record, its Decode function in
+// cli/event_decode.cc (DecodeEvent finds it by kType), and its line in that test.
 
-  // process_start
+// The program a process runs, as it started.
+struct ProcessStart {
+  static constexpr schema::EventType kType = schema::EventType::kProcessStart;
   std::string exe;
   std::string mode;
   std::vector<std::string> argv;  // at most 64
-  // process_exit
+};
+
+// A process's exit.
+struct ProcessExit {
+  static constexpr schema::EventType kType = schema::EventType::kProcessExit;
   std::optional<int64_t> status;
-  // rdma_init, child_segv (the registering call), spawn
-  std::string call;
-  std::string device;  // rdma_init
-  // fork: call stack; rdma_init: its stack; child_segv: reg_stack.
-  // Index into ProcessLog::stacks, -1 when absent.
+};
+
+// The process's first RDMA use.
+struct RdmaInit {
+  static constexpr schema::EventType kType = schema::EventType::kRdmaInit;
+  std::string call;  // "?" when absent
+  std::string device;
   int stack = -1;
-  // fork
+};
+
+// One fork decision. Tallied per site as it is read (cli/fork_tally.h), never kept in
+// ProcessLog::events, so it is not one of Event::Record's types (it would size every kept
+// event): DecodeFork fills it, reused from fork line to fork line.
+struct Fork {
+  static constexpr schema::EventType kType = schema::EventType::kFork;
+  // The RDMA init the fork saw (its `init` object).
+  struct Init {
+    std::string call;  // "?" when the init object has none
+    std::string device;
+    int64_t age_ms = -1;
+    int stack = -1;
+  };
   std::string verdict;  // "unknown" when absent
   std::string action;   // "unknown" when absent
   std::string site;
   std::string via;
-  std::string fix;          // the shim's fix rule ("dataloader", ...), "" when absent
-  std::string fix_library;  // who it names: held_by, or fork_support.by
-  std::string errno_text;   // when action is failed
-  std::string suppressed;   // the suppression entry that silenced it (the shim's, or report's)
-  std::vector<std::string> reasons;
-  bool has_init = false;
-  std::string init_call;  // "?" when the init object has none
-  std::string init_device;
-  int64_t init_age_ms = -1;
-  int init_stack = -1;
+  std::string fix;                   // the shim's fix rule ("dataloader", ...), "" when absent
+  std::string fix_library;           // who it names: held_by, or fork_support.by
+  std::string errno_text;            // when action is failed or refused
+  std::string suppressed;            // the suppression entry that silenced it (the shim's)
+  std::vector<std::string> reasons;  // at most 16
+  int stack = -1;                    // the fork's call stack
+  std::optional<Init> init;
+  // Its registered ranges: how many, their bytes, how many are MADV_DONTFORK.
   int ranges = 0;
   int64_t range_bytes = 0;
   int dontfork_ranges = 0;
   int64_t threads = 0;
   std::optional<bool> kernel_cof;
   FixTally fix_tally;  // what fix mode did at this fork (forks: 1 when its action is "fixed")
-  // fork_child, spawn
+};
+
+// The child of the newest fork without one.
+struct ForkChild {
+  static constexpr schema::EventType kType = schema::EventType::kForkChild;
   int64_t child_pid = -1;
-  // child_segv
+};
+
+// A posix_spawn, posix_spawnp or vfork.
+struct Spawn {
+  static constexpr schema::EventType kType = schema::EventType::kSpawn;
+  std::string call;
+  int64_t child_pid = -1;  // -1 for vfork (logged before the call) and a failed spawn
+};
+
+// A child of a hazardous fork exec'd: it is benign.
+struct ChildExec {
+  static constexpr schema::EventType kType = schema::EventType::kChildExec;
+  std::string path;  // the program it exec'd
+};
+
+// A forked child died of SIGSEGV in a range its parent registered.
+struct ChildSegv {
+  static constexpr schema::EventType kType = schema::EventType::kChildSegv;
   int signal = 11;
   std::optional<uint64_t> addr;
-  std::optional<uint64_t> range_addr;
+  std::optional<uint64_t> range_addr;  // the registered range it fell in
   std::optional<uint64_t> range_len;
-  // note; unwatched_exec: the program's path (and `call`: the program that exec'd it,
-  // `reasons`: why it runs without the shim)
+  std::string call;    // the call that registered the range
+  int reg_stack = -1;  // where it was registered
+};
+
+// The shim's words about itself (a `note` record).
+struct NoteRecord {
+  static constexpr schema::EventType kType = schema::EventType::kNote;
   std::string text;
-  // unwatched_exec: whether the process held RDMA state when it exec'd
-  std::optional<bool> held_rdma;
+};
+
+// A program exec'd without the shim.
+struct UnwatchedExec {
+  static constexpr schema::EventType kType = schema::EventType::kUnwatchedExec;
+  std::string path;               // the program, as exec'd (resolved along PATH)
+  std::string exec_by;            // the watched program that exec'd it
+  std::vector<std::string> why;   // preload-removed, static, setuid (at most 16)
+  std::optional<bool> held_rdma;  // whether the process held RDMA state when it exec'd
+};
+
+// One decoded line: the fields every line has, and the typed record of its type (none for a
+// type without fields the report reads, or one this forkguard does not know). Decoded once,
+// straight from simdjson; nothing keeps the JSON text.
+struct Event {
+  using Record = std::variant<std::monostate, ProcessStart, ProcessExit, RdmaInit, ForkChild, Spawn,
+                              ChildExec, ChildSegv, NoteRecord, UnwatchedExec>;
+
+  std::string type;  // "fork", "rdma_init", ... (unknown types are kept)
+  schema::EventType kind = schema::EventType::kCount;  // of `type`; kCount: unknown
+  int64_t ts_ns = 0;
+  int64_t seq = -1;
+  int64_t tid = 0;
+  int line = 0;  // 1-based line in its file
+  Record record;
+
+  // The record when it is a T, else null: `if (const auto* s = e.As<ChildSegv>())`.
+  template <typename T>
+  const T* As() const {
+    return std::get_if<T>(&record);
+  }
+  template <typename T>
+  T* As() {
+    return std::get_if<T>(&record);
+  }
 };
 
 // The first registrations of a process, for timelines (bounded: the rest are counted).
@@ -293,7 +378,7 @@ struct ProcessLog {
   std::vector<Exec> execs;
   int64_t first_ts_ns = 0;
   std::vector<Event> events;
-  std::vector<Stack> stacks;  // distinct stacks of this process, by Event::stack
+  std::vector<Stack> stacks;  // distinct stacks of this process, by the records' indices
   ProcessSummary summary;
   // Forks: exact counts per site, a sample in log order, children kept individually.
   std::vector<ForkSite> fork_sites;

@@ -22,19 +22,8 @@ std::string UnwatchedRdmaState(const UnwatchedProcess& u) {
 std::vector<UnwatchedProcess> FindUnwatched(const LogSet& logs) {
   std::vector<UnwatchedProcess> out;
   for (const ProcessLog& p : logs.processes) {
-    for (const Event& e : p.events) {
-      if (e.kind != schema::EventType::kUnwatchedExec) continue;
-      UnwatchedProcess u;
-      u.host = p.host;
-      u.pid = p.pid;
-      u.ppid = p.ppid;
-      u.prog = p.prog;
-      u.path = e.text;
-      u.exec_by = e.call;
-      u.why = e.reasons;
-      u.held_rdma = e.held_rdma;
-      out.push_back(std::move(u));
-    }
+    for (const Event& e : p.events)
+      if (const auto* x = e.As<UnwatchedExec>()) out.push_back({*x, p.host, p.pid, p.ppid, p.prog});
   }
   std::sort(out.begin(), out.end(), [](const UnwatchedProcess& a, const UnwatchedProcess& b) {
     return a.host != b.host ? a.host < b.host : a.pid < b.pid;

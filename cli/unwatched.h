@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,15 +11,13 @@
 
 namespace forkguard::cli {
 
-struct UnwatchedProcess {
+// A process that ran without the shim: its record (path, exec_by, why, held_rdma) and the
+// process its log names.
+struct UnwatchedProcess : UnwatchedExec {
   std::string host;
   int64_t pid = -1;
   int64_t ppid = -1;
-  std::string prog;               // the program's file name
-  std::string path;               // as exec'd (resolved along PATH)
-  std::string exec_by;            // the watched program that exec'd it
-  std::vector<std::string> why;   // preload-removed, static, setuid
-  std::optional<bool> held_rdma;  // RDMA state in the process when it exec'd
+  std::string prog;  // the program's file name
 };
 
 // Every unwatched_exec record of `logs`, by host and pid.
