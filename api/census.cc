@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "api/check_result.h"
-#include "shim/job_identity.h"
+#include "shim/base/job_identity.h"
 
 namespace forkguard::api {
 namespace {

@@ -3,7 +3,7 @@
 // process), its descriptors on /dev/infiniband and its MADV_DONTFORK ("dc") mappings where
 // /proc lets us read them, VmPin, its job id and rank from its environment where readable,
 // whether the shim is mapped in it - and what a fork would do to it now, by the shim's own
-// rule (shim/verdict.h). Used by forkguard_fork_check()'s fallback (this process) and by
+// rule (shim/verdict/verdict.h). Used by forkguard_fork_check()'s fallback (this process) and by
 // `forkguard ps` (every process).
 #pragma once
 
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "api/rdma_resources.h"
-#include "shim/proc_facts.h"
-#include "shim/verdict.h"
+#include "shim/verdict/proc_facts.h"
+#include "shim/verdict/verdict.h"
 
 namespace forkguard::api {
 

@@ -1,6 +1,6 @@
 // libforkguard_check.so: forkguard_fork_check() (api/forkguard.h). The shim's answer when
 // libforkguard.so is loaded; otherwise what /proc and RDMA netlink show, put through the
-// shim's own verdict rule (shim/verdict.h over facts/fork_rule.h), range by range.
+// shim's own verdict rule (shim/verdict/verdict.h over facts/fork_rule.h), range by range.
 #include <dlfcn.h>
 #include <errno.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 #include "api/check_result.h"
 #include "api/forkguard.h"
 #include "api/rdma_resources.h"
-#include "shim/proc_facts.h"
-#include "shim/verdict.h"
+#include "shim/verdict/proc_facts.h"
+#include "shim/verdict/verdict.h"
 
 namespace forkguard::api {
 namespace {

@@ -1,6 +1,6 @@
-// Helpers that fill a forkguard_check_result, shared by the shim's answer (shim/query.cc)
+// Helpers that fill a forkguard_check_result, shared by the shim's answer (shim/messages/query.cc)
 // and the /proc fallback (api/check.cc) so that both spell the verdict the same way (the
-// reason names are shim/verdict.h's). libc only, no allocation.
+// reason names are shim/verdict/verdict.h's). libc only, no allocation.
 #pragma once
 
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "api/forkguard.h"
-#include "shim/verdict.h"
+#include "shim/verdict/verdict.h"
 
 namespace forkguard::api {
 

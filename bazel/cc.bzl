@@ -5,6 +5,8 @@ every forkguard target shares, so that a BUILD file says only what is particular
   A target whose source files are all C (`.c`, `.h`) gets FORKGUARD_C_COPTS (no -std=c++20).
 - Sources by name: forkguard_cc_library with neither `srcs` nor `hdrs` is name + ".cc" and
   name + ".h"; forkguard_cc_binary's and forkguard_cc_test's `srcs` default to [name + ".cc"].
+  `folder`: the library's or test's files (by name or as listed) are in that folder of the
+  package (a package in folders, like //shim: one folder a layer).
 - forkguard_cc_test: GoogleTest's main is a dependency unless the target names a GoogleTest
   library itself or says `gtest_main = False`.
   `rdma = True`: a real-device test (tag "rdma": scripts/lanes/rdma-lane runs it in the Soft-RoCE
@@ -42,10 +44,18 @@ def _copts(srcs, copts):
         return FORKGUARD_C_COPTS + copts
     return FORKGUARD_COPTS + copts
 
-def forkguard_cc_library(name, srcs = None, hdrs = None, copts = [], **kwargs):
+def _in_folder(folder, files):
+    """`files` (a list, or None) in `folder` of the package; targets (":x") as they are."""
+    if not folder or files == None:
+        return files
+    return [f if f.startswith(":") else folder + "/" + f for f in files]
+
+def forkguard_cc_library(name, srcs = None, hdrs = None, copts = [], folder = "", **kwargs):
     if srcs == None and hdrs == None:
         srcs = [name + ".cc"]
         hdrs = [name + ".h"]
+    srcs = _in_folder(folder, srcs)
+    hdrs = _in_folder(folder, hdrs)
     if hdrs != None:
         kwargs["hdrs"] = hdrs
     srcs = srcs or []
@@ -56,9 +66,10 @@ def forkguard_cc_binary(name, srcs = None, copts = [], **kwargs):
         srcs = [name + ".cc"]
     cc_binary(name = name, srcs = srcs, copts = _copts(srcs, copts), **kwargs)
 
-def forkguard_cc_test(name, srcs = None, copts = [], deps = [], gtest_main = True, rdma = False, tags = [], **kwargs):
+def forkguard_cc_test(name, srcs = None, copts = [], deps = [], gtest_main = True, rdma = False, tags = [], folder = "", **kwargs):
     if srcs == None:
         srcs = [name + ".cc"]
+    srcs = _in_folder(folder, srcs)
     if rdma:
         tags = tags + ["rdma"]
         deps = deps + ["//tests/support:rdma_device"]

@@ -1,6 +1,6 @@
 // forkguard.event/2: the names of the log's records, events and keys, in one place for the
-// shim's writers (shim/event_log.cc, shim/event_writer.cc, shim/child.cc,
-// shim/process_init.cc), the CLI's decoder (cli/event_log.cc) and the test job generator
+// shim's writers (shim/log/event_log.cc, shim/log/event_writer.cc, shim/child/child.cc,
+// shim/hooks/process_init.cc), the CLI's decoder (cli/event_log.cc) and the test job generator
 // (cli/testdata/job_generator*).
 // X-macro lists: each name is written once here, and the enums, the constants and the
 // tables below come from the lists. Plain constexpr strings: the shim uses them on its fork
@@ -297,7 +297,7 @@
   X(Hazard, "hazard")
 
 // process_start's `mode`: FORKGUARD_MODE's values, in the order of the shim's Mode
-// (shim/config.h). Logs of forkguard watch say kModeWatch.
+// (shim/base/config.h). Logs of forkguard watch say kModeWatch.
 #define FORKGUARD_MODES(X) \
   X(Warn, "warn")          \
   X(Error, "error")        \
@@ -305,7 +305,7 @@
   X(Off, "off")            \
   X(Fix, "fix")
 
-// A fork's `reasons`, in the order of the verdict's reason bits (shim/verdict.h).
+// A fork's `reasons`, in the order of the verdict's reason bits (shim/verdict/verdict.h).
 #define FORKGUARD_REASONS(X)               \
   X(ChildSegv, "child-segv")               \
   X(ParentCorruption, "parent-corruption") \
@@ -321,7 +321,7 @@
   X(Refused, "refused")
 
 // A fork's `via`: the entry point that forked, in the order of the shim's ForkVia
-// (shim/fork_report.h). Logs of older shims may also say "backstop" (kViaBackstop), which
+// (shim/messages/fork_report.h). Logs of older shims may also say "backstop" (kViaBackstop), which
 // this shim does not write.
 #define FORKGUARD_FORK_ENTRIES(X) \
   X(Fork, "fork")                 \

@@ -1,5 +1,5 @@
 // FixText: the words of each `fix:` rule, one home for the shim's hazard message
-// (shim/message.cc) and forkguard report (cli/report_phrases.cc), which reads the rule's
+// (shim/messages/message.cc) and forkguard report (cli/report_phrases.cc), which reads the rule's
 // name from the fork event's "fix" field. No I/O, no allocation (async-signal-safe).
 #pragma once
 

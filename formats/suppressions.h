@@ -49,7 +49,7 @@ struct Suppression {
       5 + 43 + kMaxFrames * (7 + 2 + 5 + 4 * (SuppressionFrameMatch::kMaxPattern - 1) + 10) +
       (9 + 2 + 4 * (kMaxProgram - 1)) + (6 + kMaxRanks * 19 + (kMaxRanks - 1)) + 1;
   int source_line = 0;  // 1-based line in its file
-  unsigned kinds = 0;   // verdict reason bits (shim/verdict.h); kAllKinds for `*`
+  unsigned kinds = 0;   // verdict reason bits (shim/verdict/verdict.h); kAllKinds for `*`
   int frame_count = 0;
   SuppressionFrameMatch frames[kMaxFrames];
   char program[kMaxProgram] = {};  // "" matches any program

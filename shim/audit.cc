@@ -21,9 +21,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "shim/job_identity.h"
-#include "shim/stderr_line.h"
-#include "shim/sys.h"
+#include "shim/base/job_identity.h"
+#include "shim/base/stderr_line.h"
+#include "shim/base/sys.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // The interposition shell of libforkguard.so: one typed hook per symbol, real functions
-// found at run time, every wrapper forwards to the core (shim/core.h). No policy here.
+// found at run time, every wrapper forwards to the core (shim/hooks/hooks.h). No policy here.
 //
 // Real functions: dlvsym(RTLD_NEXT, name, version) with the version the RDMA libraries
 // export today (objdump -T); when the library was loaded RTLD_LOCAL (Python extensions)
@@ -26,13 +26,13 @@
 
 #include <atomic>
 
-#include "shim/child_path.h"
-#include "shim/core.h"
-#include "shim/dlopen_check.h"
-#include "shim/fork_fix.h"
+#include "shim/base/child_path.h"
+#include "shim/base/dlopen_check.h"
+#include "shim/base/start_path.h"
+#include "shim/fix/fork_fix.h"
+#include "shim/hooks/hooks.h"
 #include "shim/next_symbol.h"
-#include "shim/stack.h"
-#include "shim/start_path.h"
+#include "shim/stack/stack.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -129,7 +129,7 @@ class RealFunction {
  private:
   // Out of line: the wrappers' own code stays small (see FORKGUARD_REG_PATH).
   __attribute__((noinline)) FORKGUARD_START_PATH Fn Resolve(const HookSpec& spec) {
-    core::BusyScope busy;  // dlsym/dlopen take the loader's locks
+    hooks::BusyScope busy;  // dlsym/dlopen take the loader's locks
     // The symbol as the caller names it (`&::sym`) is not trusted to be ours; see IsOurs.
     void* p = LookUp(RTLD_NEXT, spec.name, spec.version);
     if (p == nullptr || IsOurs(p)) {
@@ -193,7 +193,7 @@ using forkguard::kVerbs;
 using forkguard::Nesting;
 using forkguard::RdmaCall;
 using forkguard::RealFunction;
-namespace core = forkguard::core;
+namespace hooks = forkguard::hooks;
 
 #define FG_EXPORT extern "C" __attribute__((visibility("default")))
 // One hook per symbol (namespace scope): spec_<sym>, what to resolve (its name, name_<sym>,
@@ -267,8 +267,8 @@ FG_EXPORT struct ibv_context* ibv_open_device(struct ibv_device* device) {
   ibv_context* r = real(device);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnOpenDevice(r, device != nullptr ? device->name : nullptr, e.value(),
-                       __builtin_return_address(0));
+    hooks::OnOpenDevice(r, device != nullptr ? device->name : nullptr, e.value(),
+                        __builtin_return_address(0));
   }
   return r;
 }
@@ -280,7 +280,7 @@ FG_EXPORT int ibv_close_device(struct ibv_context* context) {
   int r = real(context);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnCloseDevice(context, r, e.value());
+    hooks::OnCloseDevice(context, r, e.value());
   }
   return r;
 }
@@ -295,7 +295,7 @@ FG_EXPORT struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
   ibv_pd* r = real(context);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnAllocPd(r, context, e.value(), __builtin_return_address(0));
+    hooks::OnAllocPd(r, context, e.value(), __builtin_return_address(0));
   }
   return r;
 }
@@ -307,7 +307,7 @@ FG_EXPORT int ibv_dealloc_pd(struct ibv_pd* pd) {
   int r = real(pd);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnDeallocPd(pd, r, e.value());
+    hooks::OnDeallocPd(pd, r, e.value());
   }
   return r;
 }
@@ -330,10 +330,10 @@ __attribute__((always_inline)) inline ibv_mr* RegMrVia(RdmaCall call, ibv_pd* pd
   // The outermost call is the one to lay out straight (the library's nested ones are rare).
   if (__builtin_expect(Nesting::Inside(Kind::kMr), 0)) return real(args...);
   Nesting n(Kind::kMr);
-  core::BeforeRegMr();
+  hooks::BeforeRegMr();
   ibv_mr* r = real(args...);
   CachedErrnoKeeper e;
-  core::OnRegMr(call, r, pd, addr, length, access, e.value());
+  hooks::OnRegMr(call, r, pd, addr, length, access, e.value());
   return r;
 }
 
@@ -375,7 +375,7 @@ FG_EXPORT FORKGUARD_REG_PATH int ibv_dereg_mr(struct ibv_mr* mr) {
   Nesting n(Kind::kMr);
   int r = real(mr);
   CachedErrnoKeeper e;
-  core::OnDeregMr(mr, r, e.value());
+  hooks::OnDeregMr(mr, r, e.value());
   return r;
 }
 
@@ -386,7 +386,7 @@ FG_EXPORT int ibv_fork_init(void) {
   int r = real();
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnForkInit(r, e.value(), __builtin_return_address(0));
+    hooks::OnForkInit(r, e.value(), __builtin_return_address(0));
   }
   return r;
 }
@@ -403,7 +403,7 @@ FG_EXPORT struct rdma_event_channel* rdma_create_event_channel(void) {
   rdma_event_channel* r = real();
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnCmCreate(RdmaCall::kCreateEventChannel, r, e.value());
+    hooks::OnCmCreate(RdmaCall::kCreateEventChannel, r, e.value());
   }
   return r;
 }
@@ -415,7 +415,7 @@ FG_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel* channel) {
   real(channel);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnCmDestroy("rdma_destroy_event_channel", channel, 0, 0);
+    hooks::OnCmDestroy("rdma_destroy_event_channel", channel, 0, 0);
   }
 }
 
@@ -433,7 +433,7 @@ int CreateIdVia(RdmaCall call, rdma_cm_id** id, Real real, Args... args) {
   int r = real(args...);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnCmCreate(call, r == 0 && id != nullptr ? *id : nullptr, e.value());
+    hooks::OnCmCreate(call, r == 0 && id != nullptr ? *id : nullptr, e.value());
   }
   return r;
 }
@@ -456,7 +456,7 @@ FG_EXPORT int rdma_destroy_id(struct rdma_cm_id* id) {
   int r = real(id);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnCmDestroy("rdma_destroy_id", id, r, e.value());
+    hooks::OnCmDestroy("rdma_destroy_id", id, r, e.value());
   }
   return r;
 }
@@ -474,13 +474,13 @@ FG_EXPORT void rdma_destroy_ep(struct rdma_cm_id* id) {
   real(id);
   if (n.outermost()) {
     ErrnoKeeper e;
-    core::OnCmDestroy("rdma_destroy_ep", id, 0, 0);
+    hooks::OnCmDestroy("rdma_destroy_ep", id, 0, 0);
   }
 }
 
 // ---- process creation ----
 
-// Every fork wrapper first asks whether the fork needs anything of ours (core.h
+// Every fork wrapper first asks whether the fork needs anything of ours (hooks/hooks.h
 // ForkNeedsNothing: nothing watched, no log, nothing in progress): then it tail-calls the
 // real function (a jmp: `objdump -d --disassemble=fork libforkguard.so`), so the child
 // returns straight to the caller and runs no shim code - with our atfork handlers not yet
@@ -499,8 +499,8 @@ __attribute__((always_inline)) inline pid_t DecidedFork(forkguard::ForkVia via, 
     errno = ENOSYS;
     return -1;
   }
-  if (core::ForkNeedsNothing(via)) return real(args...);
-  core::ForkDecision d = core::BeforeFork(via);
+  if (hooks::ForkNeedsNothing(via)) return real(args...);
+  hooks::ForkDecision d = hooks::BeforeFork(via);
   if (d.fail) {
     errno = d.err;
     return -1;
@@ -508,11 +508,11 @@ __attribute__((always_inline)) inline pid_t DecidedFork(forkguard::ForkVia via, 
   pid_t pid = real(args...);
   if (pid != 0) {
     ErrnoKeeper e;
-    core::AfterForkParent(d, pid);
+    hooks::AfterForkParent(d, pid);
   } else if (raw) {
-    core::AfterRawForkChild(d);
+    hooks::AfterRawForkChild(d);
   } else {
-    core::AfterForkChild(d);  // writes nothing it need not, errno included
+    hooks::AfterForkChild(d);  // writes nothing it need not, errno included
   }
   return pid;
 }
@@ -526,7 +526,7 @@ FG_EXPORT FORKGUARD_CHILD_PATH_FIRST pid_t fork(void) noexcept {
 
 // libc's other ways to fork without calling the program's fork() (glibc's fork, daemon and
 // forkpty call its internal __fork/_Fork directly): decided like fork(), failed in error
-// mode with an errno their man pages allow (core::BeforeFork, FailErrno).
+// mode with an errno their man pages allow (hooks::BeforeFork, FailErrno).
 
 // _Fork (glibc >= 2.34): fork without the atfork handlers.
 FG_EXPORT FORKGUARD_CHILD_PATH pid_t _Fork(void) noexcept {
@@ -543,19 +543,19 @@ FG_EXPORT int daemon(int nochdir, int noclose) noexcept {
     errno = ENOSYS;
     return -1;
   }
-  if (core::ForkNeedsNothing(forkguard::ForkVia::kDaemon)) return real(nochdir, noclose);
+  if (hooks::ForkNeedsNothing(forkguard::ForkVia::kDaemon)) return real(nochdir, noclose);
   pid_t self = getpid();
-  core::ForkDecision d = core::BeforeFork(forkguard::ForkVia::kDaemon);
+  hooks::ForkDecision d = hooks::BeforeFork(forkguard::ForkVia::kDaemon);
   if (d.fail) {
     errno = d.err;
     return -1;
   }
   int r = real(nochdir, noclose);
   if (r == 0 || getpid() != self) {
-    core::AfterForkChild(d);  // the daemon (or its failed setsid)
+    hooks::AfterForkChild(d);  // the daemon (or its failed setsid)
   } else {
     ErrnoKeeper e;
-    core::AfterForkParent(d, -1);  // fork itself failed
+    hooks::AfterForkParent(d, -1);  // fork itself failed
   }
   return r;
 }
@@ -575,7 +575,7 @@ FG_EXPORT int posix_spawn(pid_t* pid, const char* path,
   pid_t local = 0;
   int r = real(pid != nullptr ? pid : &local, path, file_actions, attrp, argv, envp);
   ErrnoKeeper e;
-  core::OnSpawn("posix_spawn", pid != nullptr ? *pid : local, r);
+  hooks::OnSpawn("posix_spawn", pid != nullptr ? *pid : local, r);
   return r;
 }
 
@@ -587,7 +587,7 @@ FG_EXPORT int posix_spawnp(pid_t* pid, const char* file,
   pid_t local = 0;
   int r = real(pid != nullptr ? pid : &local, file, file_actions, attrp, argv, envp);
   ErrnoKeeper e;
-  core::OnSpawn("posix_spawnp", pid != nullptr ? *pid : local, r);
+  hooks::OnSpawn("posix_spawnp", pid != nullptr ? *pid : local, r);
   return r;
 }
 
@@ -603,7 +603,7 @@ extern "C" __attribute__((visibility("hidden"))) void* forkguard_vfork_prologue(
   auto real = hook_vfork.Get(spec_vfork);
   {
     ErrnoKeeper e;
-    core::OnVfork();
+    hooks::OnVfork();
   }
   // Without the real vfork, fork is the closest behaviour-preserving fallback.
   return real != nullptr ? reinterpret_cast<void*>(real) : dlsym(RTLD_NEXT, "fork");
@@ -637,7 +637,7 @@ extern "C" __attribute__((visibility("hidden"))) void* forkguard_dlopen_prologue
   {
     ErrnoKeeper e;
     forkguard::NoteDlopenFlags(file, flags);
-    if ((flags & RTLD_DEEPBIND) != 0) core::OnDeepBind();
+    if ((flags & RTLD_DEEPBIND) != 0) hooks::OnDeepBind();
   }
   auto real = hook.Get(kSpec);
   // Without the real dlopen there is nothing sensible to jump to: fail like dlopen does.
@@ -669,7 +669,7 @@ dlopen:
   .size dlopen, .-dlopen
 )");
 
-// ---- open*: an RDMA device node opened arms the descriptor backstop (core::OnOpened) ----
+// ---- open*: an RDMA device node opened arms the descriptor backstop (hooks::OnOpened) ----
 // The mode argument is read only when the flags say it is there, and forwarded unchanged.
 namespace {
 
@@ -682,7 +682,7 @@ mode_t ModeArg(int flags, va_list ap) {
 int Opened(const char* path, int fd) {
   if (fd >= 0) {
     ErrnoKeeper e;
-    core::OnOpened(path, fd);
+    hooks::OnOpened(path, fd);
   }
   return fd;
 }
@@ -705,7 +705,7 @@ int OpenVia(Fn real, const char* path, Args... args) {
 // MADV_DONTFORK (the library marking the range it registers) is noted; elsewhere the cost
 // is one TLS read.
 // MADV_DONTFORK/MADV_DOFORK (rdma-core's ibv_dontfork_range/ibv_dofork_range) wait while
-// another thread's fork is being fixed (FORKGUARD_MODE=fix, shim/fork_fix.h), and change the
+// another thread's fork is being fixed (FORKGUARD_MODE=fix, shim/fix/fork_fix.h), and change the
 // dc view's cache key.
 FG_EXPORT int madvise(void* addr, size_t len, int advice) noexcept {
   auto real = hook_madvise.Get(spec_madvise);
@@ -717,7 +717,7 @@ FG_EXPORT int madvise(void* addr, size_t len, int advice) noexcept {
     forkguard::NoteForkAdvice();
     if (advice == MADV_DONTFORK && forkguard::t_rdma_depth > 0) {
       ErrnoKeeper e;
-      core::OnDontfork(addr, len);
+      hooks::OnDontfork(addr, len);
     }
   }
   return r;
@@ -788,8 +788,8 @@ int ExecVia(Fn real, const char* path, char* const envp[], bool search, Args... 
     errno = ENOSYS;
     return -1;
   }
-  core::OnExec(path);
-  core::OnExecTarget(path, envp, search);
+  hooks::OnExec(path);
+  hooks::OnExecTarget(path, envp, search);
   return real(args...);
 }
 
@@ -821,7 +821,7 @@ FG_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) noexcept {
     errno = ENOSYS;
     return -1;
   }
-  core::OnExec("(fexecve)");
+  hooks::OnExec("(fexecve)");
   return real(fd, argv, envp);
 }
 
@@ -883,7 +883,7 @@ FG_EXPORT int execle(const char* path, const char* arg, ...) noexcept {
 // ---- lifetime ----
 
 __attribute__((constructor)) FORKGUARD_START_PATH static void ForkguardConstructor() {
-  core::EnsureInit();
+  hooks::EnsureInit();
   forkguard::NextSymbols next(reinterpret_cast<const void*>(&ForkguardConstructor));
   hook_fork.Prime(spec_fork, next);
   hook__Fork.Prime(spec__Fork, next);
@@ -907,5 +907,5 @@ __attribute__((constructor)) FORKGUARD_START_PATH static void ForkguardConstruct
 }
 
 __attribute__((destructor)) FORKGUARD_START_PATH static void ForkguardDestructor() {
-  core::OnExit();
+  hooks::OnExit();
 }

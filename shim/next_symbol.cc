@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "shim/start_path.h"
+#include "shim/base/start_path.h"
 
 namespace forkguard {
 namespace {
@@ -19,7 +19,7 @@ const T* DynamicPointer(ElfW(Addr) value, ElfW(Addr) base) {
 }
 
 // Compared byte by byte with constants in the code: no string constant in .rodata, no
-// libc call at start (shim/start_path.h).
+// libc call at start (shim/base/start_path.h).
 FORKGUARD_START_PATH bool IsLibc(const char* path) {
   if (path == nullptr) return false;
   const char* base = path;

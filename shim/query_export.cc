@@ -6,8 +6,8 @@
 
 #include "api/check_result.h"
 #include "api/forkguard.h"
-#include "shim/core.h"
-#include "shim/sys.h"
+#include "shim/base/sys.h"
+#include "shim/hooks/hooks.h"
 
 extern "C" __attribute__((visibility("default"))) int forkguard_fork_check_shim(
     forkguard_check_result* out) {
@@ -23,7 +23,7 @@ extern "C" __attribute__((visibility("default"))) int forkguard_fork_check_shim(
     return -1;
   }
   int saved = errno;
-  int rc = forkguard::core::QueryFork(full);
+  int rc = forkguard::hooks::QueryFork(full);
   int err = errno;
   if (rc == 0) forkguard::api::CopyOut(*full, out);
   munmap(full, sizeof(*full));

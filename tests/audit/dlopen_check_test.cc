@@ -1,13 +1,13 @@
 // forkguard::NoteDlopenFlags / ReportDeepbindOnce: when a RTLD_DEEPBIND dlopen must be
 // reported. One process, so the order matters: the report is once per process.
-#include "shim/dlopen_check.h"
+#include "shim/base/dlopen_check.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "gtest/gtest.h"
-#include "shim/stderr_line.h"
+#include "shim/base/stderr_line.h"
 
 namespace {
 

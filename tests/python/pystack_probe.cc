@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "shim/python_stack.h"
+#include "shim/stack/python_stack.h"
 
 extern "C" {
 

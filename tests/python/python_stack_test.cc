@@ -1,7 +1,7 @@
 // shim/python_stack in a real CPython (/usr/bin/python3, Debian's): the frames a
 // C library sees when Python calls it with the GIL held, none without the GIL, and the
 // frames at os.fork(). Line numbers come from markers in pystack_probe.py.
-#include "shim/python_stack.h"
+#include "shim/stack/python_stack.h"
 
 #include <cstdio>
 #include <cstring>

@@ -1,4 +1,4 @@
-// libFuzzer target on the shim's configuration parser (shim/config.h): every
+// libFuzzer target on the shim's configuration parser (shim/base/config.h): every
 // FORKGUARD_* variable gets fuzzed bytes (or is unset), plus the AT_SECURE flag.
 // Besides ASan/UBSan findings it checks the parser's contract and traps on a breach:
 //  - AT_SECURE: defaults, no warning, the environment is not even read;
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "shim/config.h"
+#include "shim/base/config.h"
 
 namespace {
 

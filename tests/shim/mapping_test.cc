@@ -2,7 +2,7 @@
 // two mappings, its code and its RELRO data (its .bss merges with the loader's anonymous
 // memory next to it). Every mapping is copied by every fork() of the host and unmapped by
 // every exit, so a third one is a cost on every clean fork (shim/libforkguard.ld
-// and ZeroFilled in shim/sys.h say how the layout is kept). These tests fail, naming the
+// and ZeroFilled in shim/base/sys.h say how the layout is kept). These tests fail, naming the
 // culprit, when a change brings one back: an initialized global (.data), or a gap page
 // between the code and the data segment.
 #include <elf.h>
@@ -97,7 +97,7 @@ TEST(ShimMappings, TwoLoadSegmentsTheWritableFileBytesAllRelro) {
   EXPECT_LE(relro[0].p_vaddr, data.p_vaddr);
   EXPECT_LE(AlignUp(file_end), protected_end)
       << "initialized writable data outside RELRO (make it zero-filled: ZeroFilled in "
-         "shim/sys.h): "
+         "shim/base/sys.h): "
       << elf.SectionsWithBytesIn(protected_end, AlignUp(file_end));
 }
 

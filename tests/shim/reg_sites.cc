@@ -1,5 +1,5 @@
 // reg_sites: registers one page from many call chains, over and over, for the shim's
-// per-call-site stack cache (shim/stack.h CaptureRepeatedStack): one helper reached from
+// per-call-site stack cache (shim/stack/stack.h CaptureRepeatedStack): one helper reached from
 // two callers, recursion of varying depth, frames of varying size (alloca), frames with
 // and without frame pointers, another thread. Prints "site LABEL" before each
 // registration, in order; the test compares the logged stacks by label. Then keeps the

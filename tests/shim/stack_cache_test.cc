@@ -1,4 +1,4 @@
-// The per-call-site stack cache of registrations (shim/stack.h CaptureRepeatedStack): the
+// The per-call-site stack cache of registrations (shim/stack/stack.h CaptureRepeatedStack): the
 // first registration from a call chain is unwound by libunwind, later ones are checked on
 // the live stack. Every registration's logged stack must be the one of its own chain -
 // the same for every registration from one chain, different between chains (one helper

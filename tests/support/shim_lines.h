@@ -1,4 +1,4 @@
-// The shim prefixes every stderr line with "[HOST rRANK PID] " (shim/stderr_line.h). Tests
+// The shim prefixes every stderr line with "[HOST rRANK PID] " (shim/base/stderr_line.h). Tests
 // that look for the shim's wording strip it first.
 #pragma once
 
