@@ -14,32 +14,31 @@
 namespace forkguard::cli {
 namespace {
 
-ForkGroup PythonGroup(const std::string& func, const std::string& file) {
+// A hazardous site of one fork whose stack is the one frame `top`.
+ForkGroup OneFrameGroup(const std::string& site, const std::string& reason, const Frame& top) {
   ForkGroup g;
-  g.site = "1";
+  g.site = site;
   g.verdict = "hazard";
-  g.reasons["child-segv"] = 1;
+  g.reasons[reason] = 1;
   g.count = 1;
+  g.stack.push_back(top);
+  return g;
+}
+
+ForkGroup PythonGroup(const std::string& func, const std::string& file) {
   Frame f;
   f.python = true;
   f.py_func = func;
   f.py_file = "/home/u/" + file;
   f.py_line = 3;
-  g.stack.push_back(f);
-  return g;
+  return OneFrameGroup("1", "child-segv", f);
 }
 
 ForkGroup NativeGroup(const std::string& sym, const std::string& obj) {
-  ForkGroup g;
-  g.site = "2";
-  g.verdict = "hazard";
-  g.reasons["inherited-rdma"] = 1;
-  g.count = 1;
   Frame f;
   f.obj = "/opt/" + obj;
   f.sym = sym;
-  g.stack.push_back(f);
-  return g;
+  return OneFrameGroup("2", "inherited-rdma", f);
 }
 
 const std::string kHostile[] = {
