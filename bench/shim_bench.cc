@@ -74,13 +74,6 @@ void ForkLoop(const char* name, int n) {
   Report(name, t);
 }
 
-OpenedDevice OpenDevice(const char* name) {
-  const char* failed = nullptr;
-  OpenedDevice r = OpenDeviceAndPd(name, &failed);
-  if (r.pd == nullptr) Die(failed);
-  return r;
-}
-
 void* PageAligned(size_t len) {
   void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) Die("mmap");
@@ -103,14 +96,14 @@ int main(int argc, char** argv) {
     PageAligned(256u << 20);
     ForkLoop("fork-256m", atoi(argv[2]));
   } else if (mode == "fork-rdma" && argc >= 4) {
-    OpenedDevice r = OpenDevice(argv[3]);
+    OpenedDevice r = OpenDeviceAndPd(argv[3], Die);
     void* buf = PageAligned(4u << 20);
     if (!ibv_reg_mr(r.pd, buf, 4u << 20, IBV_ACCESS_LOCAL_WRITE)) Die("ibv_reg_mr");
     ForkLoop("fork-rdma", atoi(argv[2]));
   } else if (mode == "reg" && argc >= 5) {
     size_t len = strtoull(argv[2], nullptr, 10);
     int n = atoi(argv[3]);
-    OpenedDevice r = OpenDevice(argv[4]);
+    OpenedDevice r = OpenDeviceAndPd(argv[4], Die);
     void* buf = PageAligned(len);
     std::vector<long long> t;
     for (int i = 0; i < n; ++i) {

@@ -4,12 +4,12 @@
 
 namespace forkguard::rdma {
 
-OpenedDevice OpenDeviceAndPd(const char* name, const char** failed) {
+OpenedDevice OpenDeviceAndPd(const char* name, void (*die)(const char* what)) {
   OpenedDevice r;
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   if (list == nullptr) {
-    *failed = "ibv_get_device_list";
+    die("ibv_get_device_list");
     return r;
   }
   for (int i = 0; i < n && r.ctx == nullptr; ++i) {
@@ -19,11 +19,11 @@ OpenedDevice OpenDeviceAndPd(const char* name, const char** failed) {
   }
   ibv_free_device_list(list);
   if (r.ctx == nullptr) {
-    *failed = "ibv_open_device (no such device?)";
+    die("ibv_open_device (no such device?)");
     return r;
   }
   r.pd = ibv_alloc_pd(r.ctx);
-  if (r.pd == nullptr) *failed = "ibv_alloc_pd";
+  if (r.pd == nullptr) die("ibv_alloc_pd");
   return r;
 }
 

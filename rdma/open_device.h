@@ -13,7 +13,8 @@ struct OpenedDevice {
 };
 
 // Opens the device `name` (the first one when name is null) and allocates a protection
-// domain on it. On failure pd is null and *failed names what failed.
-OpenedDevice OpenDeviceAndPd(const char* name, const char** failed);
+// domain on it. On failure calls die(the call that failed, errno set) and, should die return,
+// returns what it has (pd null).
+OpenedDevice OpenDeviceAndPd(const char* name, void (*die)(const char* what));
 
 }  // namespace forkguard::rdma

@@ -51,12 +51,9 @@ struct ForkRecord {
   pid_t child;
 };
 
-// `dev` "-": the first device.
+// The device `dev` ("-": the first one) and a protection domain on it.
 OpenedDevice Open(const char* dev) {
-  const char* failed = nullptr;
-  OpenedDevice r = OpenDeviceAndPd(strcmp(dev, "-") == 0 ? nullptr : dev, &failed);
-  if (r.pd == nullptr) Die(failed);
-  return r;
+  return OpenDeviceAndPd(strcmp(dev, "-") == 0 ? nullptr : dev, Die);
 }
 
 void* Pages(size_t len) {
