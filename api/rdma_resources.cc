@@ -5,7 +5,6 @@
 #include <linux/netlink.h>
 #include <rdma/rdma_netlink.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +13,7 @@
 #include <functional>
 #include <iterator>
 
+#include "facts/rdma_netlink.h"
 #include "names/name_table.h"
 
 namespace forkguard::api {
@@ -64,12 +64,7 @@ std::string Str(const char* p, int n) { return std::string(p, strnlen(p, static_
 
 class NetlinkSocket {
  public:
-  NetlinkSocket() {
-    fd_ = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
-    if (fd_ < 0) return;
-    timeval tv{2, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  }
+  NetlinkSocket() : fd_(facts::OpenRdmaNetlink(2)) {}
   ~NetlinkSocket() {
     if (fd_ >= 0) close(fd_);
   }
@@ -78,28 +73,7 @@ class NetlinkSocket {
   // Sends one dump request (with a device index attribute when dev >= 0) and calls
   // on_msg(payload, len) for every reply message. Returns 0 or a positive errno.
   int Dump(int cmd, int dev, const std::function<void(const char*, int)>& on_msg) {
-    struct {
-      nlmsghdr hdr;
-      char attrs[16];
-    } req{};
-    req.hdr.nlmsg_len = NLMSG_LENGTH(0);
-    req.hdr.nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd);
-    req.hdr.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-    req.hdr.nlmsg_seq = ++seq_;
-    if (dev >= 0) {
-      auto* a = reinterpret_cast<nlattr*>(req.attrs);
-      a->nla_type = RDMA_NLDEV_ATTR_DEV_INDEX;
-      a->nla_len = NLA_HDRLEN + 4;
-      uint32_t v = static_cast<uint32_t>(dev);
-      memcpy(req.attrs + NLA_HDRLEN, &v, 4);
-      req.hdr.nlmsg_len += NLA_ALIGN(a->nla_len);
-    }
-    sockaddr_nl addr{};
-    addr.nl_family = AF_NETLINK;
-    if (sendto(fd_, &req, req.hdr.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) <
-        0) {
-      return errno;
-    }
+    if (int err = facts::SendRdmaNetlinkRequest(fd_, cmd, NLM_F_DUMP, ++seq_, dev)) return err;
     std::vector<char> buf(64 * 1024);
     for (;;) {
       ssize_t n = recv(fd_, buf.data(), buf.size(), 0);

@@ -34,7 +34,12 @@
 
 extern char** environ;
 
+#include "rdma/open_device.h"
+
 namespace {
+
+using forkguard::rdma::OpenDeviceAndPd;
+using forkguard::rdma::OpenedDevice;
 
 long long NowNs() {
   timespec ts;
@@ -69,25 +74,6 @@ void ForkLoop(const char* name, int n) {
   Report(name, t);
 }
 
-struct Rdma {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-};
-
-Rdma OpenDevice(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list) Die("ibv_get_device_list");
-  Rdma r;
-  for (int i = 0; i < n && !r.ctx; ++i)
-    if (!name || !strcmp(name, ibv_get_device_name(list[i]))) r.ctx = ibv_open_device(list[i]);
-  ibv_free_device_list(list);
-  if (!r.ctx) Die("ibv_open_device (no such device?)");
-  r.pd = ibv_alloc_pd(r.ctx);
-  if (!r.pd) Die("ibv_alloc_pd");
-  return r;
-}
-
 void* PageAligned(size_t len) {
   void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) Die("mmap");
@@ -110,14 +96,14 @@ int main(int argc, char** argv) {
     PageAligned(256u << 20);
     ForkLoop("fork-256m", atoi(argv[2]));
   } else if (mode == "fork-rdma" && argc >= 4) {
-    Rdma r = OpenDevice(argv[3]);
+    OpenedDevice r = OpenDeviceAndPd(argv[3], Die);
     void* buf = PageAligned(4u << 20);
     if (!ibv_reg_mr(r.pd, buf, 4u << 20, IBV_ACCESS_LOCAL_WRITE)) Die("ibv_reg_mr");
     ForkLoop("fork-rdma", atoi(argv[2]));
   } else if (mode == "reg" && argc >= 5) {
     size_t len = strtoull(argv[2], nullptr, 10);
     int n = atoi(argv[3]);
-    Rdma r = OpenDevice(argv[4]);
+    OpenedDevice r = OpenDeviceAndPd(argv[4], Die);
     void* buf = PageAligned(len);
     std::vector<long long> t;
     for (int i = 0; i < n; ++i) {

@@ -614,8 +614,7 @@ std::string DoctorHelp() {
 }
 
 int DoctorMain(int argc, char** argv, const char* argv0) {
-  if (flags::Options::Parse(argc, argv, DoctorFlags()).Has("help")) {
-    fputs(DoctorHelp().c_str(), stdout);
+  if (flags::PrintHelpIfAsked(flags::Options::Parse(argc, argv, DoctorFlags()), DoctorHelp)) {
     return kExitOk;
   }
   std::vector<Check> checks;

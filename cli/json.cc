@@ -89,6 +89,20 @@ void Write(const Json& v, int indent, int level, std::string* out) {
     out->push_back('\n');
     out->append(static_cast<size_t>(indent * lvl), ' ');
   };
+  // An array's or an object's items between `open` and `close`, comma separated, each on a
+  // line of its own when indenting ("[]", "{}" when empty).
+  auto items_in = [&](char open, char close, const auto& items, const auto& write_item) {
+    out->push_back(open);
+    bool first = true;
+    for (const auto& item : items) {
+      if (!first) out->push_back(',');
+      first = false;
+      newline(level + 1);
+      write_item(item);
+    }
+    if (!items.empty()) newline(level);
+    out->push_back(close);
+  };
   switch (v.type()) {
     case Json::value_t::null:
     case Json::value_t::discarded:
@@ -118,44 +132,17 @@ void Write(const Json& v, int indent, int level, std::string* out) {
     case Json::value_t::string:
       AppendQuoted(v.get_ref<const std::string&>(), out);
       break;
-    case Json::value_t::array: {
-      const auto& items = v.get_ref<const Json::array_t&>();
-      if (items.empty()) {
-        out->append("[]");
-        break;
-      }
-      out->push_back('[');
-      bool first = true;
-      for (const Json& item : items) {
-        if (!first) out->push_back(',');
-        first = false;
-        newline(level + 1);
-        Write(item, indent, level + 1, out);
-      }
-      newline(level);
-      out->push_back(']');
+    case Json::value_t::array:
+      items_in('[', ']', v.get_ref<const Json::array_t&>(),
+               [&](const Json& item) { Write(item, indent, level + 1, out); });
       break;
-    }
-    case Json::value_t::object: {
-      const auto& members = v.get_ref<const Json::object_t&>();
-      if (members.empty()) {
-        out->append("{}");
-        break;
-      }
-      out->push_back('{');
-      bool first = true;
-      for (const auto& [k, item] : members) {
-        if (!first) out->push_back(',');
-        first = false;
-        newline(level + 1);
-        AppendQuoted(k, out);
+    case Json::value_t::object:
+      items_in('{', '}', v.get_ref<const Json::object_t&>(), [&](const auto& member) {
+        AppendQuoted(member.first, out);
         out->append(indent < 0 ? ":" : ": ");
-        Write(item, indent, level + 1, out);
-      }
-      newline(level);
-      out->push_back('}');
+        Write(member.second, indent, level + 1, out);
+      });
       break;
-    }
   }
 }
 

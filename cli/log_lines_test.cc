@@ -3,6 +3,8 @@
 // still reported; nothing crashes. Schemas, bounds on numbers, the /2 module and stack tables.
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/event_log.h"
 #include "cli/testdata/log_checks.h"
@@ -118,6 +120,16 @@ TEST(LogParserV2, BadInputIsNotedTheRestKept) {
   EXPECT_EQ(f.verdict, "hazard");
 }
 
+// Each line of `refused` (its ":N" and note) skipped with that note, and the process's one good
+// fork reported and its report rendered.
+void ExpectRefusedAndTheGoodForkReported(
+    const LogSet& l, const std::vector<std::pair<const char*, const char*>>& refused) {
+  for (const auto& [line, note] : refused) EXPECT_TRUE(HasNote(l, line, note)) << line;
+  ASSERT_EQ(l.processes.size(), 1u);
+  EXPECT_EQ(l.processes[0].forks, 1);
+  EXPECT_FALSE(FormatsOf(l).empty());
+}
+
 // Every field is hostile: numbers a kernel or a shim cannot give are refused with a note
 // naming the line, and the rest of the file is reported.
 TEST(HostileLog, ForkTimestampsAtTheInt64ExtremesAreRefused) {
@@ -131,11 +143,8 @@ TEST(HostileLog, ForkTimestampsAtTheInt64ExtremesAreRefused) {
       R"({"schema":"forkguard.event/1","event":"fork","pid":7,"ts_ns":5000,"verdict":"hazard"})"
       "\n",
       &l);
-  EXPECT_TRUE(HasNote(l, ":1", "a timestamp out of range, skipped"));
-  EXPECT_TRUE(HasNote(l, ":2", "a timestamp out of range, skipped"));
-  ASSERT_EQ(l.processes.size(), 1u);
-  EXPECT_EQ(l.processes[0].forks, 1);  // the good line is reported
-  EXPECT_FALSE(FormatsOf(l).empty());
+  ExpectRefusedAndTheGoodForkReported(l, {{":1", "a timestamp out of range, skipped"},
+                                          {":2", "a timestamp out of range, skipped"}});
 }
 
 TEST(HostileLog, V2StartPlusTsThatOverflowsIsRefused) {
@@ -151,11 +160,8 @@ TEST(HostileLog, V2StartPlusTsThatOverflowsIsRefused) {
       R"({"event":"fork","ts":7,"verdict":"hazard"})"
       "\n",
       &l);
-  EXPECT_TRUE(HasNote(l, ":2", "a timestamp out of range, skipped"));
-  EXPECT_TRUE(HasNote(l, ":3", "a timestamp out of range, skipped"));
-  ASSERT_EQ(l.processes.size(), 1u);
-  EXPECT_EQ(l.processes[0].forks, 1);
-  EXPECT_FALSE(FormatsOf(l).empty());
+  ExpectRefusedAndTheGoodForkReported(l, {{":2", "a timestamp out of range, skipped"},
+                                          {":3", "a timestamp out of range, skipped"}});
 
   LogSet h;  // a header whose start is out of range: its lines are not the process's
   ParseLogText("forkguard.h.6.1.jsonl",
@@ -183,13 +189,10 @@ TEST(HostileLog, PidsCountsAndRanksOutOfRangeAreRefused) {
       R"({"schema":"forkguard.event/1","event":"fork","pid":9,"ts_ns":6,"verdict":"clean"})"
       "\n",
       &l);
-  EXPECT_TRUE(HasNote(l, ":1", "no valid \"pid\""));
-  EXPECT_TRUE(HasNote(l, ":2", "a number out of range, skipped"));
-  EXPECT_TRUE(HasNote(l, ":3", "a number out of range, skipped"));
-  EXPECT_TRUE(HasNote(l, ":4", "a number out of range, skipped"));
-  ASSERT_EQ(l.processes.size(), 1u);
-  EXPECT_EQ(l.processes[0].forks, 1);
-  EXPECT_FALSE(FormatsOf(l).empty());
+  ExpectRefusedAndTheGoodForkReported(l, {{":1", "no valid \"pid\""},
+                                          {":2", "a number out of range, skipped"},
+                                          {":3", "a number out of range, skipped"},
+                                          {":4", "a number out of range, skipped"}});
 }
 
 }  // namespace

@@ -163,10 +163,7 @@ std::string ProbeHelp() {
 
 int ProbeMain(int argc, char** argv) {
   flags::Options a = flags::Options::Parse(argc, argv, ProbeFlags());
-  if (a.Has("help")) {
-    fputs(ProbeHelp().c_str(), stdout);
-    return kExitOk;
-  }
+  if (flags::PrintHelpIfAsked(a, ProbeHelp)) return kExitOk;
   ProbeOutcome o;
   char path[1200];
   if (facts::PinProbeCachePath(path, sizeof(path))) o.user_cache = path;

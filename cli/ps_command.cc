@@ -269,10 +269,7 @@ std::string FormatJson(const api::Census& c, const std::optional<WatchState>& w,
 
 int PsMain(int argc, char** argv) {
   flags::Options a = flags::Options::Parse(argc, argv, PsFlags());
-  if (a.Has("help")) {
-    fputs(PsHelp().c_str(), stdout);
-    return kExitOk;
-  }
+  if (flags::PrintHelpIfAsked(a, PsHelp)) return kExitOk;
   std::string format = a.Str("format");
   if (format != "text" && format != "json") {
     throw flags::UsageError("--format: expected text or json, not '" + format + "'");

@@ -9,52 +9,36 @@
 #include <string>
 #include <vector>
 
+#include "formats/suppressions_testing.h"
+
 namespace forkguard::cli {
 namespace {
 
-struct Parsed {
-  std::unique_ptr<SuppressionSet> set = std::make_unique<SuppressionSet>();
-  std::vector<std::string> errors;
-  int bad = 0;
-};
-
-Parsed Parse(const std::string& text) {
-  Parsed p;
-  p.bad = ParseSuppressions(
-      text.data(), text.size(), p.set.get(),
-      [](int line, const char* what, void* ctx) {
-        static_cast<Parsed*>(ctx)->errors.push_back(std::to_string(line) + ": " + what);
-      },
-      &p);
-  return p;
+// A hazardous site of one fork whose stack is the one frame `top`.
+ForkGroup OneFrameGroup(const std::string& site, const std::string& reason, const Frame& top) {
+  ForkGroup g;
+  g.site = site;
+  g.verdict = "hazard";
+  g.reasons[reason] = 1;
+  g.count = 1;
+  g.stack.push_back(top);
+  return g;
 }
 
 ForkGroup PythonGroup(const std::string& func, const std::string& file) {
-  ForkGroup g;
-  g.site = "1";
-  g.verdict = "hazard";
-  g.reasons["child-segv"] = 1;
-  g.count = 1;
   Frame f;
   f.python = true;
   f.py_func = func;
   f.py_file = "/home/u/" + file;
   f.py_line = 3;
-  g.stack.push_back(f);
-  return g;
+  return OneFrameGroup("1", "child-segv", f);
 }
 
 ForkGroup NativeGroup(const std::string& sym, const std::string& obj) {
-  ForkGroup g;
-  g.site = "2";
-  g.verdict = "hazard";
-  g.reasons["inherited-rdma"] = 1;
-  g.count = 1;
   Frame f;
   f.obj = "/opt/" + obj;
   f.sym = sym;
-  g.stack.push_back(f);
-  return g;
+  return OneFrameGroup("2", "inherited-rdma", f);
 }
 
 const std::string kHostile[] = {
@@ -90,8 +74,8 @@ TEST(EmitSuppressions, HostileNamesRoundTripThroughTheParser) {
     r.hazard_groups.push_back(NativeGroup("start", name));
   }
   std::string text = EmitSuppressions(r);
-  Parsed p = Parse(text);
-  ASSERT_EQ(p.bad, 0) << p.errors[0] << "\n" << text;
+  ParsedSuppressions p = ParseSuppressionText(text);
+  ASSERT_EQ(p.bad, 0) << p.errors[0].first << ": " << p.errors[0].second << "\n" << text;
   ASSERT_EQ(p.set->count, static_cast<int>(r.hazard_groups.size())) << text;
   int i = 0;
   for (const std::string& name : kHostile) {
@@ -151,8 +135,8 @@ TEST(EmitSuppressions, GlobCharactersInANameCannotMakeACatchAll) {
   r.hazard_groups[1].reasons["child-segv"] = 1;
   r.hazard_groups[1].reasons["no-such-kind\nkind=*"] = 1;
   std::string text = EmitSuppressions(r);
-  Parsed p = Parse(text);
-  ASSERT_EQ(p.bad, 0) << p.errors[0] << "\n" << text;
+  ParsedSuppressions p = ParseSuppressionText(text);
+  ASSERT_EQ(p.bad, 0) << p.errors[0].first << ": " << p.errors[0].second << "\n" << text;
   ASSERT_EQ(p.set->count, 3) << text;
   EXPECT_STREQ(p.set->entries[0].frames[0].pattern, "?");
   EXPECT_STREQ(p.set->entries[0].frames[1].pattern, "?");

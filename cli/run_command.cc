@@ -479,10 +479,7 @@ int Run(int argc, char** argv, const char* argv0) {
   // Options up to the first non-option or "--"; the rest is CMD and its arguments.
   flags::Options opts =
       flags::Options::Parse(argc, argv, RunFlags(), flags::Positionals::kAfterOptions);
-  if (opts.Has("help")) {
-    fputs(RunHelp().c_str(), stdout);
-    return kExitOk;
-  }
+  if (flags::PrintHelpIfAsked(opts, RunHelp)) return kExitOk;
   RunOptions o = ParseRunArgs(opts);
 
   ShimLocation shim = LocateShim(argv0);

@@ -402,10 +402,7 @@ void StopWatching(const WatchOptions& o, watch_bpf* skel, ring_buffer* rb, Watch
 
 int WatchMain(int argc, char** argv) {
   flags::Options a = flags::Options::Parse(argc, argv, WatchFlags());
-  if (a.Has("help")) {
-    fputs(WatchHelp().c_str(), stdout);
-    return kExitOk;
-  }
+  if (flags::PrintHelpIfAsked(a, WatchHelp)) return kExitOk;
   if (a.Has("unpin")) return UnpinMain();
   const WatchOptions o = ParseWatchOptions(a);
   if (geteuid() != 0) throw flags::UsageError("forkguard watch loads BPF programs: run it as root");

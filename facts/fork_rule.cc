@@ -88,6 +88,17 @@ const char* ForkEffectName(ForkEffect e) { return NameOf(kEffectNames, e, "unkno
 
 const char* BasisName(Basis b) { return NameOf(kBasisNames, b, "unknown-kernel"); }
 
+namespace {
+
+// `v` with the rule's answer: the effect of a fork on the range, and what it rests on.
+RangeVerdict Decided(RangeVerdict v, ForkEffect effect, Basis basis) {
+  v.effect = effect;
+  v.basis = basis;
+  return v;
+}
+
+}  // namespace
+
 RangeVerdict DecideRange(const MachineFacts& m, const RangeFacts& r) {
   RangeVerdict v;
   // MADV_DONTFORK first: the child gets no mapping there, whatever the kernel does with
@@ -98,32 +109,16 @@ RangeVerdict DecideRange(const MachineFacts& m, const RangeFacts& r) {
     dc = RegistrationMarksDontfork(m);
     predicted = true;
   }
-  if (dc == Tri::kYes) {
-    v.effect = ForkEffect::kChildSegv;
-    v.basis = predicted ? Basis::kDontforkPredicted : Basis::kDontfork;
-    return v;
-  }
-  if (dc == Tri::kUnknown) {
-    v.effect = ForkEffect::kUnknown;
-    v.basis = Basis::kUnknownRdmaCore;
-    return v;
-  }
+  if (dc == Tri::kYes)
+    return Decided(v, ForkEffect::kChildSegv,
+                   predicted ? Basis::kDontforkPredicted : Basis::kDontfork);
+  if (dc == Tri::kUnknown) return Decided(v, ForkEffect::kUnknown, Basis::kUnknownRdmaCore);
   // A shared mapping is shared with the child, never copied: the pinned page stays the one
   // both processes write.
-  if (r.kind == MemoryKind::kShared) {
-    v.effect = ForkEffect::kNothing;
-    v.basis = Basis::kShared;
-    return v;
-  }
+  if (r.kind == MemoryKind::kShared) return Decided(v, ForkEffect::kNothing, Basis::kShared);
   if (r.kind == MemoryKind::kUnknown) {
-    if (m.reported_cof == Tri::kYes) {
-      v.effect = ForkEffect::kNothing;
-      v.basis = Basis::kReportedCof;
-    } else {
-      v.effect = ForkEffect::kUnknown;
-      v.basis = Basis::kUnknownKind;
-    }
-    return v;
+    if (m.reported_cof == Tri::kYes) return Decided(v, ForkEffect::kNothing, Basis::kReportedCof);
+    return Decided(v, ForkEffect::kUnknown, Basis::kUnknownKind);
   }
   // A private file mapping's pages that fork could share copy-on-write are its anonymous
   // copies (a page-cache page is never copied for the child): the anonymous answer holds.
@@ -131,30 +126,15 @@ RangeVerdict DecideRange(const MachineFacts& m, const RangeFacts& r) {
   v.probed_as = probed;
   int k = static_cast<int>(probed);
   // Measured first: the kernel's behaviour, not its version or its report.
-  if (m.probe.fate[k] == PinFate::kIntact) {
-    v.effect = ForkEffect::kNothing;
-    v.basis = Basis::kProbeIntact;
-    return v;
-  }
-  if (m.probe.fate[k] == PinFate::kStale) {
-    v.effect = ForkEffect::kParentCorruption;
-    v.basis = Basis::kProbeStale;
-    return v;
-  }
-  if (m.reported_cof == Tri::kYes) {
-    v.effect = ForkEffect::kNothing;
-    v.basis = Basis::kReportedCof;
-    return v;
-  }
-  if (m.reported_cof == Tri::kNo) {
-    v.effect = ForkEffect::kParentCorruption;
-    v.basis = Basis::kReportedNoCof;
-    return v;
-  }
-  v.effect = ForkEffect::kUnknown;
-  v.basis = Basis::kUnknownKernel;
+  if (m.probe.fate[k] == PinFate::kIntact)
+    return Decided(v, ForkEffect::kNothing, Basis::kProbeIntact);
+  if (m.probe.fate[k] == PinFate::kStale)
+    return Decided(v, ForkEffect::kParentCorruption, Basis::kProbeStale);
+  if (m.reported_cof == Tri::kYes) return Decided(v, ForkEffect::kNothing, Basis::kReportedCof);
+  if (m.reported_cof == Tri::kNo)
+    return Decided(v, ForkEffect::kParentCorruption, Basis::kReportedNoCof);
   v.why = m.probe.why[k] == ProbeWhy::kNone ? ProbeWhy::kNotProbed : m.probe.why[k];
-  return v;
+  return Decided(v, ForkEffect::kUnknown, Basis::kUnknownKernel);
 }
 
 const char* BasisText(const RangeVerdict& v, char* buf, unsigned long cap) {

@@ -6,12 +6,13 @@
 #include <rdma/rdma_netlink.h>
 #include <stdlib.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <climits>
 #include <cstring>
 #include <initializer_list>
+
+#include "facts/rdma_netlink.h"
 
 namespace forkguard::facts {
 namespace {
@@ -70,25 +71,12 @@ bool ForEachLine(const char* path, F&& line) {
 Tri ReportedCopyOnFork(const char** why) {
   const char* dummy = nullptr;
   if (why == nullptr) why = &dummy;
-  int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
+  int fd = OpenRdmaNetlink(1);
   if (fd < 0) {
     *why = "no RDMA netlink (ib_core not loaded)";
     return Tri::kUnknown;
   }
-  timeval tv{1, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_nl addr{};
-  addr.nl_family = AF_NETLINK;
-  struct {
-    nlmsghdr hdr;
-    char pad[16];
-  } req{};
-  req.hdr.nlmsg_len = NLMSG_LENGTH(0);
-  req.hdr.nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_SYS_GET);
-  req.hdr.nlmsg_flags = NLM_F_REQUEST;
-  req.hdr.nlmsg_seq = 1;
-  if (sendto(fd, &req, req.hdr.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) <
-      0) {
+  if (SendRdmaNetlinkRequest(fd, RDMA_NLDEV_CMD_SYS_GET, 0, 1) != 0) {
     close(fd);
     *why = "RDMA netlink did not take the request";
     return Tri::kUnknown;

@@ -207,6 +207,12 @@ uint64_t ParseSize(const std::string& s) {
   return v * mul;
 }
 
+bool PrintHelpIfAsked(const Options& o, const std::function<std::string()>& help) {
+  if (!o.Has("help")) return false;
+  fputs(help().c_str(), stdout);
+  return true;
+}
+
 int ReportUsageError(const std::string& program, const std::exception& e) {
   fprintf(stderr, "%s: %s (see %s --help)\n", program.c_str(), e.what(), program.c_str());
   return 2;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -92,6 +93,10 @@ class Options {
   std::vector<std::pair<std::string, std::string>> given_;
   std::vector<std::string> positionals_;
 };
+
+// A command's --help: when `o` has it, prints help() on standard output and returns true (the
+// command then exits 0); false otherwise, without calling help().
+bool PrintHelpIfAsked(const Options& o, const std::function<std::string()>& help);
 
 // "4096", "4K" / "4KiB" / "4k", "1M", "2G" (powers of 1024); throws UsageError otherwise.
 uint64_t ParseSize(const std::string& s);

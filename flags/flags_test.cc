@@ -139,6 +139,18 @@ TEST(Flags, OneErrorLineExitStatusTwo) {
             "tool run: unknown option --x (see tool run --help)\n");
 }
 
+TEST(Flags, HelpIsMadeAndPrintedOnlyWhenAsked) {
+  int made = 0;
+  auto help = [&made] {
+    ++made;
+    return std::string();
+  };
+  EXPECT_FALSE(forkguard::flags::PrintHelpIfAsked(Parse({"--workers", "1"}), help));
+  EXPECT_EQ(made, 0);
+  EXPECT_TRUE(forkguard::flags::PrintHelpIfAsked(Parse({"--check", "-h"}), help));
+  EXPECT_EQ(made, 1);
+}
+
 TEST(Flags, ColumnHelpListsEveryRowWithItsDefault) {
   EXPECT_EQ(ColumnHelp(kOpts, 2, 16),
             "  --workers N   worker processes (default 2)\n"

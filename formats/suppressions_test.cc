@@ -9,30 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "formats/suppressions_testing.h"
+
 namespace forkguard {
 namespace {
-
-struct Parsed {
-  std::unique_ptr<SuppressionSet> set = std::make_unique<SuppressionSet>();
-  std::vector<std::pair<int, std::string>> errors;
-  int bad = 0;
-};
-
-Parsed Parse(const std::string& text) {
-  Parsed p;
-  p.bad = ParseSuppressions(
-      text.data(), text.size(), p.set.get(),
-      [](int line, const char* what, void* ctx) {
-        static_cast<Parsed*>(ctx)->errors.emplace_back(line, what);
-      },
-      &p);
-  return p;
-}
 
 constexpr unsigned kSegv = 1, kCorrupt = 2, kInherited = 4;
 
 TEST(SuppressionsTest, ParsesEntriesCommentsAndQuotes) {
-  Parsed p = Parse(
+  ParsedSuppressions p = ParseSuppressionText(
       "# known sites\n"
       "\n"
       "kind=child-segv,inherited-rdma frame=func:build_loader   # the loader\n"
@@ -55,7 +40,7 @@ TEST(SuppressionsTest, ParsesEntriesCommentsAndQuotes) {
   EXPECT_STREQ(c.text,
                "kind=inherited-rdma frame=\"file:my dir/train.py:88\" frame=\"func:a \\\"b\\\"\"");
   // The canonical text reads back to the same entry.
-  Parsed again = Parse(std::string(c.text) + "\n");
+  ParsedSuppressions again = ParseSuppressionText(std::string(c.text) + "\n");
   ASSERT_EQ(again.set->count, 1);
   EXPECT_STREQ(again.set->entries[0].text, c.text);
 }
@@ -90,7 +75,8 @@ TEST(SuppressionsTest, BadLinesGetOneLineErrorsNamingTheLineAndTheKeys) {
       {"kind=child-segv frame=func:" + std::string(400, 'a'), "value too long"},
   };
   for (const Case& c : cases) {
-    Parsed p = Parse("# header\nkind=* frame=func:good\n" + c.line + "\nkind=* frame=lib:x\n");
+    ParsedSuppressions p = ParseSuppressionText("# header\nkind=* frame=func:good\n" + c.line +
+                                                "\nkind=* frame=lib:x\n");
     ASSERT_EQ(p.errors.size(), 1u) << c.line;
     EXPECT_EQ(p.bad, 1);
     EXPECT_EQ(p.errors[0].first, 3) << c.line;
@@ -109,7 +95,8 @@ TEST(SuppressionsTest, BadLinesGetOneLineErrorsNamingTheLineAndTheKeys) {
 // the pattern's field (which left the entry matching nothing, silently).
 TEST(SuppressionsTest, LongestPatternsAreKeptAndLongerOnesAreBadLines) {
   std::string longest(239, 'f');
-  Parsed p = Parse("kind=* frame=func:" + longest + " frame=\"file:" + longest + ":7\"\n");
+  ParsedSuppressions p =
+      ParseSuppressionText("kind=* frame=func:" + longest + " frame=\"file:" + longest + ":7\"\n");
   ASSERT_EQ(p.bad, 0) << p.errors[0].second;
   ASSERT_EQ(p.set->count, 1);
   EXPECT_EQ(p.set->entries[0].frames[0].pattern, longest);
@@ -117,7 +104,8 @@ TEST(SuppressionsTest, LongestPatternsAreKeptAndLongerOnesAreBadLines) {
   EXPECT_EQ(p.set->entries[0].frames[1].line, 7);
   for (size_t len : {240u, 250u, 266u, 271u}) {
     std::string name(len, 'g');
-    Parsed q = Parse("kind=* frame=lib:x\nkind=* frame=func:" + name + " program=p\n");
+    ParsedSuppressions q =
+        ParseSuppressionText("kind=* frame=lib:x\nkind=* frame=func:" + name + " program=p\n");
     ASSERT_EQ(q.errors.size(), 1u) << len;
     EXPECT_EQ(q.errors[0].first, 2) << len;
     EXPECT_NE(q.errors[0].second.find("too long"), std::string::npos) << q.errors[0].second;
@@ -128,7 +116,7 @@ TEST(SuppressionsTest, LongestPatternsAreKeptAndLongerOnesAreBadLines) {
 // Inside quotes: \" \\ \n \r \t \xNN; the canonical text writes every control character
 // escaped, and reads back to the same entry.
 TEST(SuppressionsTest, EscapesInQuotesRoundTrip) {
-  Parsed p = Parse(
+  ParsedSuppressions p = ParseSuppressionText(
       "kind=* frame=\"func:a\\nb\\rc\\td\\x01e\\x7Ff\\\"g\\\\h\" "
       "program=\"p#q r\"\n");
   ASSERT_EQ(p.bad, 0) << p.errors[0].second;
@@ -141,11 +129,11 @@ TEST(SuppressionsTest, EscapesInQuotesRoundTrip) {
   EXPECT_STREQ(e.program, "p#q r");
   EXPECT_STREQ(e.text,
                "kind=* frame=\"func:a\\nb\\rc\\td\\x01e\\x7ff\\\"g\\\\h\" program=\"p#q r\"");
-  Parsed again = Parse(std::string(e.text) + "\n");
+  ParsedSuppressions again = ParseSuppressionText(std::string(e.text) + "\n");
   ASSERT_EQ(again.bad, 0);
   EXPECT_STREQ(again.set->entries[0].frames[0].pattern, e.frames[0].pattern);
   // A control character written bare is kept, and quoted in the canonical text.
-  Parsed bare = Parse("kind=* frame=func:a\x1b[31m\n");
+  ParsedSuppressions bare = ParseSuppressionText("kind=* frame=func:a\x1b[31m\n");
   ASSERT_EQ(bare.bad, 0);
   EXPECT_STREQ(bare.set->entries[0].frames[0].pattern, "a\x1b[31m");
   EXPECT_STREQ(bare.set->entries[0].text, "kind=* frame=\"func:a\\x1b[31m\"");
@@ -172,7 +160,8 @@ TEST(SuppressionsTest, QuotedValuesReadBackExactly) {
     char out[1024];
     ASSERT_TRUE(QuoteSuppressionValue(v.c_str(), out, sizeof out)) << v;
     EXPECT_EQ(strchr(out, '\n'), nullptr) << out;
-    Parsed p = Parse(std::string("kind=* frame=func:x program=") + out + "\n");
+    ParsedSuppressions p =
+        ParseSuppressionText(std::string("kind=* frame=func:x program=") + out + "\n");
     ASSERT_EQ(p.bad, 0) << v << " -> " << out << ": " << p.errors[0].second;
     EXPECT_EQ(std::string(p.set->entries[0].program), v) << out;
   }
@@ -184,10 +173,10 @@ TEST(SuppressionsTest, QuotedValuesReadBackExactly) {
   ASSERT_TRUE(QuoteSuppressionValue(("func:" + ctl).c_str(), q, sizeof q));
   std::string line = "kind=* ";
   for (int i = 0; i < 4; ++i) line += std::string(" frame=") + q;
-  Parsed p = Parse(line + " rank=100000000-999999999,1,2,3,4,5,6,7\n");
+  ParsedSuppressions p = ParseSuppressionText(line + " rank=100000000-999999999,1,2,3,4,5,6,7\n");
   ASSERT_EQ(p.bad, 0) << p.errors[0].second;
   EXPECT_EQ(p.set->entries[0].frame_count, 4);
-  Parsed again = Parse(std::string(p.set->entries[0].text) + "\n");
+  ParsedSuppressions again = ParseSuppressionText(std::string(p.set->entries[0].text) + "\n");
   ASSERT_EQ(again.bad, 0) << again.errors[0].second;
   EXPECT_STREQ(again.set->entries[0].text, p.set->entries[0].text);
 }
@@ -204,7 +193,7 @@ TEST(SuppressionsTest, GlobMatches) {
 }
 
 TEST(SuppressionsTest, MatchesKindsFramesProgramAndRank) {
-  Parsed p = Parse(
+  ParsedSuppressions p = ParseSuppressionText(
       "kind=child-segv,inherited-rdma frame=func:build_loader\n"
       "kind=inherited-rdma frame=file:train.py:88 program=python3* rank=0-1\n"
       "kind=* frame=lib:libmpi.so* frame=func:MPI_*\n"
@@ -251,7 +240,8 @@ TEST(SuppressionsTest, MatchesKindsFramesProgramAndRank) {
 }
 
 TEST(SuppressionsTest, PathPatterns) {
-  Parsed p = Parse("kind=* frame=file:data/loader.py\nkind=* frame=lib:/opt/x/*.so\n");
+  ParsedSuppressions p =
+      ParseSuppressionText("kind=* frame=file:data/loader.py\nkind=* frame=lib:/opt/x/*.so\n");
   ASSERT_EQ(p.bad, 0);
   SuppressionFrameFacts f{.file = "/usr/lib/python3/dist-packages/torch/utils/data/loader.py"};
   SuppressionQuery q{.kinds = kSegv, .frames = &f, .frame_count = 1};

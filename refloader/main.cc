@@ -64,10 +64,7 @@ int main(int argc, char** argv) {
     program += " " + cmd;
     // argv[1..] : the command's name is its argv[0].
     flags::Options opts = flags::Options::Parse(argc - 1, argv + 1, c->flags);
-    if (opts.Has("help")) {
-      fputs(Help(*c).c_str(), stdout);
-      return 0;
-    }
+    if (flags::PrintHelpIfAsked(opts, [c] { return Help(*c); })) return 0;
     return c->run(opts);
   } catch (const flags::UsageError& e) {
     return flags::ReportUsageError(program, e);

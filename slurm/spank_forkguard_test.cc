@@ -6,7 +6,6 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <pwd.h>
@@ -17,10 +16,11 @@ extern "C" {
 #include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "tests/support/runfiles.h"
 
 namespace {
 
@@ -384,17 +384,11 @@ std::string LocalStep(const std::string& dir, const char* cli_body) {
 
 // The names in a directory, dot files too, sorted, space separated.
 std::string Ls(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return "<missing>";
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  closedir(d);
-  std::sort(names.begin(), names.end());
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "<missing>";
   std::string out;
-  for (auto& n : names) out += (out.empty() ? "" : " ") + n;
+  for (const std::string& n : forkguard::test_support::DirNames(dir))
+    out += (out.empty() ? "" : " ") + n;
   return out;
 }
 

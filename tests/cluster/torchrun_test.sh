@@ -18,6 +18,14 @@ torchrun_args() { # rdzv-id port log-dir
 		--rdzv_backend c10d --rdzv_endpoint "$CLUSTER_MASTER:$2" --rdzv_id "$1" \
 		--log_dir "$3" "$JOB_PY"
 }
+launch() { # name what out-prefix command...: the command under a 300 s timeout (with the
+	# caller's variable assignments), its output in OUT-PREFIX.out and .err; $rc is its exit
+	local name=$1 what=$2 out=$3 t0=$SECONDS
+	shift 3
+	timeout 300 "$@" > "$out.out" 2> "$out.err"
+	rc=$?
+	echo "$ME: launch $name ($what) exit $rc in $((SECONDS - t0)) s"
+}
 rank_stderr() { # torch-log-dir local-rank
 	find "$1" -path "*/attempt_*/$2/stderr.log" 2>/dev/null | head -1
 }
@@ -25,12 +33,8 @@ export PYTHONDONTWRITEBYTECODE=1 RDMAV_FORK_SAFE= IBV_FORK_SAFE=
 
 # ---- A: forkguard run -- torchrun, right order then wrong order (warn) -------------
 LOGA=$WORK/fglog-orders; mkdir -p "$LOGA" "$WORK/torch-orders-$ME"
-t0=$SECONDS
-TORCH_JOB=orders timeout 300 "$FG" run --log "$LOGA" -- \
-	/usr/bin/python3 -m torch.distributed.run $(torchrun_args fg-orders 29500 "$WORK/torch-orders-$ME") \
-	> "$WORK/orders.$ME.out" 2> "$WORK/orders.$ME.err"
-rc=$?
-echo "$ME: launch A (forkguard run -- torchrun) exit $rc in $((SECONDS - t0)) s"
+TORCH_JOB=orders launch A "forkguard run -- torchrun" "$WORK/orders.$ME" "$FG" run --log "$LOGA" -- \
+	/usr/bin/python3 -m torch.distributed.run $(torchrun_args fg-orders 29500 "$WORK/torch-orders-$ME")
 check_eq "A: forkguard run -- torchrun exits 0 (warn mode: the job runs on)" 0 "$rc"
 for lr in 0 1; do
 	r=$((N * 2 + lr)); f=$(rank_stderr "$WORK/torch-orders-$ME" $lr)
@@ -50,12 +54,9 @@ cluster-barrier torch-b 300
 LOGB=$WORK/fglog-error; mkdir -p "$WORK/torch-error-$ME"
 # FORKGUARD_LOG templates (%j job id, %h host): the shim creates the directories.
 FGLOG_B="$LOGB/%j/%h"
-t0=$SECONDS
-LD_PRELOAD=$SHIM FORKGUARD_LOG=$FGLOG_B FORKGUARD_MODE=error TORCH_JOB=error timeout 300 \
-	/usr/bin/python3 -m torch.distributed.run $(torchrun_args fg-error 29501 "$WORK/torch-error-$ME") \
-	> "$WORK/error.$ME.out" 2> "$WORK/error.$ME.err"
-rc=$?
-echo "$ME: launch B (exported LD_PRELOAD, error mode) exit $rc in $((SECONDS - t0)) s"
+LD_PRELOAD=$SHIM FORKGUARD_LOG=$FGLOG_B FORKGUARD_MODE=error TORCH_JOB=error \
+	launch B "exported LD_PRELOAD, error mode" "$WORK/error.$ME" \
+	/usr/bin/python3 -m torch.distributed.run $(torchrun_args fg-error 29501 "$WORK/torch-error-$ME")
 check_eq "B: torchrun exits 0 (every rank saw its DataLoader fail as expected)" 0 "$rc"
 for lr in 0 1; do
 	r=$((N * 2 + lr)); f=$(rank_stderr "$WORK/torch-error-$ME" $lr)

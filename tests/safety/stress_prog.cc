@@ -30,7 +30,12 @@
 #include <thread>
 #include <vector>
 
+#include "rdma/open_device.h"
+
 namespace {
+
+using forkguard::rdma::OpenDeviceAndPd;
+using forkguard::rdma::OpenedDevice;
 
 constexpr int kForkThreads = 16;
 constexpr int kRegThreads = 4;
@@ -46,26 +51,9 @@ struct ForkRecord {
   pid_t child;
 };
 
-struct Rdma {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-};
-
-Rdma Open(const char* dev) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr || n == 0) Die("ibv_get_device_list (no device)");
-  Rdma r;
-  for (int i = 0; i < n && r.ctx == nullptr; ++i) {
-    if (strcmp(dev, "-") == 0 || strcmp(dev, ibv_get_device_name(list[i])) == 0) {
-      r.ctx = ibv_open_device(list[i]);
-    }
-  }
-  ibv_free_device_list(list);
-  if (r.ctx == nullptr) Die("ibv_open_device");
-  r.pd = ibv_alloc_pd(r.ctx);
-  if (r.pd == nullptr) Die("ibv_alloc_pd");
-  return r;
+// The device `dev` ("-": the first one) and a protection domain on it.
+OpenedDevice Open(const char* dev) {
+  return OpenDeviceAndPd(strcmp(dev, "-") == 0 ? nullptr : dev, Die);
 }
 
 void* Pages(size_t len) {
@@ -110,7 +98,7 @@ int Stress(int n, const char* dev) {
   std::vector<ForkRecord> clean, pinned, after;
   ForkPhase("clean", n, &clean);
 
-  Rdma r = Open(dev);
+  OpenedDevice r = Open(dev);
   constexpr size_t kPinnedLen = 64 * 1024;
   void* pinned_buf = Pages(kPinnedLen);
   ibv_mr* pinned_mr = ibv_reg_mr(r.pd, pinned_buf, kPinnedLen, IBV_ACCESS_LOCAL_WRITE);
@@ -163,7 +151,7 @@ int Spam(int threads, int iters, int pairs, const char* dev, const char* tally_p
     close(fd);
     tally = static_cast<std::atomic<uint64_t>*>(p);
   }
-  Rdma r = Open(dev);
+  OpenedDevice r = Open(dev);
   if (ibv_dealloc_pd(r.pd) != 0) Die("ibv_dealloc_pd");
   std::vector<std::thread> ts;
   for (int t = 0; t < threads; ++t) {
