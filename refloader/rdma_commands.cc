@@ -127,6 +127,62 @@ struct GeneratedData {
   }
 };
 
+// The data serve reads: --data, or (when not given) a dataset of --records fixed-size records
+// made in a temporary directory that `generated` removes at the end.
+std::string ServeData(const Options& a, GeneratedData* generated) {
+  std::string data = a.Str("data");
+  if (!data.empty()) return data;
+  const char* tmp = getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/refloader-serve.XXXXXX";
+  if (!mkdtemp(templ.data())) throw std::runtime_error("mkdtemp: " + std::string(strerror(errno)));
+  generated->dir = data = templ;
+  fl::DatasetSpec spec;
+  spec.dir = data;
+  spec.records = a.Size("records");
+  spec.size_dist = "fixed:" + a.Str("record-size");
+  fl::MakeDataset(spec);
+  return data;
+}
+
+// What serve streamed so far, for its last line (or its error).
+struct Streamed {
+  uint64_t batches = 0;
+  uint64_t bytes = 0;
+  uint64_t epochs = 0;
+  double start = 0;  // when the consumer had connected (Now())
+};
+
+// Streams `epochs` epochs of the loader's batches to the consumer that connects to `sender`,
+// each slot released when the consumer has verified its batch (never every slot in flight).
+// `done` counts as it goes: a loader or transport error leaves what was sent.
+void StreamEpochs(fl::Loader* loader, Sender* sender, const TransportOptions& to, uint64_t epochs,
+                  Streamed* done) {
+  sender->Accept(30000);
+  printf("serve: consumer connected; streaming %llu epoch(s) of %llu batches\n",
+         static_cast<unsigned long long>(epochs),
+         static_cast<unsigned long long>(loader->batches_per_epoch()));
+  fflush(stdout);
+  done->start = Now();
+  uint64_t in_flight = 0;
+  while (done->epochs < epochs) {
+    if (in_flight >= to.slots) sender->Flush();  // never hold every loader slot
+    fl::LoaderItem item = loader->Next();
+    if (item.kind == fl::LoaderItem::kEpochEnd) {
+      ++done->epochs;
+      continue;
+    }
+    fl::Batch b = item.batch;
+    ++in_flight;
+    sender->Send(b.data, b.bytes, TagOf(b.epoch, b.index), [loader, &in_flight, b] {
+      loader->Release(b);
+      --in_flight;
+    });
+    ++done->batches;
+    done->bytes += b.bytes;
+  }
+  sender->Finish();
+}
+
 int Serve(const Options& a) {
   std::string listen = a.Str("listen");
   if (listen.empty()) throw UsageError("serve needs --listen IP:PORT");
@@ -134,21 +190,8 @@ int Serve(const Options& a) {
   int ready_fd = static_cast<int>(a.Int("ready-fd"));
 
   GeneratedData generated;
-  std::string data = a.Str("data");
-  if (data.empty()) {
-    const char* tmp = getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/refloader-serve.XXXXXX";
-    if (!mkdtemp(templ.data()))
-      throw std::runtime_error("mkdtemp: " + std::string(strerror(errno)));
-    generated.dir = data = templ;
-    fl::DatasetSpec spec;
-    spec.dir = data;
-    spec.records = a.Size("records");
-    spec.size_dist = "fixed:" + a.Str("record-size");
-    fl::MakeDataset(spec);
-  }
   fl::LoaderOptions lo;
-  lo.files = fl::ListShards(data);
+  lo.files = fl::ListShards(ServeData(a, &generated));
   ApplyLoaderFlags(a, &lo);
   TransportOptions to;
   to.checksum = !a.Has("no-checksum");
@@ -196,48 +239,24 @@ int Serve(const Options& a) {
     close(ready_fd);
   }
 
-  uint64_t batches = 0, bytes = 0, epochs_done = 0;
-  double t0 = 0;
+  Streamed done;
   try {
-    sender->Accept(30000);
-    printf("serve: consumer connected; streaming %llu epoch(s) of %llu batches\n",
-           static_cast<unsigned long long>(epochs),
-           static_cast<unsigned long long>(loader.batches_per_epoch()));
-    fflush(stdout);
-    t0 = Now();
-    uint64_t in_flight = 0;
-    while (epochs_done < epochs) {
-      if (in_flight >= to.slots) sender->Flush();  // never hold every loader slot
-      fl::LoaderItem item = loader.Next();
-      if (item.kind == fl::LoaderItem::kEpochEnd) {
-        ++epochs_done;
-        continue;
-      }
-      fl::Batch b = item.batch;
-      ++in_flight;
-      sender->Send(b.data, b.bytes, TagOf(b.epoch, b.index), [&loader, &in_flight, b] {
-        loader.Release(b);
-        --in_flight;
-      });
-      ++batches;
-      bytes += b.bytes;
-    }
-    sender->Finish();
+    StreamEpochs(&loader, sender.get(), to, epochs, &done);
   } catch (const fl::LoaderError& e) {
     fprintf(stderr, "serve: loader failed after %llu batches: %s\n",
-            static_cast<unsigned long long>(batches), e.what());
+            static_cast<unsigned long long>(done.batches), e.what());
     if (wrong_order) fputs(kWrongOrderExplanation, stderr);
     return 1;
   } catch (const TransportError& e) {
     fprintf(stderr, "serve: %s\n", e.what());
     return 1;
   }
-  double t = Now() - t0;
+  double t = Now() - done.start;
   printf(
       "serve: sent %llu batches (%llu epochs), %.1f MB in %.2f s = %.1f MB/s over %s; every "
       "batch released by the consumer after verification\n",
-      static_cast<unsigned long long>(batches), static_cast<unsigned long long>(epochs_done),
-      static_cast<double>(bytes) / 1e6, t, static_cast<double>(bytes) / 1e6 / t,
+      static_cast<unsigned long long>(done.batches), static_cast<unsigned long long>(done.epochs),
+      static_cast<double>(done.bytes) / 1e6, t, static_cast<double>(done.bytes) / 1e6 / t,
       sender->device_name().c_str());
   return 0;
 }
