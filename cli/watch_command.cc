@@ -101,9 +101,12 @@ int OnRecord(void* ctx, void* data, size_t size) {
 // Removes what is pinned in kWatchPinDir, kWatchPinDir itself and the record of what was pinned:
 // how many links were unpinned, or -1 (errno set) when one could not be.
 int Unpin() {
-  RemovePinnedWatch(kWatchStateDir);
   DIR* d = opendir(kWatchPinDir);
-  if (d == nullptr) return errno == ENOENT ? 0 : -1;
+  if (d == nullptr) {
+    if (errno != ENOENT) return -1;
+    RemovePinnedWatch(kWatchStateDir);
+    return 0;
+  }
   int n = 0, failed = 0;
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
@@ -119,6 +122,8 @@ int Unpin() {
     errno = failed;
     return -1;
   }
+  // Only once nothing is pinned: while a link stays, ps goes on saying so to every user.
+  RemovePinnedWatch(kWatchStateDir);
   return n;
 }
 
