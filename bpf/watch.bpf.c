@@ -34,8 +34,11 @@ struct {
   __uint(max_entries, 1 << 22);
 } events SEC(".maps");
 
-// Records lost: the ring buffer had no room for them, or a registration's entry or return
-// probe did not run (the kernel skips a kprobe program in some contexts): [0].
+// Records lost: the ring buffer had no room for them, the process table was full, or a
+// registration's entry or return probe did not run (the kernel skips a kprobe program in some
+// contexts; a return probe skipped is counted at the thread's next call or its exit, or by the
+// loader at its end): [0]. The loader adds the runs the kernel skipped of the programs it
+// counts them for (trampolines: bpf_prog_info.recursion_misses).
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(max_entries, 1);
@@ -173,7 +176,10 @@ static __always_inline void umem_registered(__u64 id, __u64 addr, __u64 len, lon
   if (ret == 0 || (unsigned long)ret >= (unsigned long)-4095) return;  // ERR_PTR
   __u32 tgid = id >> 32;
   struct fgw_proc* p = proc_of(tgid);
-  if (!p) return;
+  if (!p) {
+    count_lost();  // the table is full: neither kept nor recorded
+    return;
+  }
   __u32 n = p->n;
   if (n < FGW_MAX_MRS) {
     p->mr[n].addr = addr;
@@ -424,10 +430,13 @@ int BPF_PROG(fg_fork, struct task_struct* parent, struct task_struct* child) {
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(fg_exit, struct task_struct* task) {
+  __u64 id = bpf_get_current_pid_tgid();
+  bpf_map_delete_elem(&pending, &id);
+  // A thread that leaves with its last ib_umem_get call still here: the kernel skipped that
+  // call's return probe, and the registration went unrecorded. Counted, never silent.
+  if (bpf_map_delete_elem(&umem_args, &id) == 0) count_lost();
   if (task->pid != task->tgid) return 0;
   __u32 tgid = task->tgid;
   if (bpf_map_delete_elem(&procs, &tgid) == 0) emit_small(FGW_EXIT, tgid, tgid, 0, 0, 0, 0, 0);
-  __u64 id = bpf_get_current_pid_tgid();
-  bpf_map_delete_elem(&pending, &id);
   return 0;
 }

@@ -3,6 +3,7 @@
 // kernel's own view of the process's registered ranges; writes each judged process's
 // forkguard.event/2 log (cli/watch_log.h) and, with --enforce, has the kernel refuse the
 // forks the rule says harm memory (or every fork that inherits RDMA state).
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <signal.h>
@@ -159,10 +160,37 @@ void DisconnectLinks(watch_bpf* skel) {
     if (bpf_link* link = *s->progs[i].link) bpf_link__disconnect(link);
 }
 
+// The records lost so far: those the programs counted, and the runs the kernel skipped of the
+// programs it counts them for (trampolines: LSM, fmod_ret, fexit, tp_btf; a kprobe's skipped
+// runs are counted by the programs themselves, from the entry and return probes' table).
 uint64_t Lost(const watch_bpf* skel) {
   uint32_t zero = 0;
   uint64_t n = 0;
   bpf_map__lookup_elem(skel->maps.lost, &zero, sizeof(zero), &n, sizeof(n), 0);
+  const bpf_object_skeleton* s = skel->skeleton;
+  for (int i = 0; i < s->prog_cnt; ++i) {
+    const bpf_program* prog = *s->progs[i].prog;
+    bpf_prog_type type = bpf_program__type(prog);
+    if (type != BPF_PROG_TYPE_TRACING && type != BPF_PROG_TYPE_LSM) continue;
+    int fd = bpf_program__fd(prog);
+    if (fd < 0) continue;  // not loaded on this kernel
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) n += info.recursion_misses;
+  }
+  return n;
+}
+
+// Registrations whose return probe never ran, still in the entry probe's table at the end
+// (the threads still alive; those that exited were counted then).
+uint64_t UnfinishedRegistrations(const watch_bpf* skel) {
+  uint64_t n = 0, key = 0, next = 0;
+  const uint64_t* prev = nullptr;
+  while (bpf_map__get_next_key(skel->maps.umem_args, prev, &next, sizeof(next)) == 0) {
+    ++n;
+    key = next;
+    prev = &key;
+  }
   return n;
 }
 
@@ -387,6 +415,8 @@ void StopWatching(const WatchOptions& o, watch_bpf* skel, ring_buffer* rb, Watch
   }
   ring_buffer__consume(rb);
   uint64_t lost = Lost(skel);
+  // Detached, nothing finishes these any more (pinned, the programs still may).
+  if (!o.persist) lost += UnfinishedRegistrations(skel);
   if (lost != lost_logged) logs->Lost(lost - lost_logged);
   ring_buffer__free(rb);
   watch_bpf__destroy(skel);
