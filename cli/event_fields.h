@@ -13,6 +13,7 @@
 #include <simdjson.h>
 
 #include "cli/json.h"
+#include "cli/json_parser.h"
 #include "formats/event_schema.h"
 
 namespace forkguard::cli {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "cli/format.h"
+#include "cli/json_parser.h"
 
 namespace forkguard::cli {
 

@@ -3,14 +3,15 @@
 // is simdjson's: ParseJson (strict, validating UTF-8) turns a document into
 // that DOM, for tests and tools. The event-log reader decodes lines straight
 // from simdjson (cli/event_fields.h). Untrusted input never throws; depth is
-// bounded.
+// bounded. simdjson's own parser and error texts, for the readers that decode
+// with it: cli/json_parser.h (simdjson.h costs every file that includes it
+// seconds to compile).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-#include <simdjson.h>
 #include <nlohmann/json.hpp>
 
 namespace forkguard::cli {
@@ -19,12 +20,6 @@ using Json = nlohmann::ordered_json;
 
 // Deepest nesting any reader here accepts.
 inline constexpr size_t kMaxJsonDepth = 64;
-
-// A short text for a simdjson error ("nesting too deep", ...).
-std::string JsonErrorText(simdjson::error_code code);
-
-// This thread's parser for lines of up to 1 MiB (reused: no allocation per line).
-simdjson::dom::parser& LineParser();
 
 // Object member lookup; nullptr when absent or `object` is not an object.
 const Json* FindMember(const Json& object, std::string_view key);
