@@ -263,18 +263,38 @@ void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads,
 }
 
 void PreferShimRecords(LogSet* out) {
-  std::set<std::pair<std::string, int64_t>> shim;
-  std::map<std::pair<std::string, int64_t>, std::string> progs;
-  for (const ProcessLog& p : out->processes) {
-    if (p.watcher) continue;
-    shim.insert({p.host, p.pid});
-    progs[{p.host, p.pid}] = p.prog;
-  }
+  // The shim's records by host and pid: their program and the span of their events.
+  struct Shim {
+    std::string prog;
+    int64_t first_ns, last_ns;
+  };
+  std::multimap<std::pair<std::string, int64_t>, Shim> shim;
+  for (const ProcessLog& p : out->processes)
+    if (!p.watcher) shim.insert({{p.host, p.pid}, {p.prog, p.first_ts_ns, p.summary.last_ts_ns}});
+  // `p` is the process of a shim record of `key`; `during`: one whose events began before the
+  // watcher first saw `p` and ended after (a container's pid 1 and host name recur: one
+  // container after another), within 100 ms (the two clocks: the shim's may be coarse).
+  auto logged_by_shim = [&](const ProcessLog& p, const std::pair<std::string, int64_t>& key,
+                            bool during) {
+    constexpr int64_t kSlackNs = 100'000'000;
+    auto [from, to] = shim.equal_range(key);
+    for (auto it = from; it != to; ++it) {
+      const Shim& s = it->second;
+      // The watcher names a program as /proc/PID/comm does: its first 15 bytes.
+      if (!p.prog.empty() && !s.prog.empty() && s.prog.compare(0, 15, p.prog, 0, 15) != 0) continue;
+      if (during && (p.first_ts_ns < s.first_ns - kSlackNs || p.first_ts_ns > s.last_ns + kSlackNs))
+        continue;
+      return true;
+    }
+    return false;
+  };
   auto both = [&](const ProcessLog& p) {
-    if (!p.watcher || !shim.count({p.host, p.pid})) return false;
-    // The watcher names a program as /proc/PID/comm does: its first 15 bytes.
-    const std::string& prog = progs[{p.host, p.pid}];
-    return p.prog.empty() || prog.empty() || prog.compare(0, 15, p.prog, 0, 15) == 0;
+    if (!p.watcher) return false;
+    if (logged_by_shim(p, {p.host, p.pid}, false)) return true;
+    // In a container with namespaces of its own, the shim logs the pid and host name the
+    // process sees there.
+    return p.ns_pid > 0 &&
+           logged_by_shim(p, {p.ns_host.empty() ? p.host : p.ns_host, p.ns_pid}, true);
   };
   size_t before = out->processes.size();
   out->processes.erase(std::remove_if(out->processes.begin(), out->processes.end(), both),

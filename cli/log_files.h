@@ -39,9 +39,10 @@ struct ReadPolicy {
 void ReadLogs(const std::vector<std::string>& paths, LogSet* out, int threads = 0,
               const ReadPolicy& policy = {});
 
-// A process logged by both the shim and forkguard watch (the same host and pid, the same
-// program as /proc/PID/comm cuts it): the watcher's record is dropped, with one note. ReadLogs
-// calls it last.
+// A process logged by both the shim and forkguard watch (the same host and pid, or the
+// watcher's ns_host and ns_pid: the shim's in a container; the same program as
+// /proc/PID/comm cuts it): the watcher's record is dropped, with one note. ReadLogs calls it
+// last.
 void PreferShimRecords(LogSet* out);
 
 }  // namespace forkguard::cli

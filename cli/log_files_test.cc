@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "cli/job_report.h"
 #include "cli/log_files.h"
@@ -239,6 +240,56 @@ TEST(LogParser, WatcherLogsBesideTheShimsPreferTheShim) {
   EXPECT_NE(text.find("action: 1 proceeded, 1 refused by the kernel (errno 1); 1 child forked"),
             std::string::npos)
       << text;
+}
+
+// A container with pid and UTS namespaces of its own: the shim inside logs pid 1 and the
+// container's host name, the watcher the node's pid and host with ns_pid and ns_host. One
+// process; the shim's record is kept. Another container's pid 1 is not it: another host
+// name, or the same one later (a container started after the first one ended).
+TEST(LogParser, WatcherRecordOfAContainerProcessPairsByItsNamespacePidAndHost) {
+  std::string dir = forkguard::test_support::MakeTempDir("watcher-ns");
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+  };
+  write(
+      "forkguard.c0ffee.1.100.jsonl",
+      R"({"schema":"forkguard.event/2","event":"header","host":"c0ffee","pid":1,"ppid":0,"prog":"hazard_prog","rank":null,"local_rank":null,"job":null,"start_ns":100})"
+      "\n"
+      R"({"event":"fork","ts":5,"seq":0,"verdict":"hazard","reasons":["child-segv"],"action":"proceeded","site":"0xa"})"
+      "\n");
+  struct Watched {
+    int pid;
+    const char* ns_host;
+    const char* start_ns;
+  };
+  for (auto [pid, ns_host, start_ns] :
+       {Watched{4321, "c0ffee", "90"}, Watched{4400, "beef00", "90"},
+        Watched{4500, "c0ffee", "5000000000"}}) {
+    write("forkguard-watch.node." + std::to_string(pid) + "." + start_ns + ".jsonl",
+          R"({"schema":"forkguard.event/2","event":"header","host":"node","pid":)" +
+              std::to_string(pid) +
+              R"(,"ppid":1,"prog":"hazard_prog","rank":null,"local_rank":null,"job":null,)"
+              R"("start_ns":)" +
+              start_ns + R"(,"source":"watcher","ns_pid":1,"ns_host":")" + ns_host + "\"}\n" +
+              R"({"event":"fork","ts":15,"seq":0,"action":"proceeded","verdict":"hazard",)"
+              R"("reasons":["child-segv"],"site":null,"ranges":[],"via":"kernel"})"
+              "\n");
+  }
+  LogSet l;
+  ReadLogs({dir}, &l);
+  ASSERT_EQ(l.processes.size(), 3u);
+  for (const ProcessLog& p : l.processes) {
+    if (p.watcher) {
+      EXPECT_TRUE(p.pid == 4400 || p.pid == 4500) << p.pid;
+      EXPECT_EQ(p.ns_pid, 1);
+      EXPECT_EQ(p.ns_host, p.pid == 4400 ? "beef00" : "c0ffee");
+    } else {
+      EXPECT_EQ(p.host, "c0ffee");
+    }
+  }
+  EXPECT_TRUE(HasNote(l, "forkguard watch",
+                      "1 process logged by both the shim and forkguard watch: the shim's record "
+                      "is reported (it has the stacks)"));
 }
 
 }  // namespace

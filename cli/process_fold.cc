@@ -151,6 +151,8 @@ void FillIdentity(const Fields& v, ProcessLog* pp) {
   }
   if (p.job.empty()) p.job = Str(v, Key::kJob);
   if (Str(v, Key::kSource) == schema::kSourceWatcher) p.watcher = true;
+  if (p.ns_pid <= 0) p.ns_pid = Int(v, Key::kNsPid, -1);
+  if (p.ns_host.empty()) p.ns_host = Str(v, Key::kNsHost);
 }
 
 // Folds one event of process `it` into the set (both schemas).

@@ -366,6 +366,9 @@ struct ProcessLog {
   int64_t ppid = -1;
   std::string prog;
   bool watcher = false;  // written by forkguard watch (the header's "source"), not the shim
+  // forkguard watch, a process in a container: its pid and host name there (-1, "": none).
+  int64_t ns_pid = -1;
+  std::string ns_host;
   std::optional<int64_t> rank;
   std::optional<int64_t> local_rank;
   std::string job;  // "" when the launcher gave none (logs before the field: also "")

@@ -99,13 +99,13 @@ TEST(WatchContainerRdma, JudgesAPodmanContainerAsTheShimInsideIt) {
   ProgramResult plain = PodmanRun(state, rootfs, dev.name, "1", {});
   EXPECT_EQ(plain.status, 0) << plain.Describe();
   EXPECT_NE(plain.out.find("child: exit 0"), std::string::npos) << plain.Describe();
-  // The shim route. The report tells processes apart by host name and pid: the container
-  // shares the node's, so that the shim's record and the watcher's are one process's.
+  // The shim route, in podman's own pid and UTS namespaces too: the shim logs pid 1 and the
+  // container's host name, the watcher the node's with the container's beside them.
   std::string lib = std::filesystem::canonical(Runfile("shim/libforkguard.so")).string();
   ProgramResult shimmed = PodmanRun(
       state, rootfs, dev.name, "1",
-      {"--pid=host", "--uts=host", "-v", lib + ":/opt/forkguard/lib/libforkguard.so:ro", "-v",
-       shim_logs + ":/shared/fg/JOB", "-e", "LD_PRELOAD=/opt/forkguard/lib/libforkguard.so", "-e",
+      {"-v", lib + ":/opt/forkguard/lib/libforkguard.so:ro", "-v", shim_logs + ":/shared/fg/JOB",
+       "-e", "LD_PRELOAD=/opt/forkguard/lib/libforkguard.so", "-e",
        "FORKGUARD_LOG=/shared/fg/JOB"});
   EXPECT_EQ(shimmed.status, 0) << shimmed.Describe();
   EXPECT_NE(shimmed.err.find("forkguard: fork after RDMA init"), std::string::npos)
@@ -127,19 +127,40 @@ TEST(WatchContainerRdma, JudgesAPodmanContainerAsTheShimInsideIt) {
     if (f != nullptr && f->is_array()) frames += f->size();
   }
   EXPECT_GT(frames, 0u) << "no stack in the shim's log: is libunwind8 in the root filesystem?";
-  // The watcher names the node's pids; the shim in the second container has the same one.
+  // The watcher names the node's pids, and beside them the container's (ns_pid, ns_host):
+  // those the shim in the second container logged.
   std::vector<int64_t> watched_pids = Pids(watched, "hazard_prog");
   std::vector<int64_t> shim_pids = Pids(inside, "hazard_prog");
   ASSERT_EQ(watched_pids.size(), 2u);
   ASSERT_EQ(shim_pids.size(), 1u);
   EXPECT_NE(watched_pids[0], 1);
-  EXPECT_EQ(watched_pids[1], shim_pids[0]);
+  EXPECT_NE(watched_pids[1], 1);
+  EXPECT_EQ(shim_pids[0], 1);
+  std::string shim_host;
+  for (const Json& e : inside)
+    if (GetString(e, "event") == "header") shim_host = GetString(e, "host");
+  std::vector<std::pair<int64_t, std::string>> in_container;
+  for (const Json& e : watched)
+    if (GetString(e, "event") == "header" && GetString(e, "prog") == "hazard_prog")
+      in_container.emplace_back(GetInt(e, "ns_pid", -1), GetString(e, "ns_host"));
+  ASSERT_EQ(in_container.size(), 2u);
+  for (const auto& [ns_pid, ns_host] : in_container) {
+    EXPECT_EQ(ns_pid, 1);
+    EXPECT_FALSE(ns_host.empty());
+  }
+  EXPECT_NE(std::count(in_container.begin(), in_container.end(), std::pair{int64_t{1}, shim_host}),
+            0)
+      << "the shim's host " << shim_host;
   printf("container without forkguard: watcher %s (pid %lld)\n", watcher_verdicts[0].c_str(),
          static_cast<long long>(watched_pids[0]));
-  printf("container with the shim: shim %s, watcher %s (pid %lld)\n", shim_verdicts[0].c_str(),
-         watcher_verdicts[1].c_str(), static_cast<long long>(shim_pids[0]));
+  printf(
+      "container with the shim: shim %s, watcher %s (pid %lld in the container, %lld on the "
+      "node)\n",
+      shim_verdicts[0].c_str(), watcher_verdicts[1].c_str(), static_cast<long long>(shim_pids[0]),
+      static_cast<long long>(watched_pids[1]));
 
-  // One report over both: three records, two processes (the shim's record kept).
+  // One report over both: three records, two processes (the shim's record kept, paired by
+  // the container's pid and host name).
   ProgramResult report = RunProgram({Forkguard(), "report", "--format", "json", shim_logs, w.dir()},
                                     test_support::RunOptions{});
   EXPECT_EQ(report.status, 0) << report.Describe();

@@ -2,14 +2,18 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <sstream>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "cli/json.h"
 #include "formats/event_schema.h"
@@ -53,6 +57,38 @@ long ParentPid(uint32_t pid) {
   long ppid = -1;
   rest >> state >> ppid;
   return ppid;
+}
+
+// The process's pid in its own pid namespace (the last of /proc/PID/status's NSpid), when
+// that is not the node's: a process in a container; -1 otherwise or when gone.
+int64_t PidInItsNamespace(uint32_t pid) {
+  std::string status = ReadProc(pid, "status");
+  size_t at = status.find("\nNSpid:");
+  if (at == std::string::npos) return -1;
+  std::istringstream line(status.substr(at + 7, status.find('\n', at + 1) - at - 7));
+  std::vector<int64_t> pids;
+  for (int64_t n; line >> n;) pids.push_back(n);
+  return pids.size() > 1 ? pids.back() : -1;
+}
+
+// The host name the process sees (its UTS namespace's), when that namespace is not the
+// watcher's; "" otherwise or when it cannot be read. Read by a thread of its own that joins
+// the namespace (setns changes only the calling thread's): the watcher keeps its own.
+std::string HostInItsNamespace(uint32_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/ns/uts";
+  struct stat theirs {
+  }, ours{};
+  if (stat(path.c_str(), &theirs) != 0 || stat("/proc/self/ns/uts", &ours) != 0) return "";
+  if (theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev) return "";
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string host;
+  std::thread([&] {
+    utsname u{};
+    if (setns(fd, CLONE_NEWUTS) == 0 && uname(&u) == 0) host = u.nodename;
+  }).join();
+  close(fd);
+  return host;
 }
 
 Json Argv(uint32_t pid) {
@@ -153,6 +189,12 @@ WatchLogs::Proc& WatchLogs::ProcFor(uint32_t tgid, const char* comm, int64_t now
   h["job"] = facts.job && !facts.job->empty() ? Json(*facts.job) : Json();
   h["start_ns"] = now_ns;
   h[schema::kKeySource] = schema::kSourceWatcher;
+  // A process in a container: its pid and host name as it sees them (the shim inside it
+  // logs those), for the report to pair the two records.
+  int64_t ns_pid = PidInItsNamespace(tgid);
+  if (ns_pid > 0) h[schema::kKeyNsPid] = ns_pid;
+  std::string ns_host = HostInItsNamespace(tgid);
+  if (!ns_host.empty()) h[schema::kKeyNsHost] = ns_host;
   std::string line = WriteJson(h, -1) + "\n";
   if (write(p.fd, line.data(), line.size()) < 0) {
     close(p.fd);

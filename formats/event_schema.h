@@ -54,6 +54,8 @@
   X(Step, "step")                         \
   X(StartNs, "start_ns")                  \
   X(Source, "source")                     \
+  X(NsPid, "ns_pid")                      \
+  X(NsHost, "ns_host")                    \
   X(Id, "id")                             \
   X(Path, "path")                         \
   X(Base, "base")                         \
@@ -161,6 +163,8 @@
   X(Header, Step)                \
   X(Header, StartNs)             \
   X(Header, Source)              \
+  X(Header, NsPid)               \
+  X(Header, NsHost)              \
   X(Module, Id)                  \
   X(Module, Path)                \
   X(Module, Base)                \
