@@ -15,6 +15,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "bpf/watch_events.h"
+#include "bpf/watch_marker.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -77,6 +78,14 @@ struct {
   __type(key, __u64);
   __type(value, __u8);
 } pending SEC(".maps");
+
+// The shim's mark (bpf/watch_marker.h) per thread: when it was made.
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u64);
+  __type(value, __u64);
+} shim_marks SEC(".maps");
 
 // The fork record is built here (it is larger than the BPF stack).
 struct {
@@ -268,9 +277,14 @@ int BPF_KPROBE(fg_ucma_open) { return device_opened(1); }
 SEC("tracepoint/syscalls/sys_enter_madvise")
 int fg_madvise(struct trace_event_raw_sys_enter* ctx) {
   long advice = BPF_CORE_READ(ctx, args[2]);
-  if (advice != MADV_DONTFORK && advice != MADV_DOFORK) return 0;
   __u64 id = bpf_get_current_pid_tgid();
   __u64 start = BPF_CORE_READ(ctx, args[0]), len = BPF_CORE_READ(ctx, args[1]);
+  if ((int)advice == FORKGUARD_WATCH_MARK_ADVICE && start == FORKGUARD_WATCH_MARK_ADDR) {
+    __u64 now = bpf_ktime_get_ns();
+    bpf_map_update_elem(&shim_marks, &id, &now, BPF_ANY);
+    return 0;
+  }
+  if (advice != MADV_DONTFORK && advice != MADV_DOFORK) return 0;
   emit_small(FGW_MADVISE, id >> 32, (__u32)id, start, len, (__s32)advice, 0, 1);
   if (!walk_vmas) return 0;
   __u32 tgid = id >> 32;
@@ -365,11 +379,20 @@ static __always_inline int judge(unsigned long clone_flags, int find_vma) {
   if (mrs > 0 || pinned > 0 || (p && p->devices > 0)) reasons |= FGW_REASON_INHERITED_RDMA;
   e->mrs = mrs;
   e->reasons = reasons;
+  // The shim in this process lets this fork through (allowed or suppressed there): marked
+  // by this thread within the last second.
+  e->shim_mark = 0;
+  __u64* marked = bpf_map_lookup_elem(&shim_marks, &id);
+  if (marked) {
+    if (bpf_ktime_get_ns() - *marked < FORKGUARD_WATCH_MARK_NS) e->shim_mark = 1;
+    bpf_map_delete_elem(&shim_marks, &id);
+  }
   int refuse = 0;
   if (enforce >= FGW_ENFORCE_MEMORY &&
       (reasons & (FGW_REASON_CHILD_SEGV | FGW_REASON_PARENT_CORRUPTION)))
     refuse = 1;
   if (enforce == FGW_ENFORCE_ALL && reasons) refuse = 1;
+  if (e->shim_mark) refuse = 0;
   e->refused = refuse;
   if (bpf_ringbuf_output(&events, e, sizeof(*e), 0) != 0) count_lost();
   if (!refuse) {
@@ -432,6 +455,7 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(fg_exit, struct task_struct* task) {
   __u64 id = bpf_get_current_pid_tgid();
   bpf_map_delete_elem(&pending, &id);
+  bpf_map_delete_elem(&shim_marks, &id);
   // A thread that leaves with its last ib_umem_get call still here: the kernel skipped that
   // call's return probe, and the registration went unrecorded. Counted, never silent.
   if (bpf_map_delete_elem(&umem_args, &id) == 0) count_lost();

@@ -74,6 +74,8 @@ struct fgw_event {
   fgw_u64 clone_flags;
   fgw_u32 reasons;  // bit 0 child-segv, bit 1 parent-corruption, bit 2 inherited-rdma
   fgw_u32 nranges;
+  fgw_u32 shim_mark;  // the shim marked this fork as one it lets through (bpf/watch_marker.h)
+  fgw_u32 pad2;
   struct fgw_range ranges[FGW_FORK_RANGES];
 };
 

@@ -139,18 +139,20 @@ TEST(WatchContainerRdma, JudgesAPodmanContainerAsTheShimInsideIt) {
   std::string shim_host;
   for (const Json& e : inside)
     if (GetString(e, "event") == "header") shim_host = GetString(e, "host");
-  std::vector<std::pair<int64_t, std::string>> in_container;
-  for (const Json& e : watched)
-    if (GetString(e, "event") == "header" && GetString(e, "prog") == "hazard_prog")
-      in_container.emplace_back(GetInt(e, "ns_pid", -1), GetString(e, "ns_host"));
-  ASSERT_EQ(in_container.size(), 2u);
-  for (const auto& [ns_pid, ns_host] : in_container) {
-    EXPECT_EQ(ns_pid, 1);
-    EXPECT_FALSE(ns_host.empty());
+  // The second container's process as the watcher saw it: pid 1 there, and the host name it
+  // saw (ns_host: its UTS namespace's, read while it runs; the node's when it shares that).
+  // The first container's process may have exited before the watcher read its first record
+  // (a zombie has no namespaces to read): only its pid is asserted.
+  int seen = 0;
+  for (const Json& e : watched) {
+    if (GetString(e, "event") != "header" || GetString(e, "prog") != "hazard_prog") continue;
+    ++seen;
+    EXPECT_EQ(GetInt(e, "ns_pid", -1), 1);
+    if (GetInt(e, "_pid", -1) != watched_pids[1]) continue;
+    std::string ns_host = GetString(e, "ns_host");
+    EXPECT_EQ(ns_host.empty() ? GetString(e, "host") : ns_host, shim_host);
   }
-  EXPECT_NE(std::count(in_container.begin(), in_container.end(), std::pair{int64_t{1}, shim_host}),
-            0)
-      << "the shim's host " << shim_host;
+  EXPECT_EQ(seen, 2);
   printf("container without forkguard: watcher %s (pid %lld)\n", watcher_verdicts[0].c_str(),
          static_cast<long long>(watched_pids[0]));
   printf(

@@ -276,6 +276,9 @@ void WatchLogs::WriteFork(Proc& p, const fgw_event& e, int64_t ts_ns) {
   f["reasons"] = std::move(reasons);
   f[schema::kKeyAction] = e.refused ? schema::kActionRefused : schema::kActionProceeded;
   if (e.refused) f["errno"] = EPERM;
+  // The shim in the process let it through (its FORKGUARD_ALLOW or suppressions): so did
+  // the kernel's hook.
+  if (e.shim_mark) f[schema::kKeyShimSuppressed] = true;
   f["site"] = Json();
   f["reported"] = false;
   if (p.init_ns >= 0) {

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,54 @@ TEST(WatchRdma, EnforceMemoryRefusesTheForkThatKillsTheChildOnly) {
       ForkReasons(events, "hazard_prog_sta"),
       (std::vector<std::string>{"refused:child-segv,inherited-rdma", "proceeded:inherited-rdma"}))
       << stop.err;
+  EXPECT_EQ(SchemaErrors(w.dir()), "");
+}
+
+// The shim's suppressions: a hazardous fork the shim in the process lets through (an entry
+// of its FORKGUARD_SUPPRESSIONS matches) is marked for the watcher, whose --enforce memory lets
+// it through too and logs shim_suppressed; without the entry the same fork is refused.
+TEST(WatchRdma, EnforceLetsThroughWhatTheShimSuppresses) {
+  auto dev = test_support::RequireRdmaDevice();
+  std::string dir = test_support::MakeTempDir("suppressions");
+  std::string file = dir + "/forkguard.supp";
+  std::ofstream(file) << "kind=* frame=lib:hazard_prog program=hazard_prog\n";
+  Watcher w("memory");
+  ASSERT_TRUE(w.ready()) << w.startup_error();
+  std::vector<std::string> env = {"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE=1",
+                                  "IBV_FORK_SAFE=", "FORKGUARD_SHIM_DIR="};
+  std::vector<std::string> run = {Forkguard(),   "run", "--no-audit", "--log",
+                                  dir + "/logs", "--",  DynamicProg()};
+  ProgramResult refused = RunProgram(run, env);
+  EXPECT_NE(refused.out.find("fork failed: Operation not permitted"), std::string::npos)
+      << refused.Describe();
+  env.push_back("FORKGUARD_SUPPRESSIONS=" + file);
+  ProgramResult suppressed = RunProgram(run, env);
+  EXPECT_EQ(suppressed.out.find("fork failed"), std::string::npos) << suppressed.Describe();
+  EXPECT_NE(suppressed.out.find("child: "), std::string::npos) << suppressed.Describe();
+  EXPECT_EQ(suppressed.err.find("fork after RDMA init"), std::string::npos)
+      << "suppressed: the shim says nothing\n"
+      << suppressed.Describe();
+  ProgramResult stop = w.Stop();
+  EXPECT_EQ(stop.status, 0) << stop.Describe();
+  std::vector<Json> events = Events(w.dir(), "forkguard-watch.");
+  EXPECT_EQ(ForkReasons(events, "hazard_prog"),
+            (std::vector<std::string>{"refused:child-segv,inherited-rdma",
+                                      "proceeded:child-segv,inherited-rdma"}))
+      << stop.err;
+  // The fork let through carries the shim's mark; the refused one does not.
+  int marked_proceeded = 0, marked_refused = 0;
+  for (const Json& e : events) {
+    if (GetString(e, "event") != "fork" || !GetBool(e, "shim_suppressed", false)) continue;
+    (GetString(e, "action") == "proceeded" ? marked_proceeded : marked_refused)++;
+  }
+  EXPECT_EQ(marked_proceeded, 1);
+  EXPECT_EQ(marked_refused, 0);
+  // The shim's own log says which entry.
+  std::vector<Json> shim = Events(dir + "/logs", "forkguard.");
+  int entries = 0;
+  for (const Json& e : shim)
+    if (GetString(e, "suppressed") == "kind=* frame=lib:hazard_prog program=hazard_prog") ++entries;
+  EXPECT_EQ(entries, 1);
   EXPECT_EQ(SchemaErrors(w.dir()), "");
 }
 

@@ -142,6 +142,7 @@
   X(PinnedPages, "pinned_pages")          \
   X(RangesOmitted, "ranges_omitted")      \
   X(MappingsUnread, "mappings_unread")    \
+  X(ShimSuppressed, "shim_suppressed")    \
   X(Enforce, "enforce")                   \
   X(Hook, "hook")                         \
   X(Lost, "lost")
@@ -225,6 +226,7 @@
   X(Fork, PinnedPages)           \
   X(Fork, RangesOmitted)         \
   X(Fork, MappingsUnread)        \
+  X(Fork, ShimSuppressed)        \
   X(ForkChild, ChildPid)         \
   X(Spawn, Call)                 \
   X(Spawn, ChildPid)             \

@@ -5,12 +5,14 @@
 #include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 
 #include "api/check_result.h"
+#include "bpf/watch_marker.h"
 #include "facts/fork_rule.h"
 #include "facts/machine_facts.h"
 #include "formats/suppressions.h"
@@ -422,6 +424,17 @@ void EndFix(ForkDecision* d) {
 // Neither reported nor failed: the site matched FORKGUARD_ALLOW or a suppression.
 bool Silenced(const ForkReport& r) { return r.allowed || r.suppressed != nullptr; }
 
+// A hazardous fork this shim lets through because its site is allowed or suppressed: marked
+// for forkguard watch, whose enforcement lets it through too (bpf/watch_marker.h). One
+// madvise(2) the kernel refuses, made as a raw system call (no interposed wrapper); errno is
+// kept. Without a watcher it costs that system call, on these forks only.
+void MarkForWatcher() {
+  int saved = errno;
+  syscall(SYS_madvise, static_cast<uintptr_t>(FORKGUARD_WATCH_MARK_ADDR), 0,
+          FORKGUARD_WATCH_MARK_ADVICE);
+  errno = saved;
+}
+
 // Step two for a hazardous fork: the message (once per call site, or always), the log, and
 // the mode (abort, fail the fork, or let it proceed with the child's SIGSEGV explanation).
 ForkDecision ApplyMode(ForkFacts& f, ForkVia via) {
@@ -451,6 +464,7 @@ ForkDecision ApplyMode(ForkFacts& f, ForkVia via) {
   }
 
   LogFork(r);
+  if (Silenced(r)) MarkForWatcher();
 
   bool enforce = !Silenced(r) && r.verdict.enforceable();
   if (enforce && g_config.mode == Mode::kAbort) abort();
