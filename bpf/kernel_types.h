@@ -46,11 +46,34 @@ struct vm_area_struct {
   struct file* vm_file;
 };
 
+// The process's pid in each pid namespace from the node's (level 0) to its own (`level`), and
+// its host name (its UTS namespace's).
+struct upid {
+  int nr;
+  void* ns;
+};
+struct pid {
+  unsigned int level;
+  struct upid numbers[1];
+};
+struct new_utsname {
+  char nodename[65];
+};
+struct uts_namespace {
+  struct new_utsname name;
+};
+struct nsproxy {
+  struct uts_namespace* uts_ns;
+};
+
 struct task_struct {
   int pid;
   int tgid;
   struct mm_struct* mm;
   struct task_struct* real_parent;
+  struct task_struct* group_leader;
+  struct pid* thread_pid;
+  struct nsproxy* nsproxy;
 };
 
 struct trace_event_raw_sys_enter {

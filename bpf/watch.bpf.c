@@ -258,13 +258,36 @@ int BPF_KPROBE(fg_umem_release, void* umem_ptr) {
   return 0;
 }
 
+// A device file opened: the record carries the process's own view of its pid and host
+// name (a container's), read here while it runs; the loader names the process by them too.
 static __always_inline int device_opened(int which) {
   __u64 id = bpf_get_current_pid_tgid();
   __u32 tgid = id >> 32;
   struct fgw_proc* p = proc_of(tgid);
   if (!p) return 0;
   p->devices++;
-  emit_small(FGW_DEVICE_OPEN, tgid, (__u32)id, 0, 0, which, 0, 0);
+  struct fgw_event* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  if (!e) {
+    count_lost();
+    return 0;
+  }
+  __builtin_memset(e, 0, sizeof(*e));
+  e->type = FGW_DEVICE_OPEN;
+  e->tgid = tgid;
+  e->tid = (__u32)id;
+  e->ts_ns = bpf_ktime_get_boot_ns();
+  bpf_get_current_comm(e->comm, sizeof(e->comm));
+  e->advice = which;
+  struct task_struct* t = (struct task_struct*)bpf_get_current_task();
+  struct pid* leader = BPF_CORE_READ(t, group_leader, thread_pid);
+  __u32 level = BPF_CORE_READ(leader, level);
+  e->ns_level = level;
+  if (level > 0 && level < 64)
+    bpf_probe_read_kernel(&e->ns_pid, sizeof(int),
+                          (char*)&leader->numbers[0].nr + level * bpf_core_type_size(struct upid));
+  struct uts_namespace* uts = BPF_CORE_READ(t, nsproxy, uts_ns);
+  bpf_probe_read_kernel_str(e->ns_host, sizeof(e->ns_host), &uts->name.nodename);
+  bpf_ringbuf_submit(e, 0);
   return 0;
 }
 

@@ -75,7 +75,11 @@ struct fgw_event {
   fgw_u32 reasons;  // bit 0 child-segv, bit 1 parent-corruption, bit 2 inherited-rdma
   fgw_u32 nranges;
   fgw_u32 shim_mark;  // the shim marked this fork as one it lets through (bpf/watch_marker.h)
-  fgw_u32 pad2;
+  // FGW_DEVICE_OPEN: the process as it sees itself, read in the kernel while it runs (a
+  // container's): its pid namespace's level (0: the node's), its pid there, its host name.
+  fgw_u32 ns_level;
+  fgw_u32 ns_pid;
+  char ns_host[68];
   struct fgw_range ranges[FGW_FORK_RANGES];
 };
 

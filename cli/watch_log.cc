@@ -71,6 +71,17 @@ int64_t PidInItsNamespace(uint32_t pid) {
   return pids.size() > 1 ? pids.back() : -1;
 }
 
+// The watcher's own pid namespace's level (0: the node's): NSpid's count less one.
+uint32_t OwnPidNamespaceLevel() {
+  std::string status = ReadProc(static_cast<uint32_t>(getpid()), "status");
+  size_t at = status.find("\nNSpid:");
+  if (at == std::string::npos) return 0;
+  std::istringstream line(status.substr(at + 7, status.find('\n', at + 1) - at - 7));
+  uint32_t n = 0;
+  for (int64_t pid; line >> pid;) ++n;
+  return n > 0 ? n - 1 : 0;
+}
+
 // The host name the process sees (its UTS namespace's), when that namespace is not the
 // watcher's; "" otherwise or when it cannot be read. Read by a thread of its own that joins
 // the namespace (setns changes only the calling thread's): the watcher keeps its own.
@@ -165,7 +176,8 @@ int64_t WatchLogs::RealtimeNs(uint64_t boot_ns) const {
   return static_cast<int64_t>(boot_ns) + boot_to_real_ns_;
 }
 
-WatchLogs::Proc& WatchLogs::ProcFor(uint32_t tgid, const char* comm, int64_t now_ns) {
+WatchLogs::Proc& WatchLogs::ProcFor(uint32_t tgid, const char* comm, int64_t now_ns,
+                                    const fgw_event* first) {
   auto [it, fresh] = procs_.try_emplace(tgid);
   Proc& p = it->second;
   if (!fresh) return p;
@@ -190,10 +202,20 @@ WatchLogs::Proc& WatchLogs::ProcFor(uint32_t tgid, const char* comm, int64_t now
   h["start_ns"] = now_ns;
   h[schema::kKeySource] = schema::kSourceWatcher;
   // A process in a container: its pid and host name as it sees them (the shim inside it
-  // logs those), for the report to pair the two records.
-  int64_t ns_pid = PidInItsNamespace(tgid);
+  // logs those), for the report to pair the two records. From the kernel's record of its
+  // first device file, read while it ran; else from /proc now (gone when it has exited).
+  int64_t ns_pid = -1;
+  std::string ns_host;
+  if (first != nullptr && first->type == FGW_DEVICE_OPEN) {
+    static const uint32_t own_level = OwnPidNamespaceLevel();
+    if (first->ns_level > own_level && first->ns_pid > 0) ns_pid = first->ns_pid;
+    std::string seen(first->ns_host, strnlen(first->ns_host, sizeof(first->ns_host)));
+    if (!seen.empty() && seen != host_) ns_host = seen;
+  } else {
+    ns_pid = PidInItsNamespace(tgid);
+    ns_host = HostInItsNamespace(tgid);
+  }
   if (ns_pid > 0) h[schema::kKeyNsPid] = ns_pid;
-  std::string ns_host = HostInItsNamespace(tgid);
   if (!ns_host.empty()) h[schema::kKeyNsHost] = ns_host;
   std::string line = WriteJson(h, -1) + "\n";
   if (write(p.fd, line.data(), line.size()) < 0) {
@@ -345,7 +367,7 @@ void WatchLogs::Record(const fgw_event& e) {
   auto known = procs_.find(e.tgid);
   switch (e.type) {
     case FGW_DEVICE_OPEN: {
-      Proc& p = ProcFor(e.tgid, e.comm, ts);
+      Proc& p = ProcFor(e.tgid, e.comm, ts, &e);
       if (p.init_ns < 0) {
         p.init_ns = ts;
         Json j = Json::object();

@@ -53,7 +53,9 @@ class WatchLogs {
     bool preexisting = false;
     uint64_t madvise_dontfork = 0, madvise_dofork = 0;
   };
-  Proc& ProcFor(uint32_t tgid, const char* comm, int64_t now_ns);
+  // `first`: the record that names the process first, when it carries its own view of its
+  // pid and host name (a device file's opening).
+  Proc& ProcFor(uint32_t tgid, const char* comm, int64_t now_ns, const fgw_event* first = nullptr);
   void Write(Proc& p, uint32_t tid, uint32_t tgid, int64_t ts_ns, std::string body);
   void WriteFork(Proc& p, const fgw_event& e, int64_t ts_ns);
   int64_t RealtimeNs(uint64_t boot_ns) const;
