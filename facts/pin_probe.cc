@@ -85,14 +85,20 @@ struct Ring {
     sqe->buf_index = 0;
     SqField(p.sq_off.array)[idx] = idx;
     __atomic_store_n(SqField(p.sq_off.tail), tail + 1, __ATOMIC_RELEASE);
-    for (;;) {
-      long r = syscall(__NR_io_uring_enter, fd, 1, 1, IORING_ENTER_GETEVENTS, nullptr, 0);
-      if (r >= 0) break;
-      if (errno != EINTR) return -errno;
+    // The wait may end before the completion is posted (on 5.10, seen at boot: the write
+    // punted to an io-wq worker, the wait woken by task work): wait again, with nothing more
+    // to submit (the one entry is consumed once), until it is there.
+    unsigned head = 0, ctail = 0;
+    unsigned to_submit = 1;
+    for (int waits = 0;; ++waits) {
+      long r = syscall(__NR_io_uring_enter, fd, to_submit, 1, IORING_ENTER_GETEVENTS, nullptr, 0);
+      if (r < 0 && errno != EINTR) return -errno;
+      if (r > 0) to_submit = 0;
+      head = __atomic_load_n(CqField(p.cq_off.head), __ATOMIC_ACQUIRE);
+      ctail = __atomic_load_n(CqField(p.cq_off.tail), __ATOMIC_ACQUIRE);
+      if (head != ctail) break;
+      if (waits >= 1000) return -EAGAIN;
     }
-    unsigned head = __atomic_load_n(CqField(p.cq_off.head), __ATOMIC_ACQUIRE);
-    unsigned ctail = __atomic_load_n(CqField(p.cq_off.tail), __ATOMIC_ACQUIRE);
-    if (head == ctail) return -EAGAIN;
     unsigned cmask = *CqField(p.cq_off.ring_mask);
     auto* cqes = reinterpret_cast<io_uring_cqe*>(static_cast<char*>(cq) + p.cq_off.cqes);
     int res = cqes[head & cmask].res;
