@@ -85,9 +85,9 @@ struct Ring {
     sqe->buf_index = 0;
     SqField(p.sq_off.array)[idx] = idx;
     __atomic_store_n(SqField(p.sq_off.tail), tail + 1, __ATOMIC_RELEASE);
-    // The wait may end before the completion is posted (on 5.10, seen at boot: the write
-    // punted to an io-wq worker, the wait woken by task work): wait again, with nothing more
-    // to submit (the one entry is consumed once), until it is there.
+    // The wait can end before the completion is posted (seen on 5.10 at boot: the probe
+    // failed with EAGAIN): wait again, with nothing more to submit (the one entry is
+    // consumed once), until it is there.
     unsigned head = 0, ctail = 0;
     unsigned to_submit = 1;
     for (int waits = 0;; ++waits) {
