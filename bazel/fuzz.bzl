@@ -49,6 +49,19 @@ def _clang_args(ctx):
 def _is_source(f):
     return f.extension in ["c", "cc"]
 
+def _clang(ctx, inputs, output, args, mnemonic, message):
+    """One clang++ action with `args` (from _clang_args) writing `output`."""
+    args.add("-o", output)
+    ctx.actions.run_shell(
+        inputs = inputs,
+        outputs = [output],
+        command = "exec clang++ \"$@\"",
+        arguments = [args],
+        mnemonic = mnemonic,
+        progress_message = message,
+        use_default_shell_env = True,
+    )
+
 # The objects of libraries' sources compiled once with clang and the fuzzing flags, shared
 # by the fuzzers that link them (each source its own action: the two cores compile two at
 # a time, and a change recompiles one file).
@@ -62,16 +75,7 @@ def _forkguard_fuzz_objects_impl(ctx):
         obj = ctx.actions.declare_file("_fuzz_objs/%s/%s.o" % (ctx.label.name, src.short_path))
         args = _clang_args(ctx)
         args.add("-c", src)
-        args.add("-o", obj)
-        ctx.actions.run_shell(
-            inputs = libraries,
-            outputs = [obj],
-            command = "exec clang++ \"$@\"",
-            arguments = [args],
-            mnemonic = "ClangFuzzerCompile",
-            progress_message = "Compiling %s with clang for the fuzzers" % src.short_path,
-            use_default_shell_env = True,
-        )
+        _clang(ctx, libraries, obj, args, "ClangFuzzerCompile", "Compiling %s with clang for the fuzzers" % src.short_path)
         objects.append(obj)
     return [
         DefaultInfo(files = depset(objects)),
@@ -99,16 +103,7 @@ def _forkguard_fuzzer_impl(ctx):
     args.add_all(sources)
     args.add_all(objects)
     args.add_all(ctx.attr.linkopts)
-    args.add("-o", out)
-    ctx.actions.run_shell(
-        inputs = inputs,
-        outputs = [out],
-        command = "exec clang++ \"$@\"",
-        arguments = [args],
-        mnemonic = "ClangFuzzer",
-        progress_message = "Building libFuzzer binary %s with clang" % ctx.label,
-        use_default_shell_env = True,
-    )
+    _clang(ctx, inputs, out, args, "ClangFuzzer", "Building libFuzzer binary %s with clang" % ctx.label)
     return [DefaultInfo(executable = out, files = depset([out]))]
 
 forkguard_fuzzer = rule(
