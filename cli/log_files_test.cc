@@ -198,29 +198,31 @@ TEST(HostileLog, InputFilesAreRegularFilesOnly) {
 // forkguard watch's logs beside the shim's: a process both logged is reported once, from the
 // shim's record (it has the stacks), with one note; a process only the watcher saw (a static
 // program) is reported from the watcher's, its fork refused in the kernel counted as no child.
+// Writes `text` to DIR/NAME.
+void WriteIn(const std::string& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir + "/" + name) << text;
+}
+
 TEST(LogParser, WatcherLogsBesideTheShimsPreferTheShim) {
   std::string dir = forkguard::test_support::MakeTempDir("watcher");
-  auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir + "/" + name) << text;
-  };
   const std::string fork =
       R"("verdict":"hazard","reasons":["child-segv","inherited-rdma"],"site":null,"ranges":[)"
       R"({"addr":4096,"len":4096,"call":"ib_umem_get","dontfork":true,"kind":"anonymous",)"
       R"("effect":"child-segv","basis":"dontfork"}],"via":"kernel"})";
-  write(
-      "forkguard.h.10.100.jsonl",
+  WriteIn(
+      dir, "forkguard.h.10.100.jsonl",
       R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":10,"ppid":1,"prog":"train_with_a_long_name","rank":null,"local_rank":null,"job":null,"start_ns":100})"
       "\n"
       R"({"event":"fork","ts":5,"seq":0,"verdict":"hazard","reasons":["child-segv"],"action":"proceeded","site":"0xa"})"
       "\n");
-  write(
-      "forkguard-watch.h.10.90.jsonl",
+  WriteIn(
+      dir, "forkguard-watch.h.10.90.jsonl",
       R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":10,"ppid":1,"prog":"train_with_a_lo","rank":null,"local_rank":null,"job":null,"start_ns":90,"source":"watcher"})"
       "\n"
       R"({"event":"fork","ts":15,"seq":0,"action":"proceeded",)" +
           fork + "\n");
-  write(
-      "forkguard-watch.h.20.90.jsonl",
+  WriteIn(
+      dir, "forkguard-watch.h.20.90.jsonl",
       R"({"schema":"forkguard.event/2","event":"header","host":"h","pid":20,"ppid":1,"prog":"static_prog","rank":null,"local_rank":null,"job":null,"start_ns":90,"source":"watcher"})"
       "\n"
       R"({"event":"fork","ts":15,"seq":0,"action":"refused","errno":1,)" +
@@ -248,11 +250,8 @@ TEST(LogParser, WatcherLogsBesideTheShimsPreferTheShim) {
 // name, or the same one later (a container started after the first one ended).
 TEST(LogParser, WatcherRecordOfAContainerProcessPairsByItsNamespacePidAndHost) {
   std::string dir = forkguard::test_support::MakeTempDir("watcher-ns");
-  auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir + "/" + name) << text;
-  };
-  write(
-      "forkguard.c0ffee.1.100.jsonl",
+  WriteIn(
+      dir, "forkguard.c0ffee.1.100.jsonl",
       R"({"schema":"forkguard.event/2","event":"header","host":"c0ffee","pid":1,"ppid":0,"prog":"hazard_prog","rank":null,"local_rank":null,"job":null,"start_ns":100})"
       "\n"
       R"({"event":"fork","ts":5,"seq":0,"verdict":"hazard","reasons":["child-segv"],"action":"proceeded","site":"0xa"})"
@@ -265,15 +264,15 @@ TEST(LogParser, WatcherRecordOfAContainerProcessPairsByItsNamespacePidAndHost) {
   for (auto [pid, ns_host, start_ns] :
        {Watched{4321, "c0ffee", "90"}, Watched{4400, "beef00", "90"},
         Watched{4500, "c0ffee", "5000000000"}}) {
-    write("forkguard-watch.node." + std::to_string(pid) + "." + start_ns + ".jsonl",
-          R"({"schema":"forkguard.event/2","event":"header","host":"node","pid":)" +
-              std::to_string(pid) +
-              R"(,"ppid":1,"prog":"hazard_prog","rank":null,"local_rank":null,"job":null,)"
-              R"("start_ns":)" +
-              start_ns + R"(,"source":"watcher","ns_pid":1,"ns_host":")" + ns_host + "\"}\n" +
-              R"({"event":"fork","ts":15,"seq":0,"action":"proceeded","verdict":"hazard",)"
-              R"("reasons":["child-segv"],"site":null,"ranges":[],"via":"kernel"})"
-              "\n");
+    WriteIn(dir, "forkguard-watch.node." + std::to_string(pid) + "." + start_ns + ".jsonl",
+            R"({"schema":"forkguard.event/2","event":"header","host":"node","pid":)" +
+                std::to_string(pid) +
+                R"(,"ppid":1,"prog":"hazard_prog","rank":null,"local_rank":null,"job":null,)"
+                R"("start_ns":)" +
+                start_ns + R"(,"source":"watcher","ns_pid":1,"ns_host":")" + ns_host + "\"}\n" +
+                R"({"event":"fork","ts":15,"seq":0,"action":"proceeded","verdict":"hazard",)"
+                R"("reasons":["child-segv"],"site":null,"ranges":[],"via":"kernel"})"
+                "\n");
   }
   LogSet l;
   ReadLogs({dir}, &l);

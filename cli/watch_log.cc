@@ -59,27 +59,29 @@ long ParentPid(uint32_t pid) {
   return ppid;
 }
 
-// The process's pid in its own pid namespace (the last of /proc/PID/status's NSpid), when
-// that is not the node's: a process in a container; -1 otherwise or when gone.
-int64_t PidInItsNamespace(uint32_t pid) {
+// The process's pid in each pid namespace from that of /proc's mount down to its own (its
+// /proc/PID/status's NSpid); empty when gone.
+std::vector<int64_t> NamespacePids(uint32_t pid) {
   std::string status = ReadProc(pid, "status");
-  size_t at = status.find("\nNSpid:");
-  if (at == std::string::npos) return -1;
-  std::istringstream line(status.substr(at + 7, status.find('\n', at + 1) - at - 7));
   std::vector<int64_t> pids;
+  size_t at = status.find("\nNSpid:");
+  if (at == std::string::npos) return pids;
+  std::istringstream line(status.substr(at + 7, status.find('\n', at + 1) - at - 7));
   for (int64_t n; line >> n;) pids.push_back(n);
+  return pids;
+}
+
+// The process's pid in its own pid namespace, when that is not the node's: a process in a
+// container; -1 otherwise or when gone.
+int64_t PidInItsNamespace(uint32_t pid) {
+  std::vector<int64_t> pids = NamespacePids(pid);
   return pids.size() > 1 ? pids.back() : -1;
 }
 
-// The watcher's own pid namespace's level (0: the node's): NSpid's count less one.
+// The watcher's own pid namespace's level (0: the node's).
 uint32_t OwnPidNamespaceLevel() {
-  std::string status = ReadProc(static_cast<uint32_t>(getpid()), "status");
-  size_t at = status.find("\nNSpid:");
-  if (at == std::string::npos) return 0;
-  std::istringstream line(status.substr(at + 7, status.find('\n', at + 1) - at - 7));
-  uint32_t n = 0;
-  for (int64_t pid; line >> pid;) ++n;
-  return n > 0 ? n - 1 : 0;
+  size_t n = NamespacePids(static_cast<uint32_t>(getpid())).size();
+  return n > 0 ? static_cast<uint32_t>(n - 1) : 0;
 }
 
 // The host name the process sees (its UTS namespace's), when that namespace is not the
