@@ -61,8 +61,9 @@ DESCRIPTION
     told from anonymous memory; memory registered before the watcher started
     is known by its pinned page count and the RDMA netlink census only.
 
-    Records the ring buffer had no room for are counted, logged and printed,
-    never dropped silently. The watcher stops on SIGINT or SIGTERM with its
+    Records it could not keep (the ring buffer full, a registration probe or
+    program run the kernel skipped) are counted, logged and printed, never
+    dropped silently. The watcher stops on SIGINT or SIGTERM with its
     logs complete; the BPF programs go with it, unless --persist pinned them:
     then the kernel goes on judging and refusing forks with no logs until
     `forkguard watch --unpin` removes them (or the machine reboots).
@@ -224,7 +225,8 @@ const flags::FlagTable& WatchFlags() {
        "off: judge and log only; memory: refuse in the kernel a fork\n"
        "whose verdict is child-segv or parent-corruption; all: also\n"
        "one that only inherits RDMA state. Refused: fork() returns -1\n"
-       "with EPERM in the program"},
+       "with EPERM in the program. Not refused: a fork the shim in\n"
+       "the process lets through (FORKGUARD_ALLOW, suppressions)"},
       {"persist", "", "",
        "leave the programs in the kernel when the watcher stops\n"
        "(pinned in /sys/fs/bpf/forkguard-watch): forks go on being\n"
