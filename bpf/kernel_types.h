@@ -31,9 +31,12 @@ struct pt_regs {
 
 struct vm_area_struct;
 
+struct task_struct;
+
 struct mm_struct {
   atomic64_t pinned_vm;  // pages pinned long-term (ib_umem_get adds, ib_umem_release subtracts)
   struct vm_area_struct* mmap;  // the VMA list, before Linux 6.1's maple tree only
+  struct task_struct* owner;    // the process using it (CONFIG_MEMCG; Debian's kernels have it)
 };
 
 struct file;
@@ -76,9 +79,15 @@ struct task_struct {
   struct nsproxy* nsproxy;
 };
 
-struct trace_event_raw_sys_enter {
-  long id;
-  unsigned long args[6];
+// drivers/infiniband/core/umem.c's (in the ib_uverbs module, whose BTF libbpf reads): the
+// registration's range and the process whose memory it pins.
+struct ib_umem {
+  struct mm_struct* owning_mm;
+  unsigned long length;
+  unsigned long address;
+  unsigned int writable : 1;
+  unsigned int is_odp : 1;
+  unsigned int is_dmabuf : 1;  // Linux 5.12 and later
 };
 
 #pragma clang attribute pop

@@ -63,7 +63,9 @@ struct {
 } umem_args SEC(".maps");
 
 // Each live umem's owner (the tgid that registered it): a release may run in another
-// process (the last holder of an inherited descriptor).
+// process (the last holder of an inherited descriptor, a device's removal). Only where the
+// registrations are seen by kprobes: with ib_uverbs' BTF the release reads the owner from the
+// umem itself, and the loader shrinks this map to one entry.
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 65536);
@@ -113,7 +115,7 @@ static __always_inline __u64 quiet_wakeup(void) {
 // A record without ranges; `quiet`: one nobody waits for (quiet_wakeup).
 static __always_inline void emit_small(__u32 type, __u32 tgid, __u32 tid, __u64 addr, __u64 len,
                                        __s32 advice, __u32 child, int quiet) {
-  struct fgw_event* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  struct fgw_small* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
   if (!e) {
     count_lost();
     return;
@@ -180,8 +182,10 @@ int BPF_KPROBE(fg_umem_get, void* device, unsigned long addr, unsigned long size
 }
 
 // A registration ib_umem_get made (`ret`, an ERR_PTR when it failed) of [addr, addr + len)
-// by thread `id`: into its process's table, and a record.
-static __always_inline void umem_registered(__u64 id, __u64 addr, __u64 len, long ret) {
+// by thread `id`: into its process's table, and a record; `keep_owner`: its owner into
+// `umems` too, for a release seen by a kprobe.
+static __always_inline void umem_registered(__u64 id, __u64 addr, __u64 len, long ret,
+                                            int keep_owner) {
   if (ret == 0 || (unsigned long)ret >= (unsigned long)-4095) return;  // ERR_PTR
   __u32 tgid = id >> 32;
   struct fgw_proc* p = proc_of(tgid);
@@ -200,17 +204,19 @@ static __always_inline void umem_registered(__u64 id, __u64 addr, __u64 len, lon
   } else {
     p->overflow++;
   }
-  __u64 umem = (__u64)ret;
-  bpf_map_update_elem(&umems, &umem, &tgid, BPF_ANY);
+  if (keep_owner) {
+    __u64 umem = (__u64)ret;
+    bpf_map_update_elem(&umems, &umem, &tgid, BPF_ANY);
+  }
   emit_small(FGW_MR_REG, tgid, (__u32)id, addr, len, 0, 0, 1);
 }
 
-// Where ib_core has BTF (Linux 5.11 and later): its arguments and result in one program (a
+// Where ib_uverbs has BTF (Linux 5.11 and later): its arguments and result in one program (a
 // trampoline: no return probe, no table between entry and return).
 SEC("fexit/ib_umem_get")
 int BPF_PROG(fg_umem_get_exit, void* device, unsigned long addr, unsigned long size, int access,
              long ret) {
-  umem_registered(bpf_get_current_pid_tgid(), addr, size, ret);
+  umem_registered(bpf_get_current_pid_tgid(), addr, size, ret, 0);
   return 0;
 }
 
@@ -227,24 +233,22 @@ int BPF_KRETPROBE(fg_umem_get_ret, long ret) {
   }
   struct fgw_mr r = *m;
   bpf_map_delete_elem(&umem_args, &id);
-  umem_registered(id, r.addr, r.len, ret);
+  umem_registered(id, r.addr, r.len, ret, 1);
   return 0;
 }
 
-SEC("kprobe/ib_umem_release")
-int BPF_KPROBE(fg_umem_release, void* umem_ptr) {
-  __u64 umem = (__u64)umem_ptr;
-  __u32* owner = bpf_map_lookup_elem(&umems, &umem);
-  if (!owner) return 0;
-  __u32 tgid = *owner;
-  bpf_map_delete_elem(&umems, &umem);
+// The release of process `tgid`'s umem `umem` of [addr, addr + len) (0, 0: not known): out of
+// its table, and a record. A range it registered before the watcher started (umem 0, from the
+// census) is found by its range; one beyond the table's room is taken off the count.
+static __always_inline void umem_released(__u32 tgid, __u64 umem, __u64 addr, __u64 len) {
   struct fgw_proc* p = bpf_map_lookup_elem(&procs, &tgid);
-  if (!p) return 0;
-  __u64 addr = 0, len = 0;
+  if (!p) return;
   int found = 0;
   for (int i = 0; i < FGW_MAX_MRS; i++) {
     if (i >= p->n) break;
-    if (p->mr[i].umem != umem) continue;
+    if (p->mr[i].umem != umem &&
+        !(p->mr[i].umem == 0 && len != 0 && p->mr[i].addr == addr && p->mr[i].len == len))
+      continue;
     addr = p->mr[i].addr;
     len = p->mr[i].len;
     __u32 last = p->n - 1;
@@ -255,6 +259,44 @@ int BPF_KPROBE(fg_umem_release, void* umem_ptr) {
   }
   if (!found && p->overflow > 0) p->overflow--;
   emit_small(FGW_MR_DEREG, tgid, (__u32)bpf_get_current_pid_tgid(), addr, len, 0, 0, 1);
+}
+
+// Where ib_uverbs has BTF: the umem says whose memory it pins (owning_mm), so that no table
+// of owners is kept per registration. That is the current process's, but where the last
+// holder of an inherited descriptor, or a device's removal, releases it: then the mm's owner.
+// (A process's own releases at its exit come after its mm is gone: its table went with it.)
+SEC("fentry/ib_umem_release")
+int BPF_PROG(fg_umem_release_fentry, struct ib_umem* umem) {
+  // Typed pointers (BTF): read directly, no probe-read helper per field.
+  if (!umem) return 0;
+  // Made by ib_umem_odp_get or ib_umem_dmabuf_get, not by ib_umem_get: never tracked.
+  if (BPF_CORE_READ_BITFIELD(umem, is_odp)) return 0;
+  if (bpf_core_field_exists(umem->is_dmabuf) && BPF_CORE_READ_BITFIELD(umem, is_dmabuf)) return 0;
+  struct mm_struct* mm = umem->owning_mm;
+  struct task_struct* t = bpf_get_current_task_btf();
+  __u32 tgid;
+  if (mm == t->mm) {
+    tgid = t->tgid;
+  } else if (mm && bpf_core_field_exists(mm->owner)) {
+    struct task_struct* owner = mm->owner;
+    if (!owner) return 0;  // its process is gone, and its table with it
+    tgid = owner->tgid;
+  } else {
+    return 0;
+  }
+  umem_released(tgid, (__u64)umem, umem->address, umem->length);
+  return 0;
+}
+
+// Elsewhere: a kprobe, and the owner as `umems` kept it at the registration.
+SEC("kprobe/ib_umem_release")
+int BPF_KPROBE(fg_umem_release, void* umem_ptr) {
+  __u64 umem = (__u64)umem_ptr;
+  __u32* owner = bpf_map_lookup_elem(&umems, &umem);
+  if (!owner) return 0;
+  __u32 tgid = *owner;
+  bpf_map_delete_elem(&umems, &umem);
+  umem_released(tgid, umem, 0, 0);
   return 0;
 }
 
@@ -297,11 +339,9 @@ int BPF_KPROBE(fg_uverbs_open) { return device_opened(0); }
 SEC("kprobe/ucma_open")
 int BPF_KPROBE(fg_ucma_open) { return device_opened(1); }
 
-SEC("tracepoint/syscalls/sys_enter_madvise")
-int fg_madvise(struct trace_event_raw_sys_enter* ctx) {
-  long advice = BPF_CORE_READ(ctx, args[2]);
+// A madvise(2) call: the shim's mark, or MADV_DONTFORK / MADV_DOFORK over a range.
+static __always_inline int madvised(unsigned long start, unsigned long len, int advice) {
   __u64 id = bpf_get_current_pid_tgid();
-  __u64 start = BPF_CORE_READ(ctx, args[0]), len = BPF_CORE_READ(ctx, args[1]);
   if ((int)advice == FORKGUARD_WATCH_MARK_ADVICE && start == FORKGUARD_WATCH_MARK_ADDR) {
     __u64 now = bpf_ktime_get_ns();
     bpf_map_update_elem(&shim_marks, &id, &now, BPF_ANY);
@@ -319,6 +359,23 @@ int fg_madvise(struct trace_event_raw_sys_enter* ctx) {
       p->mr[i].dc = advice == MADV_DONTFORK;
   }
   return 0;
+}
+
+// Every madvise(2) of the node, at the system call's entry, so that only madvise pays: not at
+// the syscall tracepoint, which while attached sends every system call of every process on
+// the node through the kernel's slow syscall path. (Not at do_madvise: on 5.10 a trampoline
+// there did not see the system call's. io_uring's IORING_OP_MADVISE is not seen, as by the
+// tracepoint.)
+// A trampoline where the kernel has bpf_find_vma (Linux 5.17 and later)...
+SEC("fentry/__x64_sys_madvise")
+int BPF_PROG(fg_madvise, struct pt_regs* regs) {
+  return madvised(regs->di, regs->si, (int)regs->dx);
+}
+
+// ...a kprobe before (5.10's verifier refuses the trampoline's typed read of the registers).
+SEC("ksyscall/madvise")
+int BPF_KSYSCALL(fg_madvise_kprobe, unsigned long start, unsigned long len, int advice) {
+  return madvised(start, len, advice);
 }
 
 struct vma_view {

@@ -83,6 +83,22 @@ struct fgw_event {
   struct fgw_range ranges[FGW_FORK_RANGES];
 };
 
+// The records that carry a range at most (registrations, releases, madvise, a fork's child,
+// an exit) are this much: struct fgw_event's first fields, to `advice`, at the same offsets.
+// The loader reads them into a zeroed fgw_event. (A fork record is a whole fgw_event.)
+struct fgw_small {
+  fgw_u32 type;
+  fgw_u32 tgid;
+  fgw_u32 tid;
+  fgw_u32 child;
+  fgw_u64 ts_ns;
+  char comm[16];
+  fgw_u64 addr;
+  fgw_u64 len;
+  fgw_s32 advice;
+  fgw_u32 pad;
+};
+
 // A process's registered ranges and device files, the kernel's table (`procs`), which the
 // loader seeds from the census at start.
 struct fgw_mr {

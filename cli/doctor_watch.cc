@@ -38,10 +38,21 @@ const char* ChooseJudgeProgram(watch_bpf* skel, const WatcherFacts& w) {
     bpf_program__set_autoload(p, p == keep);
   }
   skel->rodata->walk_vmas = w.find_vma ? 0 : 1;
-  // Registrations: fexit where ib_core has BTF, else a kprobe and a kretprobe.
-  bpf_program__set_autoload(skel->progs.fg_umem_get_exit, w.ib_core_btf);
-  bpf_program__set_autoload(skel->progs.fg_umem_get, !w.ib_core_btf);
-  bpf_program__set_autoload(skel->progs.fg_umem_get_ret, !w.ib_core_btf);
+  // madvise(2): a trampoline on the system call from Linux 5.17, a kprobe before.
+  bpf_program__set_autoload(skel->progs.fg_madvise, w.find_vma);
+  bpf_program__set_autoload(skel->progs.fg_madvise_kprobe, !w.find_vma);
+  // Registrations: fexit where ib_uverbs has BTF, and fentry on their releases, which read
+  // the owner from the umem; else a kprobe and a kretprobe, and a kprobe on the release with
+  // a table of owners, the only users of the two tables kept per call (then one entry each).
+  bpf_program__set_autoload(skel->progs.fg_umem_get_exit, w.umem_btf);
+  bpf_program__set_autoload(skel->progs.fg_umem_release_fentry, w.umem_btf);
+  bpf_program__set_autoload(skel->progs.fg_umem_get, !w.umem_btf);
+  bpf_program__set_autoload(skel->progs.fg_umem_get_ret, !w.umem_btf);
+  bpf_program__set_autoload(skel->progs.fg_umem_release, !w.umem_btf);
+  if (w.umem_btf) {
+    bpf_map__set_max_entries(skel->maps.umems, 1);
+    bpf_map__set_max_entries(skel->maps.umem_args, 1);
+  }
   return JudgesInLsm(w) ? "BPF LSM task_alloc" : "fmod_ret security_task_alloc";
 }
 
@@ -55,7 +66,7 @@ WatcherFacts GatherWatcherFacts(bool try_load) {
     w.fmod_ret_target = btf__find_by_name_kind(vmlinux, "security_task_alloc", BTF_KIND_FUNC) > 0;
     btf__free(vmlinux);
   }
-  w.ib_core_btf = access("/sys/kernel/btf/ib_core", R_OK) == 0;
+  w.umem_btf = access("/sys/kernel/btf/ib_uverbs", R_OK) == 0;
   std::ifstream f("/sys/kernel/security/lsm");
   if (f && std::getline(f, w.lsm)) w.lsm_known = true;
   w.uid = geteuid();

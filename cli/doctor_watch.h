@@ -17,7 +17,7 @@ struct WatcherFacts {
   std::string lsm;               // the active LSM list
   bool task_alloc_hook = false;  // bpf_lsm_task_alloc (BPF LSM's hook) is in the BTF
   bool fmod_ret_target = false;  // security_task_alloc is in the BTF
-  bool ib_core_btf = false;  // ib_core has BTF (/sys/kernel/btf/ib_core): fexit on its functions
+  bool umem_btf = false;         // ib_uverbs (ib_umem_get's module) has BTF: fexit and fentry on it
   bool root = false;
   unsigned uid = 0;
   // As root: whether the kernel loads the watcher's BPF programs for this process (loaded,

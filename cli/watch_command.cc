@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -87,15 +88,27 @@ int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args)
   return vfprintf(stderr, format, args);
 }
 
+static_assert(offsetof(fgw_small, advice) == offsetof(fgw_event, advice) &&
+                  offsetof(fgw_small, comm) == offsetof(fgw_event, comm) &&
+                  sizeof(fgw_small) <= offsetof(fgw_event, vma_busy),
+              "a small record is the start of fgw_event");
+
 int OnRecord(void* ctx, void* data, size_t size) {
-  if (size < sizeof(fgw_event)) return 0;
+  // A small record (bpf/watch_events.h) is read into a zeroed fgw_event.
+  fgw_event small{};
+  const fgw_event* e = static_cast<const fgw_event*>(data);
+  if (size == sizeof(fgw_small)) {
+    memcpy(&small, data, sizeof(fgw_small));
+    e = &small;
+  } else if (size < sizeof(fgw_event)) {
+    return 0;
+  }
   // One record must never stop the watcher (a process gone mid-read, a full disk): said, and
   // the next record is read.
   try {
-    static_cast<WatchLogs*>(ctx)->Record(*static_cast<const fgw_event*>(data));
-  } catch (const std::exception& e) {
-    fprintf(stderr, "forkguard watch: a record of pid %u not logged: %s\n",
-            static_cast<const fgw_event*>(data)->tgid, e.what());
+    static_cast<WatchLogs*>(ctx)->Record(*e);
+  } catch (const std::exception& ex) {
+    fprintf(stderr, "forkguard watch: a record of pid %u not logged: %s\n", e->tgid, ex.what());
   }
   return 0;
 }
@@ -323,7 +336,7 @@ watch_bpf* LoadPrograms(const WatchOptions& o, const facts::MachineFacts& m, con
   *hook = doctor::ChooseJudgeProgram(skel, wf);
   // The judging hook, and how the programs see what they judge by.
   *how = std::string(*hook) + (wf.find_vma ? "" : ", mappings kept since registration") +
-         (wf.ib_core_btf ? ", ib_umem_get by fexit" : ", ib_umem_get by kretprobe");
+         (wf.umem_btf ? ", ib_umem_get by fexit" : ", ib_umem_get by kretprobe");
   int err = watch_bpf__load(skel);
   if (err == 0) err = watch_bpf__attach(skel);
   if (err != 0) {
