@@ -8,10 +8,12 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/json.h"
@@ -320,6 +322,40 @@ TEST(WatchRdma, AForkStormLosesNothingSilently) {
   printf("storm: %ld forks, %ld registrations; logged %lld forks, %lld registrations; %lld lost\n",
          forks, regs, static_cast<long long>(fork_events), static_cast<long long>(reg_events),
          static_cast<long long>(lost));
+}
+
+// A registration released in another process than its owner's: the process that inherited the
+// device files and closed them last (here a child the parent left them to). The owner's
+// table loses the range (its next fork carries none) and its log has the release.
+TEST(WatchRdma, ARangeReleasedInAnotherProcessLeavesItsOwnersTable) {
+  auto dev = test_support::RequireRdmaDevice();
+  Watcher w;
+  ASSERT_TRUE(w.ready()) << w.startup_error();
+  ProgramResult r =
+      RunProgram({StaticProg(), "--release-in-child"}, {"RXE_DEV=" + dev.name, "RDMAV_FORK_SAFE="});
+  EXPECT_EQ(r.status, 0) << r.Describe();
+  EXPECT_NE(r.out.find("holder: exit 0"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.out.find("child: exit 0"), std::string::npos) << r.Describe();
+  ProgramResult stop = w.Stop();
+  EXPECT_EQ(stop.status, 0) << stop.Describe();
+  std::vector<Json> events = Events(w.dir(), "forkguard-watch.");
+  std::vector<std::pair<int64_t, size_t>> fork_ranges;  // (time, ranges) of the owner's forks
+  int64_t released = 0;
+  for (const Json& e : events) {
+    if (GetInt(e, "_pid", -1) != r.pid) continue;
+    std::string type = GetString(e, "event");
+    if (type == "fork") {
+      const Json* ranges = FindMember(e, "ranges");
+      ASSERT_TRUE(ranges != nullptr && ranges->is_array()) << WriteJson(e, -1);
+      fork_ranges.emplace_back(GetInt(e, "_t", 0), ranges->size());
+    }
+    if (type == "mr_deregister" && GetInt(e, "len", 0) == 1 << 16) ++released;
+  }
+  std::sort(fork_ranges.begin(), fork_ranges.end());
+  ASSERT_EQ(fork_ranges.size(), 2u) << stop.err;
+  EXPECT_EQ(fork_ranges[0].second, 1u) << "the fork that made the holder: the live MR";
+  EXPECT_EQ(fork_ranges[1].second, 0u) << "the fork after the holder released the MR";
+  EXPECT_EQ(released, 1) << stop.err;
 }
 
 }  // namespace
