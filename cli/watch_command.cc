@@ -93,22 +93,25 @@ static_assert(offsetof(fgw_small, advice) == offsetof(fgw_event, advice) &&
                   sizeof(fgw_small) <= offsetof(fgw_event, vma_busy),
               "a small record is the start of fgw_event");
 
-int OnRecord(void* ctx, void* data, size_t size) {
-  // A small record (bpf/watch_events.h) is read into a zeroed fgw_event.
-  fgw_event small{};
-  const fgw_event* e = static_cast<const fgw_event*>(data);
-  if (size == sizeof(fgw_small)) {
-    memcpy(&small, data, sizeof(fgw_small));
-    e = &small;
-  } else if (size < sizeof(fgw_event)) {
-    return 0;
-  }
-  // One record must never stop the watcher (a process gone mid-read, a full disk): said, and
-  // the next record is read.
+// One record into the logs. One record must never stop the watcher (a process gone mid-read,
+// a full disk): said, and the next record is read.
+void LogRecord(WatchLogs* logs, const fgw_event& e) {
   try {
-    static_cast<WatchLogs*>(ctx)->Record(*e);
+    logs->Record(e);
   } catch (const std::exception& ex) {
-    fprintf(stderr, "forkguard watch: a record of pid %u not logged: %s\n", e->tgid, ex.what());
+    fprintf(stderr, "forkguard watch: a record of pid %u not logged: %s\n", e.tgid, ex.what());
+  }
+}
+
+int OnRecord(void* ctx, void* data, size_t size) {
+  WatchLogs* logs = static_cast<WatchLogs*>(ctx);
+  if (size == sizeof(fgw_small)) {
+    // A small record (bpf/watch_events.h): read into a zeroed fgw_event.
+    fgw_event e{};
+    memcpy(&e, data, sizeof(fgw_small));
+    LogRecord(logs, e);
+  } else if (size >= sizeof(fgw_event)) {
+    LogRecord(logs, *static_cast<const fgw_event*>(data));
   }
   return 0;
 }
