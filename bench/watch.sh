@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 		--reps) REPS=$2; shift ;;
 		--guest-clock) CLOCK=$2; shift ;;
-		*) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+		*) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 	esac
 	shift
 done
