@@ -10,6 +10,11 @@ counter behind scripts/test's last line.
       and prints "PASSED FAILED SKIPPED" over all of them. A file that is missing or does
       not parse, or that holds no test case, counts as one failure (named on stderr): a lane
       that ran nothing is not a pass.
+  junit.py digest [MAX]
+      reads the same lines and prints one line per file with a failure: its label, how many
+      of its cases failed, and the first of them with their messages; at most MAX lines
+      (default 30), then how many more files failed. scripts/test prints it last, where a
+      log cut to its tail still shows what failed.
 
 From Python: write(path, suite, cases) with Case rows, count(path, label).
 """
@@ -89,6 +94,53 @@ def count(path, label):
     return passed, failed, skipped
 
 
+def failed_cases(path):
+    """[(name, message)] of the failed cases in the JUnit file path, None when it cannot be
+    read, [] when none failed."""
+    try:
+        root = ET.parse(path).getroot()
+    except Exception:
+        return None
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    out = []
+    for s in suites:
+        for c in s.findall("testcase"):
+            f = c.find("failure")
+            if f is None:
+                f = c.find("error")
+            if f is not None:
+                name = c.get("name", "?")
+                if c.get("classname"):
+                    name = f"{c.get('classname')}.{name}"
+                out.append((name, " ".join((f.get("message") or "").split())))
+    return out
+
+
+def digest(lines, limit=30, width=300):
+    """The lines digest prints for "LABEL<TAB>FILE" lines."""
+    out = []
+    more = 0
+    for line in lines:
+        label, sep, path = line.rstrip("\n").partition("\t")
+        if not sep:
+            continue
+        cases = failed_cases(path)
+        if cases == []:
+            continue
+        if len(out) >= limit:
+            more += 1
+            continue
+        if cases is None:
+            text = f"FAIL {label}: no readable result"
+        else:
+            shown = "; ".join(f"{n}: {m}" if m else n for n, m in cases[:3])
+            text = f"FAIL {label}: {len(cases)} failed: {shown}"
+        out.append(text if len(text) <= width else text[:width - 3] + "...")
+    if more:
+        out.append(f"... and {more} more files with failures")
+    return out
+
+
 def _read_cases(data):
     fields = data.decode("utf-8", errors="replace").split("\0")
     fields.pop()  # what follows the last NUL: nothing
@@ -119,6 +171,10 @@ def main(argv):
             for i, n in enumerate(count(path, label)):
                 total[i] += n
         print(*total)
+        return 0
+    if len(argv) in (2, 3) and argv[1] == "digest":
+        for line in digest(sys.stdin, int(argv[2]) if len(argv) == 3 else 30):
+            print(line)
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -111,5 +111,17 @@ check "missing and broken files are one failure each, named" \
 check "counts add up over files" \
 	'[ "$(printf "g\t%s\nsh\t%s\npy\t%s\n" "$T/gtest.xml" "$T/sh/suite.xml" "$T/py.xml" | count)" = "4 4 4" ]'
 
+# --- the digest scripts/test prints last: a line per file that failed, capped ---------------
+digest() { /usr/bin/python3 "$JUNIT_PY" digest "$@"; }
+printf "g\t%s\nb\t%s\ngone\t%s\nok\t%s\n" "$T/gtest.xml" "$T/bazel.xml" "$T/none.xml" "$T/sh/ok.xml" |
+	digest > "$T/digest.out"
+check "digest: a line per file with a failure, its first failed cases and their messages" \
+	'[ "$(cat "$T/digest.out")" = "$(printf "%s\n" "FAIL g: 1 failed: two: x" \
+		"FAIL b: 1 failed: //x:y_test: exited with error code 1" "FAIL gone: no readable result")" ]'
+check "digest: a file where everything passed is not named" '! grep -q "FAIL ok" "$T/digest.out"'
+for i in 1 2 3 4 5; do printf "f%s\t%s\n" "$i" "$T/bazel.xml"; done | digest 2 > "$T/digest2.out"
+check "digest: at most MAX lines, then how many more files failed" \
+	'[ "$(wc -l < "$T/digest2.out")" = 3 ] && grep -qx "... and 3 more files with failures" "$T/digest2.out"'
+
 [ "$fails" = 0 ] && echo "junit_test: all checks passed"
 [ "$fails" = 0 ]
