@@ -2,6 +2,7 @@
 # Slurm of the pair (tag "slurm": scripts/lanes/cluster-lane boots the pair with
 # CLUSTER_SLURM=1, scripts/guests/inside/slurm-pair). node0 submits; node1's slurmd runs its tasks.
 #   PLUGIN                 spank_forkguard.so of this build
+#   srun, sbatch, salloc   the commands, each under a timeout of SLURM_CALL_TIMEOUT s (420)
 #   plugstack LINE...      writes the pair's plugstack.conf (on the shared directory, read
 #                          by srun/sbatch on node0 and slurmstepd on both nodes)
 #   slurmd_log N           node N's slurmd log (the control share: readable from both)
@@ -12,6 +13,13 @@
 PLUGIN=$(readlink -f "$R/slurm/spank_forkguard.so")
 PLUGSTACK=$CLUSTER_SHARED/slurm/plugstack.conf
 export PYTHONDONTWRITEBYTECODE=1 RDMAV_FORK_SAFE= IBV_FORK_SAFE=
+# Every Slurm client call is bounded: a job that cannot get its nodes (a slurmd that died,
+# a job of an earlier test that never completed) fails its test within minutes, instead of
+# holding the lane to its per-test timeout while the tests after it wait.
+SLURM_CALL_TIMEOUT=${SLURM_CALL_TIMEOUT:-420}
+srun() { timeout -k 10 "$SLURM_CALL_TIMEOUT" srun "$@"; }
+sbatch() { timeout -k 10 "$SLURM_CALL_TIMEOUT" sbatch "$@"; }
+salloc() { timeout -k 10 "$SLURM_CALL_TIMEOUT" salloc "$@"; }
 plugstack() { printf '%s\n' "$@" > "$PLUGSTACK"; }
 slurmd_log() { echo "$CLUSTER_CTL/node$1/slurm/slurmd.log"; }
 # Each task prints "maps N" (N: mappings of libforkguard.so in its own /proc/PID/maps).
