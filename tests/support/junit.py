@@ -110,10 +110,17 @@ def failed_cases(path):
                 f = c.find("error")
             if f is not None:
                 name = c.get("name", "?")
-                if c.get("classname"):
-                    name = f"{c.get('classname')}.{name}"
+                cls = c.get("classname") or ""
+                if cls.startswith("//") and "." in cls:
+                    cls = cls.rsplit(".", 1)[1]  # a lane's "//pkg:test.node0": the node
+                if cls:
+                    name = f"{cls}.{name}"
                 out.append((name, " ".join((f.get("message") or "").split())))
     return out
+
+
+def _cut(text, width):
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def digest(lines, limit=30, width=300):
@@ -133,9 +140,10 @@ def digest(lines, limit=30, width=300):
         if cases is None:
             text = f"FAIL {label}: no readable result"
         else:
-            shown = "; ".join(f"{n}: {m}" if m else n for n, m in cases[:3])
+            shown = "; ".join(f"{_cut(n, 100)}: {_cut(m, 80)}" if m else _cut(n, 100)
+                              for n, m in cases[:3])
             text = f"FAIL {label}: {len(cases)} failed: {shown}"
-        out.append(text if len(text) <= width else text[:width - 3] + "...")
+        out.append(_cut(text, width))
     if more:
         out.append(f"... and {more} more files with failures")
     return out
